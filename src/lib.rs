@@ -1,0 +1,2 @@
+//! nats-roles (work in progress)
+pub mod names;
