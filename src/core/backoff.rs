@@ -1,0 +1,100 @@
+//! Jittered exponential backoff and the small deterministic RNG the pure core uses.
+
+use std::time::Duration;
+
+/// Retry policy for transient failures (mirrors the `retry` config section).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// First delay.
+    pub initial: Duration,
+    /// Largest delay.
+    pub max: Duration,
+    /// Growth factor per attempt (>= 1).
+    pub multiplier: f64,
+    /// Random spread, a fraction in 0..=1 (0.2 = ±20 %).
+    pub jitter: f64,
+    /// Consecutive failed acquire attempts before giving up; 0 = never give up.
+    pub max_attempts: u32,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            initial: Duration::from_millis(50),
+            max: Duration::from_secs(2),
+            multiplier: 2.0,
+            jitter: 0.2,
+            max_attempts: 0,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Delay before retry number `attempt` (1-based), with jitter drawn from `rng`.
+    pub fn delay(&self, attempt: u32, rng: &mut SplitMix64) -> Duration {
+        let exp = i32::try_from(attempt.saturating_sub(1).min(64)).unwrap_or(64);
+        let base = self.initial.as_secs_f64() * self.multiplier.max(1.0).powi(exp);
+        let base = base.min(self.max.as_secs_f64());
+        let spread = self.jitter.clamp(0.0, 1.0);
+        let factor = 1.0 + spread * (2.0 * rng.next_f64() - 1.0);
+        Duration::from_secs_f64((base * factor).max(0.0))
+    }
+}
+
+/// SplitMix64: a tiny, seedable PRNG so the core stays deterministic under test.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    /// A generator with the given seed.
+    #[must_use]
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn next_f64(&mut self) -> f64 {
+        // 53 random mantissa bits.
+        #[allow(clippy::cast_precision_loss)]
+        let v = (self.next_u64() >> 11) as f64;
+        v / (1u64 << 53) as f64
+    }
+
+    /// Uniform duration in `[0, max)`.
+    pub fn below(&mut self, max: Duration) -> Duration {
+        max.mul_f64(self.next_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grows_and_caps() {
+        let p = RetryPolicy { jitter: 0.0, ..RetryPolicy::default() };
+        let mut rng = SplitMix64::new(1);
+        assert_eq!(p.delay(1, &mut rng), Duration::from_millis(50));
+        assert_eq!(p.delay(2, &mut rng), Duration::from_millis(100));
+        assert_eq!(p.delay(30, &mut rng), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn jitter_stays_in_band() {
+        let p = RetryPolicy::default();
+        let mut rng = SplitMix64::new(7);
+        for _ in 0..1000 {
+            let d = p.delay(1, &mut rng);
+            assert!(d >= Duration::from_millis(40) && d <= Duration::from_millis(60), "{d:?}");
+        }
+    }
+}

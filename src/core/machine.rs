@@ -1,0 +1,873 @@
+//! The election state machine of one role: `(state, input, now) -> (state, actions)`.
+//!
+//! It performs no I/O and reads no clock: the driver feeds it observations of the role key,
+//! outcomes of the writes and reads it asked for, and the current monotonic time, and executes
+//! the [`Action`]s it returns. Rule numbers (P3, P4, ...) refer to `docs/protocol.md`.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::backoff::{RetryPolicy, SplitMix64};
+use super::types::{
+    Action, DemoteReason, FailureKind, KeyState, Notice, ReleaseReason, Term, Timing, WriteKind,
+    WriteOutcome, WriteRequest,
+};
+use crate::names::InstanceId;
+use crate::status::RoleState;
+use crate::token::FencingToken;
+use crate::value::{HolderValue, LeaseValue};
+
+/// Who this machine writes as.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// Instance id written into the lease.
+    pub instance: InstanceId,
+    /// Random id of this process start.
+    pub incarnation: Uuid,
+    /// Priority written into the lease.
+    pub priority: i32,
+    /// Free-form metadata written into the lease.
+    pub meta: std::collections::BTreeMap<String, String>,
+}
+
+/// What the machine knows about the role key.
+#[derive(Debug, Clone)]
+struct Known {
+    state: KeyState,
+    /// Monotonic time at which this revision was first observed.
+    seen_at: Instant,
+}
+
+impl Known {
+    fn rev(&self) -> u64 {
+        self.state.revision()
+    }
+}
+
+/// The operation in flight (at most one per role).
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    Acquire { op: u64, nonce: Uuid, sent_at: Instant },
+    Renew { op: u64, sent_at: Instant },
+    Release { op: u64 },
+    Read { op: u64 },
+}
+
+impl Pending {
+    fn op(self) -> u64 {
+        match self {
+            Self::Acquire { op, .. }
+            | Self::Renew { op, .. }
+            | Self::Release { op }
+            | Self::Read { op } => op,
+        }
+    }
+}
+
+/// What to do once a release finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterRelease {
+    Cooldown(Duration),
+    Stop,
+}
+
+#[derive(Debug, Clone)]
+struct Release {
+    after: AfterRelease,
+    drained: bool,
+    /// Set when the delete must be re-checked by a read before being sent again.
+    verify: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Leading {
+    term: Term,
+    /// Revision of our last write in this term.
+    rev: u64,
+    next_renew: Instant,
+    disconnected_since: Option<Instant>,
+    /// Set once a graceful release began: the term was demoted to the application, the
+    /// lease is still renewed until the drain finished, then deleted.
+    release: Option<Release>,
+    /// Re-read before renewing (after a conflict, 10164 or unknown outcome).
+    reread: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Phase {
+    /// Not started.
+    Init,
+    /// Campaigning (or following a holder while ready to campaign).
+    Candidate,
+    /// Not campaigning for this role: observe only.
+    Observer,
+    /// Holding the role.
+    Leader(Box<Leading>),
+    /// Released voluntarily; campaigning again at `until`.
+    Cooldown { until: Instant },
+    /// Stop requested while not leading; waiting for the in-flight operation to settle.
+    Stopping,
+    /// Finished (stopped, or failed permanently).
+    Stopped,
+}
+
+/// The state machine of one role.
+#[derive(Debug)]
+pub struct RoleMachine {
+    id: Identity,
+    timing: Timing,
+    retry: RetryPolicy,
+    campaign: bool,
+    epoch: u64,
+    rng: SplitMix64,
+    phase: Phase,
+    known: Option<Known>,
+    pending: Option<Pending>,
+    /// Earliest time the next operation may be sent (backoff, jitter, re-read delay).
+    not_before: Option<Instant>,
+    /// Consecutive failed attempts (for backoff and `max_attempts`).
+    failures: u32,
+    /// Nonce of an acquire whose outcome is unknown (P5 own late write).
+    unknown_nonce: Option<Uuid>,
+    /// Whether this process already wrote this role's key, or adopted a predecessor's lease.
+    adopted_or_wrote: bool,
+    /// Incarnations already reported as duplicates.
+    duplicates: Vec<Uuid>,
+    /// Stopping: acquire won after stop was requested; delete it.
+    stop_cleanup: Option<u64>,
+    /// A backstop read confirmed the held revision is unchanged: take it over.
+    confirmed: Option<u64>,
+    /// Next operation id.
+    next_op: u64,
+    actions: VecDeque<Action>,
+}
+
+impl RoleMachine {
+    /// A machine for one role. `seed` drives jitter; `epoch` is the bucket epoch.
+    #[must_use]
+    pub fn new(
+        id: Identity,
+        timing: Timing,
+        retry: RetryPolicy,
+        campaign: bool,
+        epoch: u64,
+        seed: u64,
+    ) -> Self {
+        Self {
+            id,
+            timing,
+            retry,
+            campaign,
+            epoch,
+            rng: SplitMix64::new(seed),
+            phase: Phase::Init,
+            known: None,
+            pending: None,
+            not_before: None,
+            failures: 0,
+            unknown_nonce: None,
+            adopted_or_wrote: false,
+            duplicates: Vec::new(),
+            stop_cleanup: None,
+            confirmed: None,
+            next_op: 1,
+            actions: VecDeque::new(),
+        }
+    }
+
+    /// The public state of the role.
+    #[must_use]
+    pub fn state(&self) -> RoleState {
+        match &self.phase {
+            Phase::Init => RoleState::Init,
+            Phase::Candidate => match self.known.as_ref().map(|k| &k.state) {
+                Some(KeyState::Held { .. }) if self.pending.is_none() => RoleState::Follower,
+                _ => RoleState::Candidate,
+            },
+            Phase::Observer => RoleState::Follower,
+            Phase::Leader(l) if l.release.is_none() => RoleState::Leader,
+            Phase::Leader(_) | Phase::Cooldown { .. } => RoleState::Demoted,
+            Phase::Stopping | Phase::Stopped => RoleState::Stopped,
+        }
+    }
+
+    /// The current term, while leading (and not yet demoted by a release).
+    #[must_use]
+    pub fn term(&self) -> Option<&Term> {
+        match &self.phase {
+            Phase::Leader(l) if l.release.is_none() => Some(&l.term),
+            _ => None,
+        }
+    }
+
+    /// The latest observed state of the key, if any.
+    #[must_use]
+    pub fn observed(&self) -> Option<&KeyState> {
+        self.known.as_ref().map(|k| &k.state)
+    }
+
+    /// Whether the machine has finished.
+    #[must_use]
+    pub fn is_stopped(&self) -> bool {
+        matches!(self.phase, Phase::Stopped)
+    }
+
+    /// Whether an operation is in flight.
+    #[must_use]
+    pub fn has_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Next action produced by the last inputs.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// The next time at which [`RoleMachine::handle_timeout`] must be called.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut consider = |i: Instant| t = Some(t.map_or(i, |c| c.min(i)));
+        match &self.phase {
+            Phase::Leader(l) => {
+                consider(l.term.deadline);
+                if let Some(d) = l.disconnected_since {
+                    consider(d + self.timing.disconnect_grace);
+                }
+                if self.pending.is_none() {
+                    consider(self.not_before.map_or(l.next_renew, |n| n.max(l.next_renew)));
+                }
+            }
+            Phase::Cooldown { until } => consider(*until),
+            Phase::Candidate => {
+                if self.pending.is_none() {
+                    if let Some(n) = self.not_before {
+                        consider(n);
+                    }
+                    if let Some(b) = self.backstop_at() {
+                        consider(b);
+                    }
+                }
+            }
+            _ => {}
+        }
+        t
+    }
+
+    // ----- inputs -------------------------------------------------------------------------
+
+    /// Starts campaigning (or observing).
+    pub fn start(&mut self, now: Instant) {
+        if matches!(self.phase, Phase::Init) {
+            self.phase = if self.campaign { Phase::Candidate } else { Phase::Observer };
+            self.step(now);
+        }
+    }
+
+    /// Timers fired.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.step(now);
+    }
+
+    /// The watcher (or a read) reported the key's state.
+    pub fn handle_observed(&mut self, state: KeyState, now: Instant) {
+        self.check_deadline(now);
+        self.observe(state, now);
+        self.step(now);
+    }
+
+    /// The connection to NATS went down or came back.
+    pub fn handle_connection(&mut self, connected: bool, now: Instant) {
+        self.check_deadline(now);
+        if let Phase::Leader(l) = &mut self.phase {
+            if connected {
+                l.disconnected_since = None;
+            } else if l.disconnected_since.is_none() {
+                l.disconnected_since = Some(now);
+            }
+        }
+        self.step(now);
+    }
+
+    /// A write (acquire, renew or release) finished.
+    pub fn handle_write(&mut self, op: u64, outcome: WriteOutcome, now: Instant) {
+        let Some(pending) = self.pending.filter(|p| p.op() == op) else {
+            return;
+        };
+        self.pending = None;
+        self.check_deadline(now);
+        match pending {
+            Pending::Acquire { nonce, sent_at, .. } => {
+                self.acquire_done(nonce, sent_at, outcome, now);
+            }
+            Pending::Renew { sent_at, .. } => self.renew_done(sent_at, outcome, now),
+            Pending::Release { .. } => self.release_done(outcome, now),
+            Pending::Read { .. } => {}
+        }
+        self.step(now);
+    }
+
+    /// A read asked for with [`Action::Read`] finished.
+    pub fn handle_read(&mut self, op: u64, result: Result<KeyState, FailureKind>, now: Instant) {
+        if !matches!(self.pending, Some(Pending::Read { op: o }) if o == op) {
+            return;
+        }
+        self.pending = None;
+        self.check_deadline(now);
+        match result {
+            Ok(state) => {
+                self.failures = 0;
+                self.read_done(state, now);
+            }
+            Err(kind) => {
+                if kind.is_permanent() {
+                    self.fail(kind, now);
+                } else {
+                    self.back_off(now);
+                }
+            }
+        }
+        self.step(now);
+    }
+
+    /// The application's demote callback returned (or the drain timeout passed).
+    pub fn handle_drained(&mut self, now: Instant) {
+        if let Phase::Leader(l) = &mut self.phase
+            && let Some(r) = &mut l.release
+        {
+            r.drained = true;
+        }
+        self.step(now);
+    }
+
+    /// Give the role up voluntarily (health failure, operator request) and stay away for
+    /// `cooldown`.
+    pub fn handle_release(&mut self, reason: ReleaseReason, cooldown: Duration, now: Instant) {
+        self.check_deadline(now);
+        self.begin_release(reason, AfterRelease::Cooldown(cooldown), now);
+        self.step(now);
+    }
+
+    /// Stop: release if leading, then finish.
+    pub fn handle_stop(&mut self, now: Instant) {
+        self.check_deadline(now);
+        self.begin_release(ReleaseReason::Shutdown, AfterRelease::Stop, now);
+        self.step(now);
+    }
+
+    /// The bucket was recreated (new epoch): everything known is void.
+    pub fn handle_bucket_reset(&mut self, epoch: u64, now: Instant) {
+        self.epoch = epoch;
+        self.known = None;
+        if let Phase::Leader(l) = &self.phase {
+            let term = l.term.clone();
+            let released = l.release.is_some();
+            self.leave_leadership(term, DemoteReason::BucketReset, released, now);
+        }
+        self.step(now);
+    }
+
+    // ----- internals ----------------------------------------------------------------------
+
+    fn begin_release(&mut self, reason: ReleaseReason, after: AfterRelease, now: Instant) {
+        match &mut self.phase {
+            Phase::Leader(l) => {
+                if let Some(r) = &mut l.release {
+                    // A stop during a release-with-cooldown turns into a stop.
+                    if after == AfterRelease::Stop {
+                        r.after = AfterRelease::Stop;
+                    }
+                    return;
+                }
+                l.release = Some(Release { after, drained: false, verify: false });
+                let term = l.term.clone();
+                self.actions.push_back(Action::Demote {
+                    term,
+                    reason: DemoteReason::Released(reason),
+                    drain: true,
+                });
+            }
+            Phase::Stopped | Phase::Stopping => {}
+            Phase::Init | Phase::Observer => {
+                if after == AfterRelease::Stop {
+                    self.finish_stop();
+                }
+            }
+            Phase::Candidate | Phase::Cooldown { .. } => match after {
+                AfterRelease::Stop => {
+                    self.phase = Phase::Stopping;
+                    if self.pending.is_none() && self.unknown_nonce.is_none() {
+                        self.finish_stop();
+                    }
+                }
+                AfterRelease::Cooldown(d) => {
+                    self.phase = Phase::Cooldown { until: now + d };
+                }
+            },
+        }
+    }
+
+    fn finish_stop(&mut self) {
+        self.phase = Phase::Stopped;
+        self.actions.push_back(Action::Stopped);
+    }
+
+    /// P4: demote at the local deadline, or after the disconnect grace.
+    fn check_deadline(&mut self, now: Instant) {
+        let Phase::Leader(l) = &self.phase else {
+            return;
+        };
+        let reason = if now >= l.term.deadline {
+            DemoteReason::DeadlineExpired
+        } else if l.disconnected_since.is_some_and(|d| now >= d + self.timing.disconnect_grace) {
+            DemoteReason::Disconnected
+        } else {
+            return;
+        };
+        let term = l.term.clone();
+        let released = l.release.is_some();
+        self.leave_leadership(term, reason, released, now);
+    }
+
+    /// Ends a term without a release round trip.
+    fn leave_leadership(&mut self, term: Term, reason: DemoteReason, demoted: bool, now: Instant) {
+        let after = match &self.phase {
+            Phase::Leader(l) => l.release.as_ref().map(|r| r.after),
+            _ => None,
+        };
+        if !demoted {
+            self.actions.push_back(Action::Demote { term, reason, drain: false });
+        }
+        // A renew or delete in flight belongs to the ended term; its outcome is ignored.
+        if matches!(self.pending, Some(Pending::Renew { .. } | Pending::Release { .. })) {
+            self.pending = None;
+        }
+        self.not_before = None;
+        match after {
+            Some(AfterRelease::Stop) => self.finish_stop(),
+            Some(AfterRelease::Cooldown(d)) => self.phase = Phase::Cooldown { until: now + d },
+            None => self.phase = if self.campaign { Phase::Candidate } else { Phase::Observer },
+        }
+    }
+
+    /// Records an observation if it is newer than what is known; demotes on a visible loss.
+    fn observe(&mut self, state: KeyState, now: Instant) {
+        let rev = state.revision();
+        if self.known.as_ref().is_some_and(|k| rev <= k.rev()) {
+            return;
+        }
+        self.known = Some(Known { state: state.clone(), seen_at: now });
+        self.confirmed = None;
+        if self.failures == 0 {
+            // New information ends a wait for the watcher (not a backoff after errors).
+            self.not_before = None;
+        }
+        let Phase::Leader(l) = &mut self.phase else {
+            return;
+        };
+        if rev <= l.rev {
+            return;
+        }
+        let reason = match &state {
+            KeyState::Held { value: HolderValue::Lease(v), .. } if v.nonce == l.term.nonce => {
+                // Our own renew, seen before (or instead of) its acknowledgement.
+                l.rev = rev;
+                return;
+            }
+            KeyState::Held { .. } => DemoteReason::Superseded,
+            KeyState::Vacant { expired: true, .. } => DemoteReason::Expired,
+            KeyState::Vacant { .. } => DemoteReason::Evicted,
+            KeyState::Absent | KeyState::Unknown { .. } => return,
+        };
+        let (term, released) = (l.term.clone(), l.release.is_some());
+        self.leave_leadership(term, reason, released, now);
+    }
+
+    fn acquire_done(&mut self, nonce: Uuid, sent_at: Instant, outcome: WriteOutcome, now: Instant) {
+        if !matches!(self.phase, Phase::Candidate) {
+            // A stop or release came while the acquire was in flight: never promote; give a
+            // won lease back at once, and find out about an unknown one.
+            match outcome {
+                WriteOutcome::Ok { revision } => self.stop_cleanup = Some(revision),
+                WriteOutcome::Unknown => self.unknown_nonce = Some(nonce),
+                _ => {}
+            }
+            return;
+        }
+        match outcome {
+            WriteOutcome::Ok { revision } => {
+                self.failures = 0;
+                self.unknown_nonce = None;
+                self.adopted_or_wrote = true;
+                let deadline = sent_at + self.timing.local_lease();
+                let term =
+                    Term { token: FencingToken::new(self.epoch, revision, nonce), nonce, deadline };
+                let state = KeyState::Held {
+                    revision,
+                    value: HolderValue::Lease(Box::new(self.value(nonce, None))),
+                };
+                self.known = Some(Known { state, seen_at: now });
+                self.not_before = None;
+                self.phase = Phase::Leader(Box::new(Leading {
+                    term: term.clone(),
+                    rev: revision,
+                    next_renew: sent_at + self.timing.heartbeat,
+                    disconnected_since: None,
+                    release: None,
+                    reread: false,
+                }));
+                self.actions.push_back(Action::Promote { term, revision });
+            }
+            WriteOutcome::Conflict | WriteOutcome::Retry => {
+                // Somebody else won (or a replicated stream raced us): learn the new state
+                // from the watcher; read if it stays silent for a heartbeat.
+                self.failures = 0;
+                self.mark_stale(now);
+            }
+            WriteOutcome::Unknown => {
+                self.unknown_nonce = Some(nonce);
+                self.mark_stale(now);
+                self.back_off(now);
+            }
+            WriteOutcome::Failed(kind) if kind.is_permanent() => self.fail(kind, now),
+            WriteOutcome::Failed(_) => self.back_off(now),
+        }
+    }
+
+    fn renew_done(&mut self, sent_at: Instant, outcome: WriteOutcome, now: Instant) {
+        let heartbeat = self.timing.heartbeat;
+        let local_lease = self.timing.local_lease();
+        let Phase::Leader(l) = &mut self.phase else {
+            return;
+        };
+        match outcome {
+            WriteOutcome::Ok { revision } => {
+                self.failures = 0;
+                l.rev = l.rev.max(revision);
+                l.term.deadline = l.term.deadline.max(sent_at + local_lease);
+                l.next_renew = sent_at + heartbeat;
+                self.not_before = None;
+                let (term, revision) = (l.term.clone(), l.rev);
+                self.actions.push_back(Action::Renewed { term, revision });
+            }
+            WriteOutcome::Conflict | WriteOutcome::Retry | WriteOutcome::Unknown => {
+                // P4: re-read; our own late write is continued, anything else is a loss.
+                l.reread = true;
+                if outcome != WriteOutcome::Conflict {
+                    self.back_off(now);
+                }
+            }
+            WriteOutcome::Failed(kind) if kind.is_permanent() => self.fail(kind, now),
+            WriteOutcome::Failed(_) => self.back_off(now),
+        }
+    }
+
+    fn release_done(&mut self, outcome: WriteOutcome, now: Instant) {
+        let Phase::Leader(l) = &mut self.phase else {
+            // The clean-up delete of an acquire won after a stop.
+            match outcome {
+                WriteOutcome::Unknown | WriteOutcome::Retry => self.back_off(now),
+                _ => self.stop_cleanup = None,
+            }
+            return;
+        };
+        let term = l.term.clone();
+        match outcome {
+            WriteOutcome::Ok { revision } => {
+                let state = KeyState::Vacant { revision, expired: false };
+                self.known = Some(Known { state, seen_at: now });
+                self.leave_leadership(term, DemoteReason::Superseded, true, now);
+            }
+            WriteOutcome::Conflict => {
+                // Never delete after losing: somebody else holds the key now.
+                self.leave_leadership(term, DemoteReason::Superseded, true, now);
+            }
+            WriteOutcome::Retry | WriteOutcome::Unknown => {
+                if let Some(r) = &mut l.release {
+                    r.verify = true;
+                }
+                self.back_off(now);
+            }
+            WriteOutcome::Failed(kind) => {
+                self.leave_leadership(term, DemoteReason::Failed(kind), true, now);
+                if kind.is_permanent() {
+                    self.actions.push_back(Action::Failed(kind));
+                }
+            }
+        }
+    }
+
+    fn read_done(&mut self, state: KeyState, now: Instant) {
+        match &mut self.phase {
+            Phase::Leader(l) => {
+                let rev = state.revision();
+                match &state {
+                    KeyState::Held { value: HolderValue::Lease(v), revision }
+                        if v.nonce == l.term.nonce =>
+                    {
+                        // Still our term: continue on the revision read (our own late write).
+                        l.rev = l.rev.max(*revision);
+                        l.reread = false;
+                        if let Some(r) = &mut l.release {
+                            r.verify = false;
+                        }
+                        l.next_renew = l.next_renew.min(now);
+                        self.not_before = None;
+                    }
+                    _ if rev < l.rev => self.back_off(now), // a lagging replica: read again
+                    _ => {
+                        self.observe(state, now);
+                        if let Phase::Leader(l) = &self.phase {
+                            let (term, released) = (l.term.clone(), l.release.is_some());
+                            self.leave_leadership(term, DemoteReason::Superseded, released, now);
+                        }
+                    }
+                }
+            }
+            Phase::Stopping => {
+                // The only read while stopping: is the acquire of unknown outcome ours?
+                if let KeyState::Held { value: HolderValue::Lease(v), revision } = &state
+                    && Some(v.nonce) == self.unknown_nonce
+                {
+                    self.stop_cleanup = Some(*revision);
+                }
+                self.unknown_nonce = None;
+            }
+            _ => {
+                let known_rev = self.known.as_ref().map(Known::rev);
+                match known_rev {
+                    Some(k) if state.revision() == k => {
+                        // Unchanged since first seen: keep `seen_at` (the backstop counts from
+                        // the first sighting) and let step() act on the confirmation.
+                        if let (Some(known), KeyState::Held { .. }) = (&mut self.known, &state) {
+                            if matches!(known.state, KeyState::Unknown { .. }) {
+                                known.state = state;
+                                known.seen_at = now;
+                            } else {
+                                self.confirmed = Some(k);
+                            }
+                        } else if let Some(known) = &mut self.known {
+                            known.state = state;
+                        }
+                    }
+                    Some(k) if state.revision() < k => {} // older than what we know
+                    _ => self.observe(state, now),
+                }
+                self.not_before = None;
+            }
+        }
+    }
+
+    /// The vacancy we saw is gone (someone won, or our own write may commit): wait for the
+    /// watcher, or re-read after a heartbeat.
+    fn mark_stale(&mut self, now: Instant) {
+        if let Some(k) = &mut self.known {
+            k.state = KeyState::Unknown { revision: k.rev() };
+            k.seen_at = now;
+        }
+    }
+
+    fn back_off(&mut self, now: Instant) {
+        self.failures = self.failures.saturating_add(1);
+        let delay = self.retry.delay(self.failures, &mut self.rng);
+        self.not_before = Some(now + delay);
+        if matches!(self.phase, Phase::Candidate)
+            && self.retry.max_attempts > 0
+            && self.failures >= self.retry.max_attempts
+        {
+            self.fail(FailureKind::GaveUp, now);
+        }
+    }
+
+    fn fail(&mut self, kind: FailureKind, now: Instant) {
+        if let Phase::Leader(l) = &self.phase {
+            let (term, released) = (l.term.clone(), l.release.is_some());
+            self.leave_leadership(term, DemoteReason::Failed(kind), released, now);
+        }
+        self.pending = None;
+        if !matches!(self.phase, Phase::Stopped) {
+            self.phase = Phase::Stopped;
+            self.actions.push_back(Action::Failed(kind));
+            self.actions.push_back(Action::Stopped);
+        }
+    }
+
+    /// Earliest time a follower may act on what it knows without news (P5 backstop).
+    fn backstop_at(&self) -> Option<Instant> {
+        let k = self.known.as_ref()?;
+        match &k.state {
+            KeyState::Held { value, .. } => {
+                let holder_ttl = value.lease().map_or(Duration::ZERO, LeaseValue::ttl);
+                Some(k.seen_at + self.timing.ttl.max(holder_ttl) + self.timing.heartbeat)
+            }
+            KeyState::Unknown { .. } => Some(k.seen_at + self.timing.heartbeat),
+            _ => None,
+        }
+    }
+
+    fn value(&self, nonce: Uuid, term: Option<u64>) -> LeaseValue {
+        LeaseValue {
+            v: crate::value::VALUE_VERSION,
+            holder: self.id.instance.clone(),
+            incarnation: self.id.incarnation,
+            nonce,
+            term,
+            priority: self.id.priority,
+            ttl_ms: u64::try_from(self.timing.ttl.as_millis()).unwrap_or(u64::MAX),
+            meta: self.id.meta.clone(),
+            acquired_at: None,
+            renewed_at: None,
+        }
+    }
+
+    fn op_id(&mut self) -> u64 {
+        let op = self.next_op;
+        self.next_op += 1;
+        op
+    }
+
+    fn send_write(&mut self, kind: WriteKind, expected: u64, value: Option<LeaseValue>, timeout: Duration) -> u64 {
+        let op = self.op_id();
+        self.actions.push_back(Action::Write(WriteRequest { op, kind, expected, value, timeout }));
+        op
+    }
+
+    fn send_acquire(&mut self, expected: u64, now: Instant) {
+        let nonce = Uuid::from_u64_pair(self.rng.next_u64(), self.rng.next_u64());
+        let value = self.value(nonce, None);
+        let timeout = self.timing.operation_timeout;
+        let op = self.send_write(WriteKind::Acquire, expected, Some(value), timeout);
+        self.pending = Some(Pending::Acquire { op, nonce, sent_at: now });
+        self.confirmed = None;
+    }
+
+    fn send_release(&mut self, expected: u64, timeout: Duration) {
+        let op = self.send_write(WriteKind::Release, expected, None, timeout);
+        self.pending = Some(Pending::Release { op });
+    }
+
+    fn send_read(&mut self, timeout: Duration) {
+        let op = self.op_id();
+        self.pending = Some(Pending::Read { op });
+        self.actions.push_back(Action::Read { op, timeout });
+    }
+
+    /// Decides the next operation from the current state (called after every input).
+    fn step(&mut self, now: Instant) {
+        self.check_deadline(now);
+        if self.pending.is_some() || self.not_before.is_some_and(|t| now < t) {
+            return;
+        }
+        match &self.phase {
+            Phase::Leader(_) => self.step_leader(now),
+            Phase::Candidate => self.step_candidate(now),
+            Phase::Cooldown { until } => {
+                if now >= *until {
+                    self.phase = Phase::Candidate;
+                    self.step_candidate(now);
+                }
+            }
+            Phase::Stopping => {
+                let timeout = self.timing.operation_timeout;
+                if let Some(rev) = self.stop_cleanup {
+                    self.send_release(rev, timeout);
+                } else if self.unknown_nonce.is_some() {
+                    self.send_read(timeout);
+                } else {
+                    self.finish_stop();
+                }
+            }
+            Phase::Init | Phase::Observer | Phase::Stopped => {}
+        }
+    }
+
+    fn step_leader(&mut self, now: Instant) {
+        let Phase::Leader(l) = &self.phase else {
+            return;
+        };
+        let remaining = l.term.deadline.saturating_duration_since(now);
+        let timeout = self.timing.operation_timeout.min(remaining);
+        if timeout.is_zero() {
+            return;
+        }
+        if l.reread || l.release.as_ref().is_some_and(|r| r.verify) {
+            self.send_read(timeout);
+        } else if l.release.as_ref().is_some_and(|r| r.drained) {
+            let rev = l.rev;
+            self.send_release(rev, timeout);
+        } else if now >= l.next_renew {
+            let (nonce, term_no, rev) = (l.term.nonce, l.term.token.term(), l.rev);
+            let value = self.value(nonce, Some(term_no));
+            let op = self.send_write(WriteKind::Renew, rev, Some(value), timeout);
+            self.pending = Some(Pending::Renew { op, sent_at: now });
+        }
+    }
+
+    fn step_candidate(&mut self, now: Instant) {
+        let timeout = self.timing.operation_timeout;
+        let Some(k) = self.known.clone() else {
+            // Nothing known yet: learn the key's revision first (P3: a read only supplies the
+            // expected revision of the next CAS).
+            self.send_read(timeout);
+            return;
+        };
+        match &k.state {
+            KeyState::Absent | KeyState::Vacant { .. } => {
+                // Vacancy: contend after a small random delay (P5). `not_before` already
+                // passed if it was set, so a set value means the jitter has been waited.
+                if self.not_before.take().is_some() {
+                    self.send_acquire(k.rev(), now);
+                } else {
+                    let jitter = self.rng.below(self.timing.campaign_jitter);
+                    if jitter.is_zero() {
+                        self.send_acquire(k.rev(), now);
+                    } else {
+                        self.not_before = Some(now + jitter);
+                    }
+                }
+            }
+            KeyState::Unknown { .. } => {
+                if self.backstop_at().is_some_and(|b| now >= b) {
+                    self.send_read(timeout);
+                }
+            }
+            KeyState::Held { value, revision } => {
+                let revision = *revision;
+                if let HolderValue::Lease(v) = value
+                    && v.holder == self.id.instance
+                {
+                    if v.incarnation == self.id.incarnation {
+                        // Our own write (a late acquire, or a term we demoted from while the
+                        // key stayed ours): take it over with a CAS, starting a new term.
+                        self.send_acquire(revision, now);
+                        return;
+                    }
+                    if !self.adopted_or_wrote {
+                        // Restart adoption (P5), once per role and process.
+                        self.adopted_or_wrote = true;
+                        self.send_acquire(revision, now);
+                        return;
+                    }
+                    let other = v.incarnation;
+                    if !self.duplicates.contains(&other) {
+                        self.duplicates.push(other);
+                        self.actions.push_back(Action::Notice(Notice::DuplicateInstance {
+                            other_incarnation: other,
+                        }));
+                    }
+                }
+                if self.backstop_at().is_some_and(|b| now >= b) {
+                    if self.confirmed == Some(revision) {
+                        // Unchanged for longer than any lease: take over on that revision.
+                        self.send_acquire(revision, now);
+                    } else {
+                        self.send_read(timeout);
+                    }
+                }
+            }
+        }
+    }
+}

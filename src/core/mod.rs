@@ -1,0 +1,9 @@
+//! The pure (sans-I/O) election core: one state machine per role.
+
+pub mod backoff;
+pub mod machine;
+pub mod types;
+
+pub use backoff::{RetryPolicy, SplitMix64};
+pub use machine::{Identity, RoleMachine};
+pub use types::*;

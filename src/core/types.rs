@@ -1,0 +1,304 @@
+//! Inputs, outputs and small value types of the pure election core.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::token::FencingToken;
+use crate::value::{HolderValue, LeaseValue};
+
+/// Timing of one role's election (effective values after per-role overrides).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    /// Lease TTL written with every acquire/renew.
+    pub ttl: Duration,
+    /// Renewal period.
+    pub heartbeat: Duration,
+    /// Fraction of the TTL the local deadline keeps in reserve (0 < m < 0.5).
+    pub deadline_margin: f64,
+    /// Longest wait for one KV write or read.
+    pub operation_timeout: Duration,
+    /// A leader demotes after this long without a connection.
+    pub disconnect_grace: Duration,
+    /// Largest random delay before contending for a vacancy.
+    pub campaign_jitter: Duration,
+}
+
+impl Timing {
+    /// `ttl × (1 − deadline_margin)`: how long after sending a successful write a holder may act.
+    #[must_use]
+    pub fn local_lease(&self) -> Duration {
+        self.ttl.mul_f64((1.0 - self.deadline_margin).clamp(0.0, 1.0))
+    }
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(3),
+            heartbeat: Duration::from_millis(750),
+            deadline_margin: 0.1,
+            operation_timeout: Duration::from_secs(1),
+            disconnect_grace: Duration::from_secs(2),
+            campaign_jitter: Duration::from_millis(1),
+        }
+    }
+}
+
+/// The state of a role key as seen by the watcher or a read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyState {
+    /// The key has never been written (or was purged without a marker).
+    Absent,
+    /// The last entry is a delete, purge or expiry marker.
+    Vacant {
+        /// Revision of the marker.
+        revision: u64,
+        /// Whether the marker is an expiry (`MaxAge`) rather than a delete or purge.
+        expired: bool,
+    },
+    /// The key holds a value.
+    Held {
+        /// Revision of the value.
+        revision: u64,
+        /// What the value says.
+        value: HolderValue,
+    },
+    /// Something newer than `revision` may exist (after a lost race); re-learn it.
+    Unknown {
+        /// Last revision known.
+        revision: u64,
+    },
+}
+
+impl KeyState {
+    /// Revision of the entry (0 when absent).
+    #[must_use]
+    pub fn revision(&self) -> u64 {
+        match self {
+            Self::Absent => 0,
+            Self::Vacant { revision, .. }
+            | Self::Held { revision, .. }
+            | Self::Unknown { revision } => *revision,
+        }
+    }
+
+    /// The lease in the key, if it holds one of ours.
+    #[must_use]
+    pub fn lease(&self) -> Option<&LeaseValue> {
+        match self {
+            Self::Held { value, .. } => value.lease(),
+            _ => None,
+        }
+    }
+}
+
+/// Outcome of a conditional write (P3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Stored at this revision.
+    Ok {
+        /// Stream sequence of the stored message.
+        revision: u64,
+    },
+    /// Wrong last sequence (10071): the key is not at the expected revision.
+    Conflict,
+    /// Rejected but worth a re-check and retry (10164 on replicated streams).
+    Retry,
+    /// No answer in time: the write may still be stored later.
+    Unknown,
+    /// Failed for a known reason.
+    Failed(FailureKind),
+}
+
+/// Classified failures of KV operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// The NATS user may not publish to or read the bucket (permanent).
+    PermissionDenied,
+    /// The bucket's stream does not exist (transient during stream fail-over; the manager
+    /// checks and reports a missing bucket).
+    BucketNotFound,
+    /// Connection-level trouble: no responders, broken pipe, disconnected (transient).
+    Unavailable,
+    /// The server rejected the message for another reason (permanent).
+    Rejected,
+    /// `retry.max_attempts` consecutive attempts failed.
+    GaveUp,
+}
+
+impl FailureKind {
+    /// Whether retrying cannot help.
+    #[must_use]
+    pub fn is_permanent(self) -> bool {
+        matches!(self, Self::PermissionDenied | Self::Rejected | Self::GaveUp)
+    }
+
+    /// A short machine-readable name (metrics label, logs).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PermissionDenied => "permission_denied",
+            Self::BucketNotFound => "bucket_not_found",
+            Self::Unavailable => "unavailable",
+            Self::Rejected => "rejected",
+            Self::GaveUp => "gave_up",
+        }
+    }
+}
+
+/// Why a voluntary release happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReleaseReason {
+    /// The manager (or the role) is stopping.
+    Shutdown,
+    /// The health checker failed too often.
+    Unhealthy,
+    /// The application or an operator asked for it.
+    Requested,
+}
+
+/// Why a term ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DemoteReason {
+    /// Released on purpose.
+    Released(ReleaseReason),
+    /// The local deadline passed without a successful renewal.
+    DeadlineExpired,
+    /// The NATS connection stayed down longer than the disconnect grace.
+    Disconnected,
+    /// Another writer replaced our lease.
+    Superseded,
+    /// Somebody deleted our lease key.
+    Evicted,
+    /// The server expired our lease key.
+    Expired,
+    /// Background validation found the key no longer ours.
+    ValidationFailed,
+    /// The bucket was deleted and recreated.
+    BucketReset,
+    /// A permanent error.
+    Failed(FailureKind),
+}
+
+impl DemoteReason {
+    /// A short machine-readable name (metrics label, logs).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Released(ReleaseReason::Shutdown) => "shutdown",
+            Self::Released(ReleaseReason::Unhealthy) => "unhealthy",
+            Self::Released(ReleaseReason::Requested) => "released",
+            Self::DeadlineExpired => "deadline_expired",
+            Self::Disconnected => "disconnected",
+            Self::Superseded => "superseded",
+            Self::Evicted => "evicted",
+            Self::Expired => "expired",
+            Self::ValidationFailed => "validation_failed",
+            Self::BucketReset => "bucket_reset",
+            Self::Failed(_) => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for DemoteReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One term of leadership as the core sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    /// The term's fencing token.
+    pub token: FencingToken,
+    /// The term's nonce (also inside the token).
+    pub nonce: Uuid,
+    /// Local deadline: the holder must stop acting at this monotonic instant.
+    pub deadline: Instant,
+}
+
+/// Which write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    /// Start a term.
+    Acquire,
+    /// Extend the term.
+    Renew,
+    /// CAS-delete our lease.
+    Release,
+}
+
+/// A conditional write the driver must perform.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteRequest {
+    /// Operation id; pass it back with the outcome.
+    pub op: u64,
+    /// Which write.
+    pub kind: WriteKind,
+    /// Expected last revision of the key (0 = must not exist).
+    pub expected: u64,
+    /// The lease to write (`None` for a release).
+    pub value: Option<LeaseValue>,
+    /// Give up waiting after this long and report [`WriteOutcome::Unknown`].
+    pub timeout: Duration,
+}
+
+/// Something noteworthy that is not a state change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Notice {
+    /// Another live process uses our instance id.
+    DuplicateInstance {
+        /// Its incarnation id.
+        other_incarnation: Uuid,
+    },
+}
+
+/// What the driver must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Perform a conditional write and report with `handle_write(op, ..)`.
+    Write(WriteRequest),
+    /// Read the key and report with `handle_read(op, ..)`.
+    Read {
+        /// Operation id.
+        op: u64,
+        /// Give up after this long.
+        timeout: Duration,
+    },
+    /// A term began.
+    Promote {
+        /// The term.
+        term: Term,
+        /// Revision of the acquiring write (= term number).
+        revision: u64,
+    },
+    /// A renewal succeeded: the term's deadline and revision moved.
+    Renewed {
+        /// The term with its new deadline.
+        term: Term,
+        /// Current revision of the lease.
+        revision: u64,
+    },
+    /// A term ended. When `drain` is set the driver reports `handle_drained` once the
+    /// application's demote callback returned (or the drain timeout passed).
+    Demote {
+        /// The term that ended.
+        term: Term,
+        /// Why.
+        reason: DemoteReason,
+        /// Whether the lease is still held and waits for the drain before release.
+        drain: bool,
+    },
+    /// A permanent failure; the role stops.
+    Failed(FailureKind),
+    /// Something to report.
+    Notice(Notice),
+    /// The machine finished.
+    Stopped,
+}

@@ -1,0 +1,138 @@
+//! The lease value stored under `role.<name>` (protocol P2).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::names::InstanceId;
+
+/// Version of the lease value format written by this crate.
+pub const VALUE_VERSION: u32 = 1;
+
+/// The JSON document a holder writes into its role key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseValue {
+    /// Format version; readers treat other versions as foreign values.
+    pub v: u32,
+    /// Instance id of the holder.
+    pub holder: InstanceId,
+    /// Random id of the holder's process start.
+    pub incarnation: Uuid,
+    /// Random id of the term; recognises the holder's own late writes.
+    pub nonce: Uuid,
+    /// Term number this write continues; `None` in the write that starts a term.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub term: Option<u64>,
+    /// The holder's priority for this role (informational for placement).
+    #[serde(default)]
+    pub priority: i32,
+    /// The holder's lease TTL in milliseconds.
+    pub ttl_ms: u64,
+    /// Free-form metadata of the holder (host, HTTP address, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub meta: BTreeMap<String, String>,
+    /// Wall-clock time the term started (RFC 3339); informational only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquired_at: Option<String>,
+    /// Wall-clock time of this write (RFC 3339); informational only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewed_at: Option<String>,
+}
+
+impl LeaseValue {
+    /// Serialises the value to JSON bytes.
+    #[must_use]
+    pub fn to_bytes(&self) -> bytes::Bytes {
+        // Serialising a struct of strings, integers and a string map cannot fail.
+        bytes::Bytes::from(serde_json::to_vec(self).unwrap_or_default())
+    }
+
+    /// The holder's TTL as a duration.
+    #[must_use]
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms)
+    }
+}
+
+/// What a reader makes of the bytes in a role key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HolderValue {
+    /// A lease written by nats-roles (protocol version 1).
+    Lease(Box<LeaseValue>),
+    /// Anything else: not JSON, another version, missing fields.
+    Foreign,
+}
+
+impl HolderValue {
+    /// Parses the bytes of a role key; never fails, unknown content is [`HolderValue::Foreign`].
+    #[must_use]
+    pub fn parse(bytes: &[u8]) -> Self {
+        match serde_json::from_slice::<LeaseValue>(bytes) {
+            Ok(v) if v.v == VALUE_VERSION => Self::Lease(Box::new(v)),
+            _ => Self::Foreign,
+        }
+    }
+
+    /// The lease, if this is one.
+    #[must_use]
+    pub fn lease(&self) -> Option<&LeaseValue> {
+        match self {
+            Self::Lease(l) => Some(l),
+            Self::Foreign => None,
+        }
+    }
+}
+
+/// Current wall-clock time formatted as RFC 3339 (informational fields only).
+#[must_use]
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> LeaseValue {
+        LeaseValue {
+            v: 1,
+            holder: InstanceId::new("node-a").unwrap(),
+            incarnation: Uuid::new_v4(),
+            nonce: Uuid::new_v4(),
+            term: Some(7),
+            priority: 3,
+            ttl_ms: 3000,
+            meta: BTreeMap::from([("host".into(), "h".into())]),
+            acquired_at: Some(now_rfc3339()),
+            renewed_at: None,
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let v = sample();
+        assert_eq!(HolderValue::parse(&v.to_bytes()), HolderValue::Lease(Box::new(v)));
+    }
+
+    #[test]
+    fn foreign_values_are_recognised() {
+        assert_eq!(HolderValue::parse(b"garbage\xff"), HolderValue::Foreign);
+        assert_eq!(HolderValue::parse(b"{}"), HolderValue::Foreign);
+        let mut v = sample();
+        v.v = 2;
+        assert_eq!(HolderValue::parse(&v.to_bytes()), HolderValue::Foreign);
+        assert_eq!(HolderValue::parse(br#"{"v":1,"holder":"a b"}"#), HolderValue::Foreign);
+    }
+
+    #[test]
+    fn term_absent_in_first_write() {
+        let mut v = sample();
+        v.term = None;
+        let text = String::from_utf8(v.to_bytes().to_vec()).unwrap();
+        assert!(!text.contains("term"));
+    }
+}
