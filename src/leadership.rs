@@ -1,0 +1,199 @@
+//! The handle role code gets for one term of leadership.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::WriteOutcome;
+use crate::error::Error;
+use crate::names::{InstanceId, RoleName};
+use crate::store::{DATA_PREFIX, LeaseStore, ROLE_PREFIX};
+use crate::token::FencingToken;
+
+/// State of a term shared between the role task and the application.
+#[derive(Debug)]
+pub(crate) struct TermShared {
+    pub(crate) role: RoleName,
+    pub(crate) instance: InstanceId,
+    pub(crate) token: FencingToken,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) live: Mutex<LiveTerm>,
+    pub(crate) live_changed: tokio::sync::Notify,
+    pub(crate) store: LeaseStore,
+    pub(crate) operation_timeout: Duration,
+}
+
+/// The parts of a term that move with every renewal.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LiveTerm {
+    pub(crate) deadline: Instant,
+    pub(crate) revision: u64,
+}
+
+/// One term of leadership of one role.
+///
+/// Cheap to clone. Leader-only work should run while [`Leadership::is_valid`] is true and stop
+/// when [`Leadership::cancelled`] completes; writes that must never come from a stale leader go
+/// through [`Leadership::fenced_put`].
+#[derive(Debug, Clone)]
+pub struct Leadership {
+    pub(crate) inner: Arc<TermShared>,
+}
+
+impl Leadership {
+    /// The role.
+    #[must_use]
+    pub fn role(&self) -> &RoleName {
+        &self.inner.role
+    }
+
+    /// This instance's id.
+    #[must_use]
+    pub fn instance_id(&self) -> &InstanceId {
+        &self.inner.instance
+    }
+
+    /// The term's fencing token (redacted in `Debug`/`Display`).
+    #[must_use]
+    pub fn token(&self) -> FencingToken {
+        self.inner.token
+    }
+
+    /// The term number (revision of the write that started the term).
+    #[must_use]
+    pub fn term(&self) -> u64 {
+        self.inner.token.term()
+    }
+
+    /// The local deadline: leader-only work must not happen at or after this instant unless a
+    /// renewal moves it.
+    #[must_use]
+    pub fn deadline(&self) -> Instant {
+        self.live().deadline
+    }
+
+    /// Current revision of the lease key (moves with each renewal).
+    #[must_use]
+    pub fn revision(&self) -> u64 {
+        self.live().revision
+    }
+
+    /// Whether this term is still current: not cancelled and the deadline is ahead.
+    /// Needs no background task: it compares the monotonic clock with the deadline.
+    #[must_use]
+    pub fn is_valid(&self) -> bool {
+        !self.inner.cancel.is_cancelled() && Instant::now() < self.deadline()
+    }
+
+    /// A token cancelled when the term ends (loss, deadline, release or shutdown).
+    #[must_use]
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.inner.cancel.clone()
+    }
+
+    /// Completes when the term ends.
+    pub async fn cancelled(&self) {
+        tokio::select! {
+            () = self.inner.cancel.cancelled() => {}
+            () = self.until_deadline() => {}
+        }
+    }
+
+    async fn until_deadline(&self) {
+        loop {
+            let deadline = self.deadline();
+            let changed = self.inner.live_changed.notified();
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {
+                    if Instant::now() >= self.deadline() {
+                        return;
+                    }
+                }
+                () = changed => {}
+            }
+        }
+    }
+
+    fn live(&self) -> LiveTerm {
+        match self.inner.live.lock() {
+            Ok(g) => *g,
+            Err(poisoned) => *poisoned.into_inner(),
+        }
+    }
+
+    /// Checks against the KV (a read from the stream leader) that the lease still belongs to
+    /// this term. Use it before critical operations; a fenced write is stronger still.
+    ///
+    /// # Errors
+    /// [`Error::Fenced`] when the term is over; [`Error::Kv`] when the read failed.
+    pub async fn validate(&self) -> Result<(), Error> {
+        if !self.is_valid() {
+            return Err(self.fenced());
+        }
+        let key = format!("{ROLE_PREFIX}{}", self.inner.role);
+        let state = self
+            .inner
+            .store
+            .read(&key, self.inner.operation_timeout)
+            .await
+            .map_err(Error::Kv)?;
+        match state.lease() {
+            Some(v) if v.nonce == self.inner.token.nonce() && self.is_valid() => Ok(()),
+            _ => Err(self.fenced()),
+        }
+    }
+
+    /// Writes `value` under `data.<role>.<key>` in the bucket, stored by the server only while
+    /// the lease is still at this term's current revision (protocol P7). A write that races a
+    /// renewal is retried once on the new revision.
+    ///
+    /// Returns the revision of the stored value.
+    ///
+    /// # Errors
+    /// [`Error::Fenced`] when the term is over; [`Error::Timeout`] when the outcome is
+    /// unknown; [`Error::Kv`] for other failures.
+    pub async fn fenced_put(&self, key: &str, value: impl Into<Bytes>) -> Result<u64, Error> {
+        let value = value.into();
+        let data_key = format!("{DATA_PREFIX}{}.{key}", self.inner.role);
+        let fence_key = format!("{ROLE_PREFIX}{}", self.inner.role);
+        for _ in 0..3 {
+            if !self.is_valid() {
+                return Err(self.fenced());
+            }
+            let live = self.live();
+            let timeout = self
+                .inner
+                .operation_timeout
+                .min(live.deadline.saturating_duration_since(Instant::now()));
+            let outcome = self
+                .inner
+                .store
+                .fenced_put(&data_key, &fence_key, live.revision, value.clone(), timeout)
+                .await;
+            match outcome {
+                WriteOutcome::Ok { revision } => return Ok(revision),
+                WriteOutcome::Conflict | WriteOutcome::Retry => {
+                    // Either a renewal moved the revision (retry on the new one) or the term is
+                    // over. Wait briefly for the renewal's acknowledgement to reach us.
+                    if self.revision() == live.revision {
+                        let changed = self.inner.live_changed.notified();
+                        let _ = tokio::time::timeout(self.inner.operation_timeout, changed).await;
+                    }
+                    if self.revision() == live.revision {
+                        return Err(self.fenced());
+                    }
+                }
+                WriteOutcome::Unknown => return Err(Error::Timeout(timeout)),
+                WriteOutcome::Failed(kind) => return Err(Error::Kv(kind)),
+            }
+        }
+        Err(self.fenced())
+    }
+
+    fn fenced(&self) -> Error {
+        Error::Fenced { role: self.inner.role.clone() }
+    }
+}

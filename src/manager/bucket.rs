@@ -1,0 +1,99 @@
+//! Opening (or creating) the bucket and reading its epoch and TTL support.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, ErrorCode, kv};
+
+use crate::config::BucketConfig;
+use crate::error::Error;
+use crate::store::{LeaseStore, ServerErrors, TtlMode, jetstream_code};
+
+/// How long expiry and delete markers stay in the bucket.
+const MARKER_TTL: Duration = Duration::from_secs(60);
+
+pub(crate) struct Opened {
+    pub(crate) store: LeaseStore,
+    pub(crate) kv: kv::Store,
+    pub(crate) epoch: u64,
+}
+
+/// Opens the bucket; creates it when it is missing and `auto_create` is set (P1).
+pub(crate) async fn open(
+    client: &async_nats::Client,
+    config: &BucketConfig,
+    errors: &ServerErrors,
+) -> Result<Opened, Error> {
+    let js = jetstream::new(client.clone());
+    let denied = errors.permission_denied("$JS.API");
+    let kv = tokio::select! {
+        r = js.get_key_value(&config.name) => r,
+        () = denied => return Err(Error::PermissionDenied {
+            detail: format!("JetStream API access for bucket {:?}", config.name),
+        }),
+    };
+    let kv = match kv {
+        Ok(kv) => kv,
+        Err(err) if jetstream_code(&err) == Some(ErrorCode::STREAM_NOT_FOUND) => {
+            if !config.auto_create {
+                return Err(Error::BucketNotFound { bucket: config.name.clone() });
+            }
+            create(&js, config).await?
+        }
+        Err(err) => return Err(classify(err, errors, &config.name)),
+    };
+    let status = kv.status().await.map_err(|e| Error::JetStream(Box::new(e)))?;
+    let info = &status.info;
+    let ttl_mode = if info.config.allow_message_ttl {
+        TtlMode::PerKey
+    } else if !info.config.max_age.is_zero() {
+        TtlMode::BucketMaxAge
+    } else {
+        TtlMode::None
+    };
+    if ttl_mode != TtlMode::PerKey {
+        tracing::warn!(
+            bucket = %config.name,
+            ?ttl_mode,
+            "bucket has no per-key TTLs (needs nats-server >= 2.11 and limit markers); crash \
+             fail-over relies on the bucket max_age or the followers' observed-expiry backstop"
+        );
+    }
+    let epoch = u64::try_from(info.created.unix_timestamp_nanos()).unwrap_or(0);
+    let stream = js
+        .get_stream(format!("KV_{}", config.name))
+        .await
+        .map_err(|e| Error::JetStream(Box::new(e)))?;
+    let store = LeaseStore::new(js, stream, config.name.clone(), ttl_mode, errors.clone());
+    Ok(Opened { store, kv, epoch })
+}
+
+async fn create(js: &jetstream::Context, config: &BucketConfig) -> Result<kv::Store, Error> {
+    let created = js
+        .create_key_value(kv::Config {
+            bucket: config.name.clone(),
+            description: "nats-roles leases".to_string(),
+            history: 1,
+            num_replicas: config.replicas,
+            limit_markers: Some(MARKER_TTL),
+            ..Default::default()
+        })
+        .await;
+    match created {
+        Ok(kv) => {
+            tracing::info!(bucket = %config.name, replicas = config.replicas, "created bucket");
+            Ok(kv)
+        }
+        // Another instance created it first.
+        Err(_) => js
+            .get_key_value(&config.name)
+            .await
+            .map_err(|e| Error::JetStream(Box::new(e))),
+    }
+}
+
+fn classify(err: jetstream::context::KeyValueError, _errors: &ServerErrors, bucket: &str) -> Error {
+    match jetstream_code(&err) {
+        Some(ErrorCode::STREAM_NOT_FOUND) => Error::BucketNotFound { bucket: bucket.to_string() },
+        _ => Error::JetStream(Box::new(err)),
+    }
+}

@@ -1,0 +1,106 @@
+//! Connecting to NATS from configuration, and following the connection state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::connection::State;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::role_task::RoleInput;
+use super::shared::Shared;
+use crate::config::NatsConfig;
+use crate::error::Error;
+use crate::store::ServerErrors;
+
+/// Connects to NATS as configured. The returned [`ServerErrors`] collects the server's
+/// asynchronous error messages (pass it to the manager builder so permission denials surface
+/// as typed errors within a round trip instead of a timeout).
+///
+/// # Errors
+/// [`Error::Connect`] when no server can be reached or the credentials cannot be loaded.
+pub async fn connect(
+    nats: &NatsConfig,
+    default_name: &str,
+) -> Result<(async_nats::Client, ServerErrors), Error> {
+    let errors = ServerErrors::default();
+    let recorder = errors.clone();
+    let mut options = async_nats::ConnectOptions::new()
+        .name(nats.name.clone().unwrap_or_else(|| default_name.to_string()))
+        .ping_interval(nats.ping_interval)
+        .connection_timeout(nats.connect_timeout)
+        .request_timeout(Some(nats.request_timeout))
+        .max_reconnects(None)
+        .event_callback(move |event| {
+            let recorder = recorder.clone();
+            async move {
+                match event {
+                    async_nats::Event::ServerError(err) => {
+                        warn!(error = %err, "NATS server error");
+                        recorder.record(err.to_string());
+                    }
+                    async_nats::Event::Disconnected => warn!("NATS connection lost"),
+                    async_nats::Event::Connected => info!("NATS connected"),
+                    other => info!(event = %other, "NATS connection event"),
+                }
+            }
+        });
+    if let Some(path) = &nats.creds_file {
+        options = options
+            .credentials_file(path)
+            .await
+            .map_err(|e| Error::Connect(Box::new(e)))?;
+    }
+    if let Some(path) = &nats.nkey_seed_file {
+        let seed = std::fs::read_to_string(path).map_err(|e| Error::Connect(Box::new(e)))?;
+        options = options.nkey(seed.trim().to_string());
+    }
+    if let (Some(user), Some(password)) = (&nats.user, &nats.password) {
+        options = options.user_and_password(user.clone(), password.clone());
+    }
+    if let Some(token) = &nats.token {
+        options = options.token(token.clone());
+    }
+    if nats.tls.required {
+        options = options.require_tls(true);
+    }
+    if let Some(ca) = &nats.tls.ca_file {
+        options = options.add_root_certificates(ca.clone());
+    }
+    if let (Some(cert), Some(key)) = (&nats.tls.cert_file, &nats.tls.key_file) {
+        options = options.add_client_certificate(cert.clone(), key.clone());
+    }
+    let client = options
+        .connect(nats.servers.clone())
+        .await
+        .map_err(|e| Error::Connect(Box::new(e)))?;
+    Ok((client, errors))
+}
+
+pub(crate) fn is_connected(client: &async_nats::Client) -> bool {
+    client.connection_state() == State::Connected
+}
+
+/// Follows the connection state (polling works for connections the application owns too) and
+/// tells every role task about changes.
+pub(crate) async fn monitor(
+    client: async_nats::Client,
+    shared: Arc<Shared>,
+    connected: watch::Sender<bool>,
+    cancel: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let up = is_connected(&client);
+        if connected.send_if_modified(|c| std::mem::replace(c, up) != up) {
+            shared.broadcast(|| RoleInput::Connection(up));
+        }
+    }
+}

@@ -1,0 +1,589 @@
+//! [`RoleManager`]: many role elections over one NATS connection and one bucket watcher.
+
+mod bucket;
+mod connection;
+pub(crate) mod events;
+mod role_task;
+pub(crate) mod shared;
+pub(crate) mod status;
+mod watcher;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info, warn};
+use uuid::Uuid;
+
+pub use connection::connect;
+pub use events::{HolderInfo, RoleEvent};
+pub use status::RoleStatus;
+
+use crate::callbacks::{NoCallbacks, RoleCallbacks};
+use crate::config::{Config, RoleConfig, TimingConfig};
+use crate::core::{Identity, ReleaseReason, RetryPolicy, RoleMachine, Timing};
+use crate::error::Error;
+use crate::health::{FailureCounter, HealthChecker, HealthPolicy};
+use crate::leadership::Leadership;
+use crate::names::{InstanceId, RoleName};
+use crate::store::ServerErrors;
+use role_task::{RoleInput, RoleTask};
+use shared::{RoleSlot, Shared};
+
+/// One role to take part in.
+#[derive(Clone)]
+pub struct RoleSpec {
+    name: RoleName,
+    campaign: bool,
+    priority: i32,
+    timing: Timing,
+    callbacks: Arc<dyn RoleCallbacks>,
+}
+
+impl std::fmt::Debug for RoleSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoleSpec")
+            .field("name", &self.name)
+            .field("campaign", &self.campaign)
+            .field("priority", &self.priority)
+            .field("timing", &self.timing)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RoleSpec {
+    /// A role with default timing, priority 0, campaigning, no callbacks.
+    #[must_use]
+    pub fn new(name: RoleName) -> Self {
+        Self {
+            name,
+            campaign: true,
+            priority: 0,
+            timing: timing_from(&TimingConfig::default()),
+            callbacks: Arc::new(NoCallbacks),
+        }
+    }
+
+    /// A role as declared in the configuration (timing overrides applied).
+    #[must_use]
+    pub fn from_config(role: &RoleConfig, config: &Config) -> Self {
+        Self {
+            name: role.name.clone(),
+            campaign: role.campaign,
+            priority: role.effective_priority(&config.instance),
+            timing: timing_from(&config.timing.for_role(role)),
+            callbacks: Arc::new(NoCallbacks),
+        }
+    }
+
+    /// The role name.
+    #[must_use]
+    pub fn name(&self) -> &RoleName {
+        &self.name
+    }
+
+    /// Only observe the role: never campaign for it.
+    #[must_use]
+    pub fn observe_only(mut self) -> Self {
+        self.campaign = false;
+        self
+    }
+
+    /// Priority written into the lease (placement uses it).
+    #[must_use]
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Lease timing for this role.
+    #[must_use]
+    pub fn timing(mut self, timing: Timing) -> Self {
+        self.timing = timing;
+        self
+    }
+
+    /// Callbacks run on promotion and demotion.
+    #[must_use]
+    pub fn callbacks(mut self, callbacks: impl RoleCallbacks) -> Self {
+        self.callbacks = Arc::new(callbacks);
+        self
+    }
+
+    /// Callbacks shared with other roles.
+    #[must_use]
+    pub fn shared_callbacks(mut self, callbacks: Arc<dyn RoleCallbacks>) -> Self {
+        self.callbacks = callbacks;
+        self
+    }
+}
+
+/// Converts configuration timing into core timing.
+#[must_use]
+pub fn timing_from(t: &TimingConfig) -> Timing {
+    Timing {
+        ttl: t.ttl,
+        heartbeat: t.heartbeat,
+        deadline_margin: t.deadline_margin,
+        operation_timeout: t.operation_timeout,
+        disconnect_grace: t.disconnect_grace,
+        campaign_jitter: t.campaign_jitter,
+    }
+}
+
+/// Builds a [`RoleManager`].
+#[must_use = "a builder does nothing until start() is called"]
+pub struct RoleManagerBuilder {
+    client: async_nats::Client,
+    server_errors: ServerErrors,
+    instance: InstanceId,
+    bucket: crate::config::BucketConfig,
+    priority: i32,
+    meta: BTreeMap<String, String>,
+    retry: RetryPolicy,
+    drain_timeout: Duration,
+    validation_interval: Option<Duration>,
+    health: Option<(Arc<dyn HealthChecker>, HealthPolicy)>,
+    roles: Vec<RoleSpec>,
+}
+
+impl RoleManagerBuilder {
+    /// The KV bucket (default `roles`).
+    pub fn bucket(mut self, name: impl Into<String>) -> Self {
+        self.bucket.name = name.into();
+        self
+    }
+
+    /// Create the bucket if it is missing, with this many replicas.
+    pub fn auto_create(mut self, replicas: usize) -> Self {
+        self.bucket.auto_create = true;
+        self.bucket.replicas = replicas;
+        self
+    }
+
+    /// Metadata written into every lease (host, HTTP address, ...).
+    pub fn meta(mut self, meta: BTreeMap<String, String>) -> Self {
+        self.meta = meta;
+        self
+    }
+
+    /// Retry policy for transient failures.
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Longest wait for `on_demote` during a graceful release.
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
+    /// Re-validate every held lease against the KV this often (protocol P6).
+    pub fn validation_interval(mut self, interval: Option<Duration>) -> Self {
+        self.validation_interval = interval;
+        self
+    }
+
+    /// Release all roles after repeated health-check failures.
+    pub fn health_checker(mut self, checker: impl HealthChecker, policy: HealthPolicy) -> Self {
+        self.health = Some((Arc::new(checker), policy));
+        self
+    }
+
+    /// Server errors seen on the connection (see [`connect`]); enables fast permission errors.
+    pub fn server_errors(mut self, errors: ServerErrors) -> Self {
+        self.server_errors = errors;
+        self
+    }
+
+    /// Adds a role.
+    pub fn role(mut self, role: RoleSpec) -> Self {
+        self.roles.push(role);
+        self
+    }
+
+    /// Opens (or creates) the bucket, starts the watcher and every role.
+    ///
+    /// # Errors
+    /// [`Error::BucketNotFound`], [`Error::PermissionDenied`], [`Error::JetStream`], or
+    /// [`Error::RoleExists`] for a role given twice.
+    pub async fn start(self) -> Result<RoleManager, Error> {
+        let opened = bucket::open(&self.client, &self.bucket, &self.server_errors).await?;
+        let (connected_tx, connected_rx) = watch::channel(connection::is_connected(&self.client));
+        let incarnation = Uuid::new_v4();
+        let shared = Arc::new(Shared {
+            instance: self.instance.clone(),
+            incarnation,
+            store: opened.store.clone(),
+            drain_timeout: self.drain_timeout,
+            connected: connected_rx,
+            events: broadcast::channel(1024).0,
+            roles: Mutex::new(HashMap::new()),
+            holders: Mutex::new(BTreeMap::new()),
+            caught_up: watch::channel(false).0,
+        });
+        let cancel = CancellationToken::new();
+        let manager = RoleManager {
+            shared: shared.clone(),
+            cancel: cancel.clone(),
+            epoch: opened.epoch,
+            retry: self.retry,
+            priority: self.priority,
+            meta: self.meta,
+            validation_interval: self.validation_interval,
+            seed: Mutex::new(incarnation.as_u64_pair().0),
+            background: Mutex::new(Vec::new()),
+        };
+        for spec in self.roles {
+            manager.add_role(spec)?;
+        }
+        let span = tracing::info_span!("manager", instance = %self.instance, bucket = %self.bucket.name);
+        let mut background = Vec::new();
+        background.push(tokio::spawn(
+            watcher::run(shared.clone(), opened.kv, cancel.clone()).instrument(span.clone()),
+        ));
+        background.push(tokio::spawn(
+            connection::monitor(self.client.clone(), shared.clone(), connected_tx, cancel.clone())
+                .instrument(span.clone()),
+        ));
+        if let Some((checker, policy)) = self.health {
+            background.push(tokio::spawn(
+                health_loop(shared.clone(), checker, policy, cancel.clone()).instrument(span),
+            ));
+        }
+        if let Ok(mut b) = manager.background.lock() {
+            b.extend(background);
+        }
+        info!(
+            instance = %manager.shared.instance,
+            incarnation = %incarnation,
+            ttl_mode = ?opened.store.ttl_mode(),
+            "role manager started"
+        );
+        Ok(manager)
+    }
+}
+
+/// Runs many role elections over one NATS connection and one bucket watcher.
+///
+/// Dropping the manager without [`RoleManager::shutdown`] stops nothing gracefully: held roles
+/// then expire after their TTL. Always call `shutdown` for a fast hand-over.
+pub struct RoleManager {
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+    epoch: u64,
+    retry: RetryPolicy,
+    priority: i32,
+    meta: BTreeMap<String, String>,
+    validation_interval: Option<Duration>,
+    seed: Mutex<u64>,
+    background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for RoleManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoleManager")
+            .field("instance", &self.shared.instance)
+            .field("bucket", &self.shared.store.bucket())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RoleManager {
+    /// A builder using an existing connection (the application owns it).
+    pub fn builder(client: async_nats::Client, instance: InstanceId) -> RoleManagerBuilder {
+        RoleManagerBuilder {
+            client,
+            server_errors: ServerErrors::default(),
+            instance,
+            bucket: crate::config::BucketConfig::default(),
+            priority: 0,
+            meta: BTreeMap::new(),
+            retry: RetryPolicy::default(),
+            drain_timeout: Duration::from_secs(5),
+            validation_interval: None,
+            health: None,
+            roles: Vec::new(),
+        }
+    }
+
+    /// A builder from a validated configuration: bucket, instance, retry, health, fencing,
+    /// shutdown and every declared role (without callbacks; add them with
+    /// [`RoleManagerBuilder::role`] instead, or use [`RoleManager::subscribe`]).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the configuration is invalid or has no instance id.
+    pub fn from_config(
+        client: async_nats::Client,
+        config: &Config,
+        server_errors: ServerErrors,
+    ) -> Result<RoleManagerBuilder, Error> {
+        config.validate()?;
+        let instance = config.require_instance_id()?.clone();
+        let r = &config.retry;
+        let mut builder = Self::builder(client, instance)
+            .server_errors(server_errors)
+            .meta(config.instance.meta.clone())
+            .retry(RetryPolicy {
+                initial: r.initial_backoff,
+                max: r.max_backoff,
+                multiplier: r.multiplier,
+                jitter: r.jitter,
+                max_attempts: r.max_attempts,
+            })
+            .drain_timeout(config.shutdown.drain_timeout)
+            .validation_interval(config.fencing.validation_interval);
+        builder.bucket = config.bucket.clone();
+        builder.priority = config.instance.priority;
+        if let Some(argv) = &config.health.command
+            && let Some(checker) = crate::health::CommandHealthChecker::new(argv.clone())
+        {
+            let h = &config.health;
+            builder = builder.health_checker(
+                checker,
+                HealthPolicy {
+                    interval: h.interval,
+                    timeout: h.timeout,
+                    failure_threshold: h.failure_threshold,
+                    cooldown: h.cooldown,
+                },
+            );
+        }
+        for role in &config.roles {
+            builder = builder.role(RoleSpec::from_config(role, config));
+        }
+        Ok(builder)
+    }
+
+    /// This instance's id.
+    #[must_use]
+    pub fn instance_id(&self) -> &InstanceId {
+        &self.shared.instance
+    }
+
+    /// Random id of this process start (written into every lease).
+    #[must_use]
+    pub fn incarnation(&self) -> Uuid {
+        self.shared.incarnation
+    }
+
+    /// The bucket name.
+    #[must_use]
+    pub fn bucket(&self) -> &str {
+        self.shared.store.bucket()
+    }
+
+    /// Starts taking part in one more role.
+    ///
+    /// # Errors
+    /// [`Error::RoleExists`] if the role is already managed; [`Error::Stopped`] after shutdown.
+    pub fn add_role(&self, spec: RoleSpec) -> Result<(), Error> {
+        if self.cancel.is_cancelled() {
+            return Err(Error::Stopped);
+        }
+        let mut roles = self.shared.roles();
+        if roles.contains_key(&spec.name) {
+            return Err(Error::RoleExists(spec.name));
+        }
+        let seed = {
+            let mut s = self.seed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            *s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            *s
+        };
+        let identity = Identity {
+            instance: self.shared.instance.clone(),
+            incarnation: self.shared.incarnation,
+            priority: if spec.priority == 0 { self.priority } else { spec.priority },
+            meta: self.meta.clone(),
+        };
+        let machine =
+            RoleMachine::new(identity, spec.timing, self.retry, spec.campaign, self.epoch, seed);
+        let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
+        let (status_tx, status_rx) =
+            watch::channel(RoleStatus::new(spec.name.clone(), self.shared.store.ttl_mode()));
+        let current = Arc::new(Mutex::new(None));
+        let task = RoleTask {
+            role: spec.name.clone(),
+            machine,
+            shared: self.shared.clone(),
+            inbox: inbox_rx,
+            status: status_tx,
+            callbacks: spec.callbacks,
+            current: current.clone(),
+            ttl: spec.timing.ttl,
+            operation_timeout: spec.timing.operation_timeout,
+            validation_interval: self.validation_interval,
+        };
+        let handle = tokio::spawn(task.run());
+        roles.insert(spec.name, RoleSlot { inbox: inbox_tx, status: status_rx, current, task: handle });
+        Ok(())
+    }
+
+    /// Stops taking part in a role: releases it gracefully if held and waits until the demote
+    /// callback returned.
+    ///
+    /// # Errors
+    /// [`Error::UnknownRole`] if the role is not managed.
+    pub async fn remove_role(&self, role: &RoleName) -> Result<(), Error> {
+        let slot = self.shared.roles().remove(role).ok_or_else(|| Error::UnknownRole(role.clone()))?;
+        let _ = slot.inbox.send(RoleInput::Stop);
+        let _ = slot.task.await;
+        Ok(())
+    }
+
+    /// Gives a held role up voluntarily (graceful hand-over) and does not campaign for it
+    /// again for `cooldown`.
+    ///
+    /// # Errors
+    /// [`Error::UnknownRole`] if the role is not managed.
+    pub fn release(&self, role: &RoleName, cooldown: Duration) -> Result<(), Error> {
+        if self.shared.send(role, RoleInput::Release(ReleaseReason::Requested, cooldown)) {
+            Ok(())
+        } else {
+            Err(Error::UnknownRole(role.clone()))
+        }
+    }
+
+    /// The managed roles.
+    #[must_use]
+    pub fn roles(&self) -> Vec<RoleName> {
+        let mut v: Vec<_> = self.shared.roles().keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Status of a managed role.
+    #[must_use]
+    pub fn status(&self, role: &RoleName) -> Option<RoleStatus> {
+        self.shared.roles().get(role).map(|s| s.status.borrow().clone())
+    }
+
+    /// Status of every managed role, sorted by name.
+    #[must_use]
+    pub fn statuses(&self) -> Vec<RoleStatus> {
+        let mut v: Vec<_> = self.shared.roles().values().map(|s| s.status.borrow().clone()).collect();
+        v.sort_by(|a, b| a.role.cmp(&b.role));
+        v
+    }
+
+    /// A channel of a managed role's status: `changed().await` wakes on every transition.
+    #[must_use]
+    pub fn subscribe(&self, role: &RoleName) -> Option<watch::Receiver<RoleStatus>> {
+        self.shared.roles().get(role).map(|s| s.status.clone())
+    }
+
+    /// The current term of a role, if this instance holds it.
+    #[must_use]
+    pub fn leadership(&self, role: &RoleName) -> Option<Leadership> {
+        self.shared.roles().get(role).and_then(|s| role_task::get(&s.current)).filter(Leadership::is_valid)
+    }
+
+    /// Whether this instance holds `role` right now (term valid, deadline ahead).
+    #[must_use]
+    pub fn is_leader(&self, role: &RoleName) -> bool {
+        self.leadership(role).is_some()
+    }
+
+    /// Transitions of every role (promotions, demotions, holder changes seen by the watcher).
+    #[must_use]
+    pub fn events(&self) -> broadcast::Receiver<RoleEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// The holder of any role in the bucket (observer view; no campaign needed).
+    #[must_use]
+    pub fn observe(&self, role: &RoleName) -> watch::Receiver<Option<HolderInfo>> {
+        let mut holders = self.shared.holders();
+        holders.entry(role.clone()).or_insert_with(|| watch::channel(None).0).subscribe()
+    }
+
+    /// Holders of every role seen in the bucket.
+    #[must_use]
+    pub fn holders(&self) -> Vec<HolderInfo> {
+        self.shared.holders().values().filter_map(|h| h.borrow().clone()).collect()
+    }
+
+    /// Resolves once the watcher has delivered the bucket's current state.
+    pub async fn caught_up(&self) {
+        let mut rx = self.shared.caught_up.subscribe();
+        let _ = rx.wait_for(|c| *c).await;
+    }
+
+    /// Graceful shutdown: releases every held role (cancel, run `on_demote`, CAS-delete),
+    /// waits for all demote callbacks, then stops the watcher.
+    ///
+    /// # Errors
+    /// [`Error::ShutdownTimeout`] when roles were not released within `timeout` (their leases
+    /// then expire after the TTL).
+    pub async fn shutdown(&self, timeout: Duration) -> Result<(), Error> {
+        let deadline = Instant::now() + timeout;
+        let slots: Vec<(RoleName, RoleSlot)> = self.shared.roles().drain().collect();
+        for (_, slot) in &slots {
+            let _ = slot.inbox.send(RoleInput::Stop);
+        }
+        let mut late = Vec::new();
+        for (name, slot) in slots {
+            let mut task = slot.task;
+            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
+                warn!(role = %name, "role did not stop in time");
+                task.abort();
+                late.push(name);
+            }
+        }
+        self.cancel.cancel();
+        let background: Vec<_> = self
+            .background
+            .lock()
+            .map(|mut b| b.drain(..).collect())
+            .unwrap_or_default();
+        for task in background {
+            let _ = tokio::time::timeout_at(deadline + Duration::from_millis(100), task).await;
+        }
+        if late.is_empty() {
+            info!("role manager stopped");
+            Ok(())
+        } else {
+            Err(Error::ShutdownTimeout { timeout, roles: late })
+        }
+    }
+}
+
+impl Drop for RoleManager {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        for slot in self.shared.roles().values() {
+            slot.task.abort();
+        }
+    }
+}
+
+async fn health_loop(
+    shared: Arc<Shared>,
+    checker: Arc<dyn HealthChecker>,
+    policy: HealthPolicy,
+    cancel: CancellationToken,
+) {
+    let mut failures = FailureCounter::default();
+    let mut tick = tokio::time::interval(policy.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let healthy = tokio::time::timeout(policy.timeout, checker.check()).await.unwrap_or(false);
+        if failures.record(healthy, policy.failure_threshold) {
+            warn!(
+                failures = policy.failure_threshold,
+                cooldown = ?policy.cooldown,
+                "health check failed repeatedly; releasing all roles"
+            );
+            shared.broadcast(|| RoleInput::Release(ReleaseReason::Unhealthy, policy.cooldown));
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! The driver of one role: runs a [`RoleMachine`], performs the I/O it asks for, runs the
+//! callbacks in order and publishes the role's status.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, error, info, warn};
+
+use super::events::RoleEvent;
+use super::shared::Shared;
+use super::status::RoleStatus;
+use crate::callbacks::{CallbackCall, Demotion, RoleCallbacks, run_callbacks};
+use crate::core::{
+    Action, DemoteReason, FailureKind, KeyState, Notice, ReleaseReason, RoleMachine, WriteKind,
+    WriteOutcome,
+};
+use crate::leadership::{Leadership, LiveTerm, TermShared};
+use crate::names::RoleName;
+use crate::status::RoleState;
+use crate::store::ROLE_PREFIX;
+use crate::value::now_rfc3339;
+
+/// Messages to a role task.
+#[derive(Debug)]
+pub(crate) enum RoleInput {
+    /// The watcher saw the role key change.
+    Observed(KeyState),
+    /// The connection went down or came back.
+    Connection(bool),
+    /// Give the role up and stay away for a while.
+    Release(ReleaseReason, Duration),
+    /// Stop taking part.
+    Stop,
+    /// The bucket was recreated.
+    BucketReset(u64),
+}
+
+enum OpResult {
+    Write(WriteOutcome),
+    Read(Result<KeyState, FailureKind>),
+    Validate(Result<KeyState, FailureKind>),
+}
+
+/// Everything one role task needs.
+pub(crate) struct RoleTask {
+    pub(crate) role: RoleName,
+    pub(crate) machine: RoleMachine,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) inbox: mpsc::UnboundedReceiver<RoleInput>,
+    pub(crate) status: watch::Sender<RoleStatus>,
+    pub(crate) callbacks: Arc<dyn RoleCallbacks>,
+    pub(crate) current: Arc<Mutex<Option<Leadership>>>,
+    pub(crate) ttl: Duration,
+    pub(crate) operation_timeout: Duration,
+    pub(crate) validation_interval: Option<Duration>,
+}
+
+impl RoleTask {
+    /// Runs until the machine stops. Returns after the last demote callback returned.
+    pub(crate) async fn run(mut self) {
+        let span = tracing::info_span!("role", role = %self.role, instance = %self.shared.instance);
+        async move {
+            let (calls_tx, calls_rx) = mpsc::unbounded_channel();
+            let runner = tokio::spawn(run_callbacks(self.callbacks.clone(), calls_rx));
+            self.drive(&calls_tx).await;
+            drop(calls_tx);
+            // Wait for queued callbacks (the last demote) to finish.
+            let _ = runner.await;
+            self.status.send_modify(|s| s.state = RoleState::Stopped);
+        }
+        .instrument(span)
+        .await;
+    }
+
+    async fn drive(&mut self, calls: &mpsc::UnboundedSender<CallbackCall>) {
+        let key = format!("{ROLE_PREFIX}{}", self.role);
+        let mut ops: FuturesUnordered<BoxFuture<'static, (u64, OpResult)>> = FuturesUnordered::new();
+        let mut drain: Option<BoxFuture<'static, ()>> = None;
+        let mut next_validation: Option<Instant> = None;
+        let mut inbox_open = true;
+        self.machine.start(Instant::now());
+        loop {
+            while let Some(action) = self.machine.poll_action() {
+                self.execute(action, &key, &mut ops, &mut drain, calls);
+            }
+            self.publish_status();
+            if self.machine.is_stopped() {
+                return;
+            }
+            if self.machine.term().is_some() {
+                if let (Some(iv), None) = (self.validation_interval, next_validation) {
+                    next_validation = Some(Instant::now() + iv);
+                }
+            } else {
+                next_validation = None;
+            }
+            let timer = self.machine.poll_timeout();
+            tokio::select! {
+                biased;
+                Some((op, result)) = ops.next(), if !ops.is_empty() => {
+                    let now = Instant::now();
+                    match result {
+                        OpResult::Write(o) => self.machine.handle_write(op, o, now),
+                        OpResult::Read(r) => self.machine.handle_read(op, r, now),
+                        OpResult::Validate(Ok(state)) => {
+                            // A newer revision that is not ours demotes (ValidationFailed is
+                            // reported as superseded/evicted by the machine).
+                            self.machine.handle_observed(state, now);
+                        }
+                        OpResult::Validate(Err(_)) => {}
+                    }
+                }
+                () = async { if let Some(d) = drain.as_mut() { d.await } }, if drain.is_some() => {
+                    drain = None;
+                    self.machine.handle_drained(Instant::now());
+                }
+                input = self.inbox.recv(), if inbox_open => {
+                    let now = Instant::now();
+                    match input {
+                        Some(RoleInput::Observed(state)) => self.machine.handle_observed(state, now),
+                        Some(RoleInput::Connection(up)) => self.machine.handle_connection(up, now),
+                        Some(RoleInput::Release(reason, cooldown)) => {
+                            self.machine.handle_release(reason, cooldown, now);
+                        }
+                        Some(RoleInput::BucketReset(epoch)) => {
+                            self.machine.handle_bucket_reset(epoch, now);
+                        }
+                        Some(RoleInput::Stop) => self.machine.handle_stop(now),
+                        None => {
+                            inbox_open = false;
+                            self.machine.handle_stop(now);
+                        }
+                    }
+                }
+                () = sleep_until_opt(next_validation) => {
+                    next_validation = None;
+                    let store = self.shared.store.clone();
+                    let (k, t) = (key.clone(), self.operation_timeout);
+                    ops.push(Box::pin(async move { (0, OpResult::Validate(store.read(&k, t).await)) }));
+                }
+                () = sleep_until_opt(timer) => self.machine.handle_timeout(Instant::now()),
+            }
+        }
+    }
+
+    fn execute(
+        &mut self,
+        action: Action,
+        key: &str,
+        ops: &mut FuturesUnordered<BoxFuture<'static, (u64, OpResult)>>,
+        drain: &mut Option<BoxFuture<'static, ()>>,
+        calls: &mpsc::UnboundedSender<CallbackCall>,
+    ) {
+        match action {
+            Action::Write(req) => {
+                let store = self.shared.store.clone();
+                let key = key.to_string();
+                let ttl = self.ttl;
+                let op = req.op;
+                let payload = req.value.map(|mut v| {
+                    let now = now_rfc3339();
+                    if req.kind == WriteKind::Acquire {
+                        v.acquired_at = Some(now.clone());
+                    }
+                    v.renewed_at = Some(now);
+                    v.to_bytes()
+                });
+                let delete = req.kind == WriteKind::Release;
+                debug!(kind = ?req.kind, expected = req.expected, "write");
+                ops.push(Box::pin(async move {
+                    let outcome = store
+                        .cas(&key, req.expected, Some(ttl), payload.unwrap_or_default(), delete, req.timeout)
+                        .await;
+                    (op, OpResult::Write(outcome))
+                }));
+            }
+            Action::Read { op, timeout } => {
+                let store = self.shared.store.clone();
+                let key = key.to_string();
+                ops.push(Box::pin(async move { (op, OpResult::Read(store.read(&key, timeout).await)) }));
+            }
+            Action::Promote { term, revision } => {
+                let leadership = Leadership {
+                    inner: Arc::new(TermShared {
+                        role: self.role.clone(),
+                        instance: self.shared.instance.clone(),
+                        token: term.token,
+                        cancel: CancellationToken::new(),
+                        live: Mutex::new(LiveTerm { deadline: term.deadline, revision }),
+                        live_changed: tokio::sync::Notify::new(),
+                        store: self.shared.store.clone(),
+                        operation_timeout: self.operation_timeout,
+                    }),
+                };
+                info!(term = term.token.term(), "promoted");
+                set(&self.current, Some(leadership.clone()));
+                self.status.send_modify(|s| {
+                    s.last_transition = SystemTime::now();
+                    s.term = Some(term.token.term());
+                    s.token = Some(term.token);
+                    s.leader_id = Some(self.shared.instance.clone());
+                    s.held_since = Some(SystemTime::now());
+                    s.last_heartbeat = Some(SystemTime::now());
+                });
+                self.shared.emit(RoleEvent::Promoted {
+                    role: self.role.clone(),
+                    term: term.token.term(),
+                });
+                let _ = calls.send(CallbackCall::Promote(leadership));
+            }
+            Action::Renewed { term, revision } => {
+                if let Some(l) = get(&self.current) {
+                    if let Ok(mut live) = l.inner.live.lock() {
+                        *live = LiveTerm { deadline: term.deadline, revision };
+                    }
+                    l.inner.live_changed.notify_waiters();
+                }
+                self.status.send_modify(|s| s.last_heartbeat = Some(SystemTime::now()));
+            }
+            Action::Demote { term, reason, drain: wait } => {
+                let leadership = set(&self.current, None);
+                let level_warn = !matches!(reason, DemoteReason::Released(_));
+                if level_warn {
+                    warn!(term = term.token.term(), %reason, "demoted");
+                } else {
+                    info!(term = term.token.term(), %reason, "demoted");
+                }
+                self.status.send_modify(|s| {
+                    s.last_transition = SystemTime::now();
+                    s.token = None;
+                    s.held_since = None;
+                    s.last_demote_reason = Some(reason);
+                });
+                self.shared.emit(RoleEvent::Demoted {
+                    role: self.role.clone(),
+                    term: term.token.term(),
+                    reason,
+                });
+                if let Some(l) = leadership {
+                    // P9: the token is cancelled before on_demote runs.
+                    l.inner.cancel.cancel();
+                    l.inner.live_changed.notify_waiters();
+                    let demotion = Demotion { leadership: l, reason };
+                    if wait {
+                        let (tx, rx) = oneshot::channel();
+                        let _ = calls.send(CallbackCall::Demote(demotion, Some(tx)));
+                        let timeout = self.shared.drain_timeout;
+                        *drain = Some(Box::pin(async move {
+                            let _ = tokio::time::timeout(timeout, rx).await;
+                        }));
+                    } else {
+                        let _ = calls.send(CallbackCall::Demote(demotion, None));
+                    }
+                } else if wait {
+                    *drain = Some(Box::pin(async {}));
+                }
+            }
+            Action::Failed(kind) => {
+                error!(error = kind.as_str(), "role failed permanently; not campaigning any more");
+                self.status.send_modify(|s| s.last_error = Some(kind.as_str().to_string()));
+                self.shared.emit(RoleEvent::Failed { role: self.role.clone(), kind });
+            }
+            Action::Notice(Notice::DuplicateInstance { other_incarnation }) => {
+                error!(
+                    %other_incarnation,
+                    "another live process uses this instance id; instance ids must be unique"
+                );
+                self.status.send_modify(|s| s.duplicate_instance = true);
+                self.shared.emit(RoleEvent::DuplicateInstance { role: self.role.clone() });
+            }
+            Action::Stopped => debug!("stopped"),
+        }
+    }
+
+    fn publish_status(&self) {
+        let state = self.machine.state();
+        let observed = self.machine.observed().cloned();
+        let connected = *self.shared.connected.borrow();
+        self.status.send_if_modified(|s| {
+            let before = s.clone();
+            s.state = state;
+            s.connected = connected;
+            if let Some(obs) = &observed {
+                s.revision = obs.revision();
+                if state != RoleState::Leader {
+                    match obs {
+                        KeyState::Held { .. } => {
+                            s.leader_id = obs.lease().map(|l| l.holder.clone());
+                            s.term = obs.lease().map(|l| l.term.unwrap_or(obs.revision()));
+                            s.foreign_holder = obs.lease().is_none();
+                        }
+                        KeyState::Vacant { .. } | KeyState::Absent => {
+                            s.leader_id = None;
+                            s.term = None;
+                            s.foreign_holder = false;
+                        }
+                        KeyState::Unknown { .. } => {}
+                    }
+                }
+            }
+            *s != before
+        });
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn set(slot: &Mutex<Option<Leadership>>, value: Option<Leadership>) -> Option<Leadership> {
+    match slot.lock() {
+        Ok(mut g) => std::mem::replace(&mut *g, value),
+        Err(p) => std::mem::replace(&mut *p.into_inner(), value),
+    }
+}
+
+/// The current leadership in a slot.
+pub(crate) fn get(slot: &Mutex<Option<Leadership>>) -> Option<Leadership> {
+    match slot.lock() {
+        Ok(g) => g.clone(),
+        Err(p) => p.into_inner().clone(),
+    }
+}

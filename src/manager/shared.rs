@@ -1,0 +1,65 @@
+//! State shared by the manager's tasks.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, watch};
+use uuid::Uuid;
+
+use super::events::{HolderInfo, RoleEvent};
+use super::role_task::RoleInput;
+use super::status::RoleStatus;
+use crate::leadership::Leadership;
+use crate::names::{InstanceId, RoleName};
+use crate::store::LeaseStore;
+
+/// A role this manager takes part in (or observes).
+pub(crate) struct RoleSlot {
+    pub(crate) inbox: mpsc::UnboundedSender<RoleInput>,
+    pub(crate) status: watch::Receiver<RoleStatus>,
+    pub(crate) current: Arc<Mutex<Option<Leadership>>>,
+    pub(crate) task: tokio::task::JoinHandle<()>,
+}
+
+/// Shared by the watcher, the role tasks and the public handle.
+pub(crate) struct Shared {
+    pub(crate) instance: InstanceId,
+    pub(crate) incarnation: Uuid,
+    pub(crate) store: LeaseStore,
+    pub(crate) drain_timeout: Duration,
+    pub(crate) connected: watch::Receiver<bool>,
+    pub(crate) events: broadcast::Sender<RoleEvent>,
+    pub(crate) roles: Mutex<HashMap<RoleName, RoleSlot>>,
+    /// Holders of every role in the bucket, as the watcher sees them.
+    pub(crate) holders: Mutex<BTreeMap<RoleName, watch::Sender<Option<HolderInfo>>>>,
+    /// Whether the watcher delivered the bucket's current state at least once.
+    pub(crate) caught_up: watch::Sender<bool>,
+}
+
+impl Shared {
+    pub(crate) fn emit(&self, event: RoleEvent) {
+        // No subscriber is fine.
+        let _ = self.events.send(event);
+    }
+
+    pub(crate) fn roles(&self) -> MutexGuard<'_, HashMap<RoleName, RoleSlot>> {
+        self.roles.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn holders(&self) -> MutexGuard<'_, BTreeMap<RoleName, watch::Sender<Option<HolderInfo>>>> {
+        self.holders.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sends an input to a managed role; false if the role is not managed (or stopped).
+    pub(crate) fn send(&self, role: &RoleName, input: RoleInput) -> bool {
+        self.roles().get(role).is_some_and(|slot| slot.inbox.send(input).is_ok())
+    }
+
+    /// Sends an input to every managed role.
+    pub(crate) fn broadcast(&self, make: impl Fn() -> RoleInput) {
+        for slot in self.roles().values() {
+            let _ = slot.inbox.send(make());
+        }
+    }
+}

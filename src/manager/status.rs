@@ -1,0 +1,76 @@
+//! Per-role status as published on each role's `watch` channel.
+
+use std::time::SystemTime;
+
+use crate::core::DemoteReason;
+use crate::names::{InstanceId, RoleName};
+use crate::status::RoleState;
+use crate::store::TtlMode;
+use crate::token::FencingToken;
+
+/// A snapshot of this instance's view of one role.
+///
+/// The fencing token is kept in its redacted form in `Debug`; use
+/// [`crate::Leadership::token`] to get it for a fenced resource.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RoleStatus {
+    /// The role.
+    pub role: RoleName,
+    /// This instance's state for the role.
+    pub state: RoleState,
+    /// The current holder as last observed (this instance when leading).
+    pub leader_id: Option<InstanceId>,
+    /// Whether the key holds a value nats-roles cannot read (a foreign value).
+    pub foreign_holder: bool,
+    /// The current term, when a holder is known.
+    pub term: Option<u64>,
+    /// Latest revision of the role key known here.
+    pub revision: u64,
+    /// This instance's fencing token while leading.
+    pub token: Option<FencingToken>,
+    /// When this instance's current term began (wall clock, informational).
+    pub held_since: Option<SystemTime>,
+    /// Last successful acquire/renew of this instance's current term.
+    pub last_heartbeat: Option<SystemTime>,
+    /// Last promotion or demotion of this instance.
+    pub last_transition: SystemTime,
+    /// Why the last term of this instance ended.
+    pub last_demote_reason: Option<DemoteReason>,
+    /// Whether the NATS connection is up.
+    pub connected: bool,
+    /// How the server expires lease keys.
+    pub ttl_mode: TtlMode,
+    /// The last permanent error, if the role stopped because of one.
+    pub last_error: Option<String>,
+    /// Whether another live process was seen using this instance id.
+    pub duplicate_instance: bool,
+}
+
+impl RoleStatus {
+    pub(crate) fn new(role: RoleName, ttl_mode: TtlMode) -> Self {
+        Self {
+            role,
+            state: RoleState::Init,
+            leader_id: None,
+            foreign_holder: false,
+            term: None,
+            revision: 0,
+            token: None,
+            held_since: None,
+            last_heartbeat: None,
+            last_transition: SystemTime::now(),
+            last_demote_reason: None,
+            connected: false,
+            ttl_mode,
+            last_error: None,
+            duplicate_instance: false,
+        }
+    }
+
+    /// Whether this instance holds the role.
+    #[must_use]
+    pub fn is_leader(&self) -> bool {
+        self.state == RoleState::Leader
+    }
+}

@@ -1,0 +1,151 @@
+//! The one bucket watcher: dispatches role-key changes to role tasks by key prefix and keeps
+//! the observer view of every role's holder.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_nats::jetstream::kv::{Entry, Operation, Store};
+use futures_util::StreamExt;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::events::{HolderInfo, RoleEvent};
+use super::role_task::RoleInput;
+use super::shared::Shared;
+use crate::core::KeyState;
+use crate::names::RoleName;
+use crate::store::ROLE_PREFIX;
+use crate::value::HolderValue;
+
+/// Runs the watcher until `cancel`; recreates it after errors (a new watcher replays the
+/// current value of every key; role tasks ignore revisions they already know).
+pub(crate) async fn run(shared: Arc<Shared>, kv: Store, cancel: CancellationToken) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let watch = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return,
+            w = kv.watch_with_history(">") => w,
+        };
+        match watch {
+            Ok(mut entries) => {
+                debug!("bucket watcher started");
+                backoff = Duration::from_millis(100);
+                loop {
+                    let next = tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => return,
+                        n = entries.next() => n,
+                    };
+                    match next {
+                        Some(Ok(entry)) => {
+                            if entry.seen_current || entry.delta == 0 {
+                                shared.caught_up.send_if_modified(|c| !std::mem::replace(c, true));
+                            }
+                            dispatch(&shared, &entry);
+                        }
+                        Some(Err(err)) => {
+                            warn!(error = %err, "bucket watcher failed; recreating it");
+                            break;
+                        }
+                        None => {
+                            warn!("bucket watcher ended; recreating it");
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(err) => warn!(error = %err, "cannot create the bucket watcher; retrying"),
+        }
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// Interprets one watcher entry of a role key.
+pub(crate) fn entry_state(entry: &Entry) -> KeyState {
+    match entry.operation {
+        Operation::Put => KeyState::Held {
+            revision: entry.revision,
+            value: HolderValue::parse(&entry.value),
+        },
+        Operation::Delete => KeyState::Vacant { revision: entry.revision, expired: false },
+        // Expiry markers (`Nats-Marker-Reason: MaxAge`) arrive as purges.
+        Operation::Purge => KeyState::Vacant { revision: entry.revision, expired: true },
+    }
+}
+
+fn dispatch(shared: &Shared, entry: &Entry) {
+    let Some(name) = entry.key.strip_prefix(ROLE_PREFIX) else {
+        return; // other prefixes (members, role data) are not leases
+    };
+    let Ok(role) = RoleName::new(name) else {
+        debug!(key = %entry.key, "ignoring a key that is not a valid role name");
+        return;
+    };
+    let state = entry_state(entry);
+    update_holder(shared, &role, &state);
+    shared.send(&role, RoleInput::Observed(state));
+}
+
+fn update_holder(shared: &Shared, role: &RoleName, state: &KeyState) {
+    let info = match state {
+        KeyState::Held { revision, value } => {
+            let lease = value.lease();
+            Some(HolderInfo {
+                role: role.clone(),
+                holder: lease.map(|l| l.holder.clone()),
+                foreign: lease.is_none(),
+                term: lease.map(|l| l.term.unwrap_or(*revision)),
+                revision: *revision,
+                priority: lease.map_or(0, |l| l.priority),
+                meta: lease.map(|l| l.meta.clone()).unwrap_or_default(),
+                since: SystemTime::now(),
+            })
+        }
+        _ => None,
+    };
+    let revision = state.revision();
+    let mut holders = shared.holders();
+    let tx = holders.entry(role.clone()).or_insert_with(|| watch::channel(None).0);
+    let mut changed = None;
+    tx.send_if_modified(|cur| {
+        let cur_rev = cur.as_ref().map_or(0, |c| c.revision);
+        if revision <= cur_rev && cur.is_some() {
+            return false;
+        }
+        let same_term = match (cur.as_ref(), info.as_ref()) {
+            (Some(a), Some(b)) => a.holder == b.holder && a.term == b.term && a.foreign == b.foreign,
+            (None, None) => true,
+            _ => false,
+        };
+        let mut next = info.clone();
+        if same_term && let (Some(n), Some(c)) = (next.as_mut(), cur.as_ref()) {
+            n.since = c.since;
+        }
+        *cur = next;
+        if !same_term {
+            changed = Some(cur.clone());
+        }
+        !same_term || cur.is_some()
+    });
+    drop(holders);
+    if let Some(now) = changed {
+        let info = now.unwrap_or(HolderInfo {
+            role: role.clone(),
+            holder: None,
+            foreign: false,
+            term: None,
+            revision,
+            priority: 0,
+            meta: Default::default(),
+            since: SystemTime::now(),
+        });
+        shared.emit(RoleEvent::HolderChanged(info));
+    }
+}
