@@ -242,14 +242,12 @@ impl RoleMachine {
                 }
             }
             Phase::Cooldown { until } => consider(*until),
-            Phase::Candidate => {
-                if self.pending.is_none() {
-                    if let Some(n) = self.not_before {
-                        consider(n);
-                    }
-                    if let Some(b) = self.backstop_at() {
-                        consider(b);
-                    }
+            Phase::Candidate if self.pending.is_none() => {
+                if let Some(n) = self.not_before {
+                    consider(n);
+                }
+                if let Some(b) = self.backstop_at() {
+                    consider(b);
                 }
             }
             _ => {}

@@ -12,6 +12,7 @@ use crate::store::{LeaseStore, ServerErrors, TtlMode, jetstream_code};
 const MARKER_TTL: Duration = Duration::from_secs(60);
 
 pub(crate) struct Opened {
+    pub(crate) js: jetstream::Context,
     pub(crate) store: LeaseStore,
     pub(crate) kv: kv::Store,
     pub(crate) epoch: u64,
@@ -63,11 +64,11 @@ pub(crate) async fn open(
         .get_stream(format!("KV_{}", config.name))
         .await
         .map_err(|e| Error::JetStream(Box::new(e)))?;
-    let store = LeaseStore::new(js, stream, config.name.clone(), ttl_mode, errors.clone());
-    Ok(Opened { store, kv, epoch })
+    let store = LeaseStore::new(js.clone(), stream, config.name.clone(), ttl_mode, errors.clone());
+    Ok(Opened { js, store, kv, epoch })
 }
 
-async fn create(js: &jetstream::Context, config: &BucketConfig) -> Result<kv::Store, Error> {
+pub(crate) async fn create(js: &jetstream::Context, config: &BucketConfig) -> Result<kv::Store, Error> {
     let created = js
         .create_key_value(kv::Config {
             bucket: config.name.clone(),

@@ -244,7 +244,17 @@ impl RoleManagerBuilder {
         let span = tracing::info_span!("manager", instance = %self.instance, bucket = %self.bucket.name);
         let mut background = Vec::new();
         background.push(tokio::spawn(
-            watcher::run(shared.clone(), opened.kv, cancel.clone()).instrument(span.clone()),
+            watcher::run(
+                shared.clone(),
+                opened.kv,
+                watcher::BucketRecovery {
+                    js: opened.js,
+                    config: self.bucket.clone(),
+                    epoch: opened.epoch,
+                },
+                cancel.clone(),
+            )
+            .instrument(span.clone()),
         ));
         background.push(tokio::spawn(
             connection::monitor(self.client.clone(), shared.clone(), connected_tx, cancel.clone())

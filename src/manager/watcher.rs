@@ -8,7 +8,7 @@ use async_nats::jetstream::kv::{Entry, Operation, Store};
 use futures_util::StreamExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
 use super::events::{HolderInfo, RoleEvent};
 use super::role_task::RoleInput;
@@ -20,9 +20,19 @@ use crate::value::HolderValue;
 
 /// Runs the watcher until `cancel`; recreates it after errors (a new watcher replays the
 /// current value of every key; role tasks ignore revisions they already know).
-pub(crate) async fn run(shared: Arc<Shared>, kv: Store, cancel: CancellationToken) {
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    kv: Store,
+    bucket: BucketRecovery,
+    cancel: CancellationToken,
+) {
     let mut backoff = Duration::from_millis(100);
+    let mut epoch = bucket.epoch;
+    let mut first = true;
     loop {
+        if !std::mem::take(&mut first) {
+            epoch = check_bucket(&shared, &kv, &bucket, epoch).await;
+        }
         let watch = tokio::select! {
             biased;
             () = cancel.cancelled() => return,
@@ -64,6 +74,46 @@ pub(crate) async fn run(shared: Arc<Shared>, kv: Store, cancel: CancellationToke
             () = tokio::time::sleep(backoff) => {}
         }
         backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// What the watcher needs to notice a deleted or recreated bucket.
+pub(crate) struct BucketRecovery {
+    pub(crate) js: async_nats::jetstream::Context,
+    pub(crate) config: crate::config::BucketConfig,
+    pub(crate) epoch: u64,
+}
+
+/// After a watcher failure: is the bucket still there, and still the same one (P1 epoch)?
+/// A recreated bucket restarts revisions, so every role is reset to the new epoch.
+async fn check_bucket(shared: &Shared, kv: &Store, bucket: &BucketRecovery, epoch: u64) -> u64 {
+    match kv.status().await {
+        Ok(status) => {
+            let now = u64::try_from(status.info.created.unix_timestamp_nanos()).unwrap_or(0);
+            if now != epoch {
+                warn!(bucket = %bucket.config.name, "bucket was recreated; resetting all roles");
+                shared.broadcast(|| RoleInput::BucketReset(now));
+            }
+            now
+        }
+        Err(err) => {
+            let missing = crate::store::jetstream_code(&err)
+                == Some(async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND);
+            if missing && bucket.config.auto_create {
+                warn!(bucket = %bucket.config.name, "bucket is missing; recreating it (auto_create)");
+                if let Err(e) = super::bucket::create(&bucket.js, &bucket.config).await {
+                    error!(error = %e, "cannot recreate the bucket");
+                }
+            } else if missing {
+                error!(
+                    bucket = %bucket.config.name,
+                    "bucket is missing; roles cannot be held until it is created again"
+                );
+            } else {
+                debug!(error = %err, "cannot read bucket status");
+            }
+            epoch
+        }
     }
 }
 
