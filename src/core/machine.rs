@@ -273,7 +273,15 @@ impl RoleMachine {
     /// The watcher (or a read) reported the key's state.
     pub fn handle_observed(&mut self, state: KeyState, now: Instant) {
         self.check_deadline(now);
-        self.observe(state, now);
+        self.observe(state, now, false);
+        self.step(now);
+    }
+
+    /// A background validation read (P6) returned the key's state: a loss it reveals is
+    /// reported as [`DemoteReason::ValidationFailed`].
+    pub fn handle_validation(&mut self, state: KeyState, now: Instant) {
+        self.check_deadline(now);
+        self.observe(state, now, true);
         self.step(now);
     }
 
@@ -452,7 +460,7 @@ impl RoleMachine {
     }
 
     /// Records an observation if it is newer than what is known; demotes on a visible loss.
-    fn observe(&mut self, state: KeyState, now: Instant) {
+    fn observe(&mut self, state: KeyState, now: Instant, validation: bool) {
         let rev = state.revision();
         if self.known.as_ref().is_some_and(|k| rev <= k.rev()) {
             return;
@@ -480,6 +488,7 @@ impl RoleMachine {
             KeyState::Vacant { .. } => DemoteReason::Evicted,
             KeyState::Absent | KeyState::Unknown { .. } => return,
         };
+        let reason = if validation { DemoteReason::ValidationFailed } else { reason };
         let (term, released) = (l.term.clone(), l.release.is_some());
         self.leave_leadership(term, reason, released, now);
     }
@@ -617,7 +626,7 @@ impl RoleMachine {
                     }
                     _ if rev < l.rev => self.back_off(now), // a lagging replica: read again
                     _ => {
-                        self.observe(state, now);
+                        self.observe(state, now, false);
                         if let Phase::Leader(l) = &self.phase {
                             let (term, released) = (l.term.clone(), l.release.is_some());
                             self.leave_leadership(term, DemoteReason::Superseded, released, now);
@@ -652,7 +661,7 @@ impl RoleMachine {
                         }
                     }
                     Some(k) if state.revision() < k => {} // older than what we know
-                    _ => self.observe(state, now),
+                    _ => self.observe(state, now, false),
                 }
                 self.not_before = None;
             }

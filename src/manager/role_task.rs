@@ -108,11 +108,7 @@ impl RoleTask {
                     match result {
                         OpResult::Write(o) => self.machine.handle_write(op, o, now),
                         OpResult::Read(r) => self.machine.handle_read(op, r, now),
-                        OpResult::Validate(Ok(state)) => {
-                            // A newer revision that is not ours demotes (ValidationFailed is
-                            // reported as superseded/evicted by the machine).
-                            self.machine.handle_observed(state, now);
-                        }
+                        OpResult::Validate(Ok(state)) => self.machine.handle_validation(state, now),
                         OpResult::Validate(Err(_)) => {}
                     }
                 }
