@@ -39,7 +39,11 @@ impl Election {
         let role = spec.name().clone();
         let manager = builder.role(spec).start().await?;
         let status = manager.subscribe(&role).ok_or(Error::Stopped)?;
-        Ok(Self { manager, role, status })
+        Ok(Self {
+            manager,
+            role,
+            status,
+        })
     }
 
     /// The role.

@@ -2,8 +2,6 @@
 
 use std::time::Duration;
 
-
-
 /// Decides whether this instance is fit to hold roles.
 pub trait HealthChecker: Send + Sync + 'static {
     /// Returns `true` when healthy. Called every `interval` with a timeout; a timeout counts as
@@ -46,7 +44,11 @@ impl CommandHealthChecker {
     /// `argv`.
     #[must_use]
     pub fn new(argv: Vec<String>) -> Option<Self> {
-        if argv.first().is_some_and(|p| !p.is_empty()) { Some(Self { argv }) } else { None }
+        if argv.first().is_some_and(|p| !p.is_empty()) {
+            Some(Self { argv })
+        } else {
+            None
+        }
     }
 }
 
@@ -102,7 +104,6 @@ impl FailureCounter {
         false
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -194,6 +194,8 @@ impl Leadership {
     }
 
     fn fenced(&self) -> Error {
-        Error::Fenced { role: self.inner.role.clone() }
+        Error::Fenced {
+            role: self.inner.role.clone(),
+        }
     }
 }

@@ -74,7 +74,9 @@ pub use core::{DemoteReason, ReleaseReason, Timing};
 pub use election::Election;
 pub use error::Error;
 pub use leadership::Leadership;
-pub use manager::{HolderInfo, RoleEvent, RoleManager, RoleManagerBuilder, RoleSpec, RoleStatus, connect};
+pub use manager::{
+    HolderInfo, RoleEvent, RoleManager, RoleManagerBuilder, RoleSpec, RoleStatus, connect,
+};
 pub use names::{InstanceId, RoleName};
 pub use status::RoleState;
 pub use token::FencingToken;

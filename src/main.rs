@@ -15,7 +15,11 @@ const EXIT_RUNTIME: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 
 #[derive(Parser, Debug)]
-#[command(name = "nats-roles", version, about = "Role elections on NATS JetStream KV")]
+#[command(
+    name = "nats-roles",
+    version,
+    about = "Role elections on NATS JetStream KV"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -62,7 +66,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => {
             let _ = err.print();
-            return if err.use_stderr() { ExitCode::from(EXIT_USAGE) } else { ExitCode::SUCCESS };
+            return if err.use_stderr() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     match cli.command {
@@ -85,12 +93,14 @@ fn validate(path: &std::path::Path) -> ExitCode {
 }
 
 fn load_config(args: &RunArgs) -> Result<Config, String> {
-    let mut config = Config::load(&args.config).map_err(|e| format!("{}: {e}", args.config.display()))?;
+    let mut config =
+        Config::load(&args.config).map_err(|e| format!("{}: {e}", args.config.display()))?;
     config
         .apply_env(|name| std::env::var(name).ok())
         .map_err(|e| format!("environment: {e}"))?;
     if let Some(id) = &args.instance_id {
-        config.instance.id = Some(InstanceId::new(id.clone()).map_err(|e| format!("--instance-id {id:?}: {e}"))?);
+        config.instance.id =
+            Some(InstanceId::new(id.clone()).map_err(|e| format!("--instance-id {id:?}: {e}"))?);
     }
     if !args.servers.is_empty() {
         config.nats.servers.clone_from(&args.servers);
@@ -98,7 +108,9 @@ fn load_config(args: &RunArgs) -> Result<Config, String> {
     if args.auto_create {
         config.bucket.auto_create = true;
     }
-    config.validate().map_err(|e| format!("{}: {e}", args.config.display()))?;
+    config
+        .validate()
+        .map_err(|e| format!("{}: {e}", args.config.display()))?;
     config.require_instance_id().map_err(|e| e.to_string())?;
     Ok(config)
 }
@@ -106,7 +118,9 @@ fn load_config(args: &RunArgs) -> Result<Config, String> {
 fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,async_nats=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -122,7 +136,10 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     init_tracing(args.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("nats-roles: cannot start the runtime: {err}");
@@ -140,7 +157,10 @@ fn run(args: RunArgs) -> ExitCode {
 }
 
 async fn serve(config: Config) -> Result<(), String> {
-    let id = config.require_instance_id().map_err(|e| e.to_string())?.clone();
+    let id = config
+        .require_instance_id()
+        .map_err(|e| e.to_string())?
+        .clone();
     let (client, errors) = nats_roles::connect(&config.nats, &format!("nats-roles/{id}"))
         .await
         .map_err(|e| e.to_string())?;

@@ -136,7 +136,10 @@ mod tests {
 
     #[test]
     fn accepts_kv_token_characters() {
-        assert_eq!(RoleName::new("shard-7_a").map(|r| r.to_string()), Ok("shard-7_a".into()));
+        assert_eq!(
+            RoleName::new("shard-7_a").map(|r| r.to_string()),
+            Ok("shard-7_a".into())
+        );
     }
 
     #[test]
@@ -144,7 +147,10 @@ mod tests {
         assert_eq!(RoleName::new(""), Err(NameError::Empty));
         assert_eq!(RoleName::new("a.b"), Err(NameError::InvalidChar('.')));
         assert_eq!(InstanceId::new("a b"), Err(NameError::InvalidChar(' ')));
-        assert_eq!(InstanceId::new("x".repeat(129)), Err(NameError::TooLong(129)));
+        assert_eq!(
+            InstanceId::new("x".repeat(129)),
+            Err(NameError::TooLong(129))
+        );
     }
 
     #[test]

@@ -76,7 +76,10 @@ async fn permission_violation(mut rx: broadcast::Receiver<String>, needle: Strin
 }
 
 fn is_permission_violation(message: &str, needle: &str) -> bool {
-    message.to_ascii_lowercase().contains("permissions violation") && message.contains(needle)
+    message
+        .to_ascii_lowercase()
+        .contains("permissions violation")
+        && message.contains(needle)
 }
 
 /// Conditional writes and reads of one bucket.
@@ -107,7 +110,13 @@ impl LeaseStore {
         ttl_mode: TtlMode,
         errors: ServerErrors,
     ) -> Self {
-        Self { js, stream, bucket, ttl_mode, errors }
+        Self {
+            js,
+            stream,
+            bucket,
+            ttl_mode,
+            errors,
+        }
     }
 
     /// The bucket name.
@@ -138,13 +147,17 @@ impl LeaseStore {
         timeout: Duration,
     ) -> WriteOutcome {
         let mut headers = HeaderMap::new();
-        headers.insert(EXPECTED_LAST_SUBJECT_SEQUENCE, expected.to_string().as_str());
+        headers.insert(
+            EXPECTED_LAST_SUBJECT_SEQUENCE,
+            expected.to_string().as_str(),
+        );
         if delete {
             headers.insert(KV_OPERATION, "DEL");
         } else if let (Some(ttl), TtlMode::PerKey) = (ttl, self.ttl_mode) {
             headers.insert(MESSAGE_TTL, ttl_header(ttl).as_str());
         }
-        self.publish(self.subject(key), headers, payload, timeout).await
+        self.publish(self.subject(key), headers, payload, timeout)
+            .await
     }
 
     /// Publishes role data to `data_key` only while `fence_key` is still at `fence_revision`
@@ -158,9 +171,16 @@ impl LeaseStore {
         timeout: Duration,
     ) -> WriteOutcome {
         let mut headers = HeaderMap::new();
-        headers.insert(EXPECTED_LAST_SUBJECT_SEQUENCE, fence_revision.to_string().as_str());
-        headers.insert(EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT, self.subject(fence_key).as_str());
-        self.publish(self.subject(data_key), headers, payload, timeout).await
+        headers.insert(
+            EXPECTED_LAST_SUBJECT_SEQUENCE,
+            fence_revision.to_string().as_str(),
+        );
+        headers.insert(
+            EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT,
+            self.subject(fence_key).as_str(),
+        );
+        self.publish(self.subject(data_key), headers, payload, timeout)
+            .await
     }
 
     async fn publish(
@@ -172,9 +192,15 @@ impl LeaseStore {
     ) -> WriteOutcome {
         let denied = permission_violation(self.errors.subscribe(), subject.clone());
         let write = async {
-            match self.js.publish_with_headers(subject, headers, payload).await {
+            match self
+                .js
+                .publish_with_headers(subject, headers, payload)
+                .await
+            {
                 Ok(ack) => match ack.await {
-                    Ok(ack) => WriteOutcome::Ok { revision: ack.sequence },
+                    Ok(ack) => WriteOutcome::Ok {
+                        revision: ack.sequence,
+                    },
                     Err(err) => classify_publish(&err),
                 },
                 Err(err) => classify_publish(&err),
@@ -230,14 +256,23 @@ pub(crate) fn key_state(sequence: u64, headers: &HeaderMap, payload: &[u8]) -> K
     if let Some(op) = headers.get(KV_OPERATION) {
         let op = op.as_str();
         if op == "DEL" || op == "PURGE" {
-            return KeyState::Vacant { revision: sequence, expired: false };
+            return KeyState::Vacant {
+                revision: sequence,
+                expired: false,
+            };
         }
     }
     if let Some(reason) = headers.get(MARKER_REASON) {
         let expired = reason.as_str() == "MaxAge";
-        return KeyState::Vacant { revision: sequence, expired };
+        return KeyState::Vacant {
+            revision: sequence,
+            expired,
+        };
     }
-    KeyState::Held { revision: sequence, value: HolderValue::parse(payload) }
+    KeyState::Held {
+        revision: sequence,
+        value: HolderValue::parse(payload),
+    }
 }
 
 /// Maps a publish error to a write outcome (P3).
@@ -296,14 +331,29 @@ mod tests {
     fn markers_are_vacancies() {
         let mut h = HeaderMap::new();
         h.insert(KV_OPERATION, "DEL");
-        assert_eq!(key_state(5, &h, b""), KeyState::Vacant { revision: 5, expired: false });
+        assert_eq!(
+            key_state(5, &h, b""),
+            KeyState::Vacant {
+                revision: 5,
+                expired: false
+            }
+        );
         let mut h = HeaderMap::new();
         h.insert(MARKER_REASON, "MaxAge");
-        assert_eq!(key_state(6, &h, b""), KeyState::Vacant { revision: 6, expired: true });
+        assert_eq!(
+            key_state(6, &h, b""),
+            KeyState::Vacant {
+                revision: 6,
+                expired: true
+            }
+        );
         let h = HeaderMap::new();
         assert!(matches!(
             key_state(7, &h, b"junk"),
-            KeyState::Held { revision: 7, value: HolderValue::Foreign }
+            KeyState::Held {
+                revision: 7,
+                value: HolderValue::Foreign
+            }
         ));
     }
 

@@ -115,7 +115,10 @@ mod tests {
     #[test]
     fn round_trips() {
         let v = sample();
-        assert_eq!(HolderValue::parse(&v.to_bytes()), HolderValue::Lease(Box::new(v)));
+        assert_eq!(
+            HolderValue::parse(&v.to_bytes()),
+            HolderValue::Lease(Box::new(v))
+        );
     }
 
     #[test]
@@ -125,7 +128,10 @@ mod tests {
         let mut v = sample();
         v.v = 2;
         assert_eq!(HolderValue::parse(&v.to_bytes()), HolderValue::Foreign);
-        assert_eq!(HolderValue::parse(br#"{"v":1,"holder":"a b"}"#), HolderValue::Foreign);
+        assert_eq!(
+            HolderValue::parse(br#"{"v":1,"holder":"a b"}"#),
+            HolderValue::Foreign
+        );
     }
 
     #[test]

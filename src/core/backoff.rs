@@ -81,7 +81,10 @@ mod tests {
 
     #[test]
     fn grows_and_caps() {
-        let p = RetryPolicy { jitter: 0.0, ..RetryPolicy::default() };
+        let p = RetryPolicy {
+            jitter: 0.0,
+            ..RetryPolicy::default()
+        };
         let mut rng = SplitMix64::new(1);
         assert_eq!(p.delay(1, &mut rng), Duration::from_millis(50));
         assert_eq!(p.delay(2, &mut rng), Duration::from_millis(100));
@@ -94,7 +97,10 @@ mod tests {
         let mut rng = SplitMix64::new(7);
         for _ in 0..1000 {
             let d = p.delay(1, &mut rng);
-            assert!(d >= Duration::from_millis(40) && d <= Duration::from_millis(60), "{d:?}");
+            assert!(
+                d >= Duration::from_millis(40) && d <= Duration::from_millis(60),
+                "{d:?}"
+            );
         }
     }
 }

@@ -50,10 +50,21 @@ impl Known {
 /// The operation in flight (at most one per role).
 #[derive(Debug, Clone, Copy)]
 enum Pending {
-    Acquire { op: u64, nonce: Uuid, sent_at: Instant },
-    Renew { op: u64, sent_at: Instant },
-    Release { op: u64 },
-    Read { op: u64 },
+    Acquire {
+        op: u64,
+        nonce: Uuid,
+        sent_at: Instant,
+    },
+    Renew {
+        op: u64,
+        sent_at: Instant,
+    },
+    Release {
+        op: u64,
+    },
+    Read {
+        op: u64,
+    },
 }
 
 impl Pending {
@@ -238,7 +249,10 @@ impl RoleMachine {
                     consider(d + self.timing.disconnect_grace);
                 }
                 if self.pending.is_none() {
-                    consider(self.not_before.map_or(l.next_renew, |n| n.max(l.next_renew)));
+                    consider(
+                        self.not_before
+                            .map_or(l.next_renew, |n| n.max(l.next_renew)),
+                    );
                 }
             }
             Phase::Cooldown { until } => consider(*until),
@@ -260,7 +274,11 @@ impl RoleMachine {
     /// Starts campaigning (or observing).
     pub fn start(&mut self, now: Instant) {
         if matches!(self.phase, Phase::Init) {
-            self.phase = if self.campaign { Phase::Candidate } else { Phase::Observer };
+            self.phase = if self.campaign {
+                Phase::Candidate
+            } else {
+                Phase::Observer
+            };
             self.step(now);
         }
     }
@@ -388,7 +406,11 @@ impl RoleMachine {
                     }
                     return;
                 }
-                l.release = Some(Release { after, drained: false, verify: false });
+                l.release = Some(Release {
+                    after,
+                    drained: false,
+                    verify: false,
+                });
                 let term = l.term.clone();
                 self.actions.push_back(Action::Demote {
                     term,
@@ -428,7 +450,10 @@ impl RoleMachine {
         };
         let reason = if now >= l.term.deadline {
             DemoteReason::DeadlineExpired
-        } else if l.disconnected_since.is_some_and(|d| now >= d + self.timing.disconnect_grace) {
+        } else if l
+            .disconnected_since
+            .is_some_and(|d| now >= d + self.timing.disconnect_grace)
+        {
             DemoteReason::Disconnected
         } else {
             return;
@@ -445,17 +470,30 @@ impl RoleMachine {
             _ => None,
         };
         if !demoted {
-            self.actions.push_back(Action::Demote { term, reason, drain: false });
+            self.actions.push_back(Action::Demote {
+                term,
+                reason,
+                drain: false,
+            });
         }
         // A renew or delete in flight belongs to the ended term; its outcome is ignored.
-        if matches!(self.pending, Some(Pending::Renew { .. } | Pending::Release { .. })) {
+        if matches!(
+            self.pending,
+            Some(Pending::Renew { .. } | Pending::Release { .. })
+        ) {
             self.pending = None;
         }
         self.not_before = None;
         match after {
             Some(AfterRelease::Stop) => self.finish_stop(),
             Some(AfterRelease::Cooldown(d)) => self.phase = Phase::Cooldown { until: now + d },
-            None => self.phase = if self.campaign { Phase::Candidate } else { Phase::Observer },
+            None => {
+                self.phase = if self.campaign {
+                    Phase::Candidate
+                } else {
+                    Phase::Observer
+                }
+            }
         }
     }
 
@@ -465,7 +503,10 @@ impl RoleMachine {
         if self.known.as_ref().is_some_and(|k| rev <= k.rev()) {
             return;
         }
-        self.known = Some(Known { state: state.clone(), seen_at: now });
+        self.known = Some(Known {
+            state: state.clone(),
+            seen_at: now,
+        });
         self.confirmed = None;
         if self.failures == 0 {
             // New information ends a wait for the watcher (not a backoff after errors).
@@ -478,7 +519,10 @@ impl RoleMachine {
             return;
         }
         let reason = match &state {
-            KeyState::Held { value: HolderValue::Lease(v), .. } if v.nonce == l.term.nonce => {
+            KeyState::Held {
+                value: HolderValue::Lease(v),
+                ..
+            } if v.nonce == l.term.nonce => {
                 // Our own renew, seen before (or instead of) its acknowledgement.
                 l.rev = rev;
                 return;
@@ -488,7 +532,11 @@ impl RoleMachine {
             KeyState::Vacant { .. } => DemoteReason::Evicted,
             KeyState::Absent | KeyState::Unknown { .. } => return,
         };
-        let reason = if validation { DemoteReason::ValidationFailed } else { reason };
+        let reason = if validation {
+            DemoteReason::ValidationFailed
+        } else {
+            reason
+        };
         let (term, released) = (l.term.clone(), l.release.is_some());
         self.leave_leadership(term, reason, released, now);
     }
@@ -510,13 +558,19 @@ impl RoleMachine {
                 self.unknown_nonce = None;
                 self.adopted_or_wrote = true;
                 let deadline = sent_at + self.timing.local_lease();
-                let term =
-                    Term { token: FencingToken::new(self.epoch, revision, nonce), nonce, deadline };
+                let term = Term {
+                    token: FencingToken::new(self.epoch, revision, nonce),
+                    nonce,
+                    deadline,
+                };
                 let state = KeyState::Held {
                     revision,
                     value: HolderValue::Lease(Box::new(self.value(nonce, None))),
                 };
-                self.known = Some(Known { state, seen_at: now });
+                self.known = Some(Known {
+                    state,
+                    seen_at: now,
+                });
                 self.not_before = None;
                 self.phase = Phase::Leader(Box::new(Leading {
                     term: term.clone(),
@@ -584,8 +638,14 @@ impl RoleMachine {
         let term = l.term.clone();
         match outcome {
             WriteOutcome::Ok { revision } => {
-                let state = KeyState::Vacant { revision, expired: false };
-                self.known = Some(Known { state, seen_at: now });
+                let state = KeyState::Vacant {
+                    revision,
+                    expired: false,
+                };
+                self.known = Some(Known {
+                    state,
+                    seen_at: now,
+                });
                 self.leave_leadership(term, DemoteReason::Superseded, true, now);
             }
             WriteOutcome::Conflict => {
@@ -612,9 +672,10 @@ impl RoleMachine {
             Phase::Leader(l) => {
                 let rev = state.revision();
                 match &state {
-                    KeyState::Held { value: HolderValue::Lease(v), revision }
-                        if v.nonce == l.term.nonce =>
-                    {
+                    KeyState::Held {
+                        value: HolderValue::Lease(v),
+                        revision,
+                    } if v.nonce == l.term.nonce => {
                         // Still our term: continue on the revision read (our own late write).
                         l.rev = l.rev.max(*revision);
                         l.reread = false;
@@ -636,7 +697,10 @@ impl RoleMachine {
             }
             Phase::Stopping => {
                 // The only read while stopping: is the acquire of unknown outcome ours?
-                if let KeyState::Held { value: HolderValue::Lease(v), revision } = &state
+                if let KeyState::Held {
+                    value: HolderValue::Lease(v),
+                    revision,
+                } = &state
                     && Some(v.nonce) == self.unknown_nonce
                 {
                     self.stop_cleanup = Some(*revision);
@@ -736,9 +800,21 @@ impl RoleMachine {
         op
     }
 
-    fn send_write(&mut self, kind: WriteKind, expected: u64, value: Option<LeaseValue>, timeout: Duration) -> u64 {
+    fn send_write(
+        &mut self,
+        kind: WriteKind,
+        expected: u64,
+        value: Option<LeaseValue>,
+        timeout: Duration,
+    ) -> u64 {
         let op = self.op_id();
-        self.actions.push_back(Action::Write(WriteRequest { op, kind, expected, value, timeout }));
+        self.actions.push_back(Action::Write(WriteRequest {
+            op,
+            kind,
+            expected,
+            value,
+            timeout,
+        }));
         op
     }
 
@@ -747,7 +823,11 @@ impl RoleMachine {
         let value = self.value(nonce, None);
         let timeout = self.timing.operation_timeout;
         let op = self.send_write(WriteKind::Acquire, expected, Some(value), timeout);
-        self.pending = Some(Pending::Acquire { op, nonce, sent_at: now });
+        self.pending = Some(Pending::Acquire {
+            op,
+            nonce,
+            sent_at: now,
+        });
         self.confirmed = None;
     }
 
@@ -861,9 +941,10 @@ impl RoleMachine {
                     let other = v.incarnation;
                     if !self.duplicates.contains(&other) {
                         self.duplicates.push(other);
-                        self.actions.push_back(Action::Notice(Notice::DuplicateInstance {
-                            other_incarnation: other,
-                        }));
+                        self.actions
+                            .push_back(Action::Notice(Notice::DuplicateInstance {
+                                other_incarnation: other,
+                            }));
                     }
                 }
                 if self.backstop_at().is_some_and(|b| now >= b) {

@@ -29,7 +29,8 @@ impl Timing {
     /// `ttl × (1 − deadline_margin)`: how long after sending a successful write a holder may act.
     #[must_use]
     pub fn local_lease(&self) -> Duration {
-        self.ttl.mul_f64((1.0 - self.deadline_margin).clamp(0.0, 1.0))
+        self.ttl
+            .mul_f64((1.0 - self.deadline_margin).clamp(0.0, 1.0))
     }
 }
 

@@ -36,13 +36,18 @@ pub(crate) async fn open(
         Ok(kv) => kv,
         Err(err) if jetstream_code(&err) == Some(ErrorCode::STREAM_NOT_FOUND) => {
             if !config.auto_create {
-                return Err(Error::BucketNotFound { bucket: config.name.clone() });
+                return Err(Error::BucketNotFound {
+                    bucket: config.name.clone(),
+                });
             }
             create(&js, config).await?
         }
         Err(err) => return Err(classify(err, errors, &config.name)),
     };
-    let status = kv.status().await.map_err(|e| Error::JetStream(Box::new(e)))?;
+    let status = kv
+        .status()
+        .await
+        .map_err(|e| Error::JetStream(Box::new(e)))?;
     let info = &status.info;
     let ttl_mode = if info.config.allow_message_ttl {
         TtlMode::PerKey
@@ -64,11 +69,25 @@ pub(crate) async fn open(
         .get_stream(format!("KV_{}", config.name))
         .await
         .map_err(|e| Error::JetStream(Box::new(e)))?;
-    let store = LeaseStore::new(js.clone(), stream, config.name.clone(), ttl_mode, errors.clone());
-    Ok(Opened { js, store, kv, epoch })
+    let store = LeaseStore::new(
+        js.clone(),
+        stream,
+        config.name.clone(),
+        ttl_mode,
+        errors.clone(),
+    );
+    Ok(Opened {
+        js,
+        store,
+        kv,
+        epoch,
+    })
 }
 
-pub(crate) async fn create(js: &jetstream::Context, config: &BucketConfig) -> Result<kv::Store, Error> {
+pub(crate) async fn create(
+    js: &jetstream::Context,
+    config: &BucketConfig,
+) -> Result<kv::Store, Error> {
     let created = js
         .create_key_value(kv::Config {
             bucket: config.name.clone(),
@@ -94,7 +113,9 @@ pub(crate) async fn create(js: &jetstream::Context, config: &BucketConfig) -> Re
 
 fn classify(err: jetstream::context::KeyValueError, _errors: &ServerErrors, bucket: &str) -> Error {
     match jetstream_code(&err) {
-        Some(ErrorCode::STREAM_NOT_FOUND) => Error::BucketNotFound { bucket: bucket.to_string() },
+        Some(ErrorCode::STREAM_NOT_FOUND) => Error::BucketNotFound {
+            bucket: bucket.to_string(),
+        },
         _ => Error::JetStream(Box::new(err)),
     }
 }

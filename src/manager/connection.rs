@@ -27,7 +27,11 @@ pub async fn connect(
     let errors = ServerErrors::default();
     let recorder = errors.clone();
     let mut options = async_nats::ConnectOptions::new()
-        .name(nats.name.clone().unwrap_or_else(|| default_name.to_string()))
+        .name(
+            nats.name
+                .clone()
+                .unwrap_or_else(|| default_name.to_string()),
+        )
         .ping_interval(nats.ping_interval)
         .connection_timeout(nats.connect_timeout)
         .request_timeout(Some(nats.request_timeout))

@@ -241,7 +241,8 @@ impl RoleManagerBuilder {
         for spec in self.roles {
             manager.add_role(spec)?;
         }
-        let span = tracing::info_span!("manager", instance = %self.instance, bucket = %self.bucket.name);
+        let span =
+            tracing::info_span!("manager", instance = %self.instance, bucket = %self.bucket.name);
         let mut background = Vec::new();
         background.push(tokio::spawn(
             watcher::run(
@@ -257,8 +258,13 @@ impl RoleManagerBuilder {
             .instrument(span.clone()),
         ));
         background.push(tokio::spawn(
-            connection::monitor(self.client.clone(), shared.clone(), connected_tx, cancel.clone())
-                .instrument(span.clone()),
+            connection::monitor(
+                self.client.clone(),
+                shared.clone(),
+                connected_tx,
+                cancel.clone(),
+            )
+            .instrument(span.clone()),
         ));
         if let Some((checker, policy)) = self.health {
             background.push(tokio::spawn(
@@ -400,21 +406,36 @@ impl RoleManager {
             return Err(Error::RoleExists(spec.name));
         }
         let seed = {
-            let mut s = self.seed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut s = self
+                .seed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             *s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
             *s
         };
         let identity = Identity {
             instance: self.shared.instance.clone(),
             incarnation: self.shared.incarnation,
-            priority: if spec.priority == 0 { self.priority } else { spec.priority },
+            priority: if spec.priority == 0 {
+                self.priority
+            } else {
+                spec.priority
+            },
             meta: self.meta.clone(),
         };
-        let machine =
-            RoleMachine::new(identity, spec.timing, self.retry, spec.campaign, self.epoch, seed);
+        let machine = RoleMachine::new(
+            identity,
+            spec.timing,
+            self.retry,
+            spec.campaign,
+            self.epoch,
+            seed,
+        );
         let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
-        let (status_tx, status_rx) =
-            watch::channel(RoleStatus::new(spec.name.clone(), self.shared.store.ttl_mode()));
+        let (status_tx, status_rx) = watch::channel(RoleStatus::new(
+            spec.name.clone(),
+            self.shared.store.ttl_mode(),
+        ));
         let current = Arc::new(Mutex::new(None));
         let task = RoleTask {
             role: spec.name.clone(),
@@ -429,7 +450,15 @@ impl RoleManager {
             validation_interval: self.validation_interval,
         };
         let handle = tokio::spawn(task.run());
-        roles.insert(spec.name, RoleSlot { inbox: inbox_tx, status: status_rx, current, task: handle });
+        roles.insert(
+            spec.name,
+            RoleSlot {
+                inbox: inbox_tx,
+                status: status_rx,
+                current,
+                task: handle,
+            },
+        );
         Ok(())
     }
 
@@ -439,7 +468,11 @@ impl RoleManager {
     /// # Errors
     /// [`Error::UnknownRole`] if the role is not managed.
     pub async fn remove_role(&self, role: &RoleName) -> Result<(), Error> {
-        let slot = self.shared.roles().remove(role).ok_or_else(|| Error::UnknownRole(role.clone()))?;
+        let slot = self
+            .shared
+            .roles()
+            .remove(role)
+            .ok_or_else(|| Error::UnknownRole(role.clone()))?;
         let _ = slot.inbox.send(RoleInput::Stop);
         let _ = slot.task.await;
         Ok(())
@@ -451,7 +484,10 @@ impl RoleManager {
     /// # Errors
     /// [`Error::UnknownRole`] if the role is not managed.
     pub fn release(&self, role: &RoleName, cooldown: Duration) -> Result<(), Error> {
-        if self.shared.send(role, RoleInput::Release(ReleaseReason::Requested, cooldown)) {
+        if self
+            .shared
+            .send(role, RoleInput::Release(ReleaseReason::Requested, cooldown))
+        {
             Ok(())
         } else {
             Err(Error::UnknownRole(role.clone()))
@@ -469,13 +505,21 @@ impl RoleManager {
     /// Status of a managed role.
     #[must_use]
     pub fn status(&self, role: &RoleName) -> Option<RoleStatus> {
-        self.shared.roles().get(role).map(|s| s.status.borrow().clone())
+        self.shared
+            .roles()
+            .get(role)
+            .map(|s| s.status.borrow().clone())
     }
 
     /// Status of every managed role, sorted by name.
     #[must_use]
     pub fn statuses(&self) -> Vec<RoleStatus> {
-        let mut v: Vec<_> = self.shared.roles().values().map(|s| s.status.borrow().clone()).collect();
+        let mut v: Vec<_> = self
+            .shared
+            .roles()
+            .values()
+            .map(|s| s.status.borrow().clone())
+            .collect();
         v.sort_by(|a, b| a.role.cmp(&b.role));
         v
     }
@@ -489,7 +533,11 @@ impl RoleManager {
     /// The current term of a role, if this instance holds it.
     #[must_use]
     pub fn leadership(&self, role: &RoleName) -> Option<Leadership> {
-        self.shared.roles().get(role).and_then(|s| role_task::get(&s.current)).filter(Leadership::is_valid)
+        self.shared
+            .roles()
+            .get(role)
+            .and_then(|s| role_task::get(&s.current))
+            .filter(Leadership::is_valid)
     }
 
     /// Whether this instance holds `role` right now (term valid, deadline ahead).
@@ -508,13 +556,20 @@ impl RoleManager {
     #[must_use]
     pub fn observe(&self, role: &RoleName) -> watch::Receiver<Option<HolderInfo>> {
         let mut holders = self.shared.holders();
-        holders.entry(role.clone()).or_insert_with(|| watch::channel(None).0).subscribe()
+        holders
+            .entry(role.clone())
+            .or_insert_with(|| watch::channel(None).0)
+            .subscribe()
     }
 
     /// Holders of every role seen in the bucket.
     #[must_use]
     pub fn holders(&self) -> Vec<HolderInfo> {
-        self.shared.holders().values().filter_map(|h| h.borrow().clone()).collect()
+        self.shared
+            .holders()
+            .values()
+            .filter_map(|h| h.borrow().clone())
+            .collect()
     }
 
     /// Resolves once the watcher has delivered the bucket's current state.
@@ -557,7 +612,10 @@ impl RoleManager {
             info!("role manager stopped");
             Ok(())
         } else {
-            Err(Error::ShutdownTimeout { timeout, roles: late })
+            Err(Error::ShutdownTimeout {
+                timeout,
+                roles: late,
+            })
         }
     }
 }
@@ -586,7 +644,9 @@ async fn health_loop(
             () = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let healthy = tokio::time::timeout(policy.timeout, checker.check()).await.unwrap_or(false);
+        let healthy = tokio::time::timeout(policy.timeout, checker.check())
+            .await
+            .unwrap_or(false);
         if failures.record(healthy, policy.failure_threshold) {
             warn!(
                 failures = policy.failure_threshold,

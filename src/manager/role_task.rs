@@ -80,7 +80,8 @@ impl RoleTask {
 
     async fn drive(&mut self, calls: &mpsc::UnboundedSender<CallbackCall>) {
         let key = format!("{ROLE_PREFIX}{}", self.role);
-        let mut ops: FuturesUnordered<BoxFuture<'static, (u64, OpResult)>> = FuturesUnordered::new();
+        let mut ops: FuturesUnordered<BoxFuture<'static, (u64, OpResult)>> =
+            FuturesUnordered::new();
         let mut drain: Option<BoxFuture<'static, ()>> = None;
         let mut next_validation: Option<Instant> = None;
         let mut inbox_open = true;
@@ -171,7 +172,14 @@ impl RoleTask {
                 debug!(kind = ?req.kind, expected = req.expected, "write");
                 ops.push(Box::pin(async move {
                     let outcome = store
-                        .cas(&key, req.expected, Some(ttl), payload.unwrap_or_default(), delete, req.timeout)
+                        .cas(
+                            &key,
+                            req.expected,
+                            Some(ttl),
+                            payload.unwrap_or_default(),
+                            delete,
+                            req.timeout,
+                        )
                         .await;
                     (op, OpResult::Write(outcome))
                 }));
@@ -179,7 +187,9 @@ impl RoleTask {
             Action::Read { op, timeout } => {
                 let store = self.shared.store.clone();
                 let key = key.to_string();
-                ops.push(Box::pin(async move { (op, OpResult::Read(store.read(&key, timeout).await)) }));
+                ops.push(Box::pin(async move {
+                    (op, OpResult::Read(store.read(&key, timeout).await))
+                }));
             }
             Action::Promote { term, revision } => {
                 let leadership = Leadership {
@@ -188,7 +198,10 @@ impl RoleTask {
                         instance: self.shared.instance.clone(),
                         token: term.token,
                         cancel: CancellationToken::new(),
-                        live: Mutex::new(LiveTerm { deadline: term.deadline, revision }),
+                        live: Mutex::new(LiveTerm {
+                            deadline: term.deadline,
+                            revision,
+                        }),
                         live_changed: tokio::sync::Notify::new(),
                         store: self.shared.store.clone(),
                         operation_timeout: self.operation_timeout,
@@ -213,13 +226,21 @@ impl RoleTask {
             Action::Renewed { term, revision } => {
                 if let Some(l) = get(&self.current) {
                     if let Ok(mut live) = l.inner.live.lock() {
-                        *live = LiveTerm { deadline: term.deadline, revision };
+                        *live = LiveTerm {
+                            deadline: term.deadline,
+                            revision,
+                        };
                     }
                     l.inner.live_changed.notify_waiters();
                 }
-                self.status.send_modify(|s| s.last_heartbeat = Some(SystemTime::now()));
+                self.status
+                    .send_modify(|s| s.last_heartbeat = Some(SystemTime::now()));
             }
-            Action::Demote { term, reason, drain: wait } => {
+            Action::Demote {
+                term,
+                reason,
+                drain: wait,
+            } => {
                 let leadership = set(&self.current, None);
                 let level_warn = !matches!(reason, DemoteReason::Released(_));
                 if level_warn {
@@ -242,7 +263,10 @@ impl RoleTask {
                     // P9: the token is cancelled before on_demote runs.
                     l.inner.cancel.cancel();
                     l.inner.live_changed.notify_waiters();
-                    let demotion = Demotion { leadership: l, reason };
+                    let demotion = Demotion {
+                        leadership: l,
+                        reason,
+                    };
                     if wait {
                         let (tx, rx) = oneshot::channel();
                         let _ = calls.send(CallbackCall::Demote(demotion, Some(tx)));
@@ -258,9 +282,16 @@ impl RoleTask {
                 }
             }
             Action::Failed(kind) => {
-                error!(error = kind.as_str(), "role failed permanently; not campaigning any more");
-                self.status.send_modify(|s| s.last_error = Some(kind.as_str().to_string()));
-                self.shared.emit(RoleEvent::Failed { role: self.role.clone(), kind });
+                error!(
+                    error = kind.as_str(),
+                    "role failed permanently; not campaigning any more"
+                );
+                self.status
+                    .send_modify(|s| s.last_error = Some(kind.as_str().to_string()));
+                self.shared.emit(RoleEvent::Failed {
+                    role: self.role.clone(),
+                    kind,
+                });
             }
             Action::Notice(Notice::DuplicateInstance { other_incarnation }) => {
                 error!(
@@ -268,7 +299,9 @@ impl RoleTask {
                     "another live process uses this instance id; instance ids must be unique"
                 );
                 self.status.send_modify(|s| s.duplicate_instance = true);
-                self.shared.emit(RoleEvent::DuplicateInstance { role: self.role.clone() });
+                self.shared.emit(RoleEvent::DuplicateInstance {
+                    role: self.role.clone(),
+                });
             }
             Action::Stopped => debug!("stopped"),
         }

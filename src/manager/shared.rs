@@ -44,16 +44,24 @@ impl Shared {
     }
 
     pub(crate) fn roles(&self) -> MutexGuard<'_, HashMap<RoleName, RoleSlot>> {
-        self.roles.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.roles
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(crate) fn holders(&self) -> MutexGuard<'_, BTreeMap<RoleName, watch::Sender<Option<HolderInfo>>>> {
-        self.holders.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    pub(crate) fn holders(
+        &self,
+    ) -> MutexGuard<'_, BTreeMap<RoleName, watch::Sender<Option<HolderInfo>>>> {
+        self.holders
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Sends an input to a managed role; false if the role is not managed (or stopped).
     pub(crate) fn send(&self, role: &RoleName, input: RoleInput) -> bool {
-        self.roles().get(role).is_some_and(|slot| slot.inbox.send(input).is_ok())
+        self.roles()
+            .get(role)
+            .is_some_and(|slot| slot.inbox.send(input).is_ok())
     }
 
     /// Sends an input to every managed role.

@@ -51,7 +51,9 @@ pub(crate) async fn run(
                     match next {
                         Some(Ok(entry)) => {
                             if entry.seen_current || entry.delta == 0 {
-                                shared.caught_up.send_if_modified(|c| !std::mem::replace(c, true));
+                                shared
+                                    .caught_up
+                                    .send_if_modified(|c| !std::mem::replace(c, true));
                             }
                             dispatch(&shared, &entry);
                         }
@@ -124,9 +126,15 @@ pub(crate) fn entry_state(entry: &Entry) -> KeyState {
             revision: entry.revision,
             value: HolderValue::parse(&entry.value),
         },
-        Operation::Delete => KeyState::Vacant { revision: entry.revision, expired: false },
+        Operation::Delete => KeyState::Vacant {
+            revision: entry.revision,
+            expired: false,
+        },
         // Expiry markers (`Nats-Marker-Reason: MaxAge`) arrive as purges.
-        Operation::Purge => KeyState::Vacant { revision: entry.revision, expired: true },
+        Operation::Purge => KeyState::Vacant {
+            revision: entry.revision,
+            expired: true,
+        },
     }
 }
 
@@ -162,7 +170,9 @@ fn update_holder(shared: &Shared, role: &RoleName, state: &KeyState) {
     };
     let revision = state.revision();
     let mut holders = shared.holders();
-    let tx = holders.entry(role.clone()).or_insert_with(|| watch::channel(None).0);
+    let tx = holders
+        .entry(role.clone())
+        .or_insert_with(|| watch::channel(None).0);
     let mut changed = None;
     tx.send_if_modified(|cur| {
         let cur_rev = cur.as_ref().map_or(0, |c| c.revision);
@@ -170,7 +180,9 @@ fn update_holder(shared: &Shared, role: &RoleName, state: &KeyState) {
             return false;
         }
         let same_term = match (cur.as_ref(), info.as_ref()) {
-            (Some(a), Some(b)) => a.holder == b.holder && a.term == b.term && a.foreign == b.foreign,
+            (Some(a), Some(b)) => {
+                a.holder == b.holder && a.term == b.term && a.foreign == b.foreign
+            }
             (None, None) => true,
             _ => false,
         };
