@@ -38,7 +38,8 @@ use shared::{RoleSlot, Shared};
 pub struct RoleSpec {
     name: RoleName,
     campaign: bool,
-    priority: i32,
+    /// `None`: the manager's default priority.
+    priority: Option<i32>,
     timing: Timing,
     callbacks: Arc<dyn RoleCallbacks>,
 }
@@ -61,7 +62,7 @@ impl RoleSpec {
         Self {
             name,
             campaign: true,
-            priority: 0,
+            priority: None,
             timing: timing_from(&TimingConfig::default()),
             callbacks: Arc::new(NoCallbacks),
         }
@@ -73,7 +74,7 @@ impl RoleSpec {
         Self {
             name: role.name.clone(),
             campaign: role.campaign,
-            priority: role.effective_priority(&config.instance),
+            priority: Some(role.effective_priority(&config.instance)),
             timing: timing_from(&config.timing.for_role(role)),
             callbacks: Arc::new(NoCallbacks),
         }
@@ -92,10 +93,10 @@ impl RoleSpec {
         self
     }
 
-    /// Priority written into the lease (placement uses it).
+    /// Priority written into the lease (placement uses it); default: the manager's priority.
     #[must_use]
     pub fn priority(mut self, priority: i32) -> Self {
-        self.priority = priority;
+        self.priority = Some(priority);
         self
     }
 
@@ -197,6 +198,12 @@ impl RoleManagerBuilder {
     /// Server errors seen on the connection (see [`connect`]); enables fast permission errors.
     pub fn server_errors(mut self, errors: ServerErrors) -> Self {
         self.server_errors = errors;
+        self
+    }
+
+    /// Default priority of this instance's roles.
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
         self
     }
 
@@ -354,7 +361,7 @@ impl RoleManager {
             .drain_timeout(config.shutdown.drain_timeout)
             .validation_interval(config.fencing.validation_interval);
         builder.bucket = config.bucket.clone();
-        builder.priority = config.instance.priority;
+        builder = builder.priority(config.instance.priority);
         if let Some(argv) = &config.health.command
             && let Some(checker) = crate::health::CommandHealthChecker::new(argv.clone())
         {
