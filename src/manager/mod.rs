@@ -423,11 +423,7 @@ impl RoleManager {
         let identity = Identity {
             instance: self.shared.instance.clone(),
             incarnation: self.shared.incarnation,
-            priority: if spec.priority == 0 {
-                self.priority
-            } else {
-                spec.priority
-            },
+            priority: spec.priority.unwrap_or(self.priority),
             meta: self.meta.clone(),
         };
         let machine = RoleMachine::new(
