@@ -1,0 +1,620 @@
+//! Failure handling against real nats-server processes: a missing bucket, permission errors,
+//! foreign values in role keys, a server restart and a paused (SIGSTOPped) server.
+//!
+//! Every test starts its own server and uses its own bucket. Waits are bounded and fail with a
+//! message saying what did not happen. Panics inside the library's tasks (tokio worker
+//! threads) are counted by a panic hook and fail the test that checks them.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, Once};
+use std::time::{Duration, SystemTime};
+
+use async_nats::jetstream::{self, kv};
+use nats_roles::config::NatsConfig;
+use nats_roles::core::FailureKind;
+use nats_roles::{
+    DemoteReason, Error, InstanceId, RoleEvent, RoleManager, RoleName, RoleSpec, RoleState,
+    RoleStatus, Timing,
+};
+use support::{NatsServer, connect, connect_with, create_kv};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+const TTL: Duration = Duration::from_secs(1);
+const HEARTBEAT: Duration = Duration::from_millis(250);
+const MARGIN: f64 = 0.1;
+
+fn fast() -> Timing {
+    Timing {
+        ttl: TTL,
+        heartbeat: HEARTBEAT,
+        deadline_margin: MARGIN,
+        operation_timeout: Duration::from_millis(300),
+        disconnect_grace: Duration::from_secs(1),
+        campaign_jitter: Duration::from_millis(1),
+    }
+}
+
+fn role(name: &str) -> RoleName {
+    RoleName::new(name).expect("valid role name")
+}
+
+fn inst(name: &str) -> InstanceId {
+    InstanceId::new(name).expect("valid instance id")
+}
+
+fn spec(name: &RoleName) -> RoleSpec {
+    RoleSpec::new(name.clone()).timing(fast())
+}
+
+/// Panics seen on tokio worker threads (library tasks) in this test binary.
+static TASK_PANICS: AtomicUsize = AtomicUsize::new(0);
+static TASK_PANIC_MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn count_task_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() == Some("tokio-runtime-worker") {
+                TASK_PANICS.fetch_add(1, Ordering::SeqCst);
+                if let Ok(mut m) = TASK_PANIC_MESSAGES.lock() {
+                    m.push(info.to_string());
+                }
+            }
+            default(info);
+        }));
+    });
+}
+
+fn assert_no_task_panics() {
+    let n = TASK_PANICS.load(Ordering::SeqCst);
+    assert_eq!(
+        n,
+        0,
+        "library tasks panicked: {:?}",
+        TASK_PANIC_MESSAGES
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
+    );
+}
+
+/// The bucket layout the library creates (P1): history 1, limit markers.
+fn lease_bucket(name: &str) -> kv::Config {
+    kv::Config {
+        bucket: name.to_owned(),
+        history: 1,
+        limit_markers: Some(Duration::from_secs(60)),
+        ..Default::default()
+    }
+}
+
+async fn manager(
+    client: &async_nats::Client,
+    id: &str,
+    bucket: &str,
+    roles: &[RoleName],
+) -> RoleManager {
+    let mut b = RoleManager::builder(client.clone(), inst(id))
+        .bucket(bucket)
+        .auto_create(1);
+    for r in roles {
+        b = b.role(spec(r));
+    }
+    b.start()
+        .await
+        .unwrap_or_else(|e| panic!("manager {id} failed to start: {e}"))
+}
+
+async fn wait_status(
+    m: &RoleManager,
+    role: &RoleName,
+    timeout: Duration,
+    what: &str,
+    pred: impl FnMut(&RoleStatus) -> bool,
+) -> RoleStatus {
+    let mut rx = m
+        .subscribe(role)
+        .unwrap_or_else(|| panic!("role {role} not managed by {m:?}"));
+    match tokio::time::timeout(timeout, rx.wait_for(pred)).await {
+        Ok(Ok(s)) => s.clone(),
+        Ok(Err(_)) => panic!("{m:?}: status channel of {role} closed while waiting for {what}"),
+        Err(_) => panic!(
+            "{m:?}: {what} did not happen within {timeout:?}; status of {role}: {:?}",
+            m.status(role)
+        ),
+    }
+}
+
+async fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not reached within {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn wait_event(
+    rx: &mut broadcast::Receiver<RoleEvent>,
+    timeout: Duration,
+    what: &str,
+    mut pred: impl FnMut(&RoleEvent) -> bool,
+) -> RoleEvent {
+    let deadline = Instant::now() + timeout;
+    let mut seen = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Ok(e)) if pred(&e) => return e,
+            Ok(Ok(e)) => seen.push(e),
+            Ok(Err(broadcast::error::RecvError::Lagged(n))) => {
+                panic!("event receiver lagged by {n} while waiting for {what}")
+            }
+            Ok(Err(broadcast::error::RecvError::Closed)) => {
+                panic!("event channel closed while waiting for {what}; seen: {seen:?}")
+            }
+            Err(_) => panic!("{what}: no such event within {timeout:?}; seen: {seen:?}"),
+        }
+    }
+}
+
+fn leaders(ms: &[&RoleManager], role: &RoleName) -> usize {
+    ms.iter().filter(|m| m.is_leader(role)).count()
+}
+
+/// Samples `ms` every 20 ms until `stop` is cancelled; returns the roles seen held by more
+/// than one manager at one sampling instant.
+fn spawn_overlap_sampler(
+    ms: Vec<Arc<RoleManager>>,
+    roles: Vec<RoleName>,
+    stop: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<Vec<(Duration, RoleName)>> {
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let mut overlaps = Vec::new();
+        while !stop.is_cancelled() {
+            for r in &roles {
+                if ms.iter().filter(|m| m.is_leader(r)).count() > 1 {
+                    overlaps.push((started.elapsed(), r.clone()));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        overlaps
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Missing bucket
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_bucket_without_auto_create() {
+    count_task_panics();
+    let server = NatsServer::start().await;
+    let client = connect(&server.url()).await;
+    let started = Instant::now();
+    let result = RoleManager::builder(client, inst("node-a"))
+        .bucket("f_missing")
+        .role(spec(&role("x")))
+        .start()
+        .await;
+    let took = started.elapsed();
+    match result {
+        Err(Error::BucketNotFound { bucket }) => assert_eq!(bucket, "f_missing"),
+        Err(e) => panic!("expected BucketNotFound, got {e}"),
+        Ok(m) => panic!("start must fail without the bucket and auto_create: {m:?}"),
+    }
+    assert!(
+        took < Duration::from_secs(3),
+        "BucketNotFound took {took:?}"
+    );
+    assert_no_task_panics();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Permission denied
+// ---------------------------------------------------------------------------------------------
+
+const AUTH: &str = r#"authorization {
+  users = [
+    { user: admin, password: a }
+    {
+      user: ro, password: r,
+      permissions: {
+        publish: { allow: [">"], deny: ["$KV.f_perm.>"] }
+        subscribe: { allow: [">"] }
+      }
+    }
+  ]
+}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permission_denied_is_permanent_and_fast() {
+    count_task_panics();
+    let server = NatsServer::start_with_config(AUTH).await;
+    let admin = connect_with(&server.url(), || {
+        async_nats::ConnectOptions::with_user_and_password("admin".into(), "a".into())
+    })
+    .await;
+    let admin_kv = create_kv(&jetstream::new(admin.clone()), lease_bucket("f_perm")).await;
+
+    let config = NatsConfig {
+        servers: vec![server.url()],
+        user: Some("ro".into()),
+        password: Some("r".into()),
+        ..NatsConfig::default()
+    };
+    let (client, errors) = nats_roles::connect(&config, "ro-test")
+        .await
+        .expect("connect as ro");
+    let m = RoleManager::builder(client, inst("node-ro"))
+        .bucket("f_perm")
+        .server_errors(errors)
+        .start()
+        .await
+        .expect("reading the bucket is allowed");
+    let mut events = m.events();
+    let r = role("x");
+    let started = Instant::now();
+    m.add_role(spec(&r)).expect("add role");
+    let e = wait_event(
+        &mut events,
+        Duration::from_secs(2),
+        "Failed{PermissionDenied}",
+        |e| matches!(e, RoleEvent::Failed { .. }),
+    )
+    .await;
+    let took = started.elapsed();
+    eprintln!("permission denial surfaced after {took:?}: {e:?}");
+    assert_eq!(
+        e,
+        RoleEvent::Failed {
+            role: r.clone(),
+            kind: FailureKind::PermissionDenied
+        }
+    );
+    let s = wait_status(&m, &r, Duration::from_secs(2), "STOPPED", |s| {
+        s.state == RoleState::Stopped
+    })
+    .await;
+    assert_eq!(s.last_error.as_deref(), Some("permission_denied"), "{s:?}");
+    assert!(!s.is_leader());
+
+    // It does not retry: nothing more happens, nothing was written.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    while let Ok(e) = events.try_recv() {
+        assert!(
+            !matches!(e, RoleEvent::Promoted { .. } | RoleEvent::Failed { .. }),
+            "no activity after the permanent failure: {e:?}"
+        );
+    }
+    assert_eq!(m.status(&r).expect("status").state, RoleState::Stopped);
+    assert!(
+        admin_kv.entry("role.x").await.expect("read").is_none(),
+        "the denied user wrote the role key"
+    );
+    m.shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown after a failed role");
+    assert_no_task_panics();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Foreign values
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
+    count_task_panics();
+    let server = NatsServer::start().await;
+    let client = connect(&server.url()).await;
+    let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_foreign")).await;
+    let r = role("x");
+    let garbage_rev = store
+        .put("role.x", "garbage".into())
+        .await
+        .expect("foreign put");
+
+    let started = Instant::now();
+    let a = manager(&client, "node-a", "f_foreign", std::slice::from_ref(&r)).await;
+    let b = manager(&client, "node-b", "f_foreign", std::slice::from_ref(&r)).await;
+    for m in [&a, &b] {
+        let s = wait_status(
+            m,
+            &r,
+            Duration::from_millis(800),
+            "foreign holder seen",
+            |s| s.foreign_holder,
+        )
+        .await;
+        assert!(!s.is_leader(), "{s:?}");
+        assert_eq!(s.leader_id, None);
+        assert_eq!(s.revision, garbage_rev);
+    }
+    assert!(!a.is_leader(&r) && !b.is_leader(&r));
+
+    // Taken over after the observed-expiry backstop (ttl + heartbeat after first sight).
+    let upper = 2 * TTL + HEARTBEAT + Duration::from_millis(500);
+    wait_until(upper, "a manager takes over the foreign-held role", || {
+        leaders(&[&a, &b], &r) == 1
+    })
+    .await;
+    let took = started.elapsed();
+    eprintln!("foreign value taken over after {took:?}");
+    assert!(
+        took > TTL,
+        "took over after {took:?}, before the TTL: the backstop must wait"
+    );
+    let holder = if a.is_leader(&r) { &a } else { &b };
+    let other = if a.is_leader(&r) { &b } else { &a };
+    let l = holder.leadership(&r).expect("leadership");
+    assert!(l.term() > garbage_rev);
+    wait_status(
+        other,
+        &r,
+        Duration::from_secs(1),
+        "the other follows",
+        |s| !s.foreign_holder && s.leader_id.as_ref() == Some(holder.instance_id()),
+    )
+    .await;
+
+    // Garbage written while a manager leads: it demotes (Superseded) and the role recovers.
+    let mut events = holder.events();
+    let second_garbage = store
+        .put("role.x", "more garbage".into())
+        .await
+        .expect("foreign put");
+    let e = wait_event(&mut events, Duration::from_secs(1), "leader demoted", |e| {
+        matches!(e, RoleEvent::Demoted { .. })
+    })
+    .await;
+    // Checked at the end, so that the recovery below is exercised either way.
+    let valid_when_demoted = l.is_valid();
+    assert_eq!(
+        e,
+        RoleEvent::Demoted {
+            role: r.clone(),
+            term: l.term(),
+            reason: DemoteReason::Superseded
+        }
+    );
+    let recovering = Instant::now();
+    wait_until(
+        upper,
+        "the role recovers from the second foreign value",
+        || leaders(&[&a, &b], &r) == 1,
+    )
+    .await;
+    eprintln!(
+        "recovered from a foreign overwrite after {:?}",
+        recovering.elapsed()
+    );
+    let holder = if a.is_leader(&r) { &a } else { &b };
+    assert!(holder.leadership(&r).expect("leadership").term() > second_garbage);
+    a.shutdown(Duration::from_secs(5))
+        .await
+        .expect("A shutdown");
+    b.shutdown(Duration::from_secs(5))
+        .await
+        .expect("B shutdown");
+    assert_no_task_panics();
+    assert!(!l.is_valid());
+    assert!(
+        !valid_when_demoted,
+        "RoleEvent::Demoted was delivered while the ended term's Leadership was still valid: \
+         the event must be emitted after the term's token is cancelled"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. nats-server restart
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_restart_keeps_one_leader_per_role() {
+    count_task_panics();
+    let mut server = NatsServer::start().await;
+    let client_a = connect(&server.url()).await;
+    let client_b = connect(&server.url()).await;
+    let rs: Vec<RoleName> = (0..4).map(|i| role(&format!("r{i}"))).collect();
+    let a = Arc::new(manager(&client_a, "node-a", "f_restart", &rs).await);
+    let b = Arc::new(manager(&client_b, "node-b", "f_restart", &rs).await);
+    let all_led = || rs.iter().all(|r| leaders(&[&a, &b], r) == 1);
+    wait_until(
+        Duration::from_secs(5),
+        "one leader per role before the restart",
+        all_led,
+    )
+    .await;
+
+    let stop = tokio_util::sync::CancellationToken::new();
+    let sampler = spawn_overlap_sampler(vec![a.clone(), b.clone()], rs.clone(), stop.clone());
+
+    // A quick restart (SIGKILL, same store): leases survive; whoever leads afterwards, one
+    // leader per role.
+    let restarted = Instant::now();
+    server.restart().await;
+    let back = restarted.elapsed();
+    wait_until(
+        back + 5 * TTL,
+        "one leader per role after a quick restart",
+        all_led,
+    )
+    .await;
+    eprintln!(
+        "quick restart: server back after {back:?}, all roles led after {:?}",
+        restarted.elapsed()
+    );
+
+    // An outage longer than the TTL: every leader demotes; after the restart the roles are
+    // elected again.
+    let mut events_a = a.events();
+    let mut events_b = b.events();
+    let down = Instant::now();
+    server.kill();
+    tokio::time::sleep(TTL + Duration::from_millis(500)).await;
+    for r in &rs {
+        assert_eq!(
+            leaders(&[&a, &b], r),
+            0,
+            "{r} still held {:?} into the outage",
+            down.elapsed()
+        );
+    }
+    server.restart().await;
+    let back = down.elapsed();
+    wait_until(
+        Duration::from_secs(5) + 3 * TTL,
+        "one leader per role after the outage",
+        all_led,
+    )
+    .await;
+    eprintln!(
+        "outage: server back after {back:?}, all roles led after {:?}",
+        down.elapsed()
+    );
+    let mut demotions = 0;
+    for rx in [&mut events_a, &mut events_b] {
+        while let Ok(e) = rx.try_recv() {
+            if let RoleEvent::Demoted { reason, .. } = e {
+                assert!(
+                    matches!(
+                        reason,
+                        DemoteReason::DeadlineExpired | DemoteReason::Disconnected
+                    ),
+                    "unexpected demote reason during an outage: {reason:?}"
+                );
+                demotions += 1;
+            }
+        }
+    }
+    assert_eq!(
+        demotions,
+        rs.len(),
+        "every leader demoted once during the outage"
+    );
+
+    // Keep sampling a little longer: the leaders must be stable.
+    tokio::time::sleep(2 * TTL).await;
+    stop.cancel();
+    let overlaps = sampler.await.expect("sampler");
+    assert!(
+        overlaps.is_empty(),
+        "two managers held a role at once: {overlaps:?}"
+    );
+    for r in &rs {
+        assert_eq!(
+            leaders(&[&a, &b], r),
+            1,
+            "{r}: a: {:?} b: {:?}",
+            a.status(r),
+            b.status(r)
+        );
+    }
+    a.shutdown(Duration::from_secs(5))
+        .await
+        .expect("A shutdown");
+    b.shutdown(Duration::from_secs(5))
+        .await
+        .expect("B shutdown");
+    assert_no_task_panics();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Server paused longer than the TTL
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_server_demotes_at_the_local_deadline() {
+    count_task_panics();
+    let mut server = NatsServer::start().await;
+    let client = connect(&server.url()).await;
+    let r = role("p");
+    let a = manager(&client, "node-a", "f_pause", std::slice::from_ref(&r)).await;
+    let l = wait_status(
+        &a,
+        &r,
+        Duration::from_secs(3),
+        "promotion",
+        RoleStatus::is_leader,
+    )
+    .await;
+    let la = a.leadership(&r).expect("leadership");
+    let term = l.term.expect("term");
+    wait_until(Duration::from_secs(2), "renewals", || {
+        la.revision() >= term + 2
+    })
+    .await;
+
+    let mut events = a.events();
+    let paused = Instant::now();
+    server.pause();
+    let e = wait_event(
+        &mut events,
+        TTL + Duration::from_secs(1),
+        "demotion while paused",
+        |e| matches!(e, RoleEvent::Demoted { .. }),
+    )
+    .await;
+    let demoted_after = paused.elapsed();
+    let RoleEvent::Demoted { reason, .. } = e else {
+        unreachable!()
+    };
+    assert!(
+        matches!(
+            reason,
+            DemoteReason::DeadlineExpired | DemoteReason::Disconnected
+        ),
+        "demote reason {reason:?}"
+    );
+    assert!(!la.is_valid());
+    let s = a.status(&r).expect("status");
+    let last_renew = s.last_heartbeat.expect("renewed before the pause");
+    let demoted_at = s.last_transition;
+    let gap = demoted_at
+        .duration_since(last_renew)
+        .unwrap_or_else(|e| panic!("demote before last renew? {e}"));
+    let bound = TTL.mul_f64(1.0 - MARGIN) + Duration::from_millis(200);
+    eprintln!(
+        "demoted ({reason}) {gap:?} after the last renewal, {demoted_after:?} after the pause"
+    );
+    assert!(
+        gap <= bound,
+        "demoted {gap:?} after the last renewal; the local deadline allows {bound:?}"
+    );
+    assert!(
+        SystemTime::now()
+            .duration_since(demoted_at)
+            .unwrap_or_default()
+            < Duration::from_secs(1)
+    );
+
+    // Keep the server stopped past the TTL, then resume: a leader exists again.
+    let resume_at = paused + TTL + Duration::from_millis(500);
+    tokio::time::sleep_until(resume_at).await;
+    server.resume();
+    let resumed = Instant::now();
+    let l2 = wait_status(
+        &a,
+        &r,
+        Duration::from_secs(5),
+        "promotion after resume",
+        RoleStatus::is_leader,
+    )
+    .await;
+    eprintln!("leader again {:?} after resume", resumed.elapsed());
+    assert!(l2.term.expect("term") > term, "a new term after the pause");
+    a.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+    assert_no_task_panics();
+}
