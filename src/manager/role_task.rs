@@ -242,6 +242,10 @@ impl RoleTask {
                 drain: wait,
             } => {
                 let leadership = set(&self.current, None);
+                // P9: end the term (token cancelled) before anyone hears of the demotion.
+                if let Some(l) = &leadership {
+                    l.inner.cancel.cancel();
+                }
                 let level_warn = !matches!(reason, DemoteReason::Released(_));
                 if level_warn {
                     warn!(term = term.token.term(), %reason, "demoted");
