@@ -54,6 +54,8 @@ enum Pending {
         op: u64,
         nonce: Uuid,
         sent_at: Instant,
+        /// Revision the CAS expects.
+        expected: u64,
     },
     Renew {
         op: u64,
@@ -255,13 +257,23 @@ impl RoleMachine {
                     );
                 }
             }
-            Phase::Cooldown { until } => consider(*until),
+            // step() does nothing while an operation is in flight or before `not_before`:
+            // a timer due earlier would fire at once, again and again (busy loop).
+            Phase::Cooldown { until } if self.pending.is_none() => {
+                consider(self.not_before.map_or(*until, |n| n.max(*until)));
+            }
             Phase::Candidate if self.pending.is_none() => {
+                // Not even the backstop read is sent before `not_before`.
+                match (self.not_before, self.backstop_at()) {
+                    (Some(n), Some(b)) => consider(n.max(b)),
+                    (n, b) => n.or(b).into_iter().for_each(&mut consider),
+                }
+            }
+            // A retry after a backoff (failed read or delete) needs a timer, or the stop
+            // waits for an unrelated watcher event that may never come.
+            Phase::Stopping if self.pending.is_none() => {
                 if let Some(n) = self.not_before {
                     consider(n);
-                }
-                if let Some(b) = self.backstop_at() {
-                    consider(b);
                 }
             }
             _ => {}
@@ -324,8 +336,13 @@ impl RoleMachine {
         self.pending = None;
         self.check_deadline(now);
         match pending {
-            Pending::Acquire { nonce, sent_at, .. } => {
-                self.acquire_done(nonce, sent_at, outcome, now);
+            Pending::Acquire {
+                nonce,
+                sent_at,
+                expected,
+                ..
+            } => {
+                self.acquire_done(nonce, sent_at, expected, outcome, now);
             }
             Pending::Renew { sent_at, .. } => self.renew_done(sent_at, outcome, now),
             Pending::Release { .. } => self.release_done(outcome, now),
@@ -541,7 +558,14 @@ impl RoleMachine {
         self.leave_leadership(term, reason, released, now);
     }
 
-    fn acquire_done(&mut self, nonce: Uuid, sent_at: Instant, outcome: WriteOutcome, now: Instant) {
+    fn acquire_done(
+        &mut self,
+        nonce: Uuid,
+        sent_at: Instant,
+        expected: u64,
+        outcome: WriteOutcome,
+        now: Instant,
+    ) {
         if !matches!(self.phase, Phase::Candidate) {
             // A stop or release came while the acquire was in flight: never promote; give a
             // won lease back at once, and find out about an unknown one.
@@ -553,6 +577,18 @@ impl RoleMachine {
             return;
         }
         match outcome {
+            WriteOutcome::Ok { revision } if now >= sent_at + self.timing.local_lease() => {
+                // Acknowledged only after the term's deadline (the process was paused): the
+                // term ended before it began. Promoting it would hand the application a dead
+                // term after newer terms may have been promoted elsewhere (P6 order). Treat
+                // the put as our own late write instead (P5): re-acquire over it if it is
+                // still the key's last entry.
+                self.failures = 0;
+                self.unknown_nonce = None;
+                self.adopted_or_wrote = true;
+                let value = HolderValue::Lease(Box::new(self.value(nonce, None)));
+                self.observe(KeyState::Held { revision, value }, now, false);
+            }
             WriteOutcome::Ok { revision } => {
                 self.failures = 0;
                 self.unknown_nonce = None;
@@ -584,9 +620,14 @@ impl RoleMachine {
             }
             WriteOutcome::Conflict | WriteOutcome::Retry => {
                 // Somebody else won (or a replicated stream raced us): learn the new state
-                // from the watcher; read if it stays silent for a heartbeat.
+                // from the watcher; read if it stays silent for a heartbeat. An entry newer
+                // than the one the CAS expected (the watcher showed it meanwhile) already
+                // explains the conflict: keep it, so that the backstop counts from its first
+                // sighting (P5).
                 self.failures = 0;
-                self.mark_stale(now);
+                if self.known.as_ref().is_none_or(|k| k.rev() <= expected) {
+                    self.mark_stale(now);
+                }
             }
             WriteOutcome::Unknown => {
                 self.unknown_nonce = Some(nonce);
@@ -827,6 +868,7 @@ impl RoleMachine {
             op,
             nonce,
             sent_at: now,
+            expected,
         });
         self.confirmed = None;
     }

@@ -7,3 +7,5 @@ pub mod types;
 pub use backoff::{RetryPolicy, SplitMix64};
 pub use machine::{Identity, RoleMachine};
 pub use types::*;
+#[cfg(test)]
+mod sim;
