@@ -2726,10 +2726,10 @@ fn fault_runs_cover_the_interesting_paths() {
     }
 }
 
-/// Debugging aid: paste the `Scenario` a failing property printed (its `faults` list inside
-/// `vec![..]`) and run `cargo test --lib core::sim::replay -- --ignored --nocapture`.
+/// A fixed scenario (a leader paused for 1.5 × TTL) that must pass; also a debugging aid: paste
+/// the `Scenario` a failing property printed and run
+/// `cargo test --lib core::sim::replay -- --nocapture`.
 #[test]
-#[ignore = "debugging aid"]
 fn replay() {
     #[allow(unused_imports)]
     use {FaultKind::*, Target::*};
@@ -2763,4 +2763,5 @@ fn replay() {
     let (trace, violations) = run_checked(&sc, KvFlaws::default(), sc.check_opts());
     println!("{}", report(&sc, &trace, &violations));
     println!("{}", render(&trace, 0, trace.end));
+    assert!(violations.is_empty(), "{}", report(&sc, &trace, &violations));
 }
