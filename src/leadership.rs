@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::WriteOutcome;
 use crate::error::Error;
 use crate::names::{InstanceId, RoleName};
-use crate::store::{DATA_PREFIX, LeaseStore, ROLE_PREFIX};
+use crate::store::{DATA_PREFIX, ROLE_PREFIX};
 use crate::token::FencingToken;
 
 /// State of a term shared between the role task and the application.
@@ -22,8 +22,57 @@ pub(crate) struct TermShared {
     pub(crate) cancel: CancellationToken,
     pub(crate) live: Mutex<LiveTerm>,
     pub(crate) live_changed: tokio::sync::Notify,
-    pub(crate) store: LeaseStore,
+    pub(crate) store: Arc<dyn TermBackend>,
     pub(crate) operation_timeout: Duration,
+}
+
+/// The KV operations a term needs: the NATS store in production, an in-memory fake in tests
+/// (`testing` feature).
+pub(crate) trait TermBackend: Send + Sync + std::fmt::Debug + 'static {
+    /// Reads a key (P3/P6).
+    fn read<'a>(
+        &'a self,
+        key: &'a str,
+        timeout: Duration,
+    ) -> futures_util::future::BoxFuture<'a, Result<crate::core::KeyState, crate::core::FailureKind>>;
+    /// A fenced write (P7).
+    fn fenced_put<'a>(
+        &'a self,
+        data_key: &'a str,
+        fence_key: &'a str,
+        fence_revision: u64,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> futures_util::future::BoxFuture<'a, WriteOutcome>;
+}
+
+impl TermBackend for crate::store::LeaseStore {
+    fn read<'a>(
+        &'a self,
+        key: &'a str,
+        timeout: Duration,
+    ) -> futures_util::future::BoxFuture<'a, Result<crate::core::KeyState, crate::core::FailureKind>>
+    {
+        Box::pin(crate::store::LeaseStore::read(self, key, timeout))
+    }
+
+    fn fenced_put<'a>(
+        &'a self,
+        data_key: &'a str,
+        fence_key: &'a str,
+        fence_revision: u64,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> futures_util::future::BoxFuture<'a, WriteOutcome> {
+        Box::pin(crate::store::LeaseStore::fenced_put(
+            self,
+            data_key,
+            fence_key,
+            fence_revision,
+            payload,
+            timeout,
+        ))
+    }
 }
 
 /// The parts of a term that move with every renewal.

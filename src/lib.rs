@@ -66,8 +66,11 @@ pub mod manager;
 pub mod names;
 pub mod status;
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod token;
 pub mod value;
+pub mod while_leader;
 
 pub use callbacks::{Demotion, FnCallbacks, NoCallbacks, RoleCallbacks};
 pub use core::{DemoteReason, ReleaseReason, Timing};
@@ -80,3 +83,4 @@ pub use manager::{
 pub use names::{InstanceId, RoleName};
 pub use status::RoleState;
 pub use token::FencingToken;
+pub use while_leader::{WhileLeader, run_while_leader};

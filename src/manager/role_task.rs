@@ -203,7 +203,7 @@ impl RoleTask {
                             revision,
                         }),
                         live_changed: tokio::sync::Notify::new(),
-                        store: self.shared.store.clone(),
+                        store: Arc::new(self.shared.store.clone()),
                         operation_timeout: self.operation_timeout,
                     }),
                 };
