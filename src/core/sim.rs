@@ -2763,5 +2763,9 @@ fn replay() {
     let (trace, violations) = run_checked(&sc, KvFlaws::default(), sc.check_opts());
     println!("{}", report(&sc, &trace, &violations));
     println!("{}", render(&trace, 0, trace.end));
-    assert!(violations.is_empty(), "{}", report(&sc, &trace, &violations));
+    assert!(
+        violations.is_empty(),
+        "{}",
+        report(&sc, &trace, &violations)
+    );
 }

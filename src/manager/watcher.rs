@@ -43,7 +43,9 @@ pub(crate) async fn run(
                 debug!("bucket watcher started");
                 // An empty bucket delivers nothing: it is caught up at once.
                 if kv.status().await.is_ok_and(|s| s.info.state.messages == 0) {
-                    shared.caught_up.send_if_modified(|c| !std::mem::replace(c, true));
+                    shared
+                        .caught_up
+                        .send_if_modified(|c| !std::mem::replace(c, true));
                 }
                 backoff = Duration::from_millis(100);
                 loop {
