@@ -78,7 +78,8 @@ pub use election::Election;
 pub use error::Error;
 pub use leadership::Leadership;
 pub use manager::{
-    HolderInfo, RoleEvent, RoleManager, RoleManagerBuilder, RoleSpec, RoleStatus, connect,
+    HolderInfo, RoleEvent, RoleHandle, RoleManager, RoleManagerBuilder, RoleSpec, RoleStatus,
+    connect,
 };
 pub use names::{InstanceId, RoleName};
 pub use status::RoleState;

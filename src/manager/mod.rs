@@ -3,6 +3,7 @@
 mod bucket;
 mod connection;
 pub(crate) mod events;
+mod handle;
 mod role_task;
 pub(crate) mod shared;
 pub(crate) mod status;
@@ -20,6 +21,7 @@ use uuid::Uuid;
 
 pub use connection::connect;
 pub use events::{HolderInfo, RoleEvent};
+pub use handle::RoleHandle;
 pub use status::RoleStatus;
 
 use crate::callbacks::{NoCallbacks, RoleCallbacks};
@@ -503,6 +505,16 @@ impl RoleManager {
         let mut v: Vec<_> = self.shared.roles().keys().cloned().collect();
         v.sort();
         v
+    }
+
+    /// A handle on a managed role (`is_leader`, `leadership`, status changes).
+    #[must_use]
+    pub fn role(&self, role: &RoleName) -> Option<RoleHandle> {
+        self.shared.roles().get(role).map(|s| RoleHandle {
+            role: role.clone(),
+            status: s.status.clone(),
+            current: s.current.clone(),
+        })
     }
 
     /// Status of a managed role.

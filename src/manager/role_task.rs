@@ -85,10 +85,12 @@ impl RoleTask {
         let mut drain: Option<BoxFuture<'static, ()>> = None;
         let mut next_validation: Option<Instant> = None;
         let mut inbox_open = true;
+        // Start time of the current term (its nonce and RFC 3339 time), repeated in renewals.
+        let mut acquired: Option<(uuid::Uuid, String)> = None;
         self.machine.start(Instant::now());
         loop {
             while let Some(action) = self.machine.poll_action() {
-                self.execute(action, &key, &mut ops, &mut drain, calls);
+                self.execute(action, &key, &mut ops, &mut drain, calls, &mut acquired);
             }
             self.publish_status();
             if self.machine.is_stopped() {
@@ -153,6 +155,7 @@ impl RoleTask {
         ops: &mut FuturesUnordered<BoxFuture<'static, (u64, OpResult)>>,
         drain: &mut Option<BoxFuture<'static, ()>>,
         calls: &mpsc::UnboundedSender<CallbackCall>,
+        acquired: &mut Option<(uuid::Uuid, String)>,
     ) {
         match action {
             Action::Write(req) => {
@@ -164,6 +167,13 @@ impl RoleTask {
                     let now = now_rfc3339();
                     if req.kind == WriteKind::Acquire {
                         v.acquired_at = Some(now.clone());
+                        *acquired = Some((v.nonce, now.clone()));
+                    } else if v.acquired_at.is_none()
+                        && let Some((nonce, at)) = acquired.as_ref()
+                        && *nonce == v.nonce
+                    {
+                        // P2: renewals repeat when the term began.
+                        v.acquired_at = Some(at.clone());
                     }
                     v.renewed_at = Some(now);
                     v.to_bytes()
@@ -210,6 +220,8 @@ impl RoleTask {
                 info!(term = term.token.term(), "promoted");
                 set(&self.current, Some(leadership.clone()));
                 self.status.send_modify(|s| {
+                    // The term is in `current` before the status says LEADER.
+                    s.state = RoleState::Leader;
                     s.last_transition = SystemTime::now();
                     s.term = Some(term.token.term());
                     s.token = Some(term.token);
@@ -253,6 +265,7 @@ impl RoleTask {
                     info!(term = term.token.term(), %reason, "demoted");
                 }
                 self.status.send_modify(|s| {
+                    s.state = RoleState::Demoted;
                     s.last_transition = SystemTime::now();
                     s.token = None;
                     s.held_since = None;

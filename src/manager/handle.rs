@@ -1,0 +1,77 @@
+//! [`RoleHandle`]: one managed role, for code that cares about a single role.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+
+use super::role_task;
+use super::status::RoleStatus;
+use crate::leadership::Leadership;
+use crate::names::RoleName;
+
+/// A handle on one role managed by a [`crate::RoleManager`]. Cheap to clone; it stays usable
+/// (reporting the last status) after the role was removed or the manager stopped.
+#[derive(Clone)]
+pub struct RoleHandle {
+    pub(crate) role: RoleName,
+    pub(crate) status: watch::Receiver<RoleStatus>,
+    pub(crate) current: Arc<Mutex<Option<Leadership>>>,
+}
+
+impl std::fmt::Debug for RoleHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoleHandle")
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RoleHandle {
+    /// The role.
+    #[must_use]
+    pub fn role(&self) -> &RoleName {
+        &self.role
+    }
+
+    /// Whether this instance holds the role right now (term valid, deadline ahead).
+    #[must_use]
+    pub fn is_leader(&self) -> bool {
+        self.leadership().is_some()
+    }
+
+    /// The current term, if held.
+    #[must_use]
+    pub fn leadership(&self) -> Option<Leadership> {
+        role_task::get(&self.current).filter(Leadership::is_valid)
+    }
+
+    /// The latest status.
+    #[must_use]
+    pub fn status(&self) -> RoleStatus {
+        self.status.borrow().clone()
+    }
+
+    /// A channel of status changes (`changed().await` wakes on every transition).
+    #[must_use]
+    pub fn changes(&self) -> watch::Receiver<RoleStatus> {
+        self.status.clone()
+    }
+
+    /// Waits until this instance holds the role and returns the term. Returns `None` if the
+    /// role stopped first.
+    pub async fn wait_leader(&self) -> Option<Leadership> {
+        let mut rx = self.status.clone();
+        loop {
+            let state = rx.borrow_and_update().state;
+            // The term is published before the status turns LEADER.
+            if state == crate::RoleState::Leader
+                && let Some(l) = self.leadership()
+            {
+                return Some(l);
+            }
+            if state == crate::RoleState::Stopped || rx.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+}
