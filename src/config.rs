@@ -68,6 +68,17 @@ pub const ENV_INSTANCE_ID: &str = "NATS_ROLES_INSTANCE_ID";
 /// replacing [`BucketConfig::name`].
 pub const ENV_BUCKET: &str = "NATS_ROLES_BUCKET";
 
+/// Environment variable read by [`Config::apply_env`]: the admin bearer token
+/// of the HTTP API, replacing [`HttpConfig::admin_token`].
+pub const ENV_ADMIN_TOKEN: &str = "NATS_ROLES_ADMIN_TOKEN";
+
+/// Address the HTTP dashboard and API listen on when [`HttpConfig::listen`] is
+/// not set.
+pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8080";
+
+/// Shortest accepted [`HttpConfig::admin_token`], in bytes.
+pub const MIN_ADMIN_TOKEN_LEN: usize = 16;
+
 // ---------------------------------------------------------------------------
 // Configuration structs
 // ---------------------------------------------------------------------------
@@ -99,6 +110,10 @@ pub struct Config {
     /// Graceful shutdown limits. Default: [`ShutdownConfig::default()`]
     /// (10s total, 5s drain).
     pub shutdown: ShutdownConfig,
+    /// The HTTP dashboard, JSON API and health probes of `nats-roles run`.
+    /// Default: [`HttpConfig::default()`] (on, `127.0.0.1:8080`, admin actions
+    /// off).
+    pub http: HttpConfig,
     /// The roles this instance takes part in. Default: empty (roles may also
     /// be added at runtime).
     pub roles: Vec<RoleConfig>,
@@ -402,6 +417,58 @@ impl Default for ShutdownConfig {
             timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(5),
         }
+    }
+}
+
+/// The HTTP dashboard, JSON API and health probes served by `nats-roles run`.
+///
+/// `Debug` output redacts `admin_token`.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Serve the dashboard and API at all. Default: `true`.
+    pub enabled: bool,
+    /// Address to listen on, `IP:port` (`[IPv6]:port` for IPv6); port `0`
+    /// picks any free port. Default: `None`, meaning [`DEFAULT_HTTP_LISTEN`]
+    /// (`127.0.0.1:8080`, loopback only) or, when another process already uses
+    /// that port (several instances on one host), any free loopback port. An
+    /// address given here (or with `--http`) that cannot be bound is an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// Bearer token that enables the admin actions (release, evict); at least
+    /// [`MIN_ADMIN_TOKEN_LEN`] bytes, no whitespace. Redacted in `Debug`
+    /// output; prefer `NATS_ROLES_ADMIN_TOKEN` over writing it into the file.
+    /// Default: `None` (admin actions off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_token: Option<String>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            listen: None,
+            admin_token: None,
+        }
+    }
+}
+
+impl fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("enabled", &self.enabled)
+            .field("listen", &self.listen)
+            .field("admin_token", &Redacted(&self.admin_token))
+            .finish()
+    }
+}
+
+impl HttpConfig {
+    /// The configured listen address, or `None` when `listen` is not set (the
+    /// default applies) or does not parse (see [`Config::validate`]).
+    #[must_use]
+    pub fn listen_addr(&self) -> Option<std::net::SocketAddr> {
+        self.listen.as_deref().and_then(|l| l.trim().parse().ok())
     }
 }
 
@@ -864,7 +931,8 @@ impl Config {
     /// - `NATS_URL`: comma-separated server URLs, replacing `nats.servers`;
     /// - `NATS_CREDS`: credentials file, replacing `nats.creds_file`;
     /// - `NATS_ROLES_INSTANCE_ID`: replacing `instance.id`;
-    /// - `NATS_ROLES_BUCKET`: replacing `bucket.name`.
+    /// - `NATS_ROLES_BUCKET`: replacing `bucket.name`;
+    /// - `NATS_ROLES_ADMIN_TOKEN`: replacing `http.admin_token`.
     ///
     /// Unset variables and variables whose value is empty or only whitespace
     /// are ignored. Either all overrides are applied or, on error, none.
@@ -912,6 +980,10 @@ impl Config {
         if let Some(Err(why)) = bucket.as_deref().map(check_bucket_name) {
             problems.push(ConfigProblem::new(ENV_BUCKET, why));
         }
+        let admin_token = get(ENV_ADMIN_TOKEN).map(|t| t.trim().to_owned());
+        if let Some(Err(why)) = admin_token.as_deref().map(check_admin_token) {
+            problems.push(ConfigProblem::new(ENV_ADMIN_TOKEN, why));
+        }
 
         if !problems.is_empty() {
             return Err(ConfigError::Invalid(problems));
@@ -927,6 +999,9 @@ impl Config {
         }
         if let Some(bucket) = bucket {
             self.bucket.name = bucket;
+        }
+        if let Some(token) = admin_token {
+            self.http.admin_token = Some(token);
         }
         Ok(())
     }
@@ -1216,6 +1291,7 @@ impl Config {
         self.check_retry(&mut p);
         self.check_health(&mut p);
         self.check_fencing_and_shutdown(&mut p);
+        self.check_http(&mut p);
         p.0
     }
 
@@ -1485,6 +1561,50 @@ impl Config {
             );
         }
     }
+}
+
+impl Config {
+    fn check_http(&self, p: &mut Problems) {
+        let h = &self.http;
+        if let Some(listen) = &h.listen
+            && let Err(why) = check_listen(listen)
+        {
+            p.push("http.listen", why);
+        }
+        if let Some(Err(why)) = h.admin_token.as_deref().map(check_admin_token) {
+            p.push("http.admin_token", why);
+        }
+    }
+}
+
+/// Checks an HTTP listen address: `IP:port` or `[IPv6]:port`.
+fn check_listen(listen: &str) -> Result<(), String> {
+    listen
+        .trim()
+        .parse::<std::net::SocketAddr>()
+        .map(|_| ())
+        .map_err(|_| {
+            format!(
+                "{} is not an IP:port address (e.g. \"127.0.0.1:8080\", \"0.0.0.0:8080\" \
+                 or \"[::1]:8080\"; port 0 picks a free port)",
+                shorten(listen)
+            )
+        })
+}
+
+/// Checks an admin bearer token (never echoes it).
+fn check_admin_token(token: &str) -> Result<(), String> {
+    if token.chars().any(char::is_whitespace) {
+        return Err("must not contain whitespace".to_owned());
+    }
+    if token.len() < MIN_ADMIN_TOKEN_LEN {
+        return Err(format!(
+            "is {} bytes long; at least {MIN_ADMIN_TOKEN_LEN} are required (e.g. `openssl rand \
+             -hex 24`)",
+            token.len()
+        ));
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -2743,5 +2863,65 @@ roles:
             let text: String = parts.concat();
             let _ = Config::from_yaml_str(&text);
         }
+    }
+}
+
+#[cfg(test)]
+mod http_tests {
+    use super::*;
+
+    #[test]
+    fn http_defaults_are_on_loopback_without_admin() {
+        let c = Config::from_yaml_str("").unwrap();
+        assert!(c.http.enabled);
+        assert_eq!(c.http.listen, None);
+        assert_eq!(c.http.admin_token, None);
+        assert_eq!(c.http.listen_addr(), None);
+    }
+
+    #[test]
+    fn http_section_parses_and_redacts_the_token() {
+        let c = Config::from_yaml_str(
+            "http:\n  listen: \"0.0.0.0:9090\"\n  admin_token: 0123456789abcdef01\n",
+        )
+        .unwrap();
+        assert_eq!(c.http.listen_addr(), Some("0.0.0.0:9090".parse().unwrap()));
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("0123456789abcdef01"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
+    }
+
+    #[test]
+    fn bad_http_values_are_reported_with_locations() {
+        let err = Config::from_yaml_str(
+            "http:\n  listen: localhost\n  admin_token: short\n  enabled: true\n",
+        )
+        .unwrap_err();
+        let problems = err.problems();
+        assert_eq!(problems.len(), 2, "{err}");
+        assert_eq!(problems[0].field, "http.listen");
+        assert_eq!(problems[0].line, Some(2));
+        assert_eq!(problems[1].field, "http.admin_token");
+        assert_eq!(problems[1].line, Some(3));
+        assert!(!err.to_string().contains("short\""), "token echoed: {err}");
+        let err =
+            Config::from_yaml_str("http:\n  admin_token: \"has a space in it!!\"\n").unwrap_err();
+        assert!(err.to_string().contains("whitespace"), "{err}");
+        let err = Config::from_yaml_str("http:\n  lisen: 1\n").unwrap_err();
+        assert!(err.to_string().contains("lisen"), "{err}");
+    }
+
+    #[test]
+    fn admin_token_comes_from_the_environment() {
+        let mut c = Config::default();
+        c.apply_env(|name| (name == ENV_ADMIN_TOKEN).then(|| " 0123456789abcdefXYZ\n".into()))
+            .unwrap();
+        assert_eq!(c.http.admin_token.as_deref(), Some("0123456789abcdefXYZ"));
+        let mut c = Config::default();
+        let err = c
+            .apply_env(|name| (name == ENV_ADMIN_TOKEN).then(|| "tiny".into()))
+            .unwrap_err();
+        assert_eq!(err.problems()[0].field, ENV_ADMIN_TOKEN);
+        assert_eq!(c.http.admin_token, None);
     }
 }
