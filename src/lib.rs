@@ -61,6 +61,9 @@ pub mod core;
 pub mod election;
 pub mod error;
 pub mod health;
+#[cfg(feature = "http")]
+pub mod http;
+pub mod inspect;
 pub mod leadership;
 pub mod manager;
 pub mod names;

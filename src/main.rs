@@ -1,18 +1,24 @@
-//! The `nats-roles` command: run a role manager from a YAML file, or check a file.
+//! The `nats-roles` command: run a role manager from a YAML file (with its HTTP dashboard and
+//! API), check a file, and the operator commands `status`, `watch` and `evict`.
+
+mod cli;
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+#[cfg(feature = "http")]
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use cli::{EXIT_RUNTIME, EXIT_USAGE, Failure};
 use nats_roles::config::Config;
 use nats_roles::{InstanceId, RoleEvent, RoleManager};
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
-/// Exit code for runtime failures.
-const EXIT_RUNTIME: u8 = 1;
-/// Exit code for usage and configuration errors.
-const EXIT_USAGE: u8 = 2;
+/// How long open HTTP requests may take to finish after the roles were released.
+#[cfg(feature = "http")]
+const HTTP_STOP_TIMEOUT: Duration = Duration::from_secs(3);
 
 #[derive(Parser, Debug)]
 #[command(
@@ -29,11 +35,17 @@ struct Cli {
 enum Command {
     /// Run a role manager with the roles declared in a YAML file.
     Run(RunArgs),
-    /// Check a configuration file and print every problem.
+    /// Check a configuration file and print every problem (with line and column).
     Validate {
         /// The YAML file.
         config: PathBuf,
     },
+    /// Show every held role: holder, term, ages (from NATS directly).
+    Status(cli::status::StatusArgs),
+    /// Print the current holders, then every transition as it happens (from NATS directly).
+    Watch(cli::watch::WatchArgs),
+    /// Evict a role's holder: CAS-delete its lease at the current revision (asks first).
+    Evict(cli::evict::EvictArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -53,6 +65,13 @@ struct RunArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "NATS_ROLES_LOG_FORMAT")]
     log_format: LogFormat,
+    /// Serve the dashboard and API on this address, IP:port (overrides http.listen; port 0
+    /// picks a free one).
+    #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
+    http: Option<std::net::SocketAddr>,
+    /// Do not serve the dashboard and API.
+    #[arg(long)]
+    no_http: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -76,6 +95,9 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Validate { config } => validate(&config),
         Command::Run(args) => run(args),
+        Command::Status(args) => cli::block_on(cli::status::run(args)),
+        Command::Watch(args) => cli::block_on(cli::watch::run(args)),
+        Command::Evict(args) => cli::block_on(cli::evict::run(args)),
     }
 }
 
@@ -136,6 +158,11 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    #[cfg(not(feature = "http"))]
+    if args.http.is_some() {
+        eprintln!("nats-roles: --http: this binary was built without the `http` feature");
+        return ExitCode::from(EXIT_USAGE);
+    }
     init_tracing(args.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -147,9 +174,9 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_RUNTIME);
         }
     };
-    match runtime.block_on(serve(config)) {
+    match runtime.block_on(serve(config, &args)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(msg) => {
+        Err(Failure::Runtime(msg) | Failure::Usage(msg)) => {
             error!("{msg}");
             eprintln!("nats-roles: {msg}");
             ExitCode::from(EXIT_RUNTIME)
@@ -157,19 +184,105 @@ fn run(args: RunArgs) -> ExitCode {
     }
 }
 
-async fn serve(config: Config) -> Result<(), String> {
+/// The HTTP side of `run`: nothing without the `http` feature.
+#[cfg(feature = "http")]
+struct Http {
+    bound: Option<cli::listen::Bound>,
+    api: Option<nats_roles::http::Api>,
+    server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+#[cfg(feature = "http")]
+impl Http {
+    /// Binds the listener (before connecting, so a taken port fails fast) and advertises its
+    /// URL in the instance metadata (`http`), unless the configuration sets one.
+    async fn bind(config: &mut Config, args: &RunArgs) -> Result<Self, Failure> {
+        let bound = cli::listen::bind(&config.http, args.http, args.no_http).await?;
+        if let Some(url) = bound.as_ref().and_then(|b| b.advertise.clone()) {
+            config.instance.meta.entry("http".to_owned()).or_insert(url);
+        }
+        Ok(Self {
+            bound,
+            api: None,
+            server: None,
+        })
+    }
+
+    fn start(&mut self, manager: &Arc<RoleManager>, config: &Config) {
+        let Some(bound) = self.bound.take() else {
+            return;
+        };
+        let options = nats_roles::http::ApiOptions::default()
+            .with_admin_token(config.http.admin_token.clone());
+        let api = nats_roles::http::Api::new(manager.clone(), options);
+        let server = api.clone();
+        self.server = Some(tokio::spawn(
+            async move { server.serve(bound.listener).await },
+        ));
+        self.api = Some(api);
+        info!(url = %bound.local_url, admin = config.http.admin_token.is_some(), "dashboard and API listening");
+        print_line(&format!("http url={}", bound.local_url));
+    }
+
+    /// `/readyz` says not ready from now on.
+    fn drain(&self) {
+        if let Some(api) = &self.api {
+            api.drain();
+        }
+    }
+
+    /// Ends the SSE streams and waits (bounded) for the server to finish.
+    async fn stop(self) {
+        if let Some(api) = &self.api {
+            api.shutdown_token().cancel();
+        }
+        if let Some(server) = self.server {
+            match tokio::time::timeout(HTTP_STOP_TIMEOUT, server).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => warn!(error = %e, "HTTP server failed"),
+                Ok(Err(e)) => warn!(error = %e, "HTTP server task failed"),
+                Err(_) => {
+                    warn!("HTTP connections still open after {HTTP_STOP_TIMEOUT:?}; closing them")
+                }
+            }
+        }
+    }
+}
+
+#[cfg(not(feature = "http"))]
+struct Http;
+
+#[cfg(not(feature = "http"))]
+impl Http {
+    async fn bind(config: &mut Config, _args: &RunArgs) -> Result<Self, Failure> {
+        if config.http.enabled && config.http.listen.is_some() {
+            warn!("http.listen is set but this binary was built without the `http` feature");
+        }
+        Ok(Self)
+    }
+    fn start(&mut self, _manager: &Arc<RoleManager>, _config: &Config) {}
+    fn drain(&self) {}
+    async fn stop(self) {}
+}
+
+async fn serve(mut config: Config, args: &RunArgs) -> Result<(), Failure> {
+    let runtime = |e: nats_roles::Error| Failure::Runtime(e.to_string());
     let id = config
         .require_instance_id()
-        .map_err(|e| e.to_string())?
+        .map_err(|e| Failure::Usage(e.to_string()))?
         .clone();
+    let mut http = Http::bind(&mut config, args).await?;
     let (client, errors) = nats_roles::connect(&config.nats, &format!("nats-roles/{id}"))
         .await
-        .map_err(|e| e.to_string())?;
-    let manager = RoleManager::from_config(client, &config, errors)
-        .map_err(|e| e.to_string())?
-        .start()
-        .await
-        .map_err(|e| e.to_string())?;
+        .map_err(runtime)?;
+    let manager = Arc::new(
+        RoleManager::from_config(client, &config, errors)
+            .map_err(runtime)?
+            .start()
+            .await
+            .map_err(runtime)?,
+    );
+    http.start(&manager, &config);
     let mut events = manager.events();
     let printer = tokio::spawn(async move {
         // One line per transition on stdout (logs go to stderr), for people and scripts.
@@ -183,9 +296,19 @@ async fn serve(config: Config) -> Result<(), String> {
     });
     shutdown_signal().await;
     info!("shutting down: releasing held roles");
+    http.drain();
     let result = manager.shutdown(config.shutdown.timeout).await;
+    // After the release, so that dashboards see the hand-over; SSE streams end here.
+    http.stop().await;
     printer.abort();
-    result.map_err(|e| e.to_string())
+    result.map_err(runtime)
+}
+
+/// One line on stdout, flushed (scripts read it as it comes).
+fn print_line(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
 }
 
 fn print_event(event: &RoleEvent) {
@@ -207,13 +330,11 @@ fn print_event(event: &RoleEvent) {
         RoleEvent::Failed { role, kind } => format!("failed role={role} error={}", kind.as_str()),
         _ => return,
     };
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    print_line(&line);
 }
 
 /// Completes on SIGINT or SIGTERM; a second signal exits at once.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     wait_signal().await;
     tokio::spawn(async {
         wait_signal().await;
@@ -222,7 +343,8 @@ async fn shutdown_signal() {
     });
 }
 
-async fn wait_signal() {
+/// Completes on SIGINT or SIGTERM.
+pub(crate) async fn wait_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -1,9 +1,10 @@
 //! Transitions broadcast by the manager (for logs, dashboards and observers).
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use crate::core::{DemoteReason, FailureKind};
+use crate::core::{DemoteReason, FailureKind, KeyState};
 use crate::names::{InstanceId, RoleName};
+use crate::token::FencingToken;
 
 /// Who holds a role, as seen through the bucket watcher (any role in the bucket, including
 /// roles this instance does not contend for).
@@ -26,6 +27,61 @@ pub struct HolderInfo {
     pub meta: std::collections::BTreeMap<String, String>,
     /// When this manager saw the current term begin (wall clock).
     pub since: SystemTime,
+    /// The holder's fencing token for the current term (redacted in `Debug`/`Display`).
+    pub token: Option<FencingToken>,
+    /// Server time of the latest write of the lease: the acquire or the last renewal.
+    pub renewed_at: Option<SystemTime>,
+    /// When the holder says the term began (its wall clock; informational, protocol P2).
+    pub acquired_at: Option<SystemTime>,
+    /// The holder's lease TTL.
+    pub ttl: Option<Duration>,
+}
+
+impl HolderInfo {
+    /// The holder of `role` according to one state of its key; `None` when the key is vacant.
+    /// `epoch` is the bucket epoch (for the token), `written_at` the server time of the entry.
+    pub(crate) fn from_state(
+        role: &RoleName,
+        state: &KeyState,
+        epoch: u64,
+        written_at: Option<SystemTime>,
+    ) -> Option<Self> {
+        let KeyState::Held { revision, value } = state else {
+            return None;
+        };
+        let lease = value.lease();
+        let term = lease.map(|l| l.term.unwrap_or(*revision));
+        Some(HolderInfo {
+            role: role.clone(),
+            holder: lease.map(|l| l.holder.clone()),
+            foreign: lease.is_none(),
+            term,
+            revision: *revision,
+            priority: lease.map_or(0, |l| l.priority),
+            meta: lease.map(|l| l.meta.clone()).unwrap_or_default(),
+            since: SystemTime::now(),
+            token: lease
+                .zip(term)
+                .map(|(l, term)| FencingToken::new(epoch, term, l.nonce)),
+            renewed_at: written_at,
+            acquired_at: lease
+                .and_then(|l| l.acquired_at.as_deref())
+                .and_then(parse_rfc3339),
+            ttl: lease.map(crate::value::LeaseValue::ttl),
+        })
+    }
+
+    /// Whether `other` describes the same term of the same holder (a renewal of it).
+    pub(crate) fn same_term(&self, other: &HolderInfo) -> bool {
+        self.holder == other.holder && self.term == other.term && self.foreign == other.foreign
+    }
+}
+
+/// Parses an RFC 3339 time as written into lease values.
+pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .map(SystemTime::from)
 }
 
 /// One transition.

@@ -7,6 +7,7 @@ mod handle;
 mod role_task;
 pub(crate) mod shared;
 pub(crate) mod status;
+pub(crate) mod view;
 mod watcher;
 
 use std::collections::{BTreeMap, HashMap};

@@ -61,7 +61,7 @@ pub(crate) async fn run(
                                     .caught_up
                                     .send_if_modified(|c| !std::mem::replace(c, true));
                             }
-                            dispatch(&shared, &entry);
+                            dispatch(&shared, &entry, epoch);
                         }
                         Some(Err(err)) => {
                             warn!(error = %err, "bucket watcher failed; recreating it");
@@ -144,7 +144,7 @@ pub(crate) fn entry_state(entry: &Entry) -> KeyState {
     }
 }
 
-fn dispatch(shared: &Shared, entry: &Entry) {
+fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
     let Some(name) = entry.key.strip_prefix(ROLE_PREFIX) else {
         return; // other prefixes (members, role data) are not leases
     };
@@ -153,28 +153,12 @@ fn dispatch(shared: &Shared, entry: &Entry) {
         return;
     };
     let state = entry_state(entry);
-    update_holder(shared, &role, &state);
+    let info = HolderInfo::from_state(&role, &state, epoch, Some(entry.created.into()));
+    update_holder(shared, &role, state.revision(), info);
     shared.send(&role, RoleInput::Observed(state));
 }
 
-fn update_holder(shared: &Shared, role: &RoleName, state: &KeyState) {
-    let info = match state {
-        KeyState::Held { revision, value } => {
-            let lease = value.lease();
-            Some(HolderInfo {
-                role: role.clone(),
-                holder: lease.map(|l| l.holder.clone()),
-                foreign: lease.is_none(),
-                term: lease.map(|l| l.term.unwrap_or(*revision)),
-                revision: *revision,
-                priority: lease.map_or(0, |l| l.priority),
-                meta: lease.map(|l| l.meta.clone()).unwrap_or_default(),
-                since: SystemTime::now(),
-            })
-        }
-        _ => None,
-    };
-    let revision = state.revision();
+fn update_holder(shared: &Shared, role: &RoleName, revision: u64, info: Option<HolderInfo>) {
     let mut holders = shared.holders();
     let tx = holders
         .entry(role.clone())
@@ -186,15 +170,16 @@ fn update_holder(shared: &Shared, role: &RoleName, state: &KeyState) {
             return false;
         }
         let same_term = match (cur.as_ref(), info.as_ref()) {
-            (Some(a), Some(b)) => {
-                a.holder == b.holder && a.term == b.term && a.foreign == b.foreign
-            }
+            (Some(a), Some(b)) => a.same_term(b),
             (None, None) => true,
             _ => false,
         };
         let mut next = info.clone();
         if same_term && let (Some(n), Some(c)) = (next.as_mut(), cur.as_ref()) {
+            // A renewal: keep when the term was first seen, and its start time if the renewal
+            // does not repeat it.
             n.since = c.since;
+            n.acquired_at = n.acquired_at.or(c.acquired_at);
         }
         *cur = next;
         if !same_term {
@@ -213,6 +198,10 @@ fn update_holder(shared: &Shared, role: &RoleName, state: &KeyState) {
             priority: 0,
             meta: Default::default(),
             since: SystemTime::now(),
+            token: None,
+            renewed_at: None,
+            acquired_at: None,
+            ttl: None,
         });
         shared.emit(RoleEvent::HolderChanged(info));
     }

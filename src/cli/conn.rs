@@ -1,0 +1,124 @@
+//! Connection flags of the operator commands (NATS conventions), or a YAML configuration.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nats_roles::config::Config;
+use nats_roles::inspect::Inspector;
+
+use super::Failure;
+
+/// How to reach the bucket. Flags (and their environment variables) override the file given
+/// with `--config`, which overrides the defaults (`nats://127.0.0.1:4222`, bucket `roles`).
+#[derive(clap::Args, Debug)]
+pub(crate) struct ConnArgs {
+    /// Take the connection settings and the bucket from this YAML configuration (the file
+    /// `nats-roles run` uses); the flags below override it.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// NATS server URL; repeat (or separate with commas) for several.
+    #[arg(
+        long = "server",
+        short = 's',
+        env = "NATS_URL",
+        value_delimiter = ',',
+        value_name = "URL"
+    )]
+    servers: Vec<String>,
+    /// NATS credentials (.creds) file.
+    #[arg(long, env = "NATS_CREDS", value_name = "FILE")]
+    creds: Option<PathBuf>,
+    /// File holding an NKey seed.
+    #[arg(long, env = "NATS_NKEY", value_name = "FILE")]
+    nkey: Option<PathBuf>,
+    /// User name (with --password).
+    #[arg(long, env = "NATS_USER")]
+    user: Option<String>,
+    /// Password (with --user); prefer the environment variable.
+    #[arg(long, env = "NATS_PASSWORD", hide_env_values = true)]
+    password: Option<String>,
+    /// Authentication token; prefer the environment variable.
+    #[arg(long, env = "NATS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Require TLS.
+    #[arg(long)]
+    tls: bool,
+    /// PEM file of CA certificates to trust.
+    #[arg(long, env = "NATS_CA", value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+    /// PEM client certificate (with --tls-key).
+    #[arg(long, env = "NATS_CERT", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "NATS_KEY", value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// The KV bucket [default: roles].
+    #[arg(long, env = "NATS_ROLES_BUCKET")]
+    bucket: Option<String>,
+    /// Timeout of connecting and of each request.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+impl ConnArgs {
+    /// The effective configuration (validated).
+    pub(crate) fn config(&self) -> Result<Config, Failure> {
+        let mut config = match &self.config {
+            Some(path) => Config::load(path)
+                .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?,
+            None => Config::default(),
+        };
+        let nats = &mut config.nats;
+        if !self.servers.is_empty() {
+            nats.servers = self
+                .servers
+                .iter()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect();
+        }
+        // Any authentication given here replaces the file's.
+        let (user, password) = (self.user.clone(), self.password.clone());
+        if self.creds.is_some() || self.nkey.is_some() || user.is_some() || self.token.is_some() {
+            nats.creds_file.clone_from(&self.creds);
+            nats.nkey_seed_file.clone_from(&self.nkey);
+            nats.user = user;
+            nats.password = password;
+            nats.token.clone_from(&self.token);
+        } else if password.is_some() {
+            nats.password = password;
+        }
+        nats.tls.required |= self.tls;
+        if self.tls_ca.is_some() {
+            nats.tls.ca_file.clone_from(&self.tls_ca);
+        }
+        if self.tls_cert.is_some() || self.tls_key.is_some() {
+            nats.tls.cert_file.clone_from(&self.tls_cert);
+            nats.tls.key_file.clone_from(&self.tls_key);
+        }
+        nats.connect_timeout = self.timeout;
+        nats.request_timeout = self.timeout;
+        if let Some(bucket) = &self.bucket {
+            config.bucket.name = bucket.trim().to_owned();
+        }
+        config.validate().map_err(|e| {
+            let from = self
+                .config
+                .as_ref()
+                .map_or_else(|| "flags".to_owned(), |p| p.display().to_string());
+            Failure::Usage(format!("{from}: {e}"))
+        })?;
+        Ok(config)
+    }
+
+    /// Connects and opens the bucket.
+    pub(crate) async fn open(&self) -> Result<Inspector, Failure> {
+        let config = self.config()?;
+        let (client, errors) = nats_roles::connect(&config.nats, "nats-roles-cli")
+            .await
+            .map_err(|e| Failure::Runtime(e.to_string()))?;
+        Inspector::open(&client, &config.bucket.name, &errors, self.timeout)
+            .await
+            .map_err(|e| Failure::Runtime(e.to_string()))
+    }
+}

@@ -1,0 +1,110 @@
+//! `nats-roles status`: every held role, its holder, term and ages.
+
+use std::time::SystemTime;
+
+use nats_roles::inspect::{RoleList, RoleView, instances};
+
+use super::Failure;
+use super::conn::ConnArgs;
+use super::table::{age, render};
+
+/// Arguments of `status`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct StatusArgs {
+    /// Print JSON (the shape of `GET /api/roles`) instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    conn: ConnArgs,
+}
+
+pub(crate) async fn run(args: StatusArgs) -> Result<(), Failure> {
+    let inspector = args.conn.open().await?;
+    let holders = inspector
+        .holders()
+        .await
+        .map_err(|e| Failure::Runtime(format!("cannot read bucket {}: {e}", inspector.bucket())))?;
+    let now = SystemTime::now();
+    let list = RoleList::new(
+        inspector.bucket(),
+        None,
+        holders
+            .iter()
+            .map(|h| RoleView::held(h, false, now))
+            .collect(),
+    );
+    if args.json {
+        let text = serde_json::to_string_pretty(&list)
+            .map_err(|e| Failure::Runtime(format!("cannot encode JSON: {e}")))?;
+        println!("{text}");
+        return Ok(());
+    }
+    let by_instance = instances(&holders, None);
+    println!(
+        "bucket {}: {} role{} held by {} instance{}",
+        list.bucket,
+        list.roles.len(),
+        if list.roles.len() == 1 { "" } else { "s" },
+        by_instance.len(),
+        if by_instance.len() == 1 { "" } else { "s" }
+    );
+    if list.roles.is_empty() {
+        return Ok(());
+    }
+    println!();
+    let rows: Vec<Vec<String>> = list.roles.iter().map(role_row).collect();
+    print!(
+        "{}",
+        render(
+            &[
+                "ROLE",
+                "HOLDER",
+                "TERM",
+                "TOKEN",
+                "HELD FOR",
+                "RENEWED",
+                "PRIO",
+                "DASHBOARD"
+            ],
+            &[false, false, true, false, true, true, true, false],
+            &rows,
+        )
+    );
+    println!();
+    let rows: Vec<Vec<String>> = by_instance
+        .iter()
+        .map(|i| {
+            let roles: Vec<&str> = i.roles.iter().map(|r| r.role.as_str()).collect();
+            vec![
+                i.instance.clone(),
+                i.roles.len().to_string(),
+                roles.join(", "),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        render(
+            &["INSTANCE", "HOLDS", "ROLES"],
+            &[false, true, false],
+            &rows
+        )
+    );
+    Ok(())
+}
+
+fn role_row(v: &RoleView) -> Vec<String> {
+    let opt = |o: Option<String>| o.unwrap_or_else(|| "-".to_owned());
+    vec![
+        v.role.clone(),
+        v.holder
+            .clone()
+            .unwrap_or_else(|| "<foreign value>".to_owned()),
+        opt(v.term.map(|t| t.to_string())),
+        opt(v.token.clone()),
+        opt(v.held_for_ms.map(age)),
+        opt(v.renewal_age_ms.map(|a| format!("{} ago", age(a)))),
+        opt(v.priority.map(|p| p.to_string())),
+        opt(v.holder_url.clone()),
+    ]
+}

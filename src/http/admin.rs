@@ -1,0 +1,226 @@
+//! Admin actions: `POST /api/roles/{role}/release` and `POST /api/roles/{role}/evict`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::Api;
+use super::auth::{Caller, audit, authorize};
+use super::error::ApiError;
+use super::roles::role_name;
+use crate::inspect::{EvictError, Evicted, Expect, evict as evict_lease};
+use crate::names::RoleName;
+
+/// Longest cooldown a release accepts.
+const MAX_COOLDOWN: Duration = Duration::from_secs(24 * 3600);
+
+/// Body of `POST /api/roles/{role}/release` (optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReleaseBody {
+    /// How long this instance stays away from the role (`"30s"`, `"5m"`).
+    cooldown: Option<String>,
+}
+
+/// Body of `POST /api/roles/{role}/evict` (optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EvictBody {
+    /// Evict only if the lease is still at this revision.
+    revision: Option<u64>,
+    /// Evict only if the role is still in this term.
+    term: Option<u64>,
+}
+
+/// Answer of a release.
+#[derive(Debug, Serialize)]
+pub(crate) struct Released {
+    role: String,
+    instance: String,
+    term: u64,
+    /// Whether this instance has left the role already (else it is still draining: 202).
+    released: bool,
+    cooldown_ms: u64,
+}
+
+/// An empty body is the default; anything else must be a JSON object of `T`.
+fn parse_body<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))
+}
+
+pub(crate) async fn release(
+    State(api): State<Api>,
+    Path(role): Path<String>,
+    connect: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Released>), ApiError> {
+    let caller = Caller::new(connect, &headers);
+    let options = api.options();
+    authorize(
+        options.admin_token.as_deref(),
+        &headers,
+        &caller,
+        "release",
+        &role,
+    )?;
+    let result = do_release(&api, &role, &body).await;
+    match &result {
+        Ok((_, Json(r))) => audit(
+            &caller,
+            "release",
+            &role,
+            if r.released { "released" } else { "releasing" },
+            &format!("term {}, cooldown {} ms", r.term, r.cooldown_ms),
+        ),
+        Err(e) => audit(&caller, "release", &role, e.code, &e.message),
+    }
+    result
+}
+
+async fn do_release(
+    api: &Api,
+    role: &str,
+    body: &Bytes,
+) -> Result<(StatusCode, Json<Released>), ApiError> {
+    let name = role_name(role)?;
+    let body: ReleaseBody = parse_body(body)?;
+    let cooldown = match body.cooldown.as_deref() {
+        None => api.options().release_cooldown,
+        Some(text) => humantime::parse_duration(text)
+            .ok()
+            .filter(|d| *d <= MAX_COOLDOWN)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "cooldown {text:?} is not a duration of at most 24h (e.g. \"30s\", \"5m\")"
+                ))
+            })?,
+    };
+    let manager = api.manager();
+    let Some(leadership) = manager.leadership(&name) else {
+        return Err(not_leader(api, &name));
+    };
+    let mut status = manager
+        .subscribe(&name)
+        .ok_or_else(|| not_leader(api, &name))?;
+    manager
+        .release(&name, cooldown)
+        .map_err(|_| not_leader(api, &name))?;
+    let left = tokio::time::timeout(
+        api.options().release_wait,
+        status.wait_for(|s| !s.is_leader() || s.term != Some(leadership.term())),
+    )
+    .await
+    .is_ok_and(|r| r.is_ok());
+    Ok((
+        if left {
+            StatusCode::OK
+        } else {
+            StatusCode::ACCEPTED
+        },
+        Json(Released {
+            role: name.to_string(),
+            instance: manager.instance_id().to_string(),
+            term: leadership.term(),
+            released: left,
+            cooldown_ms: u64::try_from(cooldown.as_millis()).unwrap_or(u64::MAX),
+        }),
+    ))
+}
+
+/// 404 for a role nobody knows, 409 for one this instance does not hold.
+fn not_leader(api: &Api, role: &RoleName) -> ApiError {
+    let manager = api.manager();
+    match api.role(role) {
+        None => ApiError::unknown_role(role.as_str()),
+        Some(view) => ApiError::new(
+            StatusCode::CONFLICT,
+            "not_leader",
+            format!(
+                "{} does not hold role {role} ({}); release it on its holder, or evict it",
+                manager.instance_id(),
+                view.holder
+                    .map_or_else(|| "nobody does".to_owned(), |h| format!("{h} does")),
+            ),
+        ),
+    }
+}
+
+pub(crate) async fn evict(
+    State(api): State<Api>,
+    Path(role): Path<String>,
+    connect: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Evicted>, ApiError> {
+    let caller = Caller::new(connect, &headers);
+    authorize(
+        api.options().admin_token.as_deref(),
+        &headers,
+        &caller,
+        "evict",
+        &role,
+    )?;
+    let result = do_evict(&api, &role, &body).await;
+    match &result {
+        Ok(Json(e)) => audit(
+            &caller,
+            "evict",
+            &role,
+            "evicted",
+            &format!(
+                "holder {}, term {}, revision {}",
+                e.holder.as_deref().unwrap_or("<foreign value>"),
+                e.term.map_or_else(|| "?".to_owned(), |t| t.to_string()),
+                e.revision
+            ),
+        ),
+        Err(e) => audit(&caller, "evict", &role, e.code, &e.message),
+    }
+    result
+}
+
+async fn do_evict(api: &Api, role: &str, body: &Bytes) -> Result<Json<Evicted>, ApiError> {
+    let name = role_name(role)?;
+    let body: EvictBody = parse_body(body)?;
+    let store = api.manager().store();
+    let expect = Expect {
+        revision: body.revision,
+        term: body.term,
+    };
+    evict_lease(store, &name, expect, api.options().kv_timeout)
+        .await
+        .map(Json)
+        .map_err(|e| {
+            let message = e.to_string();
+            match e {
+                EvictError::UnknownRole { .. } => ApiError::unknown_role(role),
+                EvictError::NotHeld { .. } => {
+                    ApiError::new(StatusCode::CONFLICT, "not_held", message)
+                }
+                EvictError::RevisionMismatch { .. } => {
+                    ApiError::new(StatusCode::CONFLICT, "revision_mismatch", message)
+                }
+                EvictError::TermMismatch { .. } => {
+                    ApiError::new(StatusCode::CONFLICT, "term_mismatch", message)
+                }
+                EvictError::Changed { .. } => {
+                    ApiError::new(StatusCode::CONFLICT, "changed", message)
+                }
+                EvictError::Timeout { .. } => {
+                    ApiError::new(StatusCode::GATEWAY_TIMEOUT, "outcome_unknown", message)
+                }
+                _ => ApiError::new(StatusCode::BAD_GATEWAY, "kv_error", message),
+            }
+        })
+}

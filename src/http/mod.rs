@@ -1,0 +1,207 @@
+//! The HTTP dashboard, JSON API and health probes of a [`RoleManager`] (cargo feature `http`,
+//! on by default; `nats-roles run` serves it).
+//!
+//! | method and path                 | what                                                     |
+//! |---------------------------------|----------------------------------------------------------|
+//! | `GET /`                         | the dashboard (one HTML page, live through SSE)          |
+//! | `GET /healthz`                  | 200 while the process runs                               |
+//! | `GET /readyz`                   | 200 when connected, caught up and no deadline was missed; 503 with reasons |
+//! | `GET /api/roles`                | every role in the bucket ([`RoleList`](crate::inspect::RoleList)) |
+//! | `GET /api/roles/{role}`         | one role ([`RoleView`](crate::inspect::RoleView)); 404 if unknown |
+//! | `GET /api/instances`            | instances and what each holds ([`InstanceList`](crate::inspect::InstanceList)) |
+//! | `GET /api/events`               | server-sent events, one JSON [`EventView`](crate::inspect::EventView) per transition |
+//! | `POST /api/roles/{role}/release`| admin: give up a role this instance holds                |
+//! | `POST /api/roles/{role}/evict`  | admin: CAS-delete the role's lease (`{"revision": N}` optional) |
+//!
+//! Errors are JSON `{"error": "...", "code": "..."}` ([`ErrorBody`]). Admin actions are off
+//! unless an admin token is configured; they need `Authorization: Bearer <token>` and write an
+//! audit line (tracing target `audit`). Fencing tokens only appear redacted.
+//!
+//! Embedding it in an application that runs its own manager:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use nats_roles::http::{Api, ApiOptions};
+//! # async fn run(manager: nats_roles::RoleManager) -> std::io::Result<()> {
+//! let api = Api::new(Arc::new(manager), ApiOptions::default());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! let stop = api.shutdown_token();
+//! tokio::spawn(async move { tokio::signal::ctrl_c().await.ok(); stop.cancel() });
+//! api.serve(listener).await?; // returns once the token is cancelled and connections closed
+//! # Ok(()) }
+//! ```
+
+mod admin;
+mod auth;
+mod dashboard;
+mod error;
+mod events;
+mod probes;
+mod roles;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderValue, header};
+use axum::routing::{get, post};
+use tokio_util::sync::CancellationToken;
+use tower_http::set_header::SetResponseHeaderLayer;
+
+use crate::manager::RoleManager;
+pub use error::ErrorBody;
+pub use probes::Readiness;
+
+/// Settings of an [`Api`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ApiOptions {
+    /// Bearer token enabling the admin actions; `None` turns them off.
+    pub admin_token: Option<String>,
+    /// Interval of SSE keep-alive comments. Default: 10 s.
+    pub keep_alive: Duration,
+    /// How long `release` waits for this instance to leave the role before answering
+    /// `202 Accepted` instead of `200`. Default: 10 s.
+    pub release_wait: Duration,
+    /// Cooldown after a `release` without one in the body. Default: 10 s.
+    pub release_cooldown: Duration,
+    /// Timeout of the read and the delete of an `evict`. Default: 2 s.
+    pub kv_timeout: Duration,
+    /// `/readyz` reports a role whose deadline passed (renewals failed) for this long after
+    /// the demotion. Default: 30 s.
+    pub missed_deadline_window: Duration,
+}
+
+impl Default for ApiOptions {
+    fn default() -> Self {
+        Self {
+            admin_token: None,
+            keep_alive: Duration::from_secs(10),
+            release_wait: Duration::from_secs(10),
+            release_cooldown: Duration::from_secs(10),
+            kv_timeout: Duration::from_secs(2),
+            missed_deadline_window: Duration::from_secs(30),
+        }
+    }
+}
+
+impl ApiOptions {
+    /// Sets the admin token (builder style).
+    #[must_use]
+    pub fn with_admin_token(mut self, token: Option<String>) -> Self {
+        self.admin_token = token;
+        self
+    }
+}
+
+/// The HTTP API of one manager. Cheap to clone.
+#[derive(Clone)]
+pub struct Api {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    manager: Arc<RoleManager>,
+    options: ApiOptions,
+    shutdown: CancellationToken,
+    draining: AtomicBool,
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api")
+            .field("manager", &self.inner.manager)
+            .field("admin", &self.inner.options.admin_token.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Api {
+    /// The API of `manager`.
+    #[must_use]
+    pub fn new(manager: Arc<RoleManager>, options: ApiOptions) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                manager,
+                options,
+                shutdown: CancellationToken::new(),
+                draining: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The manager.
+    #[must_use]
+    pub fn manager(&self) -> &Arc<RoleManager> {
+        &self.inner.manager
+    }
+
+    /// Cancelling this token ends every SSE stream and makes [`Api::serve`] stop accepting
+    /// connections and return once the open ones are done.
+    #[must_use]
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.inner.shutdown.clone()
+    }
+
+    /// Marks the instance as shutting down: `/readyz` answers 503 from now on (call it before
+    /// [`RoleManager::shutdown`], so load balancers stop sending traffic first).
+    pub fn drain(&self) {
+        self.inner.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`Api::drain`] was called.
+    #[must_use]
+    pub fn is_draining(&self) -> bool {
+        self.inner.draining.load(Ordering::Relaxed)
+    }
+
+    /// The router with every endpoint (state included).
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/", get(dashboard::page))
+            .route("/healthz", get(probes::healthz))
+            .route("/readyz", get(probes::readyz))
+            .route("/api/roles", get(roles::list))
+            .route("/api/roles/{role}", get(roles::one))
+            .route("/api/roles/{role}/release", post(admin::release))
+            .route("/api/roles/{role}/evict", post(admin::evict))
+            .route("/api/instances", get(roles::instances))
+            .route("/api/events", get(events::stream))
+            .fallback(error::no_route)
+            // After the routes: it applies to the routes present.
+            .method_not_allowed_fallback(error::wrong_method)
+            .layer(SetResponseHeaderLayer::if_not_present(
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ))
+            .layer(SetResponseHeaderLayer::if_not_present(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("no-store"),
+            ))
+            .layer(SetResponseHeaderLayer::if_not_present(
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            ))
+            .with_state(self.clone())
+    }
+
+    /// Serves [`Api::router`] on `listener` until the [shutdown token](Api::shutdown_token)
+    /// is cancelled (graceful: open SSE streams end at once, other requests finish).
+    ///
+    /// # Errors
+    /// The I/O error that stopped the server.
+    pub async fn serve(&self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        let app = self
+            .router()
+            .into_make_service_with_connect_info::<SocketAddr>();
+        axum::serve(listener, app)
+            .with_graceful_shutdown(self.inner.shutdown.clone().cancelled_owned())
+            .await
+    }
+
+    fn options(&self) -> &ApiOptions {
+        &self.inner.options
+    }
+}

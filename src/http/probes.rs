@@ -1,0 +1,117 @@
+//! `GET /healthz` and `GET /readyz`.
+
+use std::time::{Duration, SystemTime};
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::Api;
+use crate::core::DemoteReason;
+
+/// What `/readyz` answers (200 when `ready`, else 503).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Readiness {
+    /// `ready` or `not_ready`.
+    pub status: String,
+    /// Whether the NATS connection is up.
+    pub connected: bool,
+    /// Whether the bucket watcher has delivered the bucket's current state.
+    pub caught_up: bool,
+    /// Whether the instance is shutting down.
+    pub draining: bool,
+    /// Why it is not ready (empty when ready).
+    pub reasons: Vec<String>,
+    /// The reasons in one line (present when not ready), like every error body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// `not_ready` when not ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+impl Readiness {
+    /// Whether the instance is ready.
+    #[must_use]
+    pub fn is_ready(&self) -> bool {
+        self.reasons.is_empty()
+    }
+}
+
+impl Api {
+    /// The readiness of this instance: connected to NATS, bucket watcher caught up, no held
+    /// role past its deadline, no role that missed its deadline (renewals failing) within
+    /// [`missed_deadline_window`](super::ApiOptions::missed_deadline_window), no role stopped
+    /// by a permanent error, and not shutting down.
+    #[must_use]
+    pub fn readiness(&self) -> Readiness {
+        let manager = self.manager();
+        let connected = manager.is_connected();
+        let caught_up = manager.is_caught_up();
+        let draining = self.is_draining();
+        let mut reasons = Vec::new();
+        if draining {
+            reasons.push("shutting down".to_owned());
+        }
+        if !connected {
+            reasons.push("not connected to NATS".to_owned());
+        }
+        if !caught_up {
+            reasons.push("the bucket watcher has not caught up yet".to_owned());
+        }
+        let now = SystemTime::now();
+        let window = self.options().missed_deadline_window;
+        for status in manager.statuses() {
+            let role = &status.role;
+            if status.is_leader() && !manager.is_leader(role) {
+                reasons.push(format!(
+                    "role {role}: still marked leader past its deadline"
+                ));
+            }
+            let ago = now
+                .duration_since(status.last_transition)
+                .unwrap_or(Duration::ZERO);
+            if !status.is_leader()
+                && status.last_demote_reason == Some(DemoteReason::DeadlineExpired)
+                && ago < window
+            {
+                reasons.push(format!(
+                    "role {role}: missed its deadline {} s ago (renewals failed)",
+                    ago.as_secs()
+                ));
+            }
+            if let Some(err) = &status.last_error {
+                reasons.push(format!("role {role}: stopped by a permanent error ({err})"));
+            }
+        }
+        let ready = reasons.is_empty();
+        Readiness {
+            status: if ready { "ready" } else { "not_ready" }.to_owned(),
+            connected,
+            caught_up,
+            draining,
+            error: (!ready).then(|| reasons.join("; ")),
+            code: (!ready).then(|| "not_ready".to_owned()),
+            reasons,
+        }
+    }
+}
+
+/// `GET /healthz`: the process is alive and serving.
+pub(crate) async fn healthz() -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "status": "ok" }))
+}
+
+/// `GET /readyz`.
+pub(crate) async fn readyz(State(api): State<Api>) -> Response {
+    let readiness = api.readiness();
+    let status = if readiness.is_ready() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(readiness)).into_response()
+}

@@ -1,0 +1,188 @@
+//! [`Inspector`]: a bucket's roles read directly from NATS, without running a manager.
+
+use std::pin::Pin;
+use std::time::{Duration, SystemTime};
+
+use async_nats::jetstream::kv::{Entry, Operation};
+use futures_util::{Stream, StreamExt, TryStreamExt};
+
+use super::evict::{EvictError, Evicted, Expect, evict};
+use crate::core::KeyState;
+use crate::error::Error;
+use crate::manager::HolderInfo;
+use crate::manager::view::open_bucket;
+use crate::names::RoleName;
+use crate::store::{LeaseStore, ROLE_PREFIX, ServerErrors};
+use crate::value::HolderValue;
+
+/// A change of one role key seen by [`Inspector::watch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HolderUpdate {
+    /// The role.
+    pub role: RoleName,
+    /// Revision of the key.
+    pub revision: u64,
+    /// The holder after the change; `None` when the role became vacant.
+    pub holder: Option<HolderInfo>,
+}
+
+/// The role keys of one bucket, read with a NATS connection of its own (what the operator
+/// commands use). Opening checks that the bucket exists; it never creates it.
+pub struct Inspector {
+    bucket: String,
+    epoch: u64,
+    kv: async_nats::jetstream::kv::Store,
+    store: LeaseStore,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Inspector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inspector")
+            .field("bucket", &self.bucket)
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inspector {
+    /// Opens `bucket`; `timeout` bounds each later read or write.
+    ///
+    /// # Errors
+    /// [`Error::BucketNotFound`], [`Error::PermissionDenied`] or [`Error::JetStream`].
+    pub async fn open(
+        client: &async_nats::Client,
+        bucket: &str,
+        errors: &ServerErrors,
+        timeout: Duration,
+    ) -> Result<Self, Error> {
+        let opened = open_bucket(client, bucket, errors).await?;
+        Ok(Self {
+            bucket: bucket.to_owned(),
+            epoch: opened.epoch,
+            kv: opened.kv,
+            store: opened.store,
+            timeout,
+        })
+    }
+
+    /// The bucket name.
+    #[must_use]
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The bucket epoch (first half of every fencing token).
+    #[must_use]
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The holder of every held role (foreign values included), sorted by role.
+    ///
+    /// # Errors
+    /// [`Error::JetStream`] when listing or reading the keys fails; [`Error::Timeout`].
+    pub async fn holders(&self) -> Result<Vec<HolderInfo>, Error> {
+        let list = async {
+            let keys: Vec<String> = self
+                .kv
+                .keys()
+                .await
+                .map_err(|e| Error::JetStream(Box::new(e)))?
+                .try_collect()
+                .await
+                .map_err(|e| Error::JetStream(Box::new(e)))?;
+            let mut out = Vec::new();
+            for key in keys {
+                let Some(role) = role_of(&key) else { continue };
+                let entry = self
+                    .kv
+                    .entry(key.as_str())
+                    .await
+                    .map_err(|e| Error::JetStream(Box::new(e)))?;
+                if let Some(info) = entry.and_then(|e| self.holder_of(&role, &e)) {
+                    out.push(info);
+                }
+            }
+            Ok::<_, Error>(out)
+        };
+        let mut out = tokio::time::timeout(self.timeout * 4, list)
+            .await
+            .map_err(|_| Error::Timeout(self.timeout * 4))??;
+        out.sort_by(|a: &HolderInfo, b| a.role.cmp(&b.role));
+        Ok(out)
+    }
+
+    /// The holder of one role; `None` when it is vacant or was never written.
+    ///
+    /// # Errors
+    /// [`Error::JetStream`] when the read fails; [`Error::Timeout`].
+    pub async fn holder(&self, role: &RoleName) -> Result<Option<HolderInfo>, Error> {
+        let key = format!("{ROLE_PREFIX}{role}");
+        let entry = tokio::time::timeout(self.timeout, self.kv.entry(key))
+            .await
+            .map_err(|_| Error::Timeout(self.timeout))?
+            .map_err(|e| Error::JetStream(Box::new(e)))?;
+        Ok(entry.and_then(|e| self.holder_of(role, &e)))
+    }
+
+    /// Changes of role keys from now on (no replay of the current state: combine with
+    /// [`Inspector::holders`] read *after* this returns, and skip updates whose revision is
+    /// not newer than what was read). The stream ends with an error if the watch fails.
+    ///
+    /// # Errors
+    /// [`Error::JetStream`] when the watch cannot be created.
+    pub async fn watch(
+        &self,
+    ) -> Result<Pin<Box<dyn Stream<Item = Result<HolderUpdate, Error>> + Send>>, Error> {
+        let watch = self
+            .kv
+            .watch(format!("{ROLE_PREFIX}>"))
+            .await
+            .map_err(|e| Error::JetStream(Box::new(e)))?;
+        let epoch = self.epoch;
+        let updates = watch.filter_map(move |entry| {
+            let update = match entry {
+                Ok(entry) => role_of(&entry.key).map(|role| {
+                    Ok(HolderUpdate {
+                        holder: holder_info(&role, &entry, epoch),
+                        role,
+                        revision: entry.revision,
+                    })
+                }),
+                Err(e) => Some(Err(Error::JetStream(Box::new(e)))),
+            };
+            std::future::ready(update)
+        });
+        Ok(Box::pin(updates))
+    }
+
+    /// Evicts `role`'s holder (see [`evict`]).
+    ///
+    /// # Errors
+    /// See [`EvictError`].
+    pub async fn evict(&self, role: &RoleName, expect: Expect) -> Result<Evicted, EvictError> {
+        evict(&self.store, role, expect, self.timeout).await
+    }
+
+    fn holder_of(&self, role: &RoleName, entry: &Entry) -> Option<HolderInfo> {
+        holder_info(role, entry, self.epoch)
+    }
+}
+
+fn role_of(key: &str) -> Option<RoleName> {
+    key.strip_prefix(ROLE_PREFIX)
+        .and_then(|name| RoleName::new(name).ok())
+}
+
+fn holder_info(role: &RoleName, entry: &Entry, epoch: u64) -> Option<HolderInfo> {
+    let state = match entry.operation {
+        Operation::Put => KeyState::Held {
+            revision: entry.revision,
+            value: HolderValue::parse(&entry.value),
+        },
+        Operation::Delete | Operation::Purge => return None,
+    };
+    HolderInfo::from_state(role, &state, epoch, Some(SystemTime::from(entry.created)))
+}

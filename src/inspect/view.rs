@@ -1,0 +1,378 @@
+//! JSON views of roles and instances (`GET /api/roles`, `GET /api/instances`,
+//! `nats-roles status --json`).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::redact::redact_token;
+use crate::manager::{HolderInfo, RoleStatus};
+use crate::names::{InstanceId, RoleName};
+
+/// Who has a role key, as far as the lease says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum HolderState {
+    /// A nats-roles lease: `holder` holds the role.
+    Held,
+    /// Nobody holds the role.
+    Vacant,
+    /// The key holds a value nats-roles cannot read (treated as held by an unknown holder).
+    Foreign,
+}
+
+/// One role in the bucket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RoleView {
+    /// The role name.
+    pub role: String,
+    /// Held, vacant or foreign.
+    pub status: HolderState,
+    /// The holder's instance id.
+    pub holder: Option<String>,
+    /// The current term (revision of the write that started it).
+    pub term: Option<u64>,
+    /// Revision of the role key (moves with every renewal).
+    pub revision: Option<u64>,
+    /// The holder's priority for the role.
+    pub priority: Option<i32>,
+    /// The term's fencing token, redacted (see [`redact_token`]).
+    pub token: Option<String>,
+    /// When the term began (RFC 3339; the holder's clock).
+    pub held_since: Option<String>,
+    /// How long the term has lasted, in milliseconds.
+    pub held_for_ms: Option<u64>,
+    /// Server time of the latest acquire or renewal (RFC 3339).
+    pub renewed_at: Option<String>,
+    /// Milliseconds since the latest acquire or renewal.
+    pub renewal_age_ms: Option<u64>,
+    /// The holder's lease TTL in milliseconds.
+    pub ttl_ms: Option<u64>,
+    /// The holder's dashboard (its `http` metadata), if it advertises one.
+    pub holder_url: Option<String>,
+    /// The holder's advertised metadata.
+    pub meta: BTreeMap<String, String>,
+    /// This instance's own view of the role; `None` when it does not take part in it (and
+    /// always in `nats-roles status`, which is no instance).
+    pub local: Option<LocalView>,
+}
+
+/// This instance's own state for a role it takes part in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct LocalView {
+    /// `INIT`, `CANDIDATE`, `LEADER`, `FOLLOWER`, `DEMOTED` or `STOPPED`.
+    pub state: String,
+    /// Whether this instance holds the role.
+    pub leader: bool,
+    /// Last promotion or demotion of this instance (RFC 3339).
+    pub last_transition: String,
+    /// Why this instance's last term ended (`shutdown`, `deadline_expired`, ...).
+    pub last_demote_reason: Option<String>,
+    /// The permanent error that stopped the role, if any.
+    pub error: Option<String>,
+    /// Whether another live process was seen using this instance id.
+    pub duplicate_instance: bool,
+}
+
+/// `GET /api/roles` and `nats-roles status --json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RoleList {
+    /// The bucket.
+    pub bucket: String,
+    /// The instance that answered (`None` from the CLI).
+    pub instance: Option<String>,
+    /// When the list was made (RFC 3339).
+    pub generated_at: String,
+    /// Every role, sorted by name.
+    pub roles: Vec<RoleView>,
+}
+
+impl RoleList {
+    /// A list made now.
+    #[must_use]
+    pub fn new(bucket: &str, instance: Option<&InstanceId>, roles: Vec<RoleView>) -> Self {
+        Self {
+            bucket: bucket.to_owned(),
+            instance: instance.map(ToString::to_string),
+            generated_at: format_time(SystemTime::now()),
+            roles,
+        }
+    }
+}
+
+/// A role held by an instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct HeldRole {
+    /// The role.
+    pub role: String,
+    /// The term.
+    pub term: Option<u64>,
+    /// The redacted fencing token.
+    pub token: Option<String>,
+    /// When the term began (RFC 3339).
+    pub held_since: Option<String>,
+}
+
+/// An instance and the roles it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct InstanceView {
+    /// The instance id.
+    pub instance: String,
+    /// Whether this is the instance that answered.
+    pub this_instance: bool,
+    /// Its dashboard (`http` metadata), if advertised.
+    pub url: Option<String>,
+    /// Its advertised metadata.
+    pub meta: BTreeMap<String, String>,
+    /// The roles it holds, sorted by name.
+    pub roles: Vec<HeldRole>,
+}
+
+impl InstanceList {
+    /// A list made now.
+    #[must_use]
+    pub fn new(bucket: &str, instance: Option<&InstanceId>, instances: Vec<InstanceView>) -> Self {
+        Self {
+            bucket: bucket.to_owned(),
+            instance: instance.map(ToString::to_string),
+            generated_at: format_time(SystemTime::now()),
+            instances,
+        }
+    }
+}
+
+/// `GET /api/instances`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct InstanceList {
+    /// The bucket.
+    pub bucket: String,
+    /// The instance that answered (`None` from the CLI).
+    pub instance: Option<String>,
+    /// When the list was made (RFC 3339).
+    pub generated_at: String,
+    /// Instances that hold at least one role, and the answering instance; sorted by id.
+    pub instances: Vec<InstanceView>,
+}
+
+/// RFC 3339 with milliseconds, UTC (`2026-11-22T05:01:02.123Z`).
+#[must_use]
+pub fn format_time(t: SystemTime) -> String {
+    let t = time::OffsetDateTime::from(t);
+    let t = t
+        .replace_nanosecond(t.nanosecond() / 1_000_000 * 1_000_000)
+        .unwrap_or(t);
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+fn millis_between(earlier: SystemTime, later: SystemTime) -> u64 {
+    let d = later.duration_since(earlier).unwrap_or(Duration::ZERO);
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl RoleView {
+    /// A role nobody holds.
+    #[must_use]
+    pub fn vacant(role: &RoleName) -> Self {
+        Self {
+            role: role.to_string(),
+            status: HolderState::Vacant,
+            holder: None,
+            term: None,
+            revision: None,
+            priority: None,
+            token: None,
+            held_since: None,
+            held_for_ms: None,
+            renewed_at: None,
+            renewal_age_ms: None,
+            ttl_ms: None,
+            holder_url: None,
+            meta: BTreeMap::new(),
+            local: None,
+        }
+    }
+
+    /// The view of a held (or foreign) role. `observed` says whether `info.since` is a real
+    /// observation of the term's start (a manager's watcher) rather than the time of a read:
+    /// it is then the fallback for leases that do not carry their start time.
+    #[must_use]
+    pub fn held(info: &HolderInfo, observed: bool, now: SystemTime) -> Self {
+        let since = info.acquired_at.or(observed.then_some(info.since));
+        Self {
+            role: info.role.to_string(),
+            status: if info.foreign {
+                HolderState::Foreign
+            } else {
+                HolderState::Held
+            },
+            holder: info.holder.as_ref().map(ToString::to_string),
+            term: info.term,
+            revision: Some(info.revision),
+            priority: (!info.foreign).then_some(info.priority),
+            token: info.token.as_ref().map(redact_token),
+            held_since: since.map(format_time),
+            held_for_ms: since.map(|s| millis_between(s, now)),
+            renewed_at: info.renewed_at.map(format_time),
+            renewal_age_ms: info.renewed_at.map(|r| millis_between(r, now)),
+            ttl_ms: info
+                .ttl
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            holder_url: info.meta.get("http").cloned(),
+            meta: info.meta.clone(),
+            local: None,
+        }
+    }
+
+    /// Adds this instance's own state for the role.
+    #[must_use]
+    pub fn with_local(mut self, status: &RoleStatus) -> Self {
+        self.local = Some(LocalView {
+            state: status.state.as_str().to_owned(),
+            leader: status.is_leader(),
+            last_transition: format_time(status.last_transition),
+            last_demote_reason: status.last_demote_reason.map(|r| r.as_str().to_owned()),
+            error: status.last_error.clone(),
+            duplicate_instance: status.duplicate_instance,
+        });
+        self
+    }
+}
+
+/// Groups held roles by holder. `this` (the answering instance and its metadata) is always
+/// listed, holding something or not.
+#[must_use]
+pub fn instances(
+    holders: &[HolderInfo],
+    this: Option<(&InstanceId, &BTreeMap<String, String>)>,
+) -> Vec<InstanceView> {
+    let mut by_id: BTreeMap<String, InstanceView> = BTreeMap::new();
+    if let Some((id, meta)) = this {
+        by_id.insert(
+            id.to_string(),
+            InstanceView {
+                instance: id.to_string(),
+                this_instance: true,
+                url: meta.get("http").cloned(),
+                meta: meta.clone(),
+                roles: Vec::new(),
+            },
+        );
+    }
+    for info in holders {
+        let Some(holder) = &info.holder else { continue };
+        let entry = by_id
+            .entry(holder.to_string())
+            .or_insert_with(|| InstanceView {
+                instance: holder.to_string(),
+                this_instance: false,
+                url: None,
+                meta: BTreeMap::new(),
+                roles: Vec::new(),
+            });
+        if !entry.this_instance {
+            // Every lease carries the holder's metadata; any of them will do.
+            entry.url = info.meta.get("http").cloned();
+            entry.meta.clone_from(&info.meta);
+        }
+        entry.roles.push(HeldRole {
+            role: info.role.to_string(),
+            term: info.term,
+            token: info.token.as_ref().map(redact_token),
+            held_since: info.acquired_at.map(format_time),
+        });
+    }
+    let mut out: Vec<InstanceView> = by_id.into_values().collect();
+    for i in &mut out {
+        i.roles.sort_by(|a, b| a.role.cmp(&b.role));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::KeyState;
+    use crate::value::{HolderValue, LeaseValue};
+    use uuid::Uuid;
+
+    fn info(role: &str, holder: &str, term: u64) -> HolderInfo {
+        let value = LeaseValue {
+            v: 1,
+            holder: InstanceId::new(holder).unwrap(),
+            incarnation: Uuid::new_v4(),
+            nonce: Uuid::new_v4(),
+            term: Some(term),
+            priority: 3,
+            ttl_ms: 3000,
+            meta: BTreeMap::from([("http".into(), format!("http://{holder}:8080"))]),
+            acquired_at: Some("2026-11-22T05:01:02.123Z".into()),
+            renewed_at: None,
+        };
+        let state = KeyState::Held {
+            revision: term + 5,
+            value: HolderValue::Lease(Box::new(value)),
+        };
+        let written = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        HolderInfo::from_state(&RoleName::new(role).unwrap(), &state, 9, Some(written)).unwrap()
+    }
+
+    #[test]
+    fn a_held_role_shows_holder_term_ages_and_a_redacted_token() {
+        let i = info("scheduler", "node-a", 41);
+        let now = SystemTime::UNIX_EPOCH + Duration::from_millis(1_800_000_000_250);
+        let v = RoleView::held(&i, false, now);
+        assert_eq!(v.status, HolderState::Held);
+        assert_eq!(v.holder.as_deref(), Some("node-a"));
+        assert_eq!(
+            (v.term, v.revision, v.priority),
+            (Some(41), Some(46), Some(3))
+        );
+        assert_eq!(v.renewal_age_ms, Some(250));
+        assert_eq!(v.held_since.as_deref(), Some("2026-11-22T05:01:02.123Z"));
+        assert_eq!(v.ttl_ms, Some(3000));
+        assert_eq!(v.holder_url.as_deref(), Some("http://node-a:8080"));
+        let token = i.token.unwrap();
+        let json = serde_json::to_string(&v).unwrap();
+        assert!(!json.contains(&token.expose()), "{json}");
+        assert!(
+            !json.contains(&token.nonce().simple().to_string()),
+            "{json}"
+        );
+        assert!(v.token.unwrap().starts_with("41·…"));
+        let back: RoleView = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.holder.as_deref(), Some("node-a"));
+    }
+
+    #[test]
+    fn instances_group_roles_and_always_list_this_instance() {
+        let holders = vec![
+            info("b", "node-a", 2),
+            info("a", "node-a", 1),
+            info("c", "node-b", 3),
+        ];
+        let me = InstanceId::new("node-c").unwrap();
+        let meta = BTreeMap::from([("http".to_owned(), "http://me".to_owned())]);
+        let list = instances(&holders, Some((&me, &meta)));
+        let ids: Vec<_> = list.iter().map(|i| i.instance.as_str()).collect();
+        assert_eq!(ids, ["node-a", "node-b", "node-c"]);
+        let roles: Vec<_> = list[0].roles.iter().map(|r| r.role.as_str()).collect();
+        assert_eq!(roles, ["a", "b"]);
+        assert!(list[2].this_instance && list[2].roles.is_empty());
+        assert_eq!(list[2].url.as_deref(), Some("http://me"));
+    }
+
+    #[test]
+    fn times_are_rfc3339_with_milliseconds() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_nanos(1_800_000_000_123_456_789);
+        assert_eq!(format_time(t), "2027-01-15T08:00:00.123Z");
+    }
+}

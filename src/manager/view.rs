@@ -1,0 +1,66 @@
+//! Non-blocking, read-only accessors for dashboards and probes (`nats_roles::http`, the CLI).
+
+use std::collections::BTreeMap;
+
+use super::RoleManager;
+use crate::store::LeaseStore;
+
+impl RoleManager {
+    /// Whether the NATS connection is up right now.
+    #[must_use]
+    pub fn is_connected(&self) -> bool {
+        *self.shared.connected.borrow()
+    }
+
+    /// Whether the bucket watcher has delivered the bucket's current state at least once (the
+    /// non-blocking form of [`RoleManager::caught_up`]).
+    #[must_use]
+    pub fn is_caught_up(&self) -> bool {
+        *self.shared.caught_up.borrow()
+    }
+
+    /// The bucket epoch read at start-up (creation time of the bucket's stream, ns since the
+    /// Unix epoch; the first half of every fencing token, protocol P1/P6).
+    #[must_use]
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The metadata this instance writes into its leases (host, HTTP address, ...).
+    #[must_use]
+    pub fn meta(&self) -> &BTreeMap<String, String> {
+        &self.meta
+    }
+
+    /// The lease store of the bucket (conditional writes and leader reads).
+    #[cfg(feature = "http")]
+    pub(crate) fn store(&self) -> &LeaseStore {
+        &self.shared.store
+    }
+}
+
+/// A bucket opened without a manager (for read-only tools and operator actions).
+pub(crate) struct OpenedBucket {
+    pub(crate) store: LeaseStore,
+    pub(crate) kv: async_nats::jetstream::kv::Store,
+    pub(crate) epoch: u64,
+}
+
+/// Opens an existing bucket (never creates it) the way the manager does.
+pub(crate) async fn open_bucket(
+    client: &async_nats::Client,
+    name: &str,
+    errors: &crate::store::ServerErrors,
+) -> Result<OpenedBucket, crate::error::Error> {
+    let config = crate::config::BucketConfig {
+        name: name.to_owned(),
+        auto_create: false,
+        ..Default::default()
+    };
+    let opened = super::bucket::open(client, &config, errors).await?;
+    Ok(OpenedBucket {
+        store: opened.store,
+        kv: opened.kv,
+        epoch: opened.epoch,
+    })
+}
