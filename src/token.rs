@@ -9,8 +9,8 @@ use uuid::Uuid;
 ///
 /// Tokens are ordered by `(epoch, term)`: a resource that remembers the highest token it has
 /// accepted can reject writes from every older term. The token is a secret-ish value: its
-/// [`Debug`] and [`Display`] forms are redacted; use [`FencingToken::expose`] to hand it to a
-/// fenced resource.
+/// [`Debug`](fmt::Debug) and [`Display`](fmt::Display) forms are redacted; use
+/// [`FencingToken::expose`] to hand it to a fenced resource.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FencingToken {
     epoch: u64,
