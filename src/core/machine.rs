@@ -765,7 +765,19 @@ impl RoleMachine {
                             known.state = state;
                         }
                     }
-                    Some(k) if state.revision() < k => {} // older than what we know
+                    Some(_) if state == KeyState::Absent => {
+                        // The key is gone without a marker we saw (max_age expiry without limit
+                        // markers, a marker that aged out, a recreated bucket): a vacancy. The
+                        // acquire CAS on revision 0 decides whether it really is one.
+                        self.known = Some(Known { state, seen_at: now });
+                        self.confirmed = None;
+                    }
+                    Some(k) if state.revision() < k => {
+                        // Older than what we know (a lagging replica): ask again a heartbeat
+                        // later (a watcher event ends the wait sooner), not at once.
+                        self.not_before = Some(now + self.timing.heartbeat);
+                        return;
+                    }
                     _ => self.observe(state, now, false),
                 }
                 self.not_before = None;

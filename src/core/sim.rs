@@ -2769,3 +2769,45 @@ fn replay() {
         report(&sc, &trace, &violations)
     );
 }
+
+/// A follower that reads the key back as absent (purged without a marker it saw: `max_age`
+/// expiry without limit markers, an aged-out marker, a recreated bucket) treats it as a vacancy
+/// and acquires on revision 0, instead of ignoring the read and re-reading for ever.
+#[test]
+fn absent_read_after_a_known_revision_is_a_vacancy() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    m.handle_read(read, Ok(held_by_other(5)), t0);
+    // Nothing happens until the backstop; then a read.
+    let t = m.poll_timeout().expect("the backstop timer");
+    m.handle_timeout(t);
+    let read = last_op(&mut m).expect("a backstop read");
+    m.handle_read(read, Ok(KeyState::Absent), t);
+    let mut acquire = None;
+    while let Some(a) = m.poll_action() {
+        if let Action::Write(w) = a {
+            acquire = Some(w);
+        }
+    }
+    let acquire = acquire.expect("an acquire after an absent read");
+    assert_eq!(acquire.kind, WriteKind::Acquire);
+    assert_eq!(acquire.expected, 0);
+}
+
+/// A read older than what is known (a lagging replica) is not answered by an immediate new
+/// read: the next one waits (no busy loop).
+#[test]
+fn stale_read_is_not_retried_at_once() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    m.handle_read(read, Ok(held_by_other(9)), t0);
+    let t = m.poll_timeout().expect("the backstop timer");
+    m.handle_timeout(t);
+    let read = last_op(&mut m).expect("a backstop read");
+    m.handle_read(read, Ok(held_by_other(4)), t);
+    assert!(last_op(&mut m).is_none(), "no new operation at once");
+    let next = m.poll_timeout().expect("a retry timer");
+    assert!(next > t, "retry timer in the past: busy loop");
+}
