@@ -56,12 +56,14 @@ pub(crate) async fn run(
                     };
                     match next {
                         Some(Ok(entry)) => {
+                            // Dispatch first: whoever waits for `caught_up` must find the
+                            // last entry of the replay in the holders already.
+                            dispatch(&shared, &entry, epoch);
                             if entry.seen_current || entry.delta == 0 {
                                 shared
                                     .caught_up
                                     .send_if_modified(|c| !std::mem::replace(c, true));
                             }
-                            dispatch(&shared, &entry, epoch);
                         }
                         Some(Err(err)) => {
                             warn!(error = %err, "bucket watcher failed; recreating it");
