@@ -117,8 +117,15 @@ impl ConnArgs {
         let (client, errors) = nats_roles::connect(&config.nats, "nats-roles-cli")
             .await
             .map_err(|e| Failure::Runtime(e.to_string()))?;
-        Inspector::open(&client, &config.bucket.name, &errors, self.timeout)
+        let bucket = &config.bucket.name;
+        Inspector::open(&client, bucket, &errors, self.timeout)
             .await
-            .map_err(|e| Failure::Runtime(e.to_string()))
+            .map_err(|e| match e {
+                nats_roles::Error::BucketNotFound { .. } => Failure::Runtime(format!(
+                    "KV bucket {bucket:?} does not exist on {} (wrong --bucket?)",
+                    config.nats.servers.join(",")
+                )),
+                e => Failure::Runtime(format!("bucket {bucket:?}: {e}")),
+            })
     }
 }

@@ -1,0 +1,544 @@
+//! The operator commands (`status`, `watch`, `evict`, `validate`) as real processes against a
+//! real nats-server, with role managers holding roles in the same process as the test.
+
+mod instances;
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use instances::{BIN, ENV};
+use nats_roles::inspect::{EventView, Evicted, RoleList};
+use nats_roles::{InstanceId, RoleEvent, RoleManager, RoleName, RoleSpec};
+use support::NatsServer;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+use tokio::time::Instant;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn role(name: &str) -> RoleName {
+    RoleName::new(name).expect("valid role name")
+}
+
+async fn manager(url: &str, id: &str, bucket: &str, roles: &[&str]) -> Arc<RoleManager> {
+    let client = support::connect(url).await;
+    let mut builder = RoleManager::builder(client, InstanceId::new(id).expect("valid id"))
+        .bucket(bucket)
+        .auto_create(1)
+        .meta(BTreeMap::from([(
+            "http".to_owned(),
+            format!("http://{id}.test:8080/"),
+        )]));
+    for name in roles {
+        builder = builder.role(RoleSpec::new(role(name)));
+    }
+    let manager = builder.start().await.expect("manager starts");
+    tokio::time::timeout(WAIT, manager.caught_up())
+        .await
+        .expect("caught up");
+    Arc::new(manager)
+}
+
+async fn until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn text(&self) -> String {
+        format!(
+            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `nats-roles args...` with stdin from /dev/null and a clean environment plus `env`.
+async fn run(args: &[&str], env: &[(&str, &str)]) -> Out {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
+    for var in ENV {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(20), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("nats-roles {args:?} did not finish within 20 s"))
+        .unwrap_or_else(|e| panic!("run nats-roles {args:?}: {e}"));
+    let out = Out {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(
+        !out.text().contains("panicked"),
+        "{args:?} panicked:\n{}",
+        out.text()
+    );
+    out
+}
+
+/// Runs `nats-roles args...` on a pseudo terminal (util-linux `script`), typing `answer`.
+async fn run_on_tty(args: &[&str], answer: &str) -> Out {
+    let command = std::iter::once(BIN)
+        .chain(args.iter().copied())
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut cmd = Command::new("script");
+    cmd.args(["-qec", &command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for var in ENV {
+        cmd.env_remove(var);
+    }
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("`script` (util-linux) is needed for the TTY test: {e}"));
+    if let Some(mut stdin) = child.stdin.take() {
+        use tokio::io::AsyncWriteExt;
+        stdin
+            .write_all(answer.as_bytes())
+            .await
+            .expect("type the answer");
+    }
+    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("finished within 20 s")
+        .expect("script ran");
+    Out {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_lists_every_holder_as_a_table_or_json() {
+    let server = NatsServer::start().await;
+    let url = server.url();
+    let a = manager(&url, "node-a", "cli-status", &["alpha", "beta"]).await;
+    until("node-a leads", || {
+        a.is_leader(&role("alpha")) && a.is_leader(&role("beta"))
+    })
+    .await;
+    let b = manager(&url, "node-b", "cli-status", &["gamma"]).await;
+    until("node-b leads gamma", || b.is_leader(&role("gamma"))).await;
+
+    let out = run(
+        &[
+            "status",
+            "--server",
+            &url,
+            "--bucket",
+            "cli-status",
+            "--json",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.text());
+    let list: RoleList = serde_json::from_str(&out.stdout).expect("status --json is a RoleList");
+    assert_eq!(
+        (list.bucket.as_str(), list.instance.as_deref()),
+        ("cli-status", None)
+    );
+    let got: Vec<(String, Option<String>, Option<u64>)> = list
+        .roles
+        .iter()
+        .map(|r| (r.role.clone(), r.holder.clone(), r.term))
+        .collect();
+    let term = |m: &RoleManager, r: &str| m.leadership(&role(r)).map(|l| l.term());
+    let want = vec![
+        (
+            "alpha".to_owned(),
+            Some("node-a".to_owned()),
+            term(&a, "alpha"),
+        ),
+        (
+            "beta".to_owned(),
+            Some("node-a".to_owned()),
+            term(&a, "beta"),
+        ),
+        (
+            "gamma".to_owned(),
+            Some("node-b".to_owned()),
+            term(&b, "gamma"),
+        ),
+    ];
+    assert_eq!(got, want);
+    let alpha = &list.roles[0];
+    assert_eq!(
+        alpha.holder_url.as_deref(),
+        Some("http://node-a.test:8080/")
+    );
+    assert!(alpha.renewal_age_ms.is_some() && alpha.held_for_ms.is_some());
+    assert!(alpha.local.is_none());
+    for m in [&a, &b] {
+        for r in m.roles() {
+            let token = m.leadership(&r).expect("leading").token();
+            assert!(!out.stdout.contains(&token.expose()), "full token printed");
+            assert!(!out.stdout.contains(&token.nonce().simple().to_string()));
+        }
+    }
+
+    // The same through the environment, and through a configuration file, as a table.
+    let env = [
+        ("NATS_URL", url.as_str()),
+        ("NATS_ROLES_BUCKET", "cli-status"),
+    ];
+    let table = run(&["status"], &env).await;
+    assert_eq!(table.code, Some(0), "{}", table.text());
+    assert!(
+        table
+            .stdout
+            .starts_with("bucket cli-status: 3 roles held by 2 instances"),
+        "{}",
+        table.text()
+    );
+    let header = table.stdout.lines().nth(2).unwrap_or_default();
+    for column in [
+        "ROLE", "HOLDER", "TERM", "TOKEN", "HELD FOR", "RENEWED", "PRIO",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    assert!(
+        table
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("gamma") && l.contains("node-b"))
+    );
+    assert!(
+        table
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("node-a") && l.contains("alpha, beta"))
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("roles.yaml");
+    std::fs::write(
+        &config,
+        format!("nats:\n  servers: [\"{url}\"]\nbucket:\n  name: cli-status\n"),
+    )
+    .expect("write config");
+    let config = config.to_str().expect("UTF-8 path");
+    let from_file = run(&["status", "--config", config, "--json"], &[]).await;
+    assert_eq!(from_file.code, Some(0), "{}", from_file.text());
+    let list: RoleList = serde_json::from_str(&from_file.stdout).expect("RoleList");
+    assert_eq!(list.roles.len(), 3);
+
+    a.shutdown(WAIT).await.expect("clean shutdown");
+    b.shutdown(WAIT).await.expect("clean shutdown");
+}
+
+/// A running `nats-roles watch` and its stdout lines.
+struct Watch {
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Watch {
+    fn spawn(args: &[&str]) -> Watch {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("watch")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        for var in ENV {
+            cmd.env_remove(var);
+        }
+        let mut child = cmd.spawn().expect("spawn watch");
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Watch { child, lines }
+    }
+
+    async fn line(&mut self) -> String {
+        tokio::time::timeout(WAIT, self.lines.next_line())
+            .await
+            .expect("a line within 10 s")
+            .expect("read")
+            .expect("watch still running")
+    }
+
+    async fn event(&mut self) -> EventView {
+        let line = self.line().await;
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not an event ({e}): {line}"))
+    }
+
+    async fn exits_ok(mut self) {
+        let status = tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("watch exits after --count transitions")
+            .expect("wait");
+        assert!(status.success(), "{status}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_prints_the_holders_then_each_hand_over() {
+    let server = NatsServer::start().await;
+    let url = server.url();
+    let a = manager(&url, "node-a", "cli-watch", &["alpha"]).await;
+    until("node-a leads alpha", || a.is_leader(&role("alpha"))).await;
+    let b = manager(&url, "node-b", "cli-watch", &["alpha"]).await;
+
+    let conn = ["-s", url.as_str(), "--bucket", "cli-watch"];
+    let mut watch = Watch::spawn(&[&["--json", "--count", "2"][..], &conn[..]].concat());
+    let hello = watch.event().await;
+    assert!(
+        matches!(&hello, EventView::Hello { bucket, .. } if bucket == "cli-watch"),
+        "{hello:?}"
+    );
+    let term_a = a.leadership(&role("alpha")).expect("a leads").term();
+    match watch.event().await {
+        EventView::Current {
+            role,
+            holder,
+            term,
+            token,
+            ..
+        } => {
+            assert_eq!(
+                (role.as_str(), holder.as_deref(), term),
+                ("alpha", Some("node-a"), Some(term_a))
+            );
+            assert!(
+                token
+                    .as_deref()
+                    .is_some_and(|t| t.starts_with(&format!("{term_a}·…")))
+            );
+        }
+        other => panic!("expected the current holder, got {other:?}"),
+    }
+    // Renewals print nothing; a hand-over prints the vacancy, then the new holder.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    a.release(&role("alpha"), Duration::from_secs(60))
+        .expect("release");
+    until("node-b leads alpha", || b.is_leader(&role("alpha"))).await;
+    let vacant = watch.event().await;
+    assert!(
+        matches!(&vacant, EventView::Vacant { role, previous, .. } if role == "alpha" && previous.as_deref() == Some("node-a")),
+        "{vacant:?}"
+    );
+    let holder = watch.event().await;
+    let term_b = b.leadership(&role("alpha")).expect("b leads").term();
+    assert!(
+        matches!(&holder, EventView::Holder { role, holder: Some(h), previous: Some(p), handover: true, term: Some(t), .. }
+            if role == "alpha" && h == "node-b" && p == "node-a" && *t == term_b),
+        "{holder:?}"
+    );
+    watch.exits_ok().await;
+
+    // The human-readable form says the same in words.
+    let mut watch = Watch::spawn(&[&["--count", "1"][..], &conn[..]].concat());
+    assert!(watch.line().await.contains("watching bucket cli-watch"));
+    let current = watch.line().await;
+    assert!(
+        current.contains("current  alpha  node-b  term"),
+        "{current}"
+    );
+    b.release(&role("alpha"), Duration::from_secs(60))
+        .expect("release");
+    let vacant = watch.line().await;
+    assert!(vacant.contains("vacant   alpha  (was node-b)"), "{vacant}");
+    watch.exits_ok().await;
+
+    a.shutdown(WAIT).await.expect("clean shutdown");
+    b.shutdown(WAIT).await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evict_asks_first_and_deletes_only_the_confirmed_term() {
+    let server = NatsServer::start().await;
+    let url = server.url();
+    let a = manager(&url, "node-a", "cli-evict", &["alpha", "beta"]).await;
+    until("node-a leads", || {
+        a.is_leader(&role("alpha")) && a.is_leader(&role("beta"))
+    })
+    .await;
+    let with = |args: &[&str]| -> Vec<String> {
+        args.iter()
+            .copied()
+            .chain(["-s", url.as_str(), "--bucket", "cli-evict"])
+            .map(str::to_owned)
+            .collect()
+    };
+    let run_v = async |v: Vec<String>| {
+        let refs: Vec<&str> = v.iter().map(String::as_str).collect();
+        run(&refs, &[]).await
+    };
+    let mut events = a.events();
+    let term_alpha = a.leadership(&role("alpha")).expect("leading").term();
+
+    // No terminal and no --yes: refused as a usage error, nothing happens.
+    let out = run_v(with(&["evict", "alpha"])).await;
+    assert_eq!(out.code, Some(2), "{}", out.text());
+    assert!(out.stderr.contains("--yes"), "{}", out.text());
+    assert!(a.is_leader(&role("alpha")));
+    // Invalid and unknown roles, stale terms.
+    let out = run_v(with(&["evict", "bad.name", "--yes"])).await;
+    assert_eq!(out.code, Some(2), "{}", out.text());
+    let out = run_v(with(&["evict", "nope", "--yes"])).await;
+    assert_eq!(out.code, Some(1), "{}", out.text());
+    assert!(out.stderr.contains("not in the bucket"), "{}", out.text());
+    let stale = (term_alpha + 1000).to_string();
+    let out = run_v(with(&["evict", "alpha", "--yes", "--term", &stale])).await;
+    assert_eq!(out.code, Some(1), "{}", out.text());
+    assert!(out.stderr.contains("nothing evicted"), "{}", out.text());
+    assert_eq!(
+        a.leadership(&role("alpha")).map(|l| l.term()),
+        Some(term_alpha)
+    );
+
+    // On a terminal: "n" keeps the holder, "y" evicts it.
+    let tty_args = with(&["evict", "alpha"]);
+    let refs: Vec<&str> = tty_args.iter().map(String::as_str).collect();
+    let out = run_on_tty(&refs, "n\n").await;
+    assert_eq!(out.code, Some(1), "{}", out.text());
+    assert!(
+        out.stdout.contains("Evict node-a from role alpha"),
+        "{}",
+        out.text()
+    );
+    assert!(out.stdout.contains("nothing evicted"), "{}", out.text());
+    assert_eq!(
+        a.leadership(&role("alpha")).map(|l| l.term()),
+        Some(term_alpha)
+    );
+    let out = run_on_tty(&refs, "y\n").await;
+    assert_eq!(out.code, Some(0), "{}", out.text());
+    assert!(
+        out.stdout.contains(&format!(
+            "evicted node-a from role alpha (term {term_alpha}"
+        )),
+        "{}",
+        out.text()
+    );
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let event = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .expect("node-a hears of the eviction")
+            .expect("event");
+        if let RoleEvent::Demoted {
+            role: r,
+            term,
+            reason,
+        } = event
+            && r.as_str() == "alpha"
+        {
+            assert_eq!((term, reason.as_str()), (term_alpha, "evicted"));
+            break;
+        }
+    }
+
+    // --yes --json for scripts: the result parses back.
+    let term_beta = a.leadership(&role("beta")).expect("leading").term();
+    let out = run_v(with(&["evict", "beta", "--yes", "--json"])).await;
+    assert_eq!(out.code, Some(0), "{}", out.text());
+    let evicted: Evicted = serde_json::from_str(&out.stdout).expect("Evicted JSON");
+    assert_eq!(
+        (
+            evicted.role.as_str(),
+            evicted.holder.as_deref(),
+            evicted.term
+        ),
+        ("beta", Some("node-a"), Some(term_beta))
+    );
+    assert!(evicted.marker_revision > evicted.revision);
+    // The evicted holder campaigns again: a new, higher term.
+    until("beta is held again in a new term", || {
+        a.leadership(&role("beta"))
+            .is_some_and(|l| l.term() > term_beta)
+    })
+    .await;
+    a.shutdown(WAIT).await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_and_usage_errors_exit_1_and_2() {
+    let server = NatsServer::start().await;
+    let url = server.url();
+    let free = support::free_port();
+    let nowhere = format!("nats://127.0.0.1:{free}");
+    let out = run(&["status", "-s", &nowhere, "--timeout", "1s"], &[]).await;
+    assert_eq!(out.code, Some(1), "{}", out.text());
+    assert!(out.stderr.contains("cannot connect"), "{}", out.text());
+    let out = run(&["status", "-s", &url, "--bucket", "missing"], &[]).await;
+    assert_eq!(out.code, Some(1), "{}", out.text());
+    assert!(
+        out.stderr.contains("\"missing\" does not exist"),
+        "{}",
+        out.text()
+    );
+    let out = run(&["watch", "-s", &url, "--bucket", "missing"], &[]).await;
+    assert_eq!(out.code, Some(1), "{}", out.text());
+    let out = run(&["status", "-s", "nats://host:notaport"], &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.text());
+    assert!(out.stderr.contains("nats.servers[0]"), "{}", out.text());
+    let out = run(&["status", "--bucket", "bad name"], &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.text());
+    let out = run(&["status", "--config", "/nonexistent/roles.yaml"], &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.text());
+    let out = run(&["status", "--timeout", "soon"], &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.text());
+    let out = run(&["status", "--no-such-flag"], &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.text());
+    let out = run(&["status", "--user", "u"], &[]).await;
+    assert_eq!(out.code, Some(2), "user without password: {}", out.text());
+    let out = run(&["evict"], &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.text());
+    let out = run(&["--help"], &[]).await;
+    assert_eq!(out.code, Some(0));
+    for sub in ["status", "watch", "evict", "validate", "run"] {
+        assert!(out.stdout.contains(sub), "help lacks {sub}: {}", out.stdout);
+    }
+}
+
+#[tokio::test]
+async fn validate_prints_every_problem_with_line_and_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(
+        &path,
+        "bucket:\n  replicas: 9\nhttp:\n  listen: \"localhost\"\n  admin_token: short\n\
+         timing:\n  ttl: 3s\n  heartbeat: 2s\nroles:\n  - name: a\n  - name: a\n",
+    )
+    .expect("write");
+    let path = path.to_str().expect("UTF-8 path");
+    let out = run(&["validate", path], &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.text());
+    for (field, line) in [
+        ("bucket.replicas", 2),
+        ("http.listen", 4),
+        ("http.admin_token", 5),
+        ("timing.heartbeat", 8),
+        ("roles[1].name", 11),
+    ] {
+        let shown = out
+            .stderr
+            .lines()
+            .find(|l| l.contains(field))
+            .unwrap_or_else(|| panic!("{field} not reported:\n{}", out.text()));
+        assert!(shown.contains(&format!("line {line}, column")), "{shown}");
+    }
+    assert!(out.stderr.contains("(5 problems)"), "{}", out.text());
+}

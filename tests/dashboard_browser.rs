@@ -1,0 +1,376 @@
+//! The dashboard in a real headless browser (Debian `chromium` + `chromium-driver`, driven over
+//! WebDriver by fantoccini): three `nats-roles run` processes; the page of one that holds
+//! nothing shows every role with its holder; the holder is stopped (SIGTERM) and the page shows
+//! the new holders and the hand-over without a reload; no fencing token appears unredacted.
+//!
+//! Chromium and chromedriver are required: without them this test fails (it never skips) and
+//! says how to install them (`bash scripts/install-tools.sh --chromium`, which `scripts/test.sh`
+//! runs). The screenshot of the page after the hand-over is written to
+//! `target/dashboard.png`, and to `docs/dashboard.png` when that file is missing or
+//! `UPDATE_DASHBOARD_SCREENSHOT=1` is set.
+#![cfg(feature = "http")]
+
+mod instances;
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder};
+use instances::{Deployment, eventually, get_json};
+use nats_roles::inspect::RoleList;
+use serde_json::{Value, json};
+use support::NatsServer;
+
+const INSTALL: &str = "install them with `bash scripts/install-tools.sh --chromium` \
+                       (apt-get install chromium chromium-driver), or point CHROMIUM_BIN and \
+                       CHROMEDRIVER_BIN at them";
+const ROLES: [&str; 5] = [
+    "scheduler",
+    "billing-sweeper",
+    "gc-collector",
+    "shard-0",
+    "shard-1",
+];
+
+/// `$env_var`, else the first of `names` on `PATH`; panics with the install hint.
+fn find_binary(env_var: &str, names: &[&str]) -> PathBuf {
+    if let Some(path) = std::env::var_os(env_var).filter(|v| !v.is_empty()) {
+        let path = PathBuf::from(path);
+        assert!(
+            path.exists(),
+            "{env_var}={} does not exist; {INSTALL}",
+            path.display()
+        );
+        return path;
+    }
+    let dirs = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&dirs) {
+        for name in names {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return candidate;
+            }
+        }
+    }
+    panic!("{} not found on PATH; {INSTALL}", names.join(" / "));
+}
+
+/// A chromedriver process on a free loopback port; killed on drop.
+struct Driver {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Driver {
+    async fn start(dir: &Path) -> Driver {
+        let bin = find_binary("CHROMEDRIVER_BIN", &["chromedriver"]);
+        let port = support::free_port();
+        let log = dir.join("chromedriver.log");
+        let child = Command::new(&bin)
+            .arg(format!("--port={port}"))
+            .arg(format!("--log-path={}", log.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}; {INSTALL}", bin.display()));
+        let mut driver = Driver { child, port, log };
+        let ready = eventually("chromedriver /status", Duration::from_secs(15), || async {
+            status(port)
+                .await
+                .filter(|body| body.contains("\"ready\":true"))
+        });
+        if tokio::time::timeout(Duration::from_secs(16), ready)
+            .await
+            .is_err()
+            || driver.child.try_wait().ok().flatten().is_some()
+        {
+            panic!(
+                "chromedriver did not become ready; its log:\n{}",
+                std::fs::read_to_string(&driver.log).unwrap_or_default()
+            );
+        }
+        driver
+    }
+}
+
+/// `GET /status` of chromedriver (which ignores HTTP/1.0 and keeps connections open).
+async fn status(port: u16) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        stream
+            .write_all(b"GET /status HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .ok()?;
+        let mut raw = Vec::new();
+        let mut chunk = [0u8; 1024];
+        // The body is one small JSON object: read until it is complete.
+        while !raw.ends_with(b"}}") {
+            let n = stream.read(&mut chunk).await.ok()?;
+            if n == 0 {
+                break;
+            }
+            raw.extend_from_slice(&chunk[..n]);
+        }
+        Some(String::from_utf8_lossy(&raw).into_owned())
+    };
+    tokio::time::timeout(Duration::from_secs(2), exchange)
+        .await
+        .ok()
+        .flatten()
+        .filter(|r| r.starts_with("HTTP/1.1 200"))
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn browser(driver: &Driver, profile: &Path) -> Client {
+    let chromium = find_binary("CHROMIUM_BIN", &["chromium", "chromium-browser"]);
+    let mut caps = serde_json::Map::new();
+    caps.insert("browserName".into(), json!("chrome"));
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": chromium,
+            "args": [
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-dev-shm-usage",
+                "--window-size=1280,1000",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    let mut builder = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new());
+    builder.capabilities(caps);
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        builder.connect(&format!("http://127.0.0.1:{}", driver.port)),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no browser session within 30 s"))
+    .unwrap_or_else(|e| {
+        panic!(
+            "cannot start a Chromium session ({e}); chromedriver log:\n{}",
+            std::fs::read_to_string(&driver.log).unwrap_or_default()
+        )
+    })
+}
+
+/// `role -> holder` as the page shows it (empty string: vacant).
+async fn page_holders(page: &Client) -> BTreeMap<String, String> {
+    let rows = page
+        .execute(
+            "return [...document.querySelectorAll('#roles tr')]
+                .map(tr => [tr.dataset.role, tr.querySelector('td.holder').dataset.holder || '']);",
+            vec![],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("read the roles table: {e}"));
+    rows.as_array()
+        .map(|rows| {
+            rows.iter()
+                .filter_map(|r| Some((r[0].as_str()?.to_owned(), r[1].as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every lease nonce in the bucket: part of every full token, so it must never be shown.
+async fn lease_nonces(kv: &async_nats::jetstream::kv::Store) -> Vec<String> {
+    let mut out = Vec::new();
+    for role in ROLES {
+        if let Ok(Some(entry)) = kv.entry(format!("role.{role}")).await
+            && let Ok(value) = serde_json::from_slice::<Value>(&entry.value)
+            && let Some(nonce) = value["nonce"]
+                .as_str()
+                .and_then(|n| uuid::Uuid::parse_str(n).ok())
+        {
+            out.push(nonce.to_string());
+            out.push(nonce.simple().to_string());
+        }
+    }
+    out
+}
+
+async fn assert_no_token_in_page(page: &Client, kv: &async_nats::jetstream::kv::Store) {
+    let html = page
+        .source()
+        .await
+        .unwrap_or_else(|e| panic!("page source: {e}"));
+    let text = page
+        .execute("return document.body.innerText;", vec![])
+        .await
+        .unwrap_or_else(|e| panic!("page text: {e}"));
+    let text = text.as_str().unwrap_or_default();
+    let nonces = lease_nonces(kv).await;
+    assert!(!nonces.is_empty(), "no leases to check");
+    for nonce in nonces {
+        assert!(
+            !html.contains(&nonce) && !text.contains(&nonce),
+            "a full token is on the page"
+        );
+    }
+    assert!(text.contains("·…"), "redacted tokens are shown:\n{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_follows_a_hand_over_live() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let driver = Driver::start(dir.path()).await;
+    let server = NatsServer::start().await;
+    let mut d = Deployment::new(&server.url(), "dashboard", &ROLES, "");
+    let a = d.start("node-a").await;
+    eventually(
+        "node-a holds every role",
+        Duration::from_secs(10),
+        || async {
+            let list: RoleList = get_json(d.instances[a].port, "/api/roles").await;
+            list.roles
+                .iter()
+                .all(|r| r.holder.as_deref() == Some("node-a"))
+                .then_some(())
+        },
+    )
+    .await;
+    let b = d.start("node-b").await;
+    d.start("node-c").await;
+    let js = async_nats::jetstream::new(support::connect(&server.url()).await);
+    let kv = js.get_key_value("dashboard").await.expect("the bucket");
+
+    let page = browser(&driver, &dir.path().join("profile")).await;
+    // node-b's dashboard: it holds nothing itself.
+    page.goto(&d.instances[b].url)
+        .await
+        .expect("open the dashboard");
+    let all_a: BTreeMap<String, String> = ROLES
+        .iter()
+        .map(|r| ((*r).to_owned(), "node-a".to_owned()))
+        .collect();
+    eventually(
+        "every role with its holder on the page",
+        Duration::from_secs(10),
+        || async { (page_holders(&page).await == all_a).then_some(()) },
+    )
+    .await;
+    eventually(
+        "the event stream is live",
+        Duration::from_secs(10),
+        || async {
+            let live = page
+                .execute("return document.body.dataset.live;", vec![])
+                .await
+                .ok()?;
+            (live == json!("true")).then_some(())
+        },
+    )
+    .await;
+    let served_by = page
+        .execute(
+            "return document.getElementById('instance').textContent;",
+            vec![],
+        )
+        .await
+        .expect("header");
+    assert_eq!(served_by, json!("node-b"));
+    assert_no_token_in_page(&page, &kv).await;
+    // A marker that a reload would wipe out.
+    page.execute("window.__noReload = 42;", vec![])
+        .await
+        .expect("set marker");
+
+    // Stop the holder: its roles move to node-b and node-c, and the page follows.
+    d.terminate(a);
+    let status = d.wait_exit(a, Duration::from_secs(10)).await;
+    assert!(status.success(), "node-a exit {status}\n{}", d.report());
+    let moved = eventually(
+        "the new holders on the page",
+        Duration::from_secs(10),
+        || async {
+            let holders = page_holders(&page).await;
+            (holders.len() == ROLES.len()
+                && holders.values().all(|h| h == "node-b" || h == "node-c"))
+            .then_some(holders)
+        },
+    )
+    .await;
+    let marker = page
+        .execute("return window.__noReload;", vec![])
+        .await
+        .expect("read marker");
+    assert_eq!(marker, json!(42), "the page was reloaded");
+    // What the page shows is what the KV says.
+    let list: RoleList = get_json(d.instances[b].port, "/api/roles").await;
+    let api: BTreeMap<String, String> = list
+        .roles
+        .iter()
+        .map(|r| (r.role.clone(), r.holder.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(moved, api);
+    // Hand-overs are marked: a note on the row and a line in the transitions log.
+    let notes = page
+        .execute(
+            "return [...document.querySelectorAll('#roles .handover')].map(e => e.textContent);",
+            vec![],
+        )
+        .await
+        .expect("notes");
+    let notes: Vec<String> = notes
+        .as_array()
+        .map(|n| {
+            n.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        notes.len(),
+        ROLES.len(),
+        "one hand-over note per role: {notes:?}"
+    );
+    for note in &notes {
+        assert!(
+            note.starts_with("handed over from node-a to node-"),
+            "{note}"
+        );
+    }
+    let log = page
+        .execute("return document.getElementById('log').innerText;", vec![])
+        .await
+        .expect("log");
+    assert!(
+        log.as_str()
+            .is_some_and(|l| l.contains("handed over from node-a")),
+        "{log}"
+    );
+    assert_no_token_in_page(&page, &kv).await;
+
+    // Let the highlight settle a little, then keep a picture of it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let png = page.screenshot().await.expect("screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
+    std::fs::write(&target, &png).expect("write the screenshot");
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/dashboard.png");
+    if !docs.exists() || std::env::var_os("UPDATE_DASHBOARD_SCREENSHOT").is_some_and(|v| v == "1") {
+        std::fs::write(&docs, &png).expect("write docs/dashboard.png");
+    }
+    page.close().await.expect("close the browser");
+}

@@ -1,0 +1,810 @@
+//! The HTTP API (`nats_roles::http`) called through `tower::ServiceExt::oneshot`, backed by real
+//! role managers on a real nats-server: every endpoint, every error status, the admin actions,
+//! the SSE stream (and its end on shutdown), readiness, and that no fencing token leaks.
+#![cfg(feature = "http")]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use futures_util::StreamExt;
+use nats_roles::http::{Api, ApiOptions};
+use nats_roles::inspect::{EventView, InstanceList, RoleList, RoleView};
+use nats_roles::{InstanceId, RoleManager, RoleName, RoleSpec};
+use support::NatsServer;
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+const TOKEN: &str = "test-admin-token-0123456789";
+const WAIT: Duration = Duration::from_secs(10);
+
+fn role(name: &str) -> RoleName {
+    RoleName::new(name).expect("valid role name")
+}
+
+/// A started manager in `bucket` taking part in `campaign` and observing `observe`.
+async fn manager(
+    url: &str,
+    id: &str,
+    bucket: &str,
+    campaign: &[&str],
+    observe: &[&str],
+) -> Arc<RoleManager> {
+    let client = support::connect(url).await;
+    let mut meta = std::collections::BTreeMap::new();
+    meta.insert("http".to_owned(), format!("http://{id}.test:8080/"));
+    let mut builder = RoleManager::builder(client, InstanceId::new(id).expect("valid id"))
+        .bucket(bucket)
+        .auto_create(1)
+        .meta(meta);
+    for name in campaign {
+        builder = builder.role(RoleSpec::new(role(name)));
+    }
+    for name in observe {
+        builder = builder.role(RoleSpec::new(role(name)).observe_only());
+    }
+    let manager = builder.start().await.expect("manager starts");
+    tokio::time::timeout(WAIT, manager.caught_up())
+        .await
+        .expect("watcher caught up");
+    Arc::new(manager)
+}
+
+/// Waits until `check` is true (polling every 20 ms), panicking with `what` after 10 s.
+async fn until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn api(manager: &Arc<RoleManager>, admin: bool) -> Api {
+    let token = admin.then(|| TOKEN.to_owned());
+    Api::new(
+        manager.clone(),
+        ApiOptions::default().with_admin_token(token),
+    )
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    /// Asserts an error reply: status, JSON `{"error", "code"}`.
+    fn assert_error(&self, status: StatusCode, code: &str) {
+        assert_eq!(self.status, status, "{}", self.body);
+        let json = self.json();
+        assert_eq!(json["code"], code, "{}", self.body);
+        assert!(
+            json["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{}",
+            self.body
+        );
+        assert_eq!(
+            self.headers.get(header::CONTENT_TYPE).map(|v| v.as_bytes()),
+            Some(&b"application/json"[..])
+        );
+    }
+}
+
+/// Sends one request through the router; remembers every body in `seen`.
+async fn call(
+    app: &Router,
+    seen: &mut Vec<String>,
+    method: &str,
+    uri: &str,
+    token: Option<&str>,
+    body: &str,
+) -> Reply {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(token) = token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let req = req
+        .body(Body::from(body.to_owned()))
+        .expect("valid request");
+    let response = tokio::time::timeout(WAIT, app.clone().oneshot(req))
+        .await
+        .unwrap_or_else(|_| panic!("{method} {uri} timed out"))
+        .unwrap_or_else(|e| match e {});
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .expect("body");
+    let body = String::from_utf8(bytes.to_vec()).expect("UTF-8 body");
+    seen.push(body.clone());
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Every full token (and its nonce) of every held role of `managers`.
+fn secrets(managers: &[&Arc<RoleManager>]) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in managers {
+        for r in m.roles() {
+            if let Some(l) = m.leadership(&r) {
+                let t = l.token();
+                out.push(t.expose());
+                out.push(t.nonce().simple().to_string());
+                out.push(t.nonce().to_string());
+            }
+        }
+    }
+    out
+}
+
+fn assert_no_secret(bodies: &[String], secrets: &[String]) {
+    assert!(!secrets.is_empty(), "no token to look for");
+    for body in bodies {
+        for secret in secrets {
+            assert!(
+                !body.contains(secret.as_str()),
+                "a full token leaked: {body}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_endpoint_answers_with_json_and_the_right_status() {
+    let server = NatsServer::start().await;
+    let a = manager(
+        &server.url(),
+        "node-a",
+        "api",
+        &["alpha", "beta"],
+        &["gamma"],
+    )
+    .await;
+    until("node-a leads alpha and beta", || {
+        a.is_leader(&role("alpha")) && a.is_leader(&role("beta"))
+    })
+    .await;
+    let app = api(&a, true).router();
+    let mut seen = Vec::new();
+
+    // The dashboard: one self-contained page.
+    let page = call(&app, &mut seen, "GET", "/", None, "").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("<title>nats-roles</title>"));
+    assert!(page.body.contains("new EventSource(\"api/events\")"));
+    assert!(
+        !page.body.contains("http://") && !page.body.contains("https://"),
+        "external asset"
+    );
+    let csp = page.headers[header::CONTENT_SECURITY_POLICY]
+        .to_str()
+        .unwrap_or_default();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"),
+        "{csp}"
+    );
+    assert_eq!(page.headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+
+    // Probes.
+    let health = call(&app, &mut seen, "GET", "/healthz", None, "").await;
+    assert_eq!(
+        (health.status, health.json()["status"].clone()),
+        (StatusCode::OK, "ok".into())
+    );
+    let ready = call(&app, &mut seen, "GET", "/readyz", None, "").await;
+    assert_eq!(ready.status, StatusCode::OK, "{}", ready.body);
+    assert_eq!(ready.json()["status"], "ready");
+
+    // Roles: every role, with this instance's own state.
+    let list = call(&app, &mut seen, "GET", "/api/roles", None, "").await;
+    assert_eq!(list.status, StatusCode::OK);
+    let list: RoleList = serde_json::from_str(&list.body).expect("a RoleList");
+    assert_eq!(
+        (list.bucket.as_str(), list.instance.as_deref()),
+        ("api", Some("node-a"))
+    );
+    let names: Vec<&str> = list.roles.iter().map(|r| r.role.as_str()).collect();
+    assert_eq!(names, ["alpha", "beta", "gamma"]);
+    let alpha = &list.roles[0];
+    let term = a.leadership(&role("alpha")).expect("leading").term();
+    assert_eq!(alpha.holder.as_deref(), Some("node-a"));
+    assert_eq!(alpha.term, Some(term));
+    assert_eq!(
+        alpha.holder_url.as_deref(),
+        Some("http://node-a.test:8080/")
+    );
+    assert!(
+        alpha
+            .token
+            .as_deref()
+            .is_some_and(|t| t.starts_with(&format!("{term}·…")))
+    );
+    assert!(alpha.held_since.is_some() && alpha.renewal_age_ms.is_some_and(|a| a < 3000));
+    assert_eq!(alpha.ttl_ms, Some(3000));
+    let local = alpha.local.as_ref().expect("this instance takes part");
+    assert_eq!((local.state.as_str(), local.leader), ("LEADER", true));
+    let gamma = &list.roles[2];
+    assert_eq!(gamma.holder, None);
+    assert_eq!(
+        gamma.local.as_ref().map(|l| l.state.as_str()),
+        Some("FOLLOWER")
+    );
+
+    let one = call(&app, &mut seen, "GET", "/api/roles/beta", None, "").await;
+    assert_eq!(one.status, StatusCode::OK);
+    let beta: RoleView = serde_json::from_str(&one.body).expect("a RoleView");
+    assert_eq!(beta.holder.as_deref(), Some("node-a"));
+    call(&app, &mut seen, "GET", "/api/roles/nope", None, "")
+        .await
+        .assert_error(StatusCode::NOT_FOUND, "unknown_role");
+    call(&app, &mut seen, "GET", "/api/roles/bad.name", None, "")
+        .await
+        .assert_error(StatusCode::BAD_REQUEST, "invalid_role_name");
+
+    let instances = call(&app, &mut seen, "GET", "/api/instances", None, "").await;
+    assert_eq!(instances.status, StatusCode::OK);
+    let instances: InstanceList = serde_json::from_str(&instances.body).expect("an InstanceList");
+    assert_eq!(instances.instances.len(), 1);
+    let me = &instances.instances[0];
+    assert!(me.this_instance);
+    let held: Vec<&str> = me.roles.iter().map(|r| r.role.as_str()).collect();
+    assert_eq!(held, ["alpha", "beta"]);
+
+    // Unknown paths, wrong methods.
+    call(&app, &mut seen, "GET", "/api/nothing", None, "")
+        .await
+        .assert_error(StatusCode::NOT_FOUND, "not_found");
+    let wrong = call(&app, &mut seen, "DELETE", "/api/roles", None, "").await;
+    wrong.assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+    assert!(
+        wrong.headers[header::ALLOW]
+            .to_str()
+            .unwrap_or_default()
+            .contains("GET")
+    );
+    call(
+        &app,
+        &mut seen,
+        "GET",
+        "/api/roles/alpha/release",
+        Some(TOKEN),
+        "",
+    )
+    .await
+    .assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+    call(&app, &mut seen, "POST", "/api/roles", None, "")
+        .await
+        .assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+
+    // Admin: token missing or wrong (401 before anything else is looked at), bodies.
+    for path in [
+        "/api/roles/alpha/release",
+        "/api/roles/alpha/evict",
+        "/api/roles/nope/evict",
+    ] {
+        let r = call(&app, &mut seen, "POST", path, None, "").await;
+        r.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
+        assert!(r.headers.contains_key(header::WWW_AUTHENTICATE));
+        call(
+            &app,
+            &mut seen,
+            "POST",
+            path,
+            Some("wrong-token-0123456789"),
+            "",
+        )
+        .await
+        .assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
+    }
+    for body in [
+        "{",
+        "[1, 2]",
+        r#"{"cooldown": 5}"#,
+        r#"{"colldown": "5s"}"#,
+        r#"{"cooldown": "forever"}"#,
+    ] {
+        call(
+            &app,
+            &mut seen,
+            "POST",
+            "/api/roles/alpha/release",
+            Some(TOKEN),
+            body,
+        )
+        .await
+        .assert_error(StatusCode::BAD_REQUEST, "bad_request");
+    }
+    for body in ["not json", r#"{"revision": "7"}"#, r#"{"revison": 7}"#] {
+        call(
+            &app,
+            &mut seen,
+            "POST",
+            "/api/roles/alpha/evict",
+            Some(TOKEN),
+            body,
+        )
+        .await
+        .assert_error(StatusCode::BAD_REQUEST, "bad_request");
+    }
+    call(
+        &app,
+        &mut seen,
+        "POST",
+        "/api/roles/bad.name/evict",
+        Some(TOKEN),
+        "",
+    )
+    .await
+    .assert_error(StatusCode::BAD_REQUEST, "invalid_role_name");
+    call(
+        &app,
+        &mut seen,
+        "POST",
+        "/api/roles/nope/release",
+        Some(TOKEN),
+        "",
+    )
+    .await
+    .assert_error(StatusCode::NOT_FOUND, "unknown_role");
+    call(
+        &app,
+        &mut seen,
+        "POST",
+        "/api/roles/gamma/release",
+        Some(TOKEN),
+        "",
+    )
+    .await
+    .assert_error(StatusCode::CONFLICT, "not_leader");
+    assert!(
+        a.is_leader(&role("alpha")),
+        "a refused request changed nothing"
+    );
+
+    // Admin actions are off without a configured token, whatever the request says.
+    let closed = api(&a, false).router();
+    call(
+        &closed,
+        &mut seen,
+        "POST",
+        "/api/roles/alpha/release",
+        Some(TOKEN),
+        "",
+    )
+    .await
+    .assert_error(StatusCode::FORBIDDEN, "admin_disabled");
+    call(
+        &closed,
+        &mut seen,
+        "POST",
+        "/api/roles/alpha/evict",
+        None,
+        "",
+    )
+    .await
+    .assert_error(StatusCode::FORBIDDEN, "admin_disabled");
+
+    assert_no_secret(&seen, &secrets(&[&a]));
+    a.shutdown(WAIT).await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_and_evict_move_roles_safely() {
+    let server = NatsServer::start().await;
+    let url = server.url();
+    let a = manager(&url, "node-a", "admin", &["alpha", "solo"], &["ghost"]).await;
+    until("node-a leads alpha and solo", || {
+        a.is_leader(&role("alpha")) && a.is_leader(&role("solo"))
+    })
+    .await;
+    let b = manager(&url, "node-b", "admin", &["alpha"], &[]).await;
+    let (app_a, app_b) = (api(&a, true).router(), api(&b, true).router());
+    let mut seen = Vec::new();
+    let secrets_before = secrets(&[&a, &b]);
+    let mut b_events = b.events();
+
+    // Release only where the role is held.
+    let r = call(
+        &app_b,
+        &mut seen,
+        "POST",
+        "/api/roles/alpha/release",
+        Some(TOKEN),
+        "",
+    )
+    .await;
+    r.assert_error(StatusCode::CONFLICT, "not_leader");
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("node-a does"),
+        "{}",
+        r.body
+    );
+    let term_a = a.leadership(&role("alpha")).expect("a leads").term();
+    let r = call(
+        &app_a,
+        &mut seen,
+        "POST",
+        "/api/roles/alpha/release",
+        Some(TOKEN),
+        r#"{"cooldown": "1m"}"#,
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let json = r.json();
+    assert_eq!(
+        (json["released"].clone(), json["term"].clone()),
+        (true.into(), term_a.into())
+    );
+    assert_eq!(json["cooldown_ms"], 60_000);
+    until("node-b takes alpha over", || b.is_leader(&role("alpha"))).await;
+    let view: RoleView = serde_json::from_str(
+        &call(&app_a, &mut seen, "GET", "/api/roles/alpha", None, "")
+            .await
+            .body,
+    )
+    .expect("a RoleView");
+    assert_eq!(view.holder.as_deref(), Some("node-b"));
+    assert_eq!(
+        view.local.map(|l| l.state),
+        Some("DEMOTED".to_owned()),
+        "node-a cools down"
+    );
+
+    // Evict: a stale revision or term is refused, nothing is deleted.
+    let term_b = b.leadership(&role("alpha")).expect("b leads").term();
+    let stale = format!(r#"{{"revision": {}}}"#, term_b.saturating_sub(1));
+    let r = call(
+        &app_a,
+        &mut seen,
+        "POST",
+        "/api/roles/alpha/evict",
+        Some(TOKEN),
+        &stale,
+    )
+    .await;
+    r.assert_error(StatusCode::CONFLICT, "revision_mismatch");
+    let stale = format!(r#"{{"term": {}}}"#, term_b + 1000);
+    let r = call(
+        &app_a,
+        &mut seen,
+        "POST",
+        "/api/roles/alpha/evict",
+        Some(TOKEN),
+        &stale,
+    )
+    .await;
+    r.assert_error(StatusCode::CONFLICT, "term_mismatch");
+    assert!(b.is_leader(&role("alpha")));
+    assert_eq!(b.leadership(&role("alpha")).map(|l| l.term()), Some(term_b));
+    // Unknown and never-written roles.
+    call(
+        &app_a,
+        &mut seen,
+        "POST",
+        "/api/roles/nope/evict",
+        Some(TOKEN),
+        "",
+    )
+    .await
+    .assert_error(StatusCode::NOT_FOUND, "unknown_role");
+    call(
+        &app_a,
+        &mut seen,
+        "POST",
+        "/api/roles/ghost/evict",
+        Some(TOKEN),
+        "",
+    )
+    .await
+    .assert_error(StatusCode::NOT_FOUND, "unknown_role");
+
+    // Evict node-b's term (from node-a's API: any instance can evict) at its current term.
+    let body = format!(r#"{{"term": {term_b}}}"#);
+    let r = call(
+        &app_a,
+        &mut seen,
+        "POST",
+        "/api/roles/alpha/evict",
+        Some(TOKEN),
+        &body,
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let evicted = r.json();
+    assert_eq!(evicted["holder"], "node-b");
+    assert_eq!(evicted["term"], term_b);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let event = tokio::time::timeout_at(deadline, b_events.recv())
+            .await
+            .expect("node-b hears of the eviction")
+            .expect("event");
+        if let nats_roles::RoleEvent::Demoted {
+            role: r,
+            term,
+            reason,
+        } = event
+            && r.as_str() == "alpha"
+        {
+            assert_eq!((term, reason.as_str()), (term_b, "evicted"));
+            break;
+        }
+    }
+    // node-a cools down, so node-b takes the role again, in a new term.
+    until("node-b leads alpha again", || {
+        b.leadership(&role("alpha"))
+            .is_some_and(|l| l.term() > term_b)
+    })
+    .await;
+
+    // A vacant role: released by its only candidate, which cools down.
+    let r = call(
+        &app_a,
+        &mut seen,
+        "POST",
+        "/api/roles/solo/release",
+        Some(TOKEN),
+        r#"{"cooldown": "1m"}"#,
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    until("solo is vacant", || {
+        b.holders().iter().all(|h| h.role.as_str() != "solo")
+    })
+    .await;
+    call(
+        &app_a,
+        &mut seen,
+        "POST",
+        "/api/roles/solo/evict",
+        Some(TOKEN),
+        "",
+    )
+    .await
+    .assert_error(StatusCode::CONFLICT, "not_held");
+
+    let mut all = secrets_before;
+    all.extend(secrets(&[&a, &b]));
+    assert_no_secret(&seen, &all);
+    a.shutdown(WAIT).await.expect("clean shutdown");
+    b.shutdown(WAIT).await.expect("clean shutdown");
+}
+
+/// Reads SSE `data:` lines from a response body until `pick` returns something.
+async fn next_event<T>(
+    body: &mut (impl futures_util::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Unpin),
+    buffer: &mut String,
+    all: &mut Vec<String>,
+    mut pick: impl FnMut(&EventView) -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        while let Some(end) = buffer.find("\n\n") {
+            let frame: String = buffer.drain(..end + 2).collect();
+            all.push(frame.clone());
+            for line in frame.lines() {
+                if let Some(data) = line.strip_prefix("data: ") {
+                    let event: EventView = serde_json::from_str(data)
+                        .unwrap_or_else(|e| panic!("bad event {data}: {e}"));
+                    if let Some(found) = pick(&event) {
+                        return found;
+                    }
+                }
+            }
+        }
+        let chunk = tokio::time::timeout_at(deadline, body.next())
+            .await
+            .expect("an event within 10 s")
+            .expect("the stream is open")
+            .expect("a chunk");
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_report_transitions_and_end_on_shutdown() {
+    let server = NatsServer::start().await;
+    let url = server.url();
+    let a = manager(&url, "node-a", "events", &["alpha"], &[]).await;
+    until("node-a leads alpha", || a.is_leader(&role("alpha"))).await;
+    let b = manager(&url, "node-b", "events", &["alpha"], &[]).await;
+    let api_b = api(&b, false);
+    let response = api_b
+        .router()
+        .oneshot(
+            Request::get("/api/events")
+                .body(Body::empty())
+                .expect("request"),
+        )
+        .await
+        .unwrap_or_else(|e| match e {});
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()[header::CONTENT_TYPE],
+        "text/event-stream"
+    );
+    let mut body = response.into_body().into_data_stream();
+    let (mut buffer, mut frames) = (String::new(), Vec::new());
+    next_event(&mut body, &mut buffer, &mut frames, |e| {
+        matches!(e, EventView::Hello { instance: Some(i), .. } if i == "node-b").then_some(())
+    })
+    .await;
+    let secrets = secrets(&[&a]);
+
+    // A hand-over: node-a releases, node-b is promoted; both show on node-b's stream.
+    a.release(&role("alpha"), Duration::from_secs(60))
+        .expect("release");
+    let (promoted, holder) = {
+        let (mut promoted, mut holder) = (None, None);
+        next_event(&mut body, &mut buffer, &mut frames, |e| {
+            match e {
+                EventView::Promoted {
+                    role,
+                    instance,
+                    term,
+                    ..
+                } if role == "alpha" => {
+                    assert_eq!(instance, "node-b");
+                    promoted = Some(*term);
+                }
+                EventView::Holder {
+                    role,
+                    holder: h,
+                    previous,
+                    handover,
+                    term,
+                    token,
+                    ..
+                } if role == "alpha" => {
+                    assert_eq!(
+                        (h.as_deref(), previous.as_deref(), *handover),
+                        (Some("node-b"), Some("node-a"), true)
+                    );
+                    assert!(token.as_deref().is_some_and(|t| t.contains('…')));
+                    holder = *term;
+                }
+                _ => {}
+            }
+            (promoted.is_some() && holder.is_some()).then_some(())
+        })
+        .await;
+        (promoted, holder)
+    };
+    assert_eq!(
+        promoted, holder,
+        "promotion and holder change name the same term"
+    );
+
+    // Shutdown ends the open stream at once.
+    let started = Instant::now();
+    api_b.shutdown_token().cancel();
+    let end = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Some(chunk) = body.next().await {
+            let _ = chunk;
+        }
+    })
+    .await;
+    assert!(end.is_ok(), "the SSE stream did not end after shutdown");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let mut all = secrets;
+    all.extend(self::secrets(&[&b]));
+    assert_no_secret(&frames, &all);
+    a.shutdown(WAIT).await.expect("clean shutdown");
+    b.shutdown(WAIT).await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_returns_on_shutdown_while_a_client_holds_an_event_stream() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let server = NatsServer::start().await;
+    let a = manager(&server.url(), "node-a", "serve", &["alpha"], &[]).await;
+    let api = api(&a, false);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let serving = tokio::spawn({
+        let api = api.clone();
+        async move { api.serve(listener).await }
+    });
+    let mut client = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    client
+        .write_all(b"GET /api/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+        .await
+        .expect("request");
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !String::from_utf8_lossy(&received).contains("\"type\":\"hello\"") {
+        let n = tokio::time::timeout(WAIT, client.read(&mut chunk))
+            .await
+            .expect("the hello event")
+            .expect("read");
+        assert!(n > 0, "closed early");
+        received.extend_from_slice(&chunk[..n]);
+    }
+    let started = Instant::now();
+    api.shutdown_token().cancel();
+    tokio::time::timeout(Duration::from_secs(3), serving)
+        .await
+        .expect("serve returned within 3 s although a client holds an event stream")
+        .expect("task")
+        .expect("serve");
+    // The client sees the end of the stream (the connection closes).
+    let eof = tokio::time::timeout(Duration::from_secs(2), async {
+        loop {
+            match client.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(eof.is_ok(), "the client connection stayed open");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    a.shutdown(WAIT).await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_fails_when_draining_or_disconnected() {
+    let mut server = NatsServer::start().await;
+    let a = manager(&server.url(), "node-a", "ready", &["alpha"], &[]).await;
+    let mut seen = Vec::new();
+    let draining = api(&a, false);
+    let app = draining.router();
+    assert_eq!(
+        call(&app, &mut seen, "GET", "/readyz", None, "")
+            .await
+            .status,
+        StatusCode::OK
+    );
+    draining.drain();
+    let r = call(&app, &mut seen, "GET", "/readyz", None, "").await;
+    r.assert_error(StatusCode::SERVICE_UNAVAILABLE, "not_ready");
+    assert_eq!(r.json()["reasons"][0], "shutting down");
+    assert_eq!(r.json()["draining"], true);
+
+    let app = api(&a, false).router();
+    assert_eq!(
+        call(&app, &mut seen, "GET", "/readyz", None, "")
+            .await
+            .status,
+        StatusCode::OK
+    );
+    server.kill();
+    let deadline = Instant::now() + WAIT;
+    let r = loop {
+        let r = call(&app, &mut seen, "GET", "/readyz", None, "").await;
+        if r.status != StatusCode::OK || Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    r.assert_error(StatusCode::SERVICE_UNAVAILABLE, "not_ready");
+    assert_eq!(r.json()["connected"], false, "{}", r.body);
+    assert!(r.body.contains("not connected to NATS"), "{}", r.body);
+    // The liveness probe does not care.
+    assert_eq!(
+        call(&app, &mut seen, "GET", "/healthz", None, "")
+            .await
+            .status,
+        StatusCode::OK
+    );
+}

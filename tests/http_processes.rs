@@ -1,0 +1,260 @@
+//! End to end: a real nats-server and three `nats-roles run` processes serving their dashboards.
+//! What each instance's HTTP API says agrees with the KV bucket; admin actions are audited;
+//! SIGTERM ends a process promptly even while a client holds its event stream open.
+#![cfg(feature = "http")]
+
+mod instances;
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use instances::{Deployment, eventually, get_json, http};
+use nats_roles::inspect::{InstanceList, RoleList};
+use support::NatsServer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const ROLES: [&str; 6] = [
+    "scheduler",
+    "billing",
+    "gc",
+    "shard-0",
+    "shard-1",
+    "shard-2",
+];
+const ADMIN: &str = "e2e-admin-token-0123456789";
+
+/// `role -> (holder, term, http meta)` as stored in the bucket.
+async fn kv_holders(kv: &jetstream::kv::Store) -> BTreeMap<String, (String, u64, Option<String>)> {
+    let mut out = BTreeMap::new();
+    for role in ROLES {
+        let Ok(Some(entry)) = kv.entry(format!("role.{role}")).await else {
+            continue;
+        };
+        if entry.operation != jetstream::kv::Operation::Put {
+            continue;
+        }
+        let value: serde_json::Value = serde_json::from_slice(&entry.value).unwrap_or_default();
+        let (Some(holder), term) = (value["holder"].as_str(), value["term"].as_u64()) else {
+            continue;
+        };
+        out.insert(
+            role.to_owned(),
+            (
+                holder.to_owned(),
+                term.unwrap_or(entry.revision),
+                value["meta"]["http"].as_str().map(str::to_owned),
+            ),
+        );
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_instances_serve_what_the_kv_says() {
+    let server = NatsServer::start().await;
+    let client = support::connect(&server.url()).await;
+    let mut d = Deployment::new(&server.url(), "e2e", &ROLES, "");
+    d.env("NATS_ROLES_ADMIN_TOKEN", ADMIN);
+    for id in ["node-a", "node-b", "node-c"] {
+        d.start(id).await;
+    }
+    let js = jetstream::new(client);
+    let kv = eventually("the bucket", Duration::from_secs(10), || {
+        let js = js.clone();
+        async move { js.get_key_value("e2e").await.ok() }
+    })
+    .await;
+
+    // Every instance's /api/roles agrees with the KV on holder and term of every role.
+    let urls: BTreeMap<String, String> = d
+        .instances
+        .iter()
+        .map(|i| (i.id.clone(), i.url.clone()))
+        .collect();
+    let ports: Vec<u16> = d.instances.iter().map(|i| i.port).collect();
+    let stored = eventually(
+        "every instance agrees with the KV",
+        Duration::from_secs(15),
+        || {
+            let (kv, ports) = (kv.clone(), ports.clone());
+            async move {
+                let stored = kv_holders(&kv).await;
+                if stored.len() != ROLES.len() {
+                    return None;
+                }
+                for port in ports {
+                    let list: RoleList = get_json(port, "/api/roles").await;
+                    let seen: BTreeMap<String, (String, u64)> = list
+                        .roles
+                        .iter()
+                        .filter_map(|r| Some((r.role.clone(), (r.holder.clone()?, r.term?))))
+                        .collect();
+                    let want: BTreeMap<String, (String, u64)> = stored
+                        .iter()
+                        .map(|(r, (h, t, _))| (r.clone(), (h.clone(), *t)))
+                        .collect();
+                    if seen != want {
+                        return None;
+                    }
+                }
+                Some(stored)
+            }
+        },
+    )
+    .await;
+    // Each holder advertises its real dashboard URL in the lease.
+    for (role, (holder, _, http_meta)) in &stored {
+        assert_eq!(http_meta.as_ref(), urls.get(holder), "meta.http of {role}");
+    }
+    // /api/instances: who holds what, the same from every instance.
+    for (i, port) in ports.iter().enumerate() {
+        let list: InstanceList = get_json(*port, "/api/instances").await;
+        let me = list
+            .instances
+            .iter()
+            .find(|x| x.this_instance)
+            .unwrap_or_else(|| panic!("instance {i} lists itself"));
+        assert_eq!(me.instance, d.instances[i].id);
+        for inst in &list.instances {
+            let held: Vec<&str> = inst.roles.iter().map(|r| r.role.as_str()).collect();
+            let want: Vec<&str> = stored
+                .iter()
+                .filter(|(_, (h, _, _))| *h == inst.instance)
+                .map(|(r, _)| r.as_str())
+                .collect();
+            assert_eq!(
+                held, want,
+                "roles of {} according to instance {i}",
+                inst.instance
+            );
+        }
+    }
+    let (status, body) = http(ports[0], "GET", "/readyz", &[], "")
+        .await
+        .expect("readyz");
+    assert_eq!(status, 200, "{body}");
+
+    // An admin action through one instance is written to its audit log with the caller.
+    let (role, (holder, term, _)) = stored.iter().next().expect("a role");
+    let auth = format!("Bearer {ADMIN}");
+    let body = format!(r#"{{"term": {term}}}"#);
+    let (status, reply) = http(
+        ports[2],
+        "POST",
+        &format!("/api/roles/{role}/evict"),
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        &body,
+    )
+    .await
+    .expect("evict");
+    assert_eq!(status, 200, "{reply}");
+    let (status, _) = http(
+        ports[2],
+        "POST",
+        &format!("/api/roles/{role}/evict"),
+        &[],
+        "",
+    )
+    .await
+    .expect("evict without a token");
+    assert_eq!(status, 401);
+    let audit = eventually("two audit lines", Duration::from_secs(5), || {
+        let stderr = d.instances[2].stderr();
+        async move {
+            let lines: Vec<String> = stderr
+                .lines()
+                .filter(|l| l.contains("audit"))
+                .map(str::to_owned)
+                .collect();
+            (lines.len() >= 2).then_some(lines)
+        }
+    })
+    .await;
+    assert!(
+        audit[0].contains("action=\"evict\"") || audit[0].contains("action=evict"),
+        "{audit:?}"
+    );
+    assert!(audit[0].contains("outcome=\"evicted\"") || audit[0].contains("outcome=evicted"));
+    assert!(
+        audit[0].contains(holder.as_str()) && audit[0].contains("127.0.0.1"),
+        "{audit:?}"
+    );
+    assert!(audit[1].contains("missing_token"), "{audit:?}");
+    assert!(
+        !audit.concat().contains(ADMIN),
+        "the admin token is logged: {audit:?}"
+    );
+
+    // SIGTERM to the first holder while a client holds its event stream open: it releases
+    // its roles (the stream shows it), exits 0 at once, and the others take over.
+    let first = d
+        .instances
+        .iter()
+        .position(|i| stored.values().any(|(h, _, _)| *h == i.id))
+        .expect("some instance holds roles");
+    let mut sse = tokio::net::TcpStream::connect(("127.0.0.1", ports[first]))
+        .await
+        .expect("connect");
+    sse.write_all(b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("request");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("\"type\":\"hello\"") {
+        let n = tokio::time::timeout(Duration::from_secs(5), sse.read(&mut buf))
+            .await
+            .expect("hello event")
+            .expect("read");
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    let started = tokio::time::Instant::now();
+    d.terminate(first);
+    let status = d.wait_exit(first, Duration::from_secs(8)).await;
+    assert!(status.success(), "exit status {status}\n{}", d.report());
+    let rest = tokio::time::timeout(Duration::from_secs(2), async {
+        loop {
+            match sse.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(rest.is_ok(), "the event stream stayed open after exit");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(6), "shutdown took {took:?}");
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.contains("\"type\":\"demoted\"") && text.contains("\"reason\":\"shutdown\""),
+        "{text}"
+    );
+
+    // The survivors hold every role, and say so.
+    let gone = d.instances[first].id.clone();
+    let survivor = ports[(first + 1) % 3];
+    eventually(
+        "the survivors hold every role",
+        Duration::from_secs(10),
+        || {
+            let (kv, gone) = (kv.clone(), gone.clone());
+            async move {
+                let stored = kv_holders(&kv).await;
+                let list: RoleList = get_json(survivor, "/api/roles").await;
+                let ok = stored.len() == ROLES.len()
+                    && stored.values().all(|(h, _, _)| *h != gone)
+                    && list.roles.iter().all(|r| {
+                        stored.get(&r.role).map(|(h, t, _)| (Some(h), Some(*t)))
+                            == Some((r.holder.as_ref(), r.term))
+                    });
+                ok.then_some(())
+            }
+        },
+    )
+    .await;
+}
