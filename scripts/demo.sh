@@ -2,7 +2,8 @@
 # A real local deployment: one nats-server with JetStream and three nats-roles instances
 # (node-a, node-b, node-c) sharing roles.example.yaml. node-a starts 2 s ahead so it takes the
 # roles; ~6 s in it is stopped with SIGTERM to show the hand-over to node-b/node-c, and ~5 s
-# later it is started again.
+# later it is started again. Each instance serves its dashboard and JSON API: node-a on
+# http://127.0.0.1:8081/, node-b on :8082, node-c on :8083 (open one and watch the hand-over).
 #
 #   scripts/demo.sh                    # runs until Ctrl-C
 #   DEMO_DURATION=30 scripts/demo.sh   # exits by itself 30 s after the instances start
@@ -10,6 +11,7 @@
 # Env:
 #   NATS_PORT          client port of the demo server (default 4222)
 #   NATS_MONITOR_PORT  its monitoring port (default NATS_PORT + 4000, i.e. 8222; try /jsz)
+#   DEMO_HTTP_PORT     dashboard port of node-a; node-b and node-c use the next two (default 8081)
 #   DEMO_DURATION      seconds to run after the instances start, then stop everything
 #   DEMO_CONFIG        config file for the instances (default roles.example.yaml)
 #   NATS_ROLES_BIN     use this nats-roles binary instead of building target/release/nats-roles
@@ -38,6 +40,10 @@ banner() { printf '\n[demo] ======== %s ========\n\n' "$*"; }
 NATS_MONITOR_PORT="${NATS_MONITOR_PORT:-$((NATS_PORT + 4000))}"
 [[ "$NATS_MONITOR_PORT" =~ ^[0-9]+$ ]] && ((NATS_MONITOR_PORT > 0 && NATS_MONITOR_PORT < 65536)) \
     || die "NATS_MONITOR_PORT must be a port number, got '$NATS_MONITOR_PORT' (set it explicitly)"
+DEMO_HTTP_PORT="${DEMO_HTTP_PORT:-8081}"
+[[ "$DEMO_HTTP_PORT" =~ ^[0-9]+$ ]] && ((DEMO_HTTP_PORT > 0 && DEMO_HTTP_PORT < 65534)) \
+    || die "DEMO_HTTP_PORT must be a port number, got '$DEMO_HTTP_PORT'"
+declare -A HTTP_PORT=([node-a]=$DEMO_HTTP_PORT [node-b]=$((DEMO_HTTP_PORT + 1)) [node-c]=$((DEMO_HTTP_PORT + 2)))
 DEMO_DIR="$ROOT/.demo/port-$NATS_PORT"
 if [[ -n "${DEMO_DURATION:-}" ]]; then
     [[ "$DEMO_DURATION" =~ ^[0-9]+$ ]] || die "DEMO_DURATION must be whole seconds, got '$DEMO_DURATION'"
@@ -178,6 +184,10 @@ fi
 
 port_open "$NATS_PORT" && die "port $NATS_PORT is already in use (another nats-server?); set NATS_PORT"
 port_open "$NATS_MONITOR_PORT" && die "port $NATS_MONITOR_PORT is already in use; set NATS_MONITOR_PORT"
+for name in node-a node-b node-c; do
+    port_open "${HTTP_PORT[$name]}" \
+        && die "port ${HTTP_PORT[$name]} (dashboard of $name) is already in use; set DEMO_HTTP_PORT"
+done
 
 rm -rf "$DEMO_DIR/store"
 : >"$DEMO_DIR/nats-server.log"
@@ -217,10 +227,10 @@ say "nats-server ready (pid $NATS_PID): $("$NATS_SERVER_BIN" --version)"
 start_instance() {
     local name=$1
     setsid "$NATS_ROLES_BIN" run --config "$DEMO_CONFIG" --instance-id "$name" \
-        --server "$NATS_URL" --auto-create \
+        --server "$NATS_URL" --auto-create --http "127.0.0.1:${HTTP_PORT[$name]}" \
         </dev/null > >(trap '' INT TERM; exec sed -u "s/^/[$name] /" 9>&-) 2>&1 9>&- &
     INSTANCE_PID[$name]=$!
-    say "started $name (pid ${INSTANCE_PID[$name]})"
+    say "started $name (pid ${INSTANCE_PID[$name]}), dashboard http://127.0.0.1:${HTTP_PORT[$name]}/"
 }
 
 # Reports instances that exited on their own (once each).
@@ -247,6 +257,8 @@ start_instance node-a
 pause_for 2
 start_instance node-b
 start_instance node-c
+say "dashboards: http://127.0.0.1:${HTTP_PORT[node-a]}/  http://127.0.0.1:${HTTP_PORT[node-b]}/  http://127.0.0.1:${HTTP_PORT[node-c]}/"
+say "from another terminal: target/release/nats-roles status -s $NATS_URL   (or watch)"
 
 pause_for 4
 report_exits

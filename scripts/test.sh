@@ -14,7 +14,8 @@ section() { printf '\n==================== %s ====================\n' "$*"; }
 STARTED=$SECONDS
 
 section "install tools"
-bash scripts/install-tools.sh
+# --chromium: Debian's chromium + chromium-driver for the dashboard's browser test.
+bash scripts/install-tools.sh --chromium
 export NATS_SERVER_BIN="$ROOT/.tools/bin/nats-server"
 "$NATS_SERVER_BIN" --version
 
