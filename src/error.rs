@@ -21,6 +21,22 @@ pub enum Error {
         /// Bucket name.
         bucket: String,
     },
+    /// The bucket expires entries by `max_age` (no per-key TTLs) and its `max_age` is shorter
+    /// than a role's TTL: the server would delete a live lease before its holder's deadline.
+    #[error(
+        "bucket {bucket:?} has max_age {max_age:?}, shorter than the TTL {ttl:?} of role {role}: \
+         leases would vanish while held (raise max_age or lower the TTL)"
+    )]
+    BucketMaxAgeTooShort {
+        /// Bucket name.
+        bucket: String,
+        /// The bucket's `max_age`.
+        max_age: Duration,
+        /// The role's TTL.
+        ttl: Duration,
+        /// The role.
+        role: RoleName,
+    },
     /// The NATS user lacks a permission the manager needs.
     #[error("permission denied by the NATS server: {detail}")]
     PermissionDenied {

@@ -89,6 +89,7 @@ pub struct LeaseStore {
     stream: jetstream::stream::Stream,
     bucket: String,
     ttl_mode: TtlMode,
+    max_age: Duration,
     errors: ServerErrors,
 }
 
@@ -108,6 +109,7 @@ impl LeaseStore {
         stream: jetstream::stream::Stream,
         bucket: String,
         ttl_mode: TtlMode,
+        max_age: Duration,
         errors: ServerErrors,
     ) -> Self {
         Self {
@@ -115,8 +117,14 @@ impl LeaseStore {
             stream,
             bucket,
             ttl_mode,
+            max_age,
             errors,
         }
+    }
+
+    /// The bucket's `max_age` (zero = none).
+    pub fn max_age(&self) -> Duration {
+        self.max_age
     }
 
     /// The bucket name.

@@ -155,6 +155,9 @@ pub struct RoleMachine {
     confirmed: Option<u64>,
     /// Next operation id.
     next_op: u64,
+    /// Highest revision seen in this epoch (revisions never go back within one bucket).
+    high_water: u64,
+
     actions: VecDeque<Action>,
 }
 
@@ -187,6 +190,7 @@ impl RoleMachine {
             stop_cleanup: None,
             confirmed: None,
             next_op: 1,
+            high_water: 0,
             actions: VecDeque::new(),
         }
     }
@@ -403,6 +407,7 @@ impl RoleMachine {
     pub fn handle_bucket_reset(&mut self, epoch: u64, now: Instant) {
         self.epoch = epoch;
         self.known = None;
+        self.high_water = 0;
         if let Phase::Leader(l) = &self.phase {
             let term = l.term.clone();
             let released = l.release.is_some();
@@ -525,6 +530,7 @@ impl RoleMachine {
             seen_at: now,
         });
         self.confirmed = None;
+        self.high_water = self.high_water.max(rev);
         if self.failures == 0 {
             // New information ends a wait for the watcher (not a backoff after errors).
             self.not_before = None;
@@ -577,6 +583,20 @@ impl RoleMachine {
             return;
         }
         match outcome {
+            WriteOutcome::Ok { revision } if self.is_stale_ack(revision, nonce) => {
+                // A newer revision was already seen: either our term was superseded before
+                // its acknowledgement arrived, or the bucket was recreated and revisions
+                // restarted. Either way a term from this write would carry a token smaller
+                // than one already issued: never promote it. What we know (the newer entry)
+                // stays; the driver checks the bucket's epoch (a reset re-enables us).
+                self.failures = 0;
+                self.unknown_nonce = None;
+                self.actions
+                    .push_back(Action::Notice(Notice::RevisionRegressed {
+                        revision,
+                        high_water: self.high_water,
+                    }));
+            }
             WriteOutcome::Ok { revision } if now >= sent_at + self.timing.local_lease() => {
                 // Acknowledged only after the term's deadline (the process was paused): the
                 // term ended before it began. Promoting it would hand the application a dead
@@ -590,6 +610,7 @@ impl RoleMachine {
                 self.observe(KeyState::Held { revision, value }, now, false);
             }
             WriteOutcome::Ok { revision } => {
+                self.high_water = self.high_water.max(revision);
                 self.failures = 0;
                 self.unknown_nonce = None;
                 self.adopted_or_wrote = true;
@@ -647,6 +668,7 @@ impl RoleMachine {
         };
         match outcome {
             WriteOutcome::Ok { revision } => {
+                self.high_water = self.high_water.max(revision);
                 self.failures = 0;
                 l.rev = l.rev.max(revision);
                 l.term.deadline = l.term.deadline.max(sent_at + local_lease);
@@ -769,7 +791,10 @@ impl RoleMachine {
                         // The key is gone without a marker we saw (max_age expiry without limit
                         // markers, a marker that aged out, a recreated bucket): a vacancy. The
                         // acquire CAS on revision 0 decides whether it really is one.
-                        self.known = Some(Known { state, seen_at: now });
+                        self.known = Some(Known {
+                            state,
+                            seen_at: now,
+                        });
                         self.confirmed = None;
                     }
                     Some(k) if state.revision() < k => {
@@ -783,6 +808,19 @@ impl RoleMachine {
                 self.not_before = None;
             }
         }
+    }
+
+    /// Whether an acquire acknowledged at `revision` cannot start a term: a newer revision was
+    /// seen already, or the same revision holding something other than this write (revisions
+    /// restarted in a recreated bucket).
+    fn is_stale_ack(&self, revision: u64, nonce: Uuid) -> bool {
+        if revision > self.high_water {
+            return false;
+        }
+        let seen_as_ours = self.known.as_ref().is_some_and(|k| {
+            k.rev() == revision && k.state.lease().is_some_and(|v| v.nonce == nonce)
+        });
+        revision < self.high_water || !seen_as_ours
     }
 
     /// The vacancy we saw is gone (someone won, or our own write may commit): wait for the

@@ -258,6 +258,16 @@ pub enum Notice {
         /// Its incarnation id.
         other_incarnation: Uuid,
     },
+    /// An acquire was stored at a revision below one already seen, so it was not promoted:
+    /// either the term was superseded before its acknowledgement arrived, or the bucket was
+    /// deleted and recreated. The driver checks the bucket's epoch and reports
+    /// `handle_bucket_reset` if it changed.
+    RevisionRegressed {
+        /// The revision just stored.
+        revision: u64,
+        /// The highest revision seen before it.
+        high_water: u64,
+    },
 }
 
 /// What the driver must do.

@@ -74,6 +74,7 @@ pub(crate) async fn open(
         stream,
         config.name.clone(),
         ttl_mode,
+        info.config.max_age,
         errors.clone(),
     );
     Ok(Opened {
@@ -103,11 +104,12 @@ pub(crate) async fn create(
             tracing::info!(bucket = %config.name, replicas = config.replicas, "created bucket");
             Ok(kv)
         }
-        // Another instance created it first.
-        Err(_) => js
-            .get_key_value(&config.name)
-            .await
-            .map_err(|e| Error::JetStream(Box::new(e))),
+        // Another instance may have created it first; otherwise report why creation failed
+        // (e.g. permissions, replicas > cluster size), not the missing stream.
+        Err(create_err) => match js.get_key_value(&config.name).await {
+            Ok(kv) => Ok(kv),
+            Err(_) => Err(Error::JetStream(Box::new(create_err))),
+        },
     }
 }
 

@@ -235,6 +235,7 @@ impl RoleManagerBuilder {
             roles: Mutex::new(HashMap::new()),
             holders: Mutex::new(BTreeMap::new()),
             caught_up: watch::channel(false).0,
+            bucket_check: tokio::sync::Notify::new(),
         });
         let cancel = CancellationToken::new();
         let manager = RoleManager {
@@ -410,6 +411,17 @@ impl RoleManager {
     pub fn add_role(&self, spec: RoleSpec) -> Result<(), Error> {
         if self.cancel.is_cancelled() {
             return Err(Error::Stopped);
+        }
+        let store = &self.shared.store;
+        if store.ttl_mode() == crate::store::TtlMode::BucketMaxAge
+            && store.max_age() < spec.timing.ttl
+        {
+            return Err(Error::BucketMaxAgeTooShort {
+                bucket: store.bucket().to_string(),
+                max_age: store.max_age(),
+                ttl: spec.timing.ttl,
+                role: spec.name,
+            });
         }
         let mut roles = self.shared.roles();
         if roles.contains_key(&spec.name) {

@@ -109,7 +109,12 @@ impl RoleTask {
                 Some((op, result)) = ops.next(), if !ops.is_empty() => {
                     let now = Instant::now();
                     match result {
-                        OpResult::Write(o) => self.machine.handle_write(op, o, now),
+                        OpResult::Write(o) => {
+                            if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
+                                self.shared.bucket_check.notify_one();
+                            }
+                            self.machine.handle_write(op, o, now);
+                        }
                         OpResult::Read(r) => self.machine.handle_read(op, r, now),
                         OpResult::Validate(Ok(state)) => self.machine.handle_validation(state, now),
                         OpResult::Validate(Err(_)) => {}
@@ -319,6 +324,16 @@ impl RoleTask {
                 self.shared.emit(RoleEvent::DuplicateInstance {
                     role: self.role.clone(),
                 });
+            }
+            Action::Notice(Notice::RevisionRegressed {
+                revision,
+                high_water,
+            }) => {
+                warn!(
+                    revision,
+                    high_water, "revisions went back: the bucket was recreated; checking its epoch"
+                );
+                self.shared.bucket_check.notify_one();
             }
             Action::Stopped => debug!("stopped"),
         }

@@ -35,6 +35,9 @@ pub(crate) struct Shared {
     pub(crate) holders: Mutex<BTreeMap<RoleName, watch::Sender<Option<HolderInfo>>>>,
     /// Whether the watcher delivered the bucket's current state at least once.
     pub(crate) caught_up: watch::Sender<bool>,
+    /// Asks the watcher to check the bucket's existence and epoch now (a role saw revisions go
+    /// back, or writes found no stream).
+    pub(crate) bucket_check: tokio::sync::Notify,
 }
 
 impl Shared {

@@ -29,9 +29,10 @@ pub(crate) async fn run(
     let mut backoff = Duration::from_millis(100);
     let mut epoch = bucket.epoch;
     let mut first = true;
+    let mut last_check: Option<tokio::time::Instant> = None;
     loop {
         if !std::mem::take(&mut first) {
-            epoch = check_bucket(&shared, &kv, &bucket, epoch).await;
+            epoch = check_bucket(&shared, &bucket, epoch).await;
         }
         let watch = tokio::select! {
             biased;
@@ -42,7 +43,10 @@ pub(crate) async fn run(
             Ok(mut entries) => {
                 debug!("bucket watcher started");
                 // An empty bucket delivers nothing: it is caught up at once.
-                if kv.status().await.is_ok_and(|s| s.info.state.messages == 0) {
+                if fresh_info(&bucket)
+                    .await
+                    .is_ok_and(|i| i.state.messages == 0)
+                {
                     shared
                         .caught_up
                         .send_if_modified(|c| !std::mem::replace(c, true));
@@ -52,6 +56,20 @@ pub(crate) async fn run(
                     let next = tokio::select! {
                         biased;
                         () = cancel.cancelled() => return,
+                        () = shared.bucket_check.notified() => {
+                            // Failing writes ask again and again: check at most every second.
+                            if last_check.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+                                continue;
+                            }
+                            last_check = Some(tokio::time::Instant::now());
+                            let now = check_bucket(&shared, &bucket, epoch).await;
+                            if now == epoch {
+                                continue;
+                            }
+                            // A new bucket: its state must be replayed by a new watcher.
+                            epoch = now;
+                            break;
+                        }
                         n = entries.next() => n,
                     };
                     match next {
@@ -96,10 +114,10 @@ pub(crate) struct BucketRecovery {
 
 /// After a watcher failure: is the bucket still there, and still the same one (P1 epoch)?
 /// A recreated bucket restarts revisions, so every role is reset to the new epoch.
-async fn check_bucket(shared: &Shared, kv: &Store, bucket: &BucketRecovery, epoch: u64) -> u64 {
-    match kv.status().await {
-        Ok(status) => {
-            let now = u64::try_from(status.info.created.unix_timestamp_nanos()).unwrap_or(0);
+async fn check_bucket(shared: &Shared, bucket: &BucketRecovery, epoch: u64) -> u64 {
+    match fresh_info(bucket).await {
+        Ok(info) => {
+            let now = u64::try_from(info.created.unix_timestamp_nanos()).unwrap_or(0);
             if now != epoch {
                 warn!(bucket = %bucket.config.name, "bucket was recreated; resetting all roles");
                 shared.broadcast(|| RoleInput::BucketReset(now));
@@ -125,6 +143,18 @@ async fn check_bucket(shared: &Shared, kv: &Store, bucket: &BucketRecovery, epoc
             epoch
         }
     }
+}
+
+/// The bucket stream's current info, asked of the server (`kv::Store::status()` returns the
+/// info cached when the bucket was opened, which never shows a deleted or recreated bucket).
+async fn fresh_info(
+    bucket: &BucketRecovery,
+) -> Result<async_nats::jetstream::stream::Info, async_nats::jetstream::context::GetStreamError> {
+    let stream = bucket
+        .js
+        .get_stream(format!("KV_{}", bucket.config.name))
+        .await?;
+    Ok(stream.cached_info().clone())
 }
 
 /// Interprets one watcher entry of a role key.
