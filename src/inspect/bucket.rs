@@ -15,6 +15,9 @@ use crate::names::RoleName;
 use crate::store::{LeaseStore, ROLE_PREFIX, ServerErrors};
 use crate::value::HolderValue;
 
+/// Reads of role keys in flight at once in [`Inspector::holders`].
+const READS_IN_FLIGHT: usize = 16;
+
 /// A change of one role key seen by [`Inspector::watch`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -93,19 +96,23 @@ impl Inspector {
                 .try_collect()
                 .await
                 .map_err(|e| Error::JetStream(Box::new(e)))?;
-            let mut out = Vec::new();
-            for key in keys {
-                let Some(role) = role_of(&key) else { continue };
+            // A few reads in flight at once: one round trip per role adds up over a WAN.
+            let entries: Vec<_> = futures_util::stream::iter(
+                keys.iter()
+                    .filter_map(|key| Some((role_of(key)?, key.clone()))),
+            )
+            .map(|(role, key)| async move {
                 let entry = self
                     .kv
-                    .entry(key.as_str())
+                    .entry(key)
                     .await
                     .map_err(|e| Error::JetStream(Box::new(e)))?;
-                if let Some(info) = entry.and_then(|e| self.holder_of(&role, &e)) {
-                    out.push(info);
-                }
-            }
-            Ok::<_, Error>(out)
+                Ok::<_, Error>(entry.and_then(|e| self.holder_of(&role, &e)))
+            })
+            .buffered(READS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+            Ok::<_, Error>(entries.into_iter().flatten().collect::<Vec<_>>())
         };
         let mut out = tokio::time::timeout(self.timeout * 4, list)
             .await
