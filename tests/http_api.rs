@@ -172,9 +172,20 @@ async fn every_endpoint_answers_with_json_and_the_right_status() {
         &["gamma"],
     )
     .await;
-    until("node-a leads alpha and beta", || {
-        a.is_leader(&role("alpha")) && a.is_leader(&role("beta"))
-    })
+    // Leading is known at the acknowledgement; the bucket view (what the API lists) follows
+    // one watcher delivery later.
+    until(
+        "node-a leads alpha and beta, and the bucket view shows it",
+        || {
+            a.is_leader(&role("alpha"))
+                && a.is_leader(&role("beta"))
+                && a.holders()
+                    .iter()
+                    .filter(|h| h.holder.as_ref().is_some_and(|i| i.as_str() == "node-a"))
+                    .count()
+                    == 2
+        },
+    )
     .await;
     let app = api(&a, true).router();
     let mut seen = Vec::new();

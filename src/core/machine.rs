@@ -509,6 +509,13 @@ impl RoleMachine {
         match after {
             Some(AfterRelease::Stop) => self.finish_stop(),
             Some(AfterRelease::Cooldown(d)) => self.phase = Phase::Cooldown { until: now + d },
+            // An operator evicted us (CAS delete of our lease): stay away for one TTL so that
+            // another instance takes the role instead of this one winning it straight back.
+            None if reason == DemoteReason::Evicted => {
+                self.phase = Phase::Cooldown {
+                    until: now + self.timing.ttl,
+                };
+            }
             None => {
                 self.phase = if self.campaign {
                     Phase::Candidate

@@ -2811,3 +2811,39 @@ fn stale_read_is_not_retried_at_once() {
     let next = m.poll_timeout().expect("a retry timer");
     assert!(next > t, "retry timer in the past: busy loop");
 }
+
+/// An evicted holder (its lease deleted by someone else) does not win the role straight back:
+/// it waits one TTL before campaigning again.
+#[test]
+fn evicted_holder_cools_down_for_one_ttl() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    m.handle_read(read, Ok(KeyState::Absent), t0);
+    let acquire = last_op(&mut m).expect("an acquire");
+    m.handle_write(acquire, WriteOutcome::Ok { revision: 3 }, t0);
+    assert!(m.term().is_some(), "promoted");
+    let now = t0 + Duration::from_millis(10);
+    m.handle_observed(
+        KeyState::Vacant {
+            revision: 4,
+            expired: false,
+        },
+        now,
+    );
+    assert!(m.term().is_none(), "demoted on eviction");
+    assert!(
+        last_op(&mut m).is_none(),
+        "no acquire right after the eviction"
+    );
+    let t = m.poll_timeout().expect("a cooldown timer");
+    assert!(
+        t >= now + Timing::default().ttl,
+        "cooldown shorter than one TTL"
+    );
+    m.handle_timeout(t);
+    assert!(
+        last_op(&mut m).is_some(),
+        "campaigns again after the cooldown"
+    );
+}
