@@ -300,7 +300,9 @@ pub struct TimingConfig {
     #[serde(with = "humantime_serde")]
     pub disconnect_grace: Duration,
     /// Maximum random delay before contending for a vacant role; less than
-    /// `heartbeat`. Default: `1ms`.
+    /// `heartbeat`. Default: `0s` (contend at once: the CAS picks one winner and losers'
+    /// conflicts are cheap; tokio timers round any delay up to whole milliseconds, so even a
+    /// sub-millisecond jitter costs 1–2 ms of hand-over). Raise it for very large herds.
     #[serde(with = "humantime_serde")]
     pub campaign_jitter: Duration,
 }
@@ -313,7 +315,7 @@ impl Default for TimingConfig {
             deadline_margin: 0.1,
             operation_timeout: Duration::from_secs(1),
             disconnect_grace: Duration::from_secs(2),
-            campaign_jitter: Duration::from_millis(1),
+            campaign_jitter: Duration::ZERO,
         }
     }
 }
@@ -1947,7 +1949,7 @@ roles:
         assert_eq!(c.timing.deadline_margin, 0.1);
         assert_eq!(c.timing.operation_timeout, Duration::from_secs(1));
         assert_eq!(c.timing.disconnect_grace, Duration::from_secs(2));
-        assert_eq!(c.timing.campaign_jitter, Duration::from_millis(1));
+        assert_eq!(c.timing.campaign_jitter, Duration::ZERO);
         assert_eq!(c.retry.initial_backoff, Duration::from_millis(50));
         assert_eq!(c.retry.max_backoff, Duration::from_secs(2));
         assert_eq!(

@@ -275,32 +275,41 @@ async fn serve(mut config: Config, args: &RunArgs) -> Result<(), Failure> {
     let (client, errors) = nats_roles::connect(&config.nats, &format!("nats-roles/{id}"))
         .await
         .map_err(runtime)?;
-    let manager = Arc::new(
-        RoleManager::from_config(client, &config, errors)
-            .map_err(runtime)?
-            .start()
-            .await
-            .map_err(runtime)?,
-    );
-    http.start(&manager, &config);
-    let mut events = manager.events();
+    let builder = RoleManager::from_config(client, &config, errors).map_err(runtime)?;
+    // Subscribed before start: the roles won during start-up are printed too.
+    let mut events = builder.events();
+    let printing = tokio_util::sync::CancellationToken::new();
+    let stop_printing = printing.clone();
     let printer = tokio::spawn(async move {
         // One line per transition on stdout (logs go to stderr), for people and scripts.
         loop {
-            match events.recv().await {
-                Ok(event) => print_event(&event),
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            tokio::select! {
+                biased;
+                event = events.recv() => match event {
+                    Ok(event) => print_event(&event),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+                () = stop_printing.cancelled() => {
+                    // Print what is still queued, then stop.
+                    while let Ok(event) = events.try_recv() {
+                        print_event(&event);
+                    }
+                    return;
+                }
             }
         }
     });
+    let manager = Arc::new(builder.start().await.map_err(runtime)?);
+    http.start(&manager, &config);
     shutdown_signal().await;
     info!("shutting down: releasing held roles");
     http.drain();
     let result = manager.shutdown(config.shutdown.timeout).await;
     // After the release, so that dashboards see the hand-over; SSE streams end here.
     http.stop().await;
-    printer.abort();
+    printing.cancel();
+    let _ = printer.await;
     result.map_err(runtime)
 }
 

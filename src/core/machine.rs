@@ -20,6 +20,13 @@ use crate::status::RoleState;
 use crate::token::FencingToken;
 use crate::value::{HolderValue, LeaseValue};
 
+/// Extra wait of the follower backstop beyond TTL + heartbeat (P5). The backstop is for lost
+/// events; the server's expiry marker is the normal path. nats-server processes due expiries in
+/// batches up to ~250 ms late when many keys expire together; a backstop takeover racing that
+/// batch could see a stale expiry marker land after its own write and flap. Waiting past the
+/// batch keeps the two apart.
+pub const BACKSTOP_GRACE: Duration = Duration::from_millis(500);
+
 /// Who this machine writes as.
 #[derive(Debug, Clone)]
 pub struct Identity {
@@ -870,7 +877,12 @@ impl RoleMachine {
         match &k.state {
             KeyState::Held { value, .. } => {
                 let holder_ttl = value.lease().map_or(Duration::ZERO, LeaseValue::ttl);
-                Some(k.seen_at + self.timing.ttl.max(holder_ttl) + self.timing.heartbeat)
+                Some(
+                    k.seen_at
+                        + self.timing.ttl.max(holder_ttl)
+                        + self.timing.heartbeat
+                        + BACKSTOP_GRACE,
+                )
             }
             KeyState::Unknown { .. } => Some(k.seen_at + self.timing.heartbeat),
             _ => None,

@@ -445,7 +445,8 @@ impl Scenario {
         if !self.no_ttl {
             return ttl + LIVENESS_SLACK;
         }
-        let wait = ttl + ttl / u64::from(self.timing.hb_div);
+        let grace = u64::try_from(super::machine::BACKSTOP_GRACE.as_nanos()).unwrap_or(0);
+        let wait = ttl + ttl / u64::from(self.timing.hb_div) + grace;
         let slowest = if self.drift {
             PPM - u64::from(self.timing.margin_pct) * 9_000
         } else {
@@ -2566,7 +2567,10 @@ fn backstop_counts_from_the_first_sighting_after_a_lost_race() {
         seen + Duration::from_millis(1),
     );
     let timing = Timing::default();
-    assert_eq!(m.poll_timeout(), Some(seen + timing.ttl + timing.heartbeat));
+    assert_eq!(
+        m.poll_timeout(),
+        Some(seen + timing.ttl + timing.heartbeat + super::machine::BACKSTOP_GRACE)
+    );
 }
 
 // ----- coverage ----------------------------------------------------------------------------

@@ -42,7 +42,7 @@ impl Default for Timing {
             deadline_margin: 0.1,
             operation_timeout: Duration::from_secs(1),
             disconnect_grace: Duration::from_secs(2),
-            campaign_jitter: Duration::from_millis(1),
+            campaign_jitter: Duration::ZERO,
         }
     }
 }

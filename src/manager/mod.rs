@@ -152,9 +152,18 @@ pub struct RoleManagerBuilder {
     validation_interval: Option<Duration>,
     health: Option<(Arc<dyn HealthChecker>, HealthPolicy)>,
     roles: Vec<RoleSpec>,
+    events: broadcast::Sender<RoleEvent>,
 }
 
 impl RoleManagerBuilder {
+    /// Transitions of every role from the very start (the promotions of roles won while
+    /// [`RoleManagerBuilder::start`] runs included); [`RoleManager::events`] only sees what
+    /// happens after its call.
+    #[must_use]
+    pub fn events(&self) -> broadcast::Receiver<RoleEvent> {
+        self.events.subscribe()
+    }
+
     /// The KV bucket (default `roles`).
     pub fn bucket(mut self, name: impl Into<String>) -> Self {
         self.bucket.name = name.into();
@@ -231,7 +240,7 @@ impl RoleManagerBuilder {
             store: opened.store.clone(),
             drain_timeout: self.drain_timeout,
             connected: connected_rx,
-            events: broadcast::channel(1024).0,
+            events: self.events,
             roles: Mutex::new(HashMap::new()),
             holders: Mutex::new(BTreeMap::new()),
             caught_up: watch::channel(false).0,
@@ -335,6 +344,7 @@ impl RoleManager {
             validation_interval: None,
             health: None,
             roles: Vec::new(),
+            events: broadcast::channel(1024).0,
         }
     }
 
