@@ -82,7 +82,7 @@ struct Args {
     #[arg(long)]
     csv: Option<PathBuf>,
     /// `timing.campaign_jitter` of the processes (humantime, e.g. `1ms`, `0s`).
-    #[arg(long, default_value = "1ms")]
+    #[arg(long, default_value = "0s")]
     campaign_jitter: String,
     /// Keep the configs and the processes' stderr logs (their directory is printed).
     #[arg(long)]
