@@ -164,6 +164,8 @@ pub struct RoleMachine {
     next_op: u64,
     /// Highest revision seen in this epoch (revisions never go back within one bucket).
     high_water: u64,
+    /// A newer entry was observed while a read was in flight: that read may predate it.
+    observed_during_read: bool,
 
     actions: VecDeque<Action>,
 }
@@ -198,6 +200,7 @@ impl RoleMachine {
             confirmed: None,
             next_op: 1,
             high_water: 0,
+            observed_during_read: false,
             actions: VecDeque::new(),
         }
     }
@@ -545,6 +548,9 @@ impl RoleMachine {
         });
         self.confirmed = None;
         self.high_water = self.high_water.max(rev);
+        if matches!(self.pending, Some(Pending::Read { .. })) {
+            self.observed_during_read = true;
+        }
         if self.failures == 0 {
             // New information ends a wait for the watcher (not a backoff after errors).
             self.not_before = None;
@@ -801,6 +807,9 @@ impl RoleMachine {
                             known.state = state;
                         }
                     }
+                    // The watcher showed an entry after this read was sent: "absent" may just
+                    // predate it. Keep the newer entry.
+                    Some(_) if state == KeyState::Absent && self.observed_during_read => {}
                     Some(_) if state == KeyState::Absent => {
                         // The key is gone without a marker we saw (max_age expiry without limit
                         // markers, a marker that aged out, a recreated bucket): a vacancy. The
@@ -948,6 +957,7 @@ impl RoleMachine {
     }
 
     fn send_read(&mut self, timeout: Duration) {
+        self.observed_during_read = false;
         let op = self.op_id();
         self.pending = Some(Pending::Read { op });
         self.actions.push_back(Action::Read { op, timeout });

@@ -2851,3 +2851,23 @@ fn evicted_holder_cools_down_for_one_ttl() {
         "campaigns again after the cooldown"
     );
 }
+
+/// A read sent before the winner's put was observed may come back "absent": it must not
+/// replace the newer observation (the follower would contend again, lose, and restart its
+/// backstop a heartbeat later — found by `live_without_network_faults`).
+#[test]
+fn absent_read_older_than_an_observation_is_ignored() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    let seen = t0 + Duration::from_millis(3);
+    m.handle_observed(held_by_other(1), seen);
+    m.handle_read(read, Ok(KeyState::Absent), t0 + Duration::from_millis(4));
+    assert!(last_op(&mut m).is_none(), "no acquire over a held key");
+    let timing = Timing::default();
+    assert_eq!(
+        m.poll_timeout(),
+        Some(seen + timing.ttl + timing.heartbeat + super::machine::BACKSTOP_GRACE),
+        "the backstop counts from the observation"
+    );
+}
