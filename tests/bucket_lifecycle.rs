@@ -13,17 +13,7 @@ use nats_roles::{
     Timing,
 };
 use support::NatsServer;
-
-fn fast() -> Timing {
-    Timing {
-        ttl: Duration::from_secs(1),
-        heartbeat: Duration::from_millis(250),
-        deadline_margin: 0.1,
-        operation_timeout: Duration::from_millis(300),
-        disconnect_grace: Duration::from_secs(1),
-        campaign_jitter: Duration::from_millis(1),
-    }
-}
+use support::roles::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recreated_bucket_is_noticed_and_roles_come_back_with_a_newer_epoch() {

@@ -7,21 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use nats_roles::{
-    InstanceId, RoleManager, RoleName, RoleSpec, RoleState, Timing, run_while_leader,
-};
+use nats_roles::{InstanceId, RoleManager, RoleName, RoleSpec, RoleState, run_while_leader};
 use support::NatsServer;
-
-fn fast() -> Timing {
-    Timing {
-        ttl: Duration::from_secs(1),
-        heartbeat: Duration::from_millis(250),
-        deadline_margin: 0.1,
-        operation_timeout: Duration::from_millis(300),
-        disconnect_grace: Duration::from_secs(1),
-        campaign_jitter: Duration::from_millis(1),
-    }
-}
+use support::roles::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handles_and_work_that_runs_only_while_leading() {

@@ -15,44 +15,14 @@ use std::time::{Duration, SystemTime};
 use async_nats::jetstream::{self, kv};
 use nats_roles::config::NatsConfig;
 use nats_roles::core::FailureKind;
-use nats_roles::{
-    DemoteReason, Error, InstanceId, RoleEvent, RoleManager, RoleName, RoleSpec, RoleState,
-    RoleStatus, Timing,
-};
+use nats_roles::{DemoteReason, Error, RoleEvent, RoleManager, RoleName, RoleState, RoleStatus};
+use support::roles::*;
 use support::{NatsServer, connect, connect_with, create_kv};
-use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-const TTL: Duration = Duration::from_secs(1);
-const HEARTBEAT: Duration = Duration::from_millis(250);
-const MARGIN: f64 = 0.1;
-
-fn fast() -> Timing {
-    Timing {
-        ttl: TTL,
-        heartbeat: HEARTBEAT,
-        deadline_margin: MARGIN,
-        operation_timeout: Duration::from_millis(300),
-        disconnect_grace: Duration::from_secs(1),
-        campaign_jitter: Duration::from_millis(1),
-    }
-}
-
-fn role(name: &str) -> RoleName {
-    RoleName::new(name).expect("valid role name")
-}
-
-fn inst(name: &str) -> InstanceId {
-    InstanceId::new(name).expect("valid instance id")
-}
-
-fn spec(name: &RoleName) -> RoleSpec {
-    RoleSpec::new(name.clone()).timing(fast())
-}
 
 /// Panics seen on tokio worker threads (library tasks) in this test binary.
 static TASK_PANICS: AtomicUsize = AtomicUsize::new(0);
@@ -95,81 +65,6 @@ fn lease_bucket(name: &str) -> kv::Config {
         limit_markers: Some(Duration::from_secs(60)),
         ..Default::default()
     }
-}
-
-async fn manager(
-    client: &async_nats::Client,
-    id: &str,
-    bucket: &str,
-    roles: &[RoleName],
-) -> RoleManager {
-    let mut b = RoleManager::builder(client.clone(), inst(id))
-        .bucket(bucket)
-        .auto_create(1);
-    for r in roles {
-        b = b.role(spec(r));
-    }
-    b.start()
-        .await
-        .unwrap_or_else(|e| panic!("manager {id} failed to start: {e}"))
-}
-
-async fn wait_status(
-    m: &RoleManager,
-    role: &RoleName,
-    timeout: Duration,
-    what: &str,
-    pred: impl FnMut(&RoleStatus) -> bool,
-) -> RoleStatus {
-    let mut rx = m
-        .subscribe(role)
-        .unwrap_or_else(|| panic!("role {role} not managed by {m:?}"));
-    match tokio::time::timeout(timeout, rx.wait_for(pred)).await {
-        Ok(Ok(s)) => s.clone(),
-        Ok(Err(_)) => panic!("{m:?}: status channel of {role} closed while waiting for {what}"),
-        Err(_) => panic!(
-            "{m:?}: {what} did not happen within {timeout:?}; status of {role}: {:?}",
-            m.status(role)
-        ),
-    }
-}
-
-async fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: not reached within {timeout:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-async fn wait_event(
-    rx: &mut broadcast::Receiver<RoleEvent>,
-    timeout: Duration,
-    what: &str,
-    mut pred: impl FnMut(&RoleEvent) -> bool,
-) -> RoleEvent {
-    let deadline = Instant::now() + timeout;
-    let mut seen = Vec::new();
-    loop {
-        match tokio::time::timeout_at(deadline, rx.recv()).await {
-            Ok(Ok(e)) if pred(&e) => return e,
-            Ok(Ok(e)) => seen.push(e),
-            Ok(Err(broadcast::error::RecvError::Lagged(n))) => {
-                panic!("event receiver lagged by {n} while waiting for {what}")
-            }
-            Ok(Err(broadcast::error::RecvError::Closed)) => {
-                panic!("event channel closed while waiting for {what}; seen: {seen:?}")
-            }
-            Err(_) => panic!("{what}: no such event within {timeout:?}; seen: {seen:?}"),
-        }
-    }
-}
-
-fn leaders(ms: &[&RoleManager], role: &RoleName) -> usize {
-    ms.iter().filter(|m| m.is_leader(role)).count()
 }
 
 /// Samples `ms` every 20 ms until `stop` is cancelled; returns the roles seen held by more

@@ -26,6 +26,8 @@
 // `clippy -D warnings` would fail).
 #![allow(dead_code)]
 
+pub mod roles;
+
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write as _;
