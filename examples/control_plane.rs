@@ -9,6 +9,8 @@
 //! A fenced write is stored by the NATS server only while this instance's lease is still at the
 //! revision it knows: a paused or partitioned ex-leader cannot overwrite its successor's state.
 
+mod common;
+
 use std::time::Duration;
 
 use nats_roles::{
@@ -71,7 +73,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
 
     let mut events = manager.events();
-    let stop = wait_for_stop();
+    let stop = common::wait_for_stop();
     tokio::pin!(stop);
     loop {
         tokio::select! {
@@ -86,16 +88,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     manager.shutdown(Duration::from_secs(10)).await?;
     println!("stopped");
     Ok(())
-}
-
-async fn wait_for_stop() {
-    let run_for = std::env::var("RUN_FOR_SECS")
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok());
-    match run_for {
-        Some(secs) => tokio::time::sleep(Duration::from_secs(secs)).await,
-        None => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }

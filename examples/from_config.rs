@@ -5,8 +5,9 @@
 //! cargo run --example from_config -- roles.example.yaml node-a
 //! ```
 
+mod common;
+
 use std::sync::Arc;
-use std::time::Duration;
 
 use nats_roles::config::Config;
 use nats_roles::{
@@ -44,15 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         manager.instance_id()
     );
 
-    let run_for = std::env::var("RUN_FOR_SECS")
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok());
-    match run_for {
-        Some(secs) => tokio::time::sleep(Duration::from_secs(secs)).await,
-        None => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
+    common::wait_for_stop().await;
     manager.shutdown(config.shutdown.timeout).await?;
     println!("stopped");
     Ok(())

@@ -6,6 +6,8 @@
 //! cargo run --example router
 //! ```
 
+mod common;
+
 use std::time::Duration;
 
 use nats_roles::{InstanceId, RoleManager, RoleName, RoleSpec};
@@ -24,7 +26,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
 
     let mut holder = manager.observe(&scheduler);
-    let stop = wait_for_stop();
+    let stop = common::wait_for_stop();
     tokio::pin!(stop);
     loop {
         let route = match holder.borrow_and_update().as_ref() {
@@ -43,16 +45,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     manager.shutdown(Duration::from_secs(5)).await?;
     Ok(())
-}
-
-async fn wait_for_stop() {
-    let run_for = std::env::var("RUN_FOR_SECS")
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok());
-    match run_for {
-        Some(secs) => tokio::time::sleep(Duration::from_secs(secs)).await,
-        None => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }

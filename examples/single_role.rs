@@ -11,6 +11,8 @@
 //! `NATS_URL` selects the server (default `127.0.0.1:4222`); `RUN_FOR_SECS` stops the example
 //! after that many seconds (used by the test that runs every example).
 
+mod common;
+
 use std::time::Duration;
 
 use nats_roles::{
@@ -37,21 +39,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let builder = RoleManager::builder(client, instance).auto_create(1);
     let election = Election::start(builder, spec).await?;
 
-    wait_for_stop().await;
+    common::wait_for_stop().await;
     election.shutdown(Duration::from_secs(5)).await?;
     println!("stopped");
     Ok(())
-}
-
-/// Ctrl-C, or `RUN_FOR_SECS` elapsed.
-async fn wait_for_stop() {
-    let run_for = std::env::var("RUN_FOR_SECS")
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok());
-    match run_for {
-        Some(secs) => tokio::time::sleep(Duration::from_secs(secs)).await,
-        None => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }
