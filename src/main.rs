@@ -107,6 +107,11 @@ fn validate(path: &std::path::Path) -> ExitCode {
             println!("{}: ok", path.display());
             ExitCode::SUCCESS
         }
+        Err(err @ nats_roles::config::ConfigError::Io { .. }) => {
+            // The message names the file already.
+            eprintln!("{err}");
+            ExitCode::from(EXIT_USAGE)
+        }
         Err(err) => {
             eprintln!("{}: invalid configuration\n{err}", path.display());
             ExitCode::from(EXIT_USAGE)

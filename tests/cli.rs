@@ -541,4 +541,20 @@ async fn validate_prints_every_problem_with_line_and_column() {
         assert!(shown.contains(&format!("line {line}, column")), "{shown}");
     }
     assert!(out.stderr.contains("(5 problems)"), "{}", out.text());
+
+    // A missing file is a usage error that says so, not an "invalid configuration".
+    let missing = dir.path().join("missing.yaml");
+    let missing = missing.to_str().expect("UTF-8 path");
+    let out = run(&["validate", missing], &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.text());
+    assert!(
+        out.stderr.contains("cannot read") && out.stderr.contains("missing.yaml"),
+        "{}",
+        out.text()
+    );
+    assert!(
+        !out.stderr.contains("invalid configuration"),
+        "{}",
+        out.text()
+    );
 }
