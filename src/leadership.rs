@@ -11,6 +11,7 @@ use crate::core::WriteOutcome;
 use crate::error::Error;
 use crate::names::{InstanceId, RoleName};
 use crate::store::{DATA_PREFIX, ROLE_PREFIX};
+use crate::tap::{FencedRefusal, TapEvent};
 use crate::token::FencingToken;
 
 /// State of a term shared between the role task and the application.
@@ -24,6 +25,8 @@ pub(crate) struct TermShared {
     pub(crate) live_changed: tokio::sync::Notify,
     pub(crate) store: Arc<dyn TermBackend>,
     pub(crate) operation_timeout: Duration,
+    /// Where fenced writes are reported.
+    pub(crate) tap: crate::tap::Tap,
 }
 
 /// The KV operations a term needs: the NATS store in production, an in-memory fake in tests
@@ -205,7 +208,28 @@ impl Leadership {
     /// [`Error::Fenced`] when the term is over; [`Error::Timeout`] when the outcome is
     /// unknown; [`Error::Kv`] for other failures.
     pub async fn fenced_put(&self, key: &str, value: impl Into<Bytes>) -> Result<u64, Error> {
-        let value = value.into();
+        let result = self.fenced_put_inner(key, value.into()).await;
+        if self.inner.tap.is_active() {
+            let stored = match &result {
+                Ok(revision) => Ok(*revision),
+                Err(Error::Timeout(_)) => Err(FencedRefusal::Unknown),
+                Err(Error::Kv(kind)) => Err(FencedRefusal::Failed(*kind)),
+                Err(_) => Err(FencedRefusal::Fenced),
+            };
+            self.inner.tap.record(
+                &self.inner.instance,
+                &self.inner.role,
+                TapEvent::FencedWrite {
+                    token: self.inner.token,
+                    key: key.to_string(),
+                    stored,
+                },
+            );
+        }
+        result
+    }
+
+    async fn fenced_put_inner(&self, key: &str, value: Bytes) -> Result<u64, Error> {
         let data_key = format!("{DATA_PREFIX}{}.{key}", self.inner.role);
         let fence_key = format!("{ROLE_PREFIX}{}", self.inner.role);
         for _ in 0..3 {

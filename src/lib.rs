@@ -69,6 +69,7 @@ pub mod manager;
 pub mod names;
 pub mod status;
 pub mod store;
+pub(crate) mod tap;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod token;

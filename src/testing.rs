@@ -210,6 +210,7 @@ impl FakeRole {
                 live_changed: tokio::sync::Notify::new(),
                 store: self.kv.clone(),
                 operation_timeout: Duration::from_secs(1),
+                tap: crate::tap::Tap::default(),
             }),
         };
         *self.slot() = Some(leadership.clone());

@@ -33,6 +33,7 @@ use crate::health::{FailureCounter, HealthChecker, HealthPolicy};
 use crate::leadership::Leadership;
 use crate::names::{InstanceId, RoleName};
 use crate::store::ServerErrors;
+use crate::tap::{Tap, TapSink};
 use role_task::{RoleInput, RoleTask};
 use shared::{RoleSlot, Shared};
 
@@ -153,9 +154,17 @@ pub struct RoleManagerBuilder {
     health: Option<(Arc<dyn HealthChecker>, HealthPolicy)>,
     roles: Vec<RoleSpec>,
     events: broadcast::Sender<RoleEvent>,
+    tap_sinks: Vec<Arc<dyn TapSink>>,
 }
 
 impl RoleManagerBuilder {
+    /// Adds a sink for the drivers' instrumentation events (history, metrics).
+    #[allow(dead_code)]
+    pub(crate) fn tap_sink(mut self, sink: Arc<dyn TapSink>) -> Self {
+        self.tap_sinks.push(sink);
+        self
+    }
+
     /// Transitions of every role from the very start (the promotions of roles won while
     /// [`RoleManagerBuilder::start`] runs included); [`RoleManager::events`] only sees what
     /// happens after its call.
@@ -245,6 +254,7 @@ impl RoleManagerBuilder {
             holders: Mutex::new(BTreeMap::new()),
             caught_up: watch::channel(false).0,
             bucket_check: tokio::sync::Notify::new(),
+            tap: Tap::new(self.tap_sinks),
         });
         let cancel = CancellationToken::new();
         let manager = RoleManager {
@@ -345,6 +355,7 @@ impl RoleManager {
             health: None,
             roles: Vec::new(),
             events: broadcast::channel(1024).0,
+            tap_sinks: Vec::new(),
         }
     }
 
@@ -476,6 +487,7 @@ impl RoleManager {
             ttl: spec.timing.ttl,
             operation_timeout: spec.timing.operation_timeout,
             validation_interval: self.validation_interval,
+            promoted_at: None,
         };
         let handle = tokio::spawn(task.run());
         roles.insert(

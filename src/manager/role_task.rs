@@ -24,6 +24,7 @@ use crate::leadership::{Leadership, LiveTerm, TermShared};
 use crate::names::RoleName;
 use crate::status::RoleState;
 use crate::store::ROLE_PREFIX;
+use crate::tap::TapEvent;
 use crate::value::now_rfc3339;
 
 /// Messages to a role task.
@@ -42,7 +43,7 @@ pub(crate) enum RoleInput {
 }
 
 enum OpResult {
-    Write(WriteOutcome),
+    Write(WriteKind, WriteOutcome, Duration),
     Read(Result<KeyState, FailureKind>),
     Validate(Result<KeyState, FailureKind>),
 }
@@ -59,6 +60,8 @@ pub(crate) struct RoleTask {
     pub(crate) ttl: Duration,
     pub(crate) operation_timeout: Duration,
     pub(crate) validation_interval: Option<Duration>,
+    /// When the current term was promoted (for the term's duration).
+    pub(crate) promoted_at: Option<Instant>,
 }
 
 impl RoleTask {
@@ -109,10 +112,11 @@ impl RoleTask {
                 Some((op, result)) = ops.next(), if !ops.is_empty() => {
                     let now = Instant::now();
                     match result {
-                        OpResult::Write(o) => {
+                        OpResult::Write(kind, o, elapsed) => {
                             if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
                                 self.shared.bucket_check.notify_one();
                             }
+                            self.tap(TapEvent::WriteCompleted { op, kind, outcome: o, elapsed });
                             self.machine.handle_write(op, o, now);
                         }
                         OpResult::Read(r) => self.machine.handle_read(op, r, now),
@@ -184,8 +188,15 @@ impl RoleTask {
                     v.to_bytes()
                 });
                 let delete = req.kind == WriteKind::Release;
-                debug!(kind = ?req.kind, expected = req.expected, "write");
+                let kind = req.kind;
+                debug!(?kind, expected = req.expected, "write");
+                self.tap(TapEvent::WriteInvoked {
+                    op,
+                    kind,
+                    expected: req.expected,
+                });
                 ops.push(Box::pin(async move {
+                    let sent = Instant::now();
                     let outcome = store
                         .cas(
                             &key,
@@ -196,7 +207,7 @@ impl RoleTask {
                             req.timeout,
                         )
                         .await;
-                    (op, OpResult::Write(outcome))
+                    (op, OpResult::Write(kind, outcome, sent.elapsed()))
                 }));
             }
             Action::Read { op, timeout } => {
@@ -220,9 +231,15 @@ impl RoleTask {
                         live_changed: tokio::sync::Notify::new(),
                         store: Arc::new(self.shared.store.clone()),
                         operation_timeout: self.operation_timeout,
+                        tap: self.shared.tap.clone(),
                     }),
                 };
                 info!(term = term.token.term(), "promoted");
+                self.promoted_at = Some(Instant::now());
+                self.tap(TapEvent::Promoted {
+                    token: term.token,
+                    deadline: term.deadline,
+                });
                 set(&self.current, Some(leadership.clone()));
                 self.status.send_modify(|s| {
                     // The term is in `current` before the status says LEADER.
@@ -241,6 +258,10 @@ impl RoleTask {
                 let _ = calls.send(CallbackCall::Promote(leadership));
             }
             Action::Renewed { term, revision } => {
+                self.tap(TapEvent::Renewed {
+                    token: term.token,
+                    deadline: term.deadline,
+                });
                 if let Some(l) = get(&self.current) {
                     if let Ok(mut live) = l.inner.live.lock() {
                         *live = LiveTerm {
@@ -263,6 +284,15 @@ impl RoleTask {
                 if let Some(l) = &leadership {
                     l.inner.cancel.cancel();
                 }
+                let held = self
+                    .promoted_at
+                    .take()
+                    .map_or(Duration::ZERO, |at| at.elapsed());
+                self.tap(TapEvent::Demoted {
+                    token: term.token,
+                    reason,
+                    held,
+                });
                 let level_warn = !matches!(reason, DemoteReason::Released(_));
                 if level_warn {
                     warn!(term = term.token.term(), %reason, "demoted");
@@ -304,6 +334,7 @@ impl RoleTask {
                 }
             }
             Action::Failed(kind) => {
+                self.tap(TapEvent::Failed(kind));
                 error!(
                     error = kind.as_str(),
                     "role failed permanently; not campaigning any more"
@@ -339,12 +370,23 @@ impl RoleTask {
         }
     }
 
+    /// Reports `event` to the manager's tap sinks.
+    fn tap(&self, event: TapEvent) {
+        self.shared
+            .tap
+            .record(&self.shared.instance, &self.role, event);
+    }
+
     fn publish_status(&self) {
         let state = self.machine.state();
         let observed = self.machine.observed().cloned();
         let connected = *self.shared.connected.borrow();
+        let mut changed = None;
         self.status.send_if_modified(|s| {
             let before = s.clone();
+            if before.state != state {
+                changed = Some((before.state, s.last_demote_reason));
+            }
             s.state = state;
             s.connected = connected;
             if let Some(obs) = &observed {
@@ -367,6 +409,14 @@ impl RoleTask {
             }
             *s != before
         });
+        if let Some((from, reason)) = changed {
+            let reason = (from == RoleState::Leader).then_some(reason).flatten();
+            self.tap(TapEvent::StateChanged {
+                from,
+                to: state,
+                reason,
+            });
+        }
     }
 }
 

@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     /// Asks the watcher to check the bucket's existence and epoch now (a role saw revisions go
     /// back, or writes found no stream).
     pub(crate) bucket_check: tokio::sync::Notify,
+    /// Where the role drivers report what happens (history, metrics).
+    pub(crate) tap: crate::tap::Tap,
 }
 
 impl Shared {

@@ -1,0 +1,178 @@
+//! The instrumentation seam: the role driver and [`Leadership`](crate::leadership::Leadership)
+//! report what happens to each role as [`TapEvent`]s; sinks (the history recorder, metrics)
+//! consume them.
+//!
+//! A manager without sinks pays one branch per event. Sinks run inline on the role's task, so
+//! they must be cheap and must never block (no I/O beyond a buffered write, no awaits).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::core::{DemoteReason, FailureKind, WriteKind, WriteOutcome};
+use crate::names::{InstanceId, RoleName};
+use crate::status::RoleState;
+use crate::token::FencingToken;
+
+/// One thing that happened to a role on this instance.
+#[derive(Debug, Clone)]
+#[allow(dead_code)] // until the history and metrics sinks read every field
+pub(crate) enum TapEvent {
+    /// A lease write (acquire, renew or release) was sent.
+    WriteInvoked {
+        /// The machine's operation id (pairs invoke with complete).
+        op: u64,
+        /// Acquire, renew or release.
+        kind: WriteKind,
+        /// The revision the write expects the key to be at (0 = absent).
+        expected: u64,
+    },
+    /// A lease write completed: stored, refused, or with an unknown outcome.
+    WriteCompleted {
+        /// The operation id of the matching `WriteInvoked`.
+        op: u64,
+        /// Acquire, renew or release.
+        kind: WriteKind,
+        /// What the server said (or did not say).
+        outcome: WriteOutcome,
+        /// From sending to the outcome.
+        elapsed: Duration,
+    },
+    /// A term began.
+    Promoted {
+        /// The term's fencing token.
+        token: FencingToken,
+        /// The holder's local deadline.
+        deadline: Instant,
+    },
+    /// A renewal moved the term's deadline.
+    Renewed {
+        /// The term's fencing token.
+        token: FencingToken,
+        /// The new local deadline.
+        deadline: Instant,
+    },
+    /// A term ended (the token is cancelled before this is reported).
+    Demoted {
+        /// The term's fencing token.
+        token: FencingToken,
+        /// Why.
+        reason: DemoteReason,
+        /// How long the term lasted.
+        held: Duration,
+    },
+    /// The role's reported state changed.
+    StateChanged {
+        /// Before.
+        from: RoleState,
+        /// After.
+        to: RoleState,
+        /// Why it left leadership, when it did.
+        reason: Option<DemoteReason>,
+    },
+    /// A fenced write under the role's data prefix completed.
+    FencedWrite {
+        /// The term's fencing token.
+        token: FencingToken,
+        /// The key under `data.<role>.`.
+        key: String,
+        /// `Ok(revision)` when stored; `Err(())` when refused or the outcome is unknown.
+        stored: Result<u64, FencedRefusal>,
+    },
+    /// The role failed permanently.
+    Failed(FailureKind),
+}
+
+/// Why a fenced write was not stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)] // until the history and metrics sinks read every field
+pub(crate) enum FencedRefusal {
+    /// The term was over (locally, or the server refused the fence).
+    Fenced,
+    /// No answer in time: the write may still be stored.
+    Unknown,
+    /// Another failure.
+    Failed(FailureKind),
+}
+
+/// Who receives tap events.
+pub(crate) trait TapSink: Send + Sync + 'static {
+    /// Records `event` for `role` on `instance`, which happened at `at`.
+    fn record(&self, instance: &InstanceId, role: &RoleName, event: &TapEvent, at: Instant);
+}
+
+/// The sinks of one manager (cheap to clone).
+#[derive(Clone, Default)]
+pub(crate) struct Tap {
+    sinks: Arc<[Arc<dyn TapSink>]>,
+}
+
+impl std::fmt::Debug for Tap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tap")
+            .field("sinks", &self.sinks.len())
+            .finish()
+    }
+}
+
+impl Tap {
+    /// A tap feeding `sinks`.
+    pub(crate) fn new(sinks: Vec<Arc<dyn TapSink>>) -> Self {
+        Self {
+            sinks: sinks.into(),
+        }
+    }
+
+    /// Whether any sink listens (callers may skip building events when not).
+    pub(crate) fn is_active(&self) -> bool {
+        !self.sinks.is_empty()
+    }
+
+    /// Reports `event` to every sink, stamped now.
+    pub(crate) fn record(&self, instance: &InstanceId, role: &RoleName, event: TapEvent) {
+        if self.sinks.is_empty() {
+            return;
+        }
+        let at = Instant::now();
+        for sink in self.sinks.iter() {
+            sink.record(instance, role, &event, at);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<String>>);
+
+    impl TapSink for Collect {
+        fn record(&self, instance: &InstanceId, role: &RoleName, event: &TapEvent, _at: Instant) {
+            if let Ok(mut v) = self.0.lock() {
+                v.push(format!("{instance}/{role}: {event:?}"));
+            }
+        }
+    }
+
+    #[test]
+    fn fans_out_to_every_sink_and_is_inactive_without_sinks() {
+        let a = Arc::new(Collect::default());
+        let b = Arc::new(Collect::default());
+        let tap = Tap::new(vec![a.clone(), b.clone()]);
+        assert!(tap.is_active());
+        let (i, r) = (
+            InstanceId::new("i1").expect("valid"),
+            RoleName::new("r").expect("valid"),
+        );
+        tap.record(&i, &r, TapEvent::Failed(FailureKind::PermissionDenied));
+        for s in [&a, &b] {
+            let v = s.0.lock().expect("lock");
+            assert_eq!(v.len(), 1);
+            assert!(v[0].starts_with("i1/r: Failed"), "{v:?}");
+        }
+        assert!(!Tap::default().is_active());
+    }
+}
