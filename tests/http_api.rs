@@ -463,12 +463,21 @@ async fn release_and_evict_move_roles_safely() {
     );
     assert_eq!(json["cooldown_ms"], 60_000);
     until("node-b takes alpha over", || b.is_leader(&role("alpha"))).await;
-    let view: RoleView = serde_json::from_str(
-        &call(&app_a, &mut seen, "GET", "/api/roles/alpha", None, "")
-            .await
-            .body,
-    )
-    .expect("a RoleView");
+    // node-b's acquire is acknowledged to node-b before node-a's watcher delivers it: wait
+    // (bounded) until node-a's view has caught up.
+    let deadline = Instant::now() + WAIT;
+    let view = loop {
+        let view: RoleView = serde_json::from_str(
+            &call(&app_a, &mut seen, "GET", "/api/roles/alpha", None, "")
+                .await
+                .body,
+        )
+        .expect("a RoleView");
+        if view.holder.as_deref() == Some("node-b") || Instant::now() >= deadline {
+            break view;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(view.holder.as_deref(), Some("node-b"));
     assert_eq!(
         view.local.map(|l| l.state),
