@@ -82,6 +82,24 @@ pub(crate) enum TapEvent {
     },
     /// The role failed permanently.
     Failed(FailureKind),
+    /// The manager's NATS connection went down (`false`) or came back (`true`), as the role
+    /// task learned it.
+    Connection(bool),
+}
+
+/// What the manager's one bucket watcher reports (not tied to a role).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum WatcherEvent {
+    /// The watcher failed or ended and is being recreated.
+    Restarted,
+    /// An entry was delivered.
+    Delivered {
+        /// Entries still pending on the server after this one (the watcher's backlog).
+        pending: u64,
+        /// Local wall clock minus the entry's server timestamp (`None` when the local clock
+        /// is behind the server's).
+        lag: Option<Duration>,
+    },
 }
 
 /// Why a fenced write was not stored.
@@ -100,6 +118,11 @@ pub(crate) enum FencedRefusal {
 pub(crate) trait TapSink: Send + Sync + 'static {
     /// Records `event` for `role` on `instance`, which happened at `at`.
     fn record(&self, instance: &InstanceId, role: &RoleName, event: &TapEvent, at: Instant);
+
+    /// Records a bucket watcher event of `instance` (default: ignored).
+    fn watcher(&self, instance: &InstanceId, event: WatcherEvent) {
+        let _ = (instance, event);
+    }
 }
 
 /// The sinks of one manager (cheap to clone).
@@ -137,6 +160,13 @@ impl Tap {
         let at = Instant::now();
         for sink in self.sinks.iter() {
             sink.record(instance, role, &event, at);
+        }
+    }
+
+    /// Reports a bucket watcher event to every sink.
+    pub(crate) fn watcher(&self, instance: &InstanceId, event: WatcherEvent) {
+        for sink in self.sinks.iter() {
+            sink.watcher(instance, event);
         }
     }
 }

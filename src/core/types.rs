@@ -234,6 +234,18 @@ pub enum WriteKind {
     Release,
 }
 
+impl WriteKind {
+    /// A short machine-readable name (span field, logs).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Acquire => "acquire",
+            Self::Renew => "renew",
+            Self::Release => "release",
+        }
+    }
+}
+
 /// A conditional write the driver must perform.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WriteRequest {

@@ -62,6 +62,9 @@ pub(crate) struct RoleTask {
     pub(crate) validation_interval: Option<Duration>,
     /// When the current term was promoted (for the term's duration).
     pub(crate) promoted_at: Option<Instant>,
+    /// The span of the current term (open from promotion to demotion); KV operations of the
+    /// term are its children.
+    pub(crate) term_span: Option<tracing::Span>,
 }
 
 impl RoleTask {
@@ -132,7 +135,10 @@ impl RoleTask {
                     let now = Instant::now();
                     match input {
                         Some(RoleInput::Observed(state)) => self.machine.handle_observed(state, now),
-                        Some(RoleInput::Connection(up)) => self.machine.handle_connection(up, now),
+                        Some(RoleInput::Connection(up)) => {
+                            self.tap(TapEvent::Connection(up));
+                            self.machine.handle_connection(up, now);
+                        }
                         Some(RoleInput::Release(reason, cooldown)) => {
                             self.machine.handle_release(reason, cooldown, now);
                         }
@@ -150,7 +156,11 @@ impl RoleTask {
                     next_validation = None;
                     let store = self.shared.store.clone();
                     let (k, t) = (key.clone(), self.operation_timeout);
-                    ops.push(Box::pin(async move { (0, OpResult::Validate(store.read(&k, t).await)) }));
+                    let span = self.kv_span("read", "validate", 0);
+                    ops.push(Box::pin(
+                        async move { (0, OpResult::Validate(store.read(&k, t).await)) }
+                            .instrument(span),
+                    ));
                 }
                 () = sleep_until_opt(timer) => self.machine.handle_timeout(Instant::now()),
             }
@@ -195,27 +205,34 @@ impl RoleTask {
                     kind,
                     expected: req.expected,
                 });
-                ops.push(Box::pin(async move {
-                    let sent = Instant::now();
-                    let outcome = store
-                        .cas(
-                            &key,
-                            req.expected,
-                            Some(ttl),
-                            payload.unwrap_or_default(),
-                            delete,
-                            req.timeout,
-                        )
-                        .await;
-                    (op, OpResult::Write(kind, outcome, sent.elapsed()))
-                }));
+                let span = self.kv_span("cas", kind.as_str(), req.expected);
+                ops.push(Box::pin(
+                    async move {
+                        let sent = Instant::now();
+                        let outcome = store
+                            .cas(
+                                &key,
+                                req.expected,
+                                Some(ttl),
+                                payload.unwrap_or_default(),
+                                delete,
+                                req.timeout,
+                            )
+                            .await;
+                        tracing::Span::current().record("outcome", outcome_name(outcome));
+                        (op, OpResult::Write(kind, outcome, sent.elapsed()))
+                    }
+                    .instrument(span),
+                ));
             }
             Action::Read { op, timeout } => {
                 let store = self.shared.store.clone();
                 let key = key.to_string();
-                ops.push(Box::pin(async move {
-                    (op, OpResult::Read(store.read(&key, timeout).await))
-                }));
+                let span = self.kv_span("read", "read", 0);
+                ops.push(Box::pin(
+                    async move { (op, OpResult::Read(store.read(&key, timeout).await)) }
+                        .instrument(span),
+                ));
             }
             Action::Promote { term, revision } => {
                 let leadership = Leadership {
@@ -236,6 +253,13 @@ impl RoleTask {
                 };
                 info!(term = term.token.term(), "promoted");
                 self.promoted_at = Some(Instant::now());
+                self.term_span = Some(tracing::info_span!(
+                    "term",
+                    role = %self.role,
+                    instance = %self.shared.instance,
+                    term = term.token.term(),
+                    reason = tracing::field::Empty,
+                ));
                 self.tap(TapEvent::Promoted {
                     token: term.token,
                     deadline: term.deadline,
@@ -293,6 +317,9 @@ impl RoleTask {
                     reason,
                     held,
                 });
+                if let Some(span) = self.term_span.take() {
+                    span.record("reason", reason.as_str());
+                }
                 let level_warn = !matches!(reason, DemoteReason::Released(_));
                 if level_warn {
                     warn!(term = term.token.term(), %reason, "demoted");
@@ -370,6 +397,49 @@ impl RoleTask {
         }
     }
 
+    /// A span for one KV operation: a child of the term's span while a term is open.
+    fn kv_span(&self, op: &'static str, kind: &'static str, expected: u64) -> tracing::Span {
+        let parent = self.term_span.as_ref().and_then(tracing::Span::id);
+        tracing::debug_span!(
+            parent: parent.or_else(|| tracing::Span::current().id()),
+            "kv",
+            op,
+            kind,
+            expected,
+            outcome = tracing::field::Empty,
+        )
+    }
+
+    /// One span and one event per state change (role, instance, term, reason).
+    fn trace_transition(&self, from: RoleState, to: RoleState, reason: Option<DemoteReason>) {
+        let term = self
+            .machine
+            .term()
+            .map(|t| t.token.term())
+            .or_else(|| self.status.borrow().term);
+        let reason = reason.map_or("none", DemoteReason::as_str);
+        let span = tracing::info_span!(
+            "transition",
+            role = %self.role,
+            instance = %self.shared.instance,
+            from = from.as_str(),
+            to = to.as_str(),
+            term,
+            reason,
+        );
+        span.in_scope(|| {
+            info!(
+                role = %self.role,
+                instance = %self.shared.instance,
+                from = from.as_str(),
+                to = to.as_str(),
+                term,
+                reason,
+                "transition"
+            );
+        });
+    }
+
     /// Reports `event` to the manager's tap sinks.
     fn tap(&self, event: TapEvent) {
         self.shared
@@ -411,12 +481,24 @@ impl RoleTask {
         });
         if let Some((from, reason)) = changed {
             let reason = (from == RoleState::Leader).then_some(reason).flatten();
+            self.trace_transition(from, state, reason);
             self.tap(TapEvent::StateChanged {
                 from,
                 to: state,
                 reason,
             });
         }
+    }
+}
+
+/// The outcome of a write as a span field.
+fn outcome_name(outcome: WriteOutcome) -> &'static str {
+    match outcome {
+        WriteOutcome::Ok { .. } => "ok",
+        WriteOutcome::Conflict => "conflict",
+        WriteOutcome::Retry => "retry",
+        WriteOutcome::Unknown => "unknown",
+        WriteOutcome::Failed(_) => "failed",
     }
 }
 
