@@ -508,6 +508,7 @@ impl RoleManager {
             validation_interval: self.validation_interval,
             promoted_at: None,
             term_span: None,
+            reported: crate::status::RoleState::Init,
         };
         let handle = tokio::spawn(task.run());
         roles.insert(

@@ -65,6 +65,9 @@ pub(crate) struct RoleTask {
     /// The span of the current term (open from promotion to demotion); KV operations of the
     /// term are its children.
     pub(crate) term_span: Option<tracing::Span>,
+    /// The state last reported to the tap and the log (the status channel may be ahead: the
+    /// promotion and demotion actions write it directly).
+    pub(crate) reported: RoleState,
 }
 
 impl RoleTask {
@@ -275,6 +278,7 @@ impl RoleTask {
                     s.held_since = Some(SystemTime::now());
                     s.last_heartbeat = Some(SystemTime::now());
                 });
+                self.report_state(RoleState::Leader, None);
                 self.shared.emit(RoleEvent::Promoted {
                     role: self.role.clone(),
                     term: term.token.term(),
@@ -333,6 +337,7 @@ impl RoleTask {
                     s.held_since = None;
                     s.last_demote_reason = Some(reason);
                 });
+                self.report_state_of_term(RoleState::Demoted, Some(reason), term.token.term());
                 self.shared.emit(RoleEvent::Demoted {
                     role: self.role.clone(),
                     term: term.token.term(),
@@ -411,12 +416,13 @@ impl RoleTask {
     }
 
     /// One span and one event per state change (role, instance, term, reason).
-    fn trace_transition(&self, from: RoleState, to: RoleState, reason: Option<DemoteReason>) {
-        let term = self
-            .machine
-            .term()
-            .map(|t| t.token.term())
-            .or_else(|| self.status.borrow().term);
+    fn trace_transition(
+        &self,
+        from: RoleState,
+        to: RoleState,
+        reason: Option<DemoteReason>,
+        term: Option<u64>,
+    ) {
         let reason = reason.map_or("none", DemoteReason::as_str);
         let span = tracing::info_span!(
             "transition",
@@ -447,16 +453,12 @@ impl RoleTask {
             .record(&self.shared.instance, &self.role, event);
     }
 
-    fn publish_status(&self) {
+    fn publish_status(&mut self) {
         let state = self.machine.state();
         let observed = self.machine.observed().cloned();
         let connected = *self.shared.connected.borrow();
-        let mut changed = None;
         self.status.send_if_modified(|s| {
             let before = s.clone();
-            if before.state != state {
-                changed = Some((before.state, s.last_demote_reason));
-            }
             s.state = state;
             s.connected = connected;
             if let Some(obs) = &observed {
@@ -479,15 +481,37 @@ impl RoleTask {
             }
             *s != before
         });
-        if let Some((from, reason)) = changed {
-            let reason = (from == RoleState::Leader).then_some(reason).flatten();
-            self.trace_transition(from, state, reason);
-            self.tap(TapEvent::StateChanged {
-                from,
-                to: state,
-                reason,
-            });
+        let reason = if self.reported == RoleState::Leader {
+            self.status.borrow().last_demote_reason
+        } else {
+            None
+        };
+        self.report_state(state, reason);
+    }
+
+    /// Reports a change of state (tap event, span and log event), once per change.
+    fn report_state(&mut self, to: RoleState, reason: Option<DemoteReason>) {
+        let term = self
+            .machine
+            .term()
+            .map(|t| t.token.term())
+            .or_else(|| self.status.borrow().term);
+        self.report_state_of_term(to, reason, term);
+    }
+
+    fn report_state_of_term(
+        &mut self,
+        to: RoleState,
+        reason: Option<DemoteReason>,
+        term: impl Into<Option<u64>>,
+    ) {
+        let from = std::mem::replace(&mut self.reported, to);
+        if from == to {
+            return;
         }
+        let reason = (from == RoleState::Leader).then_some(reason).flatten();
+        self.trace_transition(from, to, reason, term.into());
+        self.tap(TapEvent::StateChanged { from, to, reason });
     }
 }
 

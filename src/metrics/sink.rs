@@ -115,6 +115,12 @@ impl RoleMetrics {
                 })
                 .build()
         };
+        let watcher_restarts = meter
+            .u64_counter(names::WATCHER_RESTARTS)
+            .with_description("bucket watcher restarts after errors")
+            .build();
+        // Present from the start (at 0), so that rate() and dashboards work before a restart.
+        watcher_restarts.add(0, &instance_labels);
         Self {
             instance: instance.clone(),
             bucket: bucket.to_owned(),
@@ -150,10 +156,7 @@ impl RoleMetrics {
                 .u64_counter(names::TOKEN_VALIDATION_FAILURES)
                 .with_description("fenced writes refused because the term was over")
                 .build(),
-            watcher_restarts: meter
-                .u64_counter(names::WATCHER_RESTARTS)
-                .with_description("bucket watcher restarts after errors")
-                .build(),
+            watcher_restarts,
             watcher_pending: meter
                 .u64_gauge(names::WATCHER_PENDING)
                 .with_description("entries pending behind the last one the watcher delivered")
