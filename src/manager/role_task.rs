@@ -415,7 +415,7 @@ impl RoleTask {
         )
     }
 
-    /// One span and one event per state change (role, instance, term, reason).
+    /// One span and one log event per state change (role, instance, term, reason).
     fn trace_transition(
         &self,
         from: RoleState,
@@ -424,7 +424,9 @@ impl RoleTask {
         term: Option<u64>,
     ) {
         let reason = reason.map_or("none", DemoteReason::as_str);
-        let span = tracing::info_span!(
+        // A span per transition for trace backends (closed at once: it marks the moment), and
+        // the log event beside it, so that log lines do not repeat the fields.
+        drop(tracing::info_span!(
             "transition",
             role = %self.role,
             instance = %self.shared.instance,
@@ -432,18 +434,16 @@ impl RoleTask {
             to = to.as_str(),
             term,
             reason,
+        ));
+        info!(
+            role = %self.role,
+            instance = %self.shared.instance,
+            from = from.as_str(),
+            to = to.as_str(),
+            term,
+            reason,
+            "transition"
         );
-        span.in_scope(|| {
-            info!(
-                role = %self.role,
-                instance = %self.shared.instance,
-                from = from.as_str(),
-                to = to.as_str(),
-                term,
-                reason,
-                "transition"
-            );
-        });
     }
 
     /// Reports `event` to the manager's tap sinks.
