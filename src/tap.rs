@@ -187,6 +187,81 @@ mod tests {
         }
     }
 
+    /// Every event and value a driver handles, as `Debug` prints it, never shows the token's
+    /// nonce or the token's exposed form.
+    #[test]
+    fn debug_output_never_shows_a_token() {
+        use crate::core::{DemoteReason, KeyState, Term};
+        use crate::value::{HolderValue, LeaseValue};
+        let nonce = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+        let token = FencingToken::new(1_700_000_000_000_000_000, 42, nonce);
+        let lease = LeaseValue {
+            v: 1,
+            holder: InstanceId::new("node-a").expect("valid"),
+            incarnation: uuid::Uuid::nil(),
+            nonce,
+            term: Some(42),
+            priority: 0,
+            ttl_ms: 3000,
+            meta: Default::default(),
+            acquired_at: None,
+            renewed_at: None,
+        };
+        let now = Instant::now();
+        let texts = [
+            format!(
+                "{:?}",
+                TapEvent::Promoted {
+                    token,
+                    deadline: now
+                }
+            ),
+            format!(
+                "{:?}",
+                TapEvent::Demoted {
+                    token,
+                    reason: DemoteReason::Superseded,
+                    held: Duration::ZERO
+                }
+            ),
+            format!(
+                "{:?}",
+                TapEvent::FencedWrite {
+                    token,
+                    key: "data.r.k".into(),
+                    stored: Ok(1)
+                }
+            ),
+            format!("{token:?} {token}"),
+            format!("{lease:?}"),
+            format!(
+                "{:?}",
+                KeyState::Held {
+                    revision: 42,
+                    value: HolderValue::Lease(Box::new(lease.clone())),
+                }
+            ),
+            format!(
+                "{:?}",
+                Term {
+                    token,
+                    nonce,
+                    deadline: now
+                }
+            ),
+        ];
+        for text in texts {
+            for secret in [
+                nonce.to_string(),
+                nonce.simple().to_string(),
+                token.expose(),
+                "1700000000000000000".to_owned(),
+            ] {
+                assert!(!text.contains(&secret), "{secret} in {text}");
+            }
+        }
+    }
+
     #[test]
     fn fans_out_to_every_sink_and_is_inactive_without_sinks() {
         let a = Arc::new(Collect::default());

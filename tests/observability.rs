@@ -348,21 +348,32 @@ fn collect_exprs(v: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
-/// What the in-test OTLP receiver got: (path, JSON body).
-type Received = Arc<Mutex<Vec<(String, serde_json::Value)>>>;
+/// What the in-test OTLP receiver got: (path, content type, body).
+type Received = Arc<Mutex<Vec<(String, String, Vec<u8>)>>>;
 
-/// A minimal OTLP/HTTP (JSON) receiver on a free loopback port.
+/// A minimal OTLP/HTTP receiver on a free loopback port (answers `{}` / an empty message).
 async fn otlp_receiver() -> (u16, Received) {
     let got: Received = Arc::default();
     let receiver = |path: &'static str| {
         let got = got.clone();
-        axum::routing::post(move |body: axum::body::Bytes| async move {
-            let json = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-            got.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push((path.to_owned(), json));
-            "{}"
-        })
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| async move {
+                let content_type = headers
+                    .get(axum::http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                got.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push((path.to_owned(), content_type.clone(), body.to_vec()));
+                let answer: &'static [u8] = if content_type == "application/json" {
+                    b"{}"
+                } else {
+                    b""
+                };
+                ([(axum::http::header::CONTENT_TYPE, content_type)], answer)
+            },
+        )
     };
     let app = axum::Router::new()
         .route("/v1/traces", receiver("/v1/traces"))
@@ -375,28 +386,105 @@ async fn otlp_receiver() -> (u16, Received) {
     (port, got)
 }
 
-/// `name` → attributes (key → value as text) of every span in the received traces.
-fn spans(got: &Received) -> Vec<(String, BTreeMap<String, String>)> {
+/// A span as received: name and attributes (values as text).
+type Span = (String, BTreeMap<String, String>);
+
+/// Every span of the received traces, decoded from JSON or protobuf by content type.
+fn spans(got: &Received) -> Vec<Span> {
     let mut out = Vec::new();
     let got = got
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    for (_, body) in got.iter().filter(|(p, _)| p == "/v1/traces") {
-        for rs in body["resourceSpans"].as_array().into_iter().flatten() {
-            for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
-                for span in ss["spans"].as_array().into_iter().flatten() {
-                    let mut attrs = BTreeMap::new();
-                    for kv in span["attributes"].as_array().into_iter().flatten() {
-                        let v = &kv["value"];
-                        let text = v["stringValue"]
-                            .as_str()
-                            .map(str::to_owned)
-                            .or_else(|| v["intValue"].as_str().map(str::to_owned))
-                            .or_else(|| v["intValue"].as_i64().map(|n| n.to_string()))
-                            .unwrap_or_else(|| v.to_string());
-                        attrs.insert(kv["key"].as_str().unwrap_or_default().to_owned(), text);
+    for (_, content_type, body) in got.iter().filter(|(p, _, _)| p == "/v1/traces") {
+        if content_type == "application/json" {
+            out.extend(json_spans(body));
+        } else {
+            assert_eq!(content_type, "application/x-protobuf");
+            out.extend(protobuf_spans(body));
+        }
+    }
+    out
+}
+
+fn json_spans(body: &[u8]) -> Vec<Span> {
+    let body: serde_json::Value =
+        serde_json::from_slice(body).unwrap_or_else(|e| panic!("OTLP JSON: {e}"));
+    let mut out = Vec::new();
+    for rs in body["resourceSpans"].as_array().into_iter().flatten() {
+        for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
+            for span in ss["spans"].as_array().into_iter().flatten() {
+                let mut attrs = BTreeMap::new();
+                for kv in span["attributes"].as_array().into_iter().flatten() {
+                    let v = &kv["value"];
+                    let text = v["stringValue"]
+                        .as_str()
+                        .map(str::to_owned)
+                        .or_else(|| v["intValue"].as_str().map(str::to_owned))
+                        .or_else(|| v["intValue"].as_i64().map(|n| n.to_string()))
+                        .unwrap_or_else(|| v.to_string());
+                    attrs.insert(kv["key"].as_str().unwrap_or_default().to_owned(), text);
+                }
+                out.push((span["name"].as_str().unwrap_or_default().to_owned(), attrs));
+            }
+        }
+    }
+    out
+}
+
+fn protobuf_spans(body: &[u8]) -> Vec<Span> {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    use prost::Message as _;
+    let request = ExportTraceServiceRequest::decode(body)
+        .unwrap_or_else(|e| panic!("OTLP protobuf traces: {e}"));
+    let mut out = Vec::new();
+    for rs in request.resource_spans {
+        for ss in rs.scope_spans {
+            for span in ss.spans {
+                let attrs = span
+                    .attributes
+                    .into_iter()
+                    .map(|kv| {
+                        let text = match kv.value.and_then(|v| v.value) {
+                            Some(Value::StringValue(s)) => s,
+                            Some(Value::IntValue(n)) => n.to_string(),
+                            other => format!("{other:?}"),
+                        };
+                        (kv.key, text)
+                    })
+                    .collect();
+                out.push((span.name, attrs));
+            }
+        }
+    }
+    out
+}
+
+/// Names of every metric in the received metric exports.
+fn metric_names(got: &Received) -> BTreeSet<String> {
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+    use prost::Message as _;
+    let mut out = BTreeSet::new();
+    let got = got
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for (_, content_type, body) in got.iter().filter(|(p, _, _)| p == "/v1/metrics") {
+        if content_type == "application/json" {
+            let json: serde_json::Value =
+                serde_json::from_slice(body).unwrap_or_else(|e| panic!("OTLP JSON: {e}"));
+            for rm in json["resourceMetrics"].as_array().into_iter().flatten() {
+                for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
+                    for m in sm["metrics"].as_array().into_iter().flatten() {
+                        out.insert(m["name"].as_str().unwrap_or_default().to_owned());
                     }
-                    out.push((span["name"].as_str().unwrap_or_default().to_owned(), attrs));
+                }
+            }
+        } else {
+            let request = ExportMetricsServiceRequest::decode(body.as_slice())
+                .unwrap_or_else(|e| panic!("OTLP protobuf metrics: {e}"));
+            for rm in request.resource_metrics {
+                for sm in rm.scope_metrics {
+                    out.extend(sm.metrics.into_iter().map(|m| m.name));
                 }
             }
         }
@@ -405,12 +493,23 @@ fn spans(got: &Received) -> Vec<(String, BTreeMap<String, String>)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn otlp_export_has_a_span_per_transition_and_the_metrics() {
+async fn otlp_json_export_has_a_span_per_transition_and_the_metrics() {
+    otlp_export("http/json").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otlp_protobuf_export_has_a_span_per_transition_and_the_metrics() {
+    otlp_export("http/protobuf").await;
+}
+
+/// One instance exporting to the in-test receiver with `protocol`, through promotion and a
+/// graceful stop.
+async fn otlp_export(protocol: &str) {
     let server = NatsServer::start().await;
     let (port, got) = otlp_receiver().await;
     let extra = format!(
         "{FAST}telemetry:\n  log_format: json\n  otlp:\n    endpoint: http://127.0.0.1:{port}\n    \
-         protocol: http/json\n    export_interval: 500ms\n"
+         protocol: {protocol}\n    export_interval: 500ms\n"
     );
     let mut d = Deployment::new(&server.url(), "otlp", &["alpha"], &extra);
     let a = d.start("node-a").await;
@@ -418,14 +517,14 @@ async fn otlp_export_has_a_span_per_transition_and_the_metrics() {
     scrape_until("node-a leads", pa, |s| is_leader(s, "alpha") == Some(1.0)).await;
     // Metrics arrive while the process runs (periodic export).
     eventually("OTLP metrics", WAIT, || async {
-        let got = got
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        got.iter()
-            .any(|(p, body)| {
-                p == "/v1/metrics" && body.to_string().contains("nats_roles_election_is_leader")
-            })
-            .then_some(())
+        let names = metric_names(&got);
+        [
+            "nats_roles_election_is_leader",
+            "nats_roles_election_transitions_total",
+        ]
+        .iter()
+        .all(|n| names.contains(*n))
+        .then_some(())
     })
     .await;
     d.terminate(a);
