@@ -515,6 +515,11 @@ async fn otlp_export(protocol: &str) {
     let a = d.start("node-a").await;
     let pa = d.instances[a].port;
     scrape_until("node-a leads", pa, |s| is_leader(s, "alpha") == Some(1.0)).await;
+    let js = jetstream::new(support::connect(&server.url()).await);
+    let kv = js.get_key_value("otlp").await.expect("the bucket");
+    let mut nonces = BTreeSet::new();
+    record_nonces(&kv, &["alpha"], &mut nonces).await;
+    assert_eq!(nonces.len(), 2, "the term's nonce in two forms: {nonces:?}");
     // Metrics arrive while the process runs (periodic export).
     eventually("OTLP metrics", WAIT, || async {
         let names = metric_names(&got);
@@ -598,6 +603,23 @@ async fn otlp_export(protocol: &str) {
                 .iter()
                 .any(|(n, a)| n == "kv" && a.get("kind").map(String::as_str) == Some(kind)),
             "no kv span for {kind}"
+        );
+    }
+    // No token in what was exported, nor in the log.
+    let got = got
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for nonce in &nonces {
+        for (path, _, body) in got.iter() {
+            let text = String::from_utf8_lossy(body).to_lowercase();
+            assert!(
+                !text.contains(nonce),
+                "the term's nonce is in an export to {path}"
+            );
+        }
+        assert!(
+            !stderr.to_lowercase().contains(nonce),
+            "the term's nonce is in the log"
         );
     }
 }
