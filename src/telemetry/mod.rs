@@ -98,7 +98,11 @@ impl Telemetry {
                 let url = otlp.signal_url("/v1/metrics");
                 let exporter = opentelemetry_otlp::MetricExporter::builder()
                     .with_http()
-                    .with_http_client(otlp::RuntimeHttpClient::new(runtime.clone(), otlp.timeout))
+                    .with_http_client(otlp::RuntimeHttpClient::new(
+                        runtime.clone(),
+                        otlp.timeout,
+                        "metrics",
+                    ))
                     .with_protocol(protocol(otlp))
                     .with_endpoint(url.clone())
                     .with_timeout(otlp.timeout)
@@ -119,7 +123,11 @@ impl Telemetry {
                 let url = otlp.signal_url("/v1/traces");
                 let exporter = opentelemetry_otlp::SpanExporter::builder()
                     .with_http()
-                    .with_http_client(otlp::RuntimeHttpClient::new(runtime.clone(), otlp.timeout))
+                    .with_http_client(otlp::RuntimeHttpClient::new(
+                        runtime.clone(),
+                        otlp.timeout,
+                        "traces",
+                    ))
                     .with_protocol(protocol(otlp))
                     .with_endpoint(url.clone())
                     .with_timeout(otlp.timeout)
