@@ -39,6 +39,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::names::{InstanceId, NameError, RoleName};
 
+mod telemetry;
+pub use telemetry::{DEFAULT_SERVICE_NAME, LogFormat, OtlpConfig, OtlpProtocol, TelemetryConfig};
+
 /// Largest configuration document accepted by [`Config::from_yaml_str`] and
 /// [`Config::load`], in bytes (1 MiB).
 pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
@@ -114,6 +117,9 @@ pub struct Config {
     /// Default: [`HttpConfig::default()`] (on, `127.0.0.1:8080`, admin actions
     /// off).
     pub http: HttpConfig,
+    /// Log format and OTLP export of metrics and traces (`nats-roles run`). Default:
+    /// [`TelemetryConfig::default()`] (text logs, no OTLP export).
+    pub telemetry: TelemetryConfig,
     /// The roles this instance takes part in. Default: empty (roles may also
     /// be added at runtime).
     pub roles: Vec<RoleConfig>,
@@ -1294,6 +1300,7 @@ impl Config {
         self.check_health(&mut p);
         self.check_fencing_and_shutdown(&mut p);
         self.check_http(&mut p);
+        self.check_telemetry(&mut p);
         p.0
     }
 

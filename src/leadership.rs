@@ -208,7 +208,26 @@ impl Leadership {
     /// [`Error::Fenced`] when the term is over; [`Error::Timeout`] when the outcome is
     /// unknown; [`Error::Kv`] for other failures.
     pub async fn fenced_put(&self, key: &str, value: impl Into<Bytes>) -> Result<u64, Error> {
-        let result = self.fenced_put_inner(key, value.into()).await;
+        let span = tracing::debug_span!(
+            "kv",
+            op = "fenced_put",
+            role = %self.inner.role,
+            term = self.inner.token.term(),
+            key,
+            outcome = tracing::field::Empty,
+        );
+        let result =
+            tracing::Instrument::instrument(self.fenced_put_inner(key, value.into()), span.clone())
+                .await;
+        span.record(
+            "outcome",
+            match &result {
+                Ok(_) => "ok",
+                Err(Error::Timeout(_)) => "unknown",
+                Err(Error::Kv(_)) => "failed",
+                Err(_) => "fenced",
+            },
+        );
         if self.inner.tap.is_active() {
             let stored = match &result {
                 Ok(revision) => Ok(*revision),

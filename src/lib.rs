@@ -66,10 +66,13 @@ pub mod http;
 pub mod inspect;
 pub mod leadership;
 pub mod manager;
+pub mod metrics;
 pub mod names;
 pub mod status;
 pub mod store;
 pub(crate) mod tap;
+#[cfg(feature = "otel")]
+pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod token;

@@ -62,9 +62,9 @@ struct RunArgs {
     /// Create the bucket if it does not exist.
     #[arg(long)]
     auto_create: bool,
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "NATS_ROLES_LOG_FORMAT")]
-    log_format: LogFormat,
+    /// Log format (overrides telemetry.log_format; default text).
+    #[arg(long, value_enum, env = "NATS_ROLES_LOG_FORMAT")]
+    log_format: Option<LogFormat>,
     /// Serve the dashboard and API on this address, IP:port (overrides http.listen; port 0
     /// picks a free one).
     #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
@@ -142,17 +142,71 @@ fn load_config(args: &RunArgs) -> Result<Config, String> {
     Ok(config)
 }
 
-fn init_tracing(format: LogFormat) {
+/// Installs the process's subscriber: logs on stderr (filtered by `RUST_LOG`, default
+/// `info,async_nats=warn`) and, when traces are exported, the OpenTelemetry layer (its own
+/// filter: `info` plus the library's `debug` spans of KV operations).
+fn init_tracing(format: LogFormat, telemetry: &Telemetry) {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,async_nats=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+    let fmt = match format {
+        LogFormat::Text => fmt.boxed(),
+        LogFormat::Json => fmt.json().boxed(),
+    };
+    let otel = telemetry.tracing_layer().map(|layer| {
+        layer.with_filter(tracing_subscriber::EnvFilter::new(
+            "info,nats_roles=debug,async_nats=warn",
+        ))
+    });
+    tracing_subscriber::registry()
+        .with(fmt.with_filter(filter))
+        .with(otel)
+        .init();
+}
+
+/// The process's metric and trace providers.
+#[cfg(feature = "otel")]
+type Telemetry = nats_roles::telemetry::Telemetry;
+
+#[cfg(feature = "otel")]
+fn start_telemetry(config: &Config, runtime: &tokio::runtime::Handle) -> Result<Telemetry, String> {
+    let id = config
+        .instance
+        .id
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    Telemetry::new(&config.telemetry, &id, runtime).map_err(|e| e.to_string())
+}
+
+/// Without the `otel` feature: no providers, metrics go to the (no-op) global meter.
+#[cfg(not(feature = "otel"))]
+struct Telemetry;
+
+#[cfg(not(feature = "otel"))]
+impl Telemetry {
+    fn tracing_layer(&self) -> Option<tracing_subscriber::layer::Identity> {
+        None
     }
+    fn shutdown(self) {}
+}
+
+#[cfg(not(feature = "otel"))]
+fn start_telemetry(
+    config: &Config,
+    _runtime: &tokio::runtime::Handle,
+) -> Result<Telemetry, String> {
+    if config.telemetry.otlp.is_some() {
+        return Err(
+            "telemetry.otlp is set but this binary was built without the `otel` feature".into(),
+        );
+    }
+    Ok(Telemetry)
 }
 
 fn run(args: RunArgs) -> ExitCode {
@@ -168,7 +222,6 @@ fn run(args: RunArgs) -> ExitCode {
         eprintln!("nats-roles: --http: this binary was built without the `http` feature");
         return ExitCode::from(EXIT_USAGE);
     }
-    init_tracing(args.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -179,14 +232,33 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_RUNTIME);
         }
     };
-    match runtime.block_on(serve(config, &args)) {
+    let telemetry = match start_telemetry(&config, runtime.handle()) {
+        Ok(t) => t,
+        Err(msg) => {
+            eprintln!("nats-roles: {msg}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let format = match args.log_format {
+        Some(LogFormat::Json) => LogFormat::Json,
+        Some(LogFormat::Text) => LogFormat::Text,
+        None => match config.telemetry.log_format {
+            nats_roles::config::LogFormat::Json => LogFormat::Json,
+            _ => LogFormat::Text,
+        },
+    };
+    init_tracing(format, &telemetry);
+    let code = match runtime.block_on(serve(config, &args, &telemetry)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Runtime(msg) | Failure::Usage(msg)) => {
             error!("{msg}");
             eprintln!("nats-roles: {msg}");
             ExitCode::from(EXIT_RUNTIME)
         }
-    }
+    };
+    // Exports what is pending; the runtime still runs the exporters' requests.
+    telemetry.shutdown();
+    code
 }
 
 /// The HTTP side of `run`: nothing without the `http` feature.
@@ -213,12 +285,21 @@ impl Http {
         })
     }
 
-    fn start(&mut self, manager: &Arc<RoleManager>, config: &Config) {
+    fn start(&mut self, manager: &Arc<RoleManager>, config: &Config, telemetry: &Telemetry) {
         let Some(bound) = self.bound.take() else {
             return;
         };
         let options = nats_roles::http::ApiOptions::default()
             .with_admin_token(config.http.admin_token.clone());
+        #[cfg(feature = "otel")]
+        let options = {
+            let reader = telemetry.prometheus().clone();
+            options.with_metrics(nats_roles::http::MetricsText::new(move || {
+                reader.render().map_err(|e| e.to_string())
+            }))
+        };
+        #[cfg(not(feature = "otel"))]
+        let _ = telemetry;
         let api = nats_roles::http::Api::new(manager.clone(), options);
         let server = api.clone();
         self.server = Some(tokio::spawn(
@@ -265,12 +346,12 @@ impl Http {
         }
         Ok(Self)
     }
-    fn start(&mut self, _manager: &Arc<RoleManager>, _config: &Config) {}
+    fn start(&mut self, _manager: &Arc<RoleManager>, _config: &Config, _telemetry: &Telemetry) {}
     fn drain(&self) {}
     async fn stop(self) {}
 }
 
-async fn serve(mut config: Config, args: &RunArgs) -> Result<(), Failure> {
+async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Result<(), Failure> {
     let runtime = |e: nats_roles::Error| Failure::Runtime(e.to_string());
     let id = config
         .require_instance_id()
@@ -281,6 +362,8 @@ async fn serve(mut config: Config, args: &RunArgs) -> Result<(), Failure> {
         .await
         .map_err(runtime)?;
     let builder = RoleManager::from_config(client, &config, errors).map_err(runtime)?;
+    #[cfg(feature = "otel")]
+    let builder = builder.meter(telemetry.meter());
     // Subscribed before start: the roles won during start-up are printed too.
     let mut events = builder.events();
     let printing = tokio_util::sync::CancellationToken::new();
@@ -306,7 +389,7 @@ async fn serve(mut config: Config, args: &RunArgs) -> Result<(), Failure> {
         }
     });
     let manager = Arc::new(builder.start().await.map_err(runtime)?);
-    http.start(&manager, &config);
+    http.start(&manager, &config, telemetry);
     shutdown_signal().await;
     info!("shutting down: releasing held roles");
     http.drain();

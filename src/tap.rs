@@ -82,6 +82,24 @@ pub(crate) enum TapEvent {
     },
     /// The role failed permanently.
     Failed(FailureKind),
+    /// The manager's NATS connection went down (`false`) or came back (`true`), as the role
+    /// task learned it.
+    Connection(bool),
+}
+
+/// What the manager's one bucket watcher reports (not tied to a role).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum WatcherEvent {
+    /// The watcher failed or ended and is being recreated.
+    Restarted,
+    /// An entry was delivered.
+    Delivered {
+        /// Entries still pending on the server after this one (the watcher's backlog).
+        pending: u64,
+        /// Local wall clock minus the entry's server timestamp (`None` when the local clock
+        /// is behind the server's).
+        lag: Option<Duration>,
+    },
 }
 
 /// Why a fenced write was not stored.
@@ -100,6 +118,11 @@ pub(crate) enum FencedRefusal {
 pub(crate) trait TapSink: Send + Sync + 'static {
     /// Records `event` for `role` on `instance`, which happened at `at`.
     fn record(&self, instance: &InstanceId, role: &RoleName, event: &TapEvent, at: Instant);
+
+    /// Records a bucket watcher event of `instance` (default: ignored).
+    fn watcher(&self, instance: &InstanceId, event: WatcherEvent) {
+        let _ = (instance, event);
+    }
 }
 
 /// The sinks of one manager (cheap to clone).
@@ -139,6 +162,13 @@ impl Tap {
             sink.record(instance, role, &event, at);
         }
     }
+
+    /// Reports a bucket watcher event to every sink.
+    pub(crate) fn watcher(&self, instance: &InstanceId, event: WatcherEvent) {
+        for sink in self.sinks.iter() {
+            sink.watcher(instance, event);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -153,6 +183,81 @@ mod tests {
         fn record(&self, instance: &InstanceId, role: &RoleName, event: &TapEvent, _at: Instant) {
             if let Ok(mut v) = self.0.lock() {
                 v.push(format!("{instance}/{role}: {event:?}"));
+            }
+        }
+    }
+
+    /// Every event and value a driver handles, as `Debug` prints it, never shows the token's
+    /// nonce or the token's exposed form.
+    #[test]
+    fn debug_output_never_shows_a_token() {
+        use crate::core::{DemoteReason, KeyState, Term};
+        use crate::value::{HolderValue, LeaseValue};
+        let nonce = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+        let token = FencingToken::new(1_700_000_000_000_000_000, 42, nonce);
+        let lease = LeaseValue {
+            v: 1,
+            holder: InstanceId::new("node-a").expect("valid"),
+            incarnation: uuid::Uuid::nil(),
+            nonce,
+            term: Some(42),
+            priority: 0,
+            ttl_ms: 3000,
+            meta: Default::default(),
+            acquired_at: None,
+            renewed_at: None,
+        };
+        let now = Instant::now();
+        let texts = [
+            format!(
+                "{:?}",
+                TapEvent::Promoted {
+                    token,
+                    deadline: now
+                }
+            ),
+            format!(
+                "{:?}",
+                TapEvent::Demoted {
+                    token,
+                    reason: DemoteReason::Superseded,
+                    held: Duration::ZERO
+                }
+            ),
+            format!(
+                "{:?}",
+                TapEvent::FencedWrite {
+                    token,
+                    key: "data.r.k".into(),
+                    stored: Ok(1)
+                }
+            ),
+            format!("{token:?} {token}"),
+            format!("{lease:?}"),
+            format!(
+                "{:?}",
+                KeyState::Held {
+                    revision: 42,
+                    value: HolderValue::Lease(Box::new(lease.clone())),
+                }
+            ),
+            format!(
+                "{:?}",
+                Term {
+                    token,
+                    nonce,
+                    deadline: now
+                }
+            ),
+        ];
+        for text in texts {
+            for secret in [
+                nonce.to_string(),
+                nonce.simple().to_string(),
+                token.expose(),
+                "1700000000000000000".to_owned(),
+            ] {
+                assert!(!text.contains(&secret), "{secret} in {text}");
             }
         }
     }

@@ -12,7 +12,9 @@ use crate::names::InstanceId;
 pub const VALUE_VERSION: u32 = 1;
 
 /// The JSON document a holder writes into its role key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// `Debug` output redacts the nonce (the part of the fencing token that is not guessable).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseValue {
     /// Format version; readers treat other versions as foreign values.
     pub v: u32,
@@ -39,6 +41,23 @@ pub struct LeaseValue {
     /// Wall-clock time of this write (RFC 3339); informational only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renewed_at: Option<String>,
+}
+
+impl std::fmt::Debug for LeaseValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseValue")
+            .field("v", &self.v)
+            .field("holder", &self.holder)
+            .field("incarnation", &self.incarnation)
+            .field("nonce", &"<redacted>")
+            .field("term", &self.term)
+            .field("priority", &self.priority)
+            .field("ttl_ms", &self.ttl_ms)
+            .field("meta", &self.meta)
+            .field("acquired_at", &self.acquired_at)
+            .field("renewed_at", &self.renewed_at)
+            .finish()
+    }
 }
 
 impl LeaseValue {

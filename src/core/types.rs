@@ -206,14 +206,24 @@ impl DemoteReason {
     }
 }
 
+impl std::fmt::Debug for Term {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Term")
+            .field("token", &self.token)
+            .field("nonce", &"<redacted>")
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
 impl std::fmt::Display for DemoteReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-/// One term of leadership as the core sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One term of leadership as the core sees it (`Debug` redacts the token and the nonce).
+#[derive(Clone, PartialEq, Eq)]
 pub struct Term {
     /// The term's fencing token.
     pub token: FencingToken,
@@ -232,6 +242,18 @@ pub enum WriteKind {
     Renew,
     /// CAS-delete our lease.
     Release,
+}
+
+impl WriteKind {
+    /// A short machine-readable name (span field, logs).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Acquire => "acquire",
+            Self::Renew => "renew",
+            Self::Release => "release",
+        }
+    }
 }
 
 /// A conditional write the driver must perform.

@@ -9,6 +9,7 @@
 //! | `GET /api/roles`                | every role in the bucket ([`RoleList`](crate::inspect::RoleList)) |
 //! | `GET /api/roles/{role}`         | one role ([`RoleView`](crate::inspect::RoleView)); 404 if unknown |
 //! | `GET /api/instances`            | instances and what each holds ([`InstanceList`](crate::inspect::InstanceList)) |
+//! | `GET /metrics`                  | Prometheus text, when [`ApiOptions::metrics`] is set (404 otherwise) |
 //! | `GET /api/events`               | server-sent events, one JSON [`EventView`](crate::inspect::EventView) per transition |
 //! | `POST /api/roles/{role}/release`| admin: give up a role this instance holds                |
 //! | `POST /api/roles/{role}/evict`  | admin: CAS-delete the role's lease (`{"revision": N}` optional) |
@@ -36,6 +37,7 @@ mod auth;
 mod dashboard;
 mod error;
 mod events;
+mod metrics;
 mod probes;
 mod roles;
 
@@ -52,6 +54,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::manager::RoleManager;
 pub use error::ErrorBody;
+pub use metrics::{MetricsText, PROMETHEUS_CONTENT_TYPE};
 pub use probes::Readiness;
 
 /// Settings of an [`Api`].
@@ -72,6 +75,8 @@ pub struct ApiOptions {
     /// `/readyz` reports a role whose deadline passed (renewals failed) for this long after
     /// the demotion. Default: 30 s.
     pub missed_deadline_window: Duration,
+    /// What `GET /metrics` serves; `None` (the default): 404.
+    pub metrics: Option<MetricsText>,
 }
 
 impl Default for ApiOptions {
@@ -83,6 +88,7 @@ impl Default for ApiOptions {
             release_cooldown: Duration::from_secs(10),
             kv_timeout: Duration::from_secs(2),
             missed_deadline_window: Duration::from_secs(30),
+            metrics: None,
         }
     }
 }
@@ -92,6 +98,13 @@ impl ApiOptions {
     #[must_use]
     pub fn with_admin_token(mut self, token: Option<String>) -> Self {
         self.admin_token = token;
+        self
+    }
+
+    /// Serves `metrics` on `GET /metrics` (builder style).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: MetricsText) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 }
@@ -169,6 +182,7 @@ impl Api {
             .route("/api/roles/{role}/evict", post(admin::evict))
             .route("/api/instances", get(roles::instances))
             .route("/api/events", get(events::stream))
+            .route("/metrics", get(metrics::scrape))
             .fallback(error::no_route)
             // After the routes: it applies to the routes present.
             .method_not_allowed_fallback(error::wrong_method)

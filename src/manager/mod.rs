@@ -155,9 +155,18 @@ pub struct RoleManagerBuilder {
     roles: Vec<RoleSpec>,
     events: broadcast::Sender<RoleEvent>,
     tap_sinks: Vec<Arc<dyn TapSink>>,
+    meter: Option<opentelemetry::metrics::Meter>,
 }
 
 impl RoleManagerBuilder {
+    /// Records the manager's metrics ([`crate::metrics`]) with `meter` instead of
+    /// `opentelemetry::global::meter("nats-roles")` (which records nothing until the
+    /// application installs a global meter provider).
+    pub fn meter(mut self, meter: opentelemetry::metrics::Meter) -> Self {
+        self.meter = Some(meter);
+        self
+    }
+
     /// Adds a sink for the drivers' instrumentation events (history, metrics).
     #[allow(dead_code)]
     pub(crate) fn tap_sink(mut self, sink: Arc<dyn TapSink>) -> Self {
@@ -243,6 +252,15 @@ impl RoleManagerBuilder {
         let opened = bucket::open(&self.client, &self.bucket, &self.server_errors).await?;
         let (connected_tx, connected_rx) = watch::channel(connection::is_connected(&self.client));
         let incarnation = Uuid::new_v4();
+        let meter = self
+            .meter
+            .unwrap_or_else(|| opentelemetry::global::meter("nats-roles"));
+        let mut sinks = self.tap_sinks;
+        sinks.push(Arc::new(crate::metrics::RoleMetrics::new(
+            &meter,
+            &self.instance,
+            &self.bucket.name,
+        )));
         let shared = Arc::new(Shared {
             instance: self.instance.clone(),
             incarnation,
@@ -254,7 +272,7 @@ impl RoleManagerBuilder {
             holders: Mutex::new(BTreeMap::new()),
             caught_up: watch::channel(false).0,
             bucket_check: tokio::sync::Notify::new(),
-            tap: Tap::new(self.tap_sinks),
+            tap: Tap::new(sinks),
         });
         let cancel = CancellationToken::new();
         let manager = RoleManager {
@@ -356,6 +374,7 @@ impl RoleManager {
             roles: Vec::new(),
             events: broadcast::channel(1024).0,
             tap_sinks: Vec::new(),
+            meter: None,
         }
     }
 
@@ -488,6 +507,8 @@ impl RoleManager {
             operation_timeout: spec.timing.operation_timeout,
             validation_interval: self.validation_interval,
             promoted_at: None,
+            term_span: None,
+            reported: crate::status::RoleState::Init,
         };
         let handle = tokio::spawn(task.run());
         roles.insert(

@@ -62,6 +62,12 @@ pub(crate) struct RoleTask {
     pub(crate) validation_interval: Option<Duration>,
     /// When the current term was promoted (for the term's duration).
     pub(crate) promoted_at: Option<Instant>,
+    /// The span of the current term (open from promotion to demotion); KV operations of the
+    /// term are its children.
+    pub(crate) term_span: Option<tracing::Span>,
+    /// The state last reported to the tap and the log (the status channel may be ahead: the
+    /// promotion and demotion actions write it directly).
+    pub(crate) reported: RoleState,
 }
 
 impl RoleTask {
@@ -132,7 +138,10 @@ impl RoleTask {
                     let now = Instant::now();
                     match input {
                         Some(RoleInput::Observed(state)) => self.machine.handle_observed(state, now),
-                        Some(RoleInput::Connection(up)) => self.machine.handle_connection(up, now),
+                        Some(RoleInput::Connection(up)) => {
+                            self.tap(TapEvent::Connection(up));
+                            self.machine.handle_connection(up, now);
+                        }
                         Some(RoleInput::Release(reason, cooldown)) => {
                             self.machine.handle_release(reason, cooldown, now);
                         }
@@ -150,7 +159,11 @@ impl RoleTask {
                     next_validation = None;
                     let store = self.shared.store.clone();
                     let (k, t) = (key.clone(), self.operation_timeout);
-                    ops.push(Box::pin(async move { (0, OpResult::Validate(store.read(&k, t).await)) }));
+                    let span = self.kv_span("read", "validate", 0);
+                    ops.push(Box::pin(
+                        async move { (0, OpResult::Validate(store.read(&k, t).await)) }
+                            .instrument(span),
+                    ));
                 }
                 () = sleep_until_opt(timer) => self.machine.handle_timeout(Instant::now()),
             }
@@ -195,27 +208,34 @@ impl RoleTask {
                     kind,
                     expected: req.expected,
                 });
-                ops.push(Box::pin(async move {
-                    let sent = Instant::now();
-                    let outcome = store
-                        .cas(
-                            &key,
-                            req.expected,
-                            Some(ttl),
-                            payload.unwrap_or_default(),
-                            delete,
-                            req.timeout,
-                        )
-                        .await;
-                    (op, OpResult::Write(kind, outcome, sent.elapsed()))
-                }));
+                let span = self.kv_span("cas", kind.as_str(), req.expected);
+                ops.push(Box::pin(
+                    async move {
+                        let sent = Instant::now();
+                        let outcome = store
+                            .cas(
+                                &key,
+                                req.expected,
+                                Some(ttl),
+                                payload.unwrap_or_default(),
+                                delete,
+                                req.timeout,
+                            )
+                            .await;
+                        tracing::Span::current().record("outcome", outcome_name(outcome));
+                        (op, OpResult::Write(kind, outcome, sent.elapsed()))
+                    }
+                    .instrument(span),
+                ));
             }
             Action::Read { op, timeout } => {
                 let store = self.shared.store.clone();
                 let key = key.to_string();
-                ops.push(Box::pin(async move {
-                    (op, OpResult::Read(store.read(&key, timeout).await))
-                }));
+                let span = self.kv_span("read", "read", 0);
+                ops.push(Box::pin(
+                    async move { (op, OpResult::Read(store.read(&key, timeout).await)) }
+                        .instrument(span),
+                ));
             }
             Action::Promote { term, revision } => {
                 let leadership = Leadership {
@@ -236,6 +256,13 @@ impl RoleTask {
                 };
                 info!(term = term.token.term(), "promoted");
                 self.promoted_at = Some(Instant::now());
+                self.term_span = Some(tracing::info_span!(
+                    "term",
+                    role = %self.role,
+                    instance = %self.shared.instance,
+                    term = term.token.term(),
+                    reason = tracing::field::Empty,
+                ));
                 self.tap(TapEvent::Promoted {
                     token: term.token,
                     deadline: term.deadline,
@@ -251,6 +278,7 @@ impl RoleTask {
                     s.held_since = Some(SystemTime::now());
                     s.last_heartbeat = Some(SystemTime::now());
                 });
+                self.report_state(RoleState::Leader, None);
                 self.shared.emit(RoleEvent::Promoted {
                     role: self.role.clone(),
                     term: term.token.term(),
@@ -293,6 +321,9 @@ impl RoleTask {
                     reason,
                     held,
                 });
+                if let Some(span) = self.term_span.take() {
+                    span.record("reason", reason.as_str());
+                }
                 let level_warn = !matches!(reason, DemoteReason::Released(_));
                 if level_warn {
                     warn!(term = term.token.term(), %reason, "demoted");
@@ -306,6 +337,7 @@ impl RoleTask {
                     s.held_since = None;
                     s.last_demote_reason = Some(reason);
                 });
+                self.report_state_of_term(RoleState::Demoted, Some(reason), term.token.term());
                 self.shared.emit(RoleEvent::Demoted {
                     role: self.role.clone(),
                     term: term.token.term(),
@@ -370,6 +402,50 @@ impl RoleTask {
         }
     }
 
+    /// A span for one KV operation: a child of the term's span while a term is open.
+    fn kv_span(&self, op: &'static str, kind: &'static str, expected: u64) -> tracing::Span {
+        let parent = self.term_span.as_ref().and_then(tracing::Span::id);
+        tracing::debug_span!(
+            parent: parent.or_else(|| tracing::Span::current().id()),
+            "kv",
+            op,
+            kind,
+            expected,
+            outcome = tracing::field::Empty,
+        )
+    }
+
+    /// One span and one log event per state change (role, instance, term, reason).
+    fn trace_transition(
+        &self,
+        from: RoleState,
+        to: RoleState,
+        reason: Option<DemoteReason>,
+        term: Option<u64>,
+    ) {
+        let reason = reason.map_or("none", DemoteReason::as_str);
+        // A span per transition for trace backends (closed at once: it marks the moment), and
+        // the log event beside it, so that log lines do not repeat the fields.
+        drop(tracing::info_span!(
+            "transition",
+            role = %self.role,
+            instance = %self.shared.instance,
+            from = from.as_str(),
+            to = to.as_str(),
+            term,
+            reason,
+        ));
+        info!(
+            role = %self.role,
+            instance = %self.shared.instance,
+            from = from.as_str(),
+            to = to.as_str(),
+            term,
+            reason,
+            "transition"
+        );
+    }
+
     /// Reports `event` to the manager's tap sinks.
     fn tap(&self, event: TapEvent) {
         self.shared
@@ -377,16 +453,12 @@ impl RoleTask {
             .record(&self.shared.instance, &self.role, event);
     }
 
-    fn publish_status(&self) {
+    fn publish_status(&mut self) {
         let state = self.machine.state();
         let observed = self.machine.observed().cloned();
         let connected = *self.shared.connected.borrow();
-        let mut changed = None;
         self.status.send_if_modified(|s| {
             let before = s.clone();
-            if before.state != state {
-                changed = Some((before.state, s.last_demote_reason));
-            }
             s.state = state;
             s.connected = connected;
             if let Some(obs) = &observed {
@@ -409,14 +481,48 @@ impl RoleTask {
             }
             *s != before
         });
-        if let Some((from, reason)) = changed {
-            let reason = (from == RoleState::Leader).then_some(reason).flatten();
-            self.tap(TapEvent::StateChanged {
-                from,
-                to: state,
-                reason,
-            });
+        let reason = if self.reported == RoleState::Leader {
+            self.status.borrow().last_demote_reason
+        } else {
+            None
+        };
+        self.report_state(state, reason);
+    }
+
+    /// Reports a change of state (tap event, span and log event), once per change.
+    fn report_state(&mut self, to: RoleState, reason: Option<DemoteReason>) {
+        let term = self
+            .machine
+            .term()
+            .map(|t| t.token.term())
+            .or_else(|| self.status.borrow().term);
+        self.report_state_of_term(to, reason, term);
+    }
+
+    fn report_state_of_term(
+        &mut self,
+        to: RoleState,
+        reason: Option<DemoteReason>,
+        term: impl Into<Option<u64>>,
+    ) {
+        let from = std::mem::replace(&mut self.reported, to);
+        if from == to {
+            return;
         }
+        let reason = (from == RoleState::Leader).then_some(reason).flatten();
+        self.trace_transition(from, to, reason, term.into());
+        self.tap(TapEvent::StateChanged { from, to, reason });
+    }
+}
+
+/// The outcome of a write as a span field.
+fn outcome_name(outcome: WriteOutcome) -> &'static str {
+    match outcome {
+        WriteOutcome::Ok { .. } => "ok",
+        WriteOutcome::Conflict => "conflict",
+        WriteOutcome::Retry => "retry",
+        WriteOutcome::Unknown => "unknown",
+        WriteOutcome::Failed(_) => "failed",
     }
 }
 

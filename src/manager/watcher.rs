@@ -16,6 +16,7 @@ use super::shared::Shared;
 use crate::core::KeyState;
 use crate::names::RoleName;
 use crate::store::ROLE_PREFIX;
+use crate::tap::WatcherEvent;
 use crate::value::HolderValue;
 
 /// Runs the watcher until `cancel`; recreates it after errors (a new watcher replays the
@@ -77,6 +78,7 @@ pub(crate) async fn run(
                             // Dispatch first: whoever waits for `caught_up` must find the
                             // last entry of the replay in the holders already.
                             dispatch(&shared, &entry, epoch);
+                            report_delivery(&shared, &entry);
                             if entry.seen_current || entry.delta == 0 {
                                 shared
                                     .caught_up
@@ -84,17 +86,28 @@ pub(crate) async fn run(
                             }
                         }
                         Some(Err(err)) => {
+                            shared
+                                .tap
+                                .watcher(&shared.instance, WatcherEvent::Restarted);
                             warn!(error = %err, "bucket watcher failed; recreating it");
                             break;
                         }
                         None => {
+                            shared
+                                .tap
+                                .watcher(&shared.instance, WatcherEvent::Restarted);
                             warn!("bucket watcher ended; recreating it");
                             break;
                         }
                     }
                 }
             }
-            Err(err) => warn!(error = %err, "cannot create the bucket watcher; retrying"),
+            Err(err) => {
+                shared
+                    .tap
+                    .watcher(&shared.instance, WatcherEvent::Restarted);
+                warn!(error = %err, "cannot create the bucket watcher; retrying");
+            }
         }
         tokio::select! {
             biased;
@@ -174,6 +187,21 @@ pub(crate) fn entry_state(entry: &Entry) -> KeyState {
             expired: true,
         },
     }
+}
+
+/// Reports the watcher's backlog and delivery lag to the tap sinks.
+fn report_delivery(shared: &Shared, entry: &Entry) {
+    if !shared.tap.is_active() {
+        return;
+    }
+    let created: SystemTime = entry.created.into();
+    shared.tap.watcher(
+        &shared.instance,
+        WatcherEvent::Delivered {
+            pending: entry.delta,
+            lag: SystemTime::now().duration_since(created).ok(),
+        },
+    );
 }
 
 fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {

@@ -1,0 +1,283 @@
+//! The `telemetry:` section: log format and OTLP export of metrics and traces.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Config, Problems, shorten};
+
+/// Default `service.name` resource attribute of exported telemetry.
+pub const DEFAULT_SERVICE_NAME: &str = "nats-roles";
+
+/// Logs, metrics and traces of `nats-roles run`. Metrics are always served as Prometheus text
+/// on `GET /metrics` of the HTTP server; OTLP export is off unless `otlp` is set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// Log line format on stderr: `text` or `json`. `--log-format` (or
+    /// `NATS_ROLES_LOG_FORMAT`) overrides it. Default: `text`.
+    pub log_format: LogFormat,
+    /// The `service.name` resource attribute of OTLP metrics and traces. Default:
+    /// [`DEFAULT_SERVICE_NAME`].
+    pub service_name: String,
+    /// OTLP/HTTP export to a collector. Default: `None` (no export).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub otlp: Option<OtlpConfig>,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            log_format: LogFormat::Text,
+            service_name: DEFAULT_SERVICE_NAME.to_owned(),
+            otlp: None,
+        }
+    }
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Wire encoding of OTLP over HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum OtlpProtocol {
+    /// Protobuf bodies (`application/x-protobuf`), what collectors expect by default.
+    #[default]
+    #[serde(rename = "http/protobuf")]
+    HttpProtobuf,
+    /// JSON bodies (`application/json`).
+    #[serde(rename = "http/json")]
+    HttpJson,
+}
+
+/// Where and how to export metrics and traces over OTLP/HTTP.
+///
+/// `Debug` output redacts header values.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OtlpConfig {
+    /// Base URL of the collector's OTLP/HTTP receiver, `http://host:port` (usually port
+    /// 4318); `/v1/metrics` and `/v1/traces` are appended. Plain HTTP only (run the collector
+    /// beside the instance). Required.
+    pub endpoint: String,
+    /// `http/protobuf` or `http/json`. Default: `http/protobuf`.
+    pub protocol: OtlpProtocol,
+    /// Export metrics. Default: `true`.
+    pub metrics: bool,
+    /// Export traces (spans per term, transition and KV operation). Default: `true`.
+    pub traces: bool,
+    /// Interval between metric exports; greater than zero. Default: `10s`.
+    #[serde(with = "humantime_serde")]
+    pub export_interval: Duration,
+    /// Timeout of one export request; greater than zero. Default: `5s`.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// Extra request headers (e.g. `authorization`). Default: none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}
+
+impl Default for OtlpConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: String::new(),
+            protocol: OtlpProtocol::HttpProtobuf,
+            metrics: true,
+            traces: true,
+            export_interval: Duration::from_secs(10),
+            timeout: Duration::from_secs(5),
+            headers: BTreeMap::new(),
+        }
+    }
+}
+
+impl fmt::Debug for OtlpConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: Vec<&str> = self.headers.keys().map(String::as_str).collect();
+        f.debug_struct("OtlpConfig")
+            .field("endpoint", &self.endpoint)
+            .field("protocol", &self.protocol)
+            .field("metrics", &self.metrics)
+            .field("traces", &self.traces)
+            .field("export_interval", &self.export_interval)
+            .field("timeout", &self.timeout)
+            .field("headers (values redacted)", &headers)
+            .finish()
+    }
+}
+
+impl OtlpConfig {
+    /// The URL of one signal: the endpoint without a trailing `/`, then `path`
+    /// (`/v1/metrics`, `/v1/traces`).
+    #[must_use]
+    pub fn signal_url(&self, path: &str) -> String {
+        format!("{}{path}", self.endpoint.trim().trim_end_matches('/'))
+    }
+}
+
+impl Config {
+    pub(super) fn check_telemetry(&self, p: &mut Problems) {
+        let t = &self.telemetry;
+        if t.service_name.trim().is_empty() {
+            p.push("telemetry.service_name", "must not be empty");
+        }
+        let Some(o) = &t.otlp else {
+            return;
+        };
+        if let Err(why) = check_endpoint(&o.endpoint) {
+            p.push("telemetry.otlp.endpoint", why);
+        }
+        if !o.metrics && !o.traces {
+            p.push(
+                "telemetry.otlp",
+                "exports neither metrics nor traces; remove the section or enable one",
+            );
+        }
+        if o.export_interval.is_zero() {
+            p.push(
+                "telemetry.otlp.export_interval",
+                "must be greater than zero",
+            );
+        }
+        if o.timeout.is_zero() {
+            p.push("telemetry.otlp.timeout", "must be greater than zero");
+        }
+        for (name, value) in &o.headers {
+            let token = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !token {
+                p.push(
+                    format!("telemetry.otlp.headers.{name}"),
+                    format!("{} is not a valid HTTP header name", shorten(name)),
+                );
+            }
+            if value.bytes().any(|b| b.is_ascii_control()) {
+                // Never echo the value: it is often a credential.
+                p.push(
+                    format!("telemetry.otlp.headers.{name}"),
+                    "the value contains control characters",
+                );
+            }
+        }
+    }
+}
+
+/// Checks an OTLP endpoint: `http://host[:port][/path]`.
+fn check_endpoint(endpoint: &str) -> Result<(), String> {
+    let e = endpoint.trim();
+    if e.is_empty() {
+        return Err("is required (e.g. \"http://127.0.0.1:4318\")".to_owned());
+    }
+    let Some(rest) = e.strip_prefix("http://") else {
+        return Err(format!(
+            "{} must start with http:// (the built-in client speaks plain HTTP; run the \
+             collector beside the instance)",
+            shorten(e)
+        ));
+    };
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    // `[v6]:port`, `host:port`, `[v6]` or `host`.
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !authority.starts_with('[') || host.ends_with(']') => {
+            (host, Some(port))
+        }
+        _ => (authority, None),
+    };
+    let host_ok = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'[' | b']' | b':'));
+    if !host_ok {
+        return Err(format!("{} has no valid host", shorten(e)));
+    }
+    if port.is_some_and(|p| p.parse::<u16>().is_err()) {
+        return Err(format!("{} has an invalid port", shorten(e)));
+    }
+    if !path.bytes().all(|b| b.is_ascii_graphic()) || path.contains(['?', '#']) {
+        return Err(format!("{} has an invalid path", shorten(e)));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, LogFormat, OtlpProtocol};
+
+    #[test]
+    fn defaults_and_full_section() {
+        let c = Config::from_yaml_str("").expect("empty");
+        assert_eq!(c.telemetry.log_format, LogFormat::Text);
+        assert!(c.telemetry.otlp.is_none());
+        let c = Config::from_yaml_str(
+            "telemetry:\n  log_format: json\n  otlp:\n    endpoint: http://127.0.0.1:4318/\n    \
+             protocol: http/json\n    export_interval: 2s\n    headers:\n      \
+             authorization: Bearer s3cret\n",
+        )
+        .expect("valid");
+        assert_eq!(c.telemetry.log_format, LogFormat::Json);
+        let o = c.telemetry.otlp.expect("otlp");
+        assert_eq!(o.protocol, OtlpProtocol::HttpJson);
+        assert_eq!(
+            o.signal_url("/v1/traces"),
+            "http://127.0.0.1:4318/v1/traces"
+        );
+        assert!(o.metrics && o.traces);
+        let debug = format!("{o:?}");
+        assert!(!debug.contains("s3cret"), "{debug}");
+        assert!(debug.contains("authorization"), "{debug}");
+    }
+
+    #[test]
+    fn problems_have_fields_and_locations() {
+        let err = Config::from_yaml_str(
+            "telemetry:\n  otlp:\n    endpoint: https://collector:4318\n    metrics: false\n    \
+             traces: false\n    timeout: 0s\n    headers:\n      \"bad name\": x\n",
+        )
+        .expect_err("invalid");
+        let fields: Vec<_> = err.problems().iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "telemetry.otlp.endpoint",
+                "telemetry.otlp",
+                "telemetry.otlp.timeout",
+                "telemetry.otlp.headers.bad name",
+            ],
+            "{err}"
+        );
+        let endpoint = &err.problems()[0];
+        assert_eq!(endpoint.line, Some(3), "{err}");
+        assert!(endpoint.message.contains("http://"), "{err}");
+        for bad in [
+            "http://",
+            "http://host:port",
+            "http://a b:1",
+            "http://h:99999",
+        ] {
+            let yaml = format!("telemetry:\n  otlp:\n    endpoint: \"{bad}\"\n");
+            assert!(Config::from_yaml_str(&yaml).is_err(), "{bad} accepted");
+        }
+        for good in [
+            "http://collector:4318",
+            "http://[::1]:4318/otlp",
+            "http://10.0.0.1",
+        ] {
+            let yaml = format!("telemetry:\n  otlp:\n    endpoint: \"{good}\"\n");
+            assert!(Config::from_yaml_str(&yaml).is_ok(), "{good} refused");
+        }
+        let err = Config::from_yaml_str("telemetry:\n  log_format: xml\n").expect_err("xml");
+        assert!(err.to_string().contains("line 2"), "{err}");
+    }
+}

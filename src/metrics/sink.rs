@@ -1,0 +1,572 @@
+//! [`RoleMetrics`]: the tap sink that turns driver events into OpenTelemetry measurements.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{AsyncInstrument, Counter, Gauge, Histogram, Meter, ObservableGauge};
+use tokio::time::Instant;
+
+use super::{LATENCY_BUCKETS, TERM_BUCKETS, names};
+use crate::core::{WriteKind, WriteOutcome};
+use crate::names::{InstanceId, RoleName};
+use crate::status::RoleState;
+use crate::tap::{FencedRefusal, TapEvent, TapSink, WatcherEvent};
+
+/// What the observable gauges read for one role.
+struct RoleGauges {
+    /// `role`, `instance_id`, `bucket`.
+    labels: Vec<KeyValue>,
+    leader: bool,
+    connected: bool,
+    /// When the held term's lease was last written (acquire or renewal).
+    last_renewal: Option<Instant>,
+}
+
+/// The current state of every role, read by the observable gauges at collection time.
+#[derive(Default)]
+struct Current {
+    roles: HashMap<RoleName, RoleGauges>,
+}
+
+type Shared = Arc<Mutex<Current>>;
+
+fn lock(current: &Mutex<Current>) -> MutexGuard<'_, Current> {
+    current.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Records one manager's events as metrics. The gauges observe a shared map; a stopped role
+/// is removed from it, so its gauge series disappear.
+pub(crate) struct RoleMetrics {
+    instance: InstanceId,
+    bucket: String,
+    /// `instance_id`, `bucket`.
+    instance_labels: Vec<KeyValue>,
+    current: Shared,
+    transitions: Counter<u64>,
+    failures: Counter<u64>,
+    heartbeat: Histogram<f64>,
+    leader_duration: Histogram<f64>,
+    acquire_attempts: Counter<u64>,
+    token_validation_failures: Counter<u64>,
+    watcher_restarts: Counter<u64>,
+    watcher_pending: Gauge<u64>,
+    watcher_lag: Histogram<f64>,
+    /// Kept so the callbacks live as long as the sink.
+    _observed: Vec<ObservableGauge<u64>>,
+    _observed_f64: ObservableGauge<f64>,
+}
+
+impl RoleMetrics {
+    /// The instruments of one manager (`instance` on `bucket`) on `meter`.
+    pub(crate) fn new(meter: &Meter, instance: &InstanceId, bucket: &str) -> Self {
+        let current: Shared = Arc::default();
+        let instance_labels = vec![
+            KeyValue::new("instance_id", instance.to_string()),
+            KeyValue::new("bucket", bucket.to_owned()),
+        ];
+        let observe =
+            |name: &'static str, description: &'static str, read: fn(&RoleGauges) -> u64| {
+                let current = current.clone();
+                meter
+                    .u64_observable_gauge(name)
+                    .with_description(description)
+                    .with_callback(move |o: &dyn AsyncInstrument<u64>| {
+                        for g in lock(&current).roles.values() {
+                            o.observe(read(g), &g.labels);
+                        }
+                    })
+                    .build()
+            };
+        let is_leader = observe(
+            names::IS_LEADER,
+            "1 while this instance holds the role, else 0",
+            |g| u64::from(g.leader),
+        );
+        let connection = observe(
+            names::CONNECTION_STATUS,
+            "1 while the NATS connection is up, else 0",
+            |g| u64::from(g.connected),
+        );
+        let held = {
+            let current = current.clone();
+            let labels = instance_labels.clone();
+            meter
+                .u64_observable_gauge(names::ROLES_HELD)
+                .with_description("roles this instance holds")
+                .with_callback(move |o: &dyn AsyncInstrument<u64>| {
+                    let n = lock(&current).roles.values().filter(|g| g.leader).count();
+                    o.observe(u64::try_from(n).unwrap_or(u64::MAX), &labels);
+                })
+                .build()
+        };
+        let since_renewal = {
+            let current = current.clone();
+            meter
+                .f64_observable_gauge(names::SECONDS_SINCE_RENEWAL)
+                .with_description("seconds since the held role's lease was last written")
+                .with_unit("s")
+                .with_callback(move |o: &dyn AsyncInstrument<f64>| {
+                    for g in lock(&current).roles.values() {
+                        if let (true, Some(at)) = (g.leader, g.last_renewal) {
+                            o.observe(at.elapsed().as_secs_f64(), &g.labels);
+                        }
+                    }
+                })
+                .build()
+        };
+        let watcher_restarts = meter
+            .u64_counter(names::WATCHER_RESTARTS)
+            .with_description("bucket watcher restarts after errors")
+            .build();
+        // Present from the start (at 0), so that rate() and dashboards work before a restart.
+        watcher_restarts.add(0, &instance_labels);
+        Self {
+            instance: instance.clone(),
+            bucket: bucket.to_owned(),
+            instance_labels,
+            current,
+            transitions: meter
+                .u64_counter(names::TRANSITIONS)
+                .with_description("state changes of a role on this instance")
+                .build(),
+            failures: meter
+                .u64_counter(names::FAILURES)
+                .with_description(
+                    "failed lease and fenced writes by error type; role_failed: the role gave up",
+                )
+                .build(),
+            heartbeat: meter
+                .f64_histogram(names::HEARTBEAT_DURATION)
+                .with_description("duration of renewal writes by outcome")
+                .with_unit("s")
+                .with_boundaries(LATENCY_BUCKETS.to_vec())
+                .build(),
+            leader_duration: meter
+                .f64_histogram(names::LEADER_DURATION)
+                .with_description("how long terms lasted (recorded when a term ends)")
+                .with_unit("s")
+                .with_boundaries(TERM_BUCKETS.to_vec())
+                .build(),
+            acquire_attempts: meter
+                .u64_counter(names::ACQUIRE_ATTEMPTS)
+                .with_description("acquire writes by outcome")
+                .build(),
+            token_validation_failures: meter
+                .u64_counter(names::TOKEN_VALIDATION_FAILURES)
+                .with_description("fenced writes refused because the term was over")
+                .build(),
+            watcher_restarts,
+            watcher_pending: meter
+                .u64_gauge(names::WATCHER_PENDING)
+                .with_description("entries pending behind the last one the watcher delivered")
+                .build(),
+            watcher_lag: meter
+                .f64_histogram(names::WATCHER_LAG)
+                .with_description("delivery time minus the entry's server timestamp")
+                .with_unit("s")
+                .with_boundaries(LATENCY_BUCKETS.to_vec())
+                .build(),
+            _observed: vec![is_leader, connection, held],
+            _observed_f64: since_renewal,
+        }
+    }
+
+    /// `labels` of `role` plus `extra`.
+    fn labels(&self, role: &RoleName, extra: &[KeyValue]) -> Vec<KeyValue> {
+        let mut v = Vec::with_capacity(3 + extra.len());
+        v.push(KeyValue::new("role", role.to_string()));
+        v.extend(self.instance_labels.iter().cloned());
+        v.extend(extra.iter().cloned());
+        v
+    }
+
+    fn update(&self, role: &RoleName, f: impl FnOnce(&mut RoleGauges)) {
+        let mut current = lock(&self.current);
+        let g = current
+            .roles
+            .entry(role.clone())
+            .or_insert_with(|| RoleGauges {
+                labels: self.labels(role, &[]),
+                leader: false,
+                connected: true,
+                last_renewal: None,
+            });
+        f(g);
+    }
+
+    fn failure(&self, role: &RoleName, error_type: &'static str) {
+        self.failures.add(
+            1,
+            &self.labels(role, &[KeyValue::new("error_type", error_type)]),
+        );
+    }
+}
+
+/// A label value for a write outcome.
+fn outcome_status(kind: WriteKind, outcome: WriteOutcome) -> &'static str {
+    match (kind, outcome) {
+        (WriteKind::Acquire, WriteOutcome::Ok { .. }) => "won",
+        (WriteKind::Acquire, WriteOutcome::Conflict) => "lost",
+        (_, WriteOutcome::Ok { .. }) => "ok",
+        (_, WriteOutcome::Conflict) => "conflict",
+        (_, WriteOutcome::Retry) => "retry",
+        (_, WriteOutcome::Unknown) => "unknown",
+        (_, WriteOutcome::Failed(_)) => "failed",
+    }
+}
+
+impl TapSink for RoleMetrics {
+    fn record(&self, instance: &InstanceId, role: &RoleName, event: &TapEvent, at: Instant) {
+        debug_assert_eq!(instance, &self.instance);
+        match event {
+            TapEvent::WriteInvoked { .. } => {}
+            TapEvent::WriteCompleted {
+                kind,
+                outcome,
+                elapsed,
+                ..
+            } => {
+                let status = KeyValue::new("status", outcome_status(*kind, *outcome));
+                match kind {
+                    WriteKind::Acquire => {
+                        self.acquire_attempts.add(1, &self.labels(role, &[status]))
+                    }
+                    WriteKind::Renew => self
+                        .heartbeat
+                        .record(elapsed.as_secs_f64(), &self.labels(role, &[status])),
+                    WriteKind::Release => {}
+                }
+                match outcome {
+                    WriteOutcome::Unknown => self.failure(role, "timeout"),
+                    WriteOutcome::Failed(k) => self.failure(role, k.as_str()),
+                    _ => {}
+                }
+            }
+            TapEvent::Promoted { .. } => self.update(role, |g| {
+                g.leader = true;
+                g.last_renewal = Some(at);
+            }),
+            TapEvent::Renewed { .. } => self.update(role, |g| g.last_renewal = Some(at)),
+            TapEvent::Demoted { held, .. } => {
+                self.update(role, |g| {
+                    g.leader = false;
+                    g.last_renewal = None;
+                });
+                self.leader_duration
+                    .record(held.as_secs_f64(), &self.labels(role, &[]));
+            }
+            TapEvent::StateChanged { from, to, reason } => {
+                self.transitions.add(
+                    1,
+                    &self.labels(
+                        role,
+                        &[
+                            KeyValue::new("from_state", from.as_str()),
+                            KeyValue::new("to_state", to.as_str()),
+                            KeyValue::new("reason", reason.map_or("none", |r| r.as_str())),
+                        ],
+                    ),
+                );
+                if *to == RoleState::Stopped {
+                    // The role is gone: its gauge series go with it.
+                    lock(&self.current).roles.remove(role);
+                } else {
+                    self.update(role, |g| g.leader = *to == RoleState::Leader);
+                }
+            }
+            TapEvent::FencedWrite { stored, .. } => match stored {
+                Ok(_) => {}
+                Err(FencedRefusal::Fenced) => self
+                    .token_validation_failures
+                    .add(1, &self.labels(role, &[])),
+                Err(FencedRefusal::Unknown) => self.failure(role, "timeout"),
+                Err(FencedRefusal::Failed(k)) => self.failure(role, k.as_str()),
+            },
+            TapEvent::Failed(_) => self.failure(role, "role_failed"),
+            TapEvent::Connection(up) => self.update(role, |g| g.connected = *up),
+        }
+    }
+
+    fn watcher(&self, instance: &InstanceId, event: WatcherEvent) {
+        debug_assert_eq!(instance, &self.instance);
+        match event {
+            WatcherEvent::Restarted => self.watcher_restarts.add(1, &self.instance_labels),
+            WatcherEvent::Delivered { pending, lag } => {
+                self.watcher_pending.record(pending, &self.instance_labels);
+                if let Some(lag) = lag {
+                    self.watcher_lag
+                        .record(lag.as_secs_f64(), &self.instance_labels);
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for RoleMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoleMetrics")
+            .field("instance", &self.instance)
+            .field("bucket", &self.bucket)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, feature = "otel"))]
+mod tests {
+    use std::time::Duration;
+
+    use opentelemetry::metrics::MeterProvider as _;
+    use opentelemetry_sdk::metrics::SdkMeterProvider;
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::core::{DemoteReason, FailureKind, ReleaseReason};
+    use crate::telemetry::PrometheusReader;
+    use crate::token::FencingToken;
+
+    fn setup() -> (SdkMeterProvider, PrometheusReader, RoleMetrics, InstanceId) {
+        let reader = PrometheusReader::new();
+        let provider = SdkMeterProvider::builder()
+            .with_reader(reader.clone())
+            .build();
+        let instance = InstanceId::new("node-a").expect("valid");
+        let metrics = RoleMetrics::new(&provider.meter("test"), &instance, "roles");
+        (provider, reader, metrics, instance)
+    }
+
+    /// The value of the one sample line starting with `series` (name and labels).
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn a_term_moves_gauges_counters_and_histograms() {
+        let (_provider, reader, m, i) = setup();
+        let r = RoleName::new("scheduler").expect("valid");
+        let now = Instant::now();
+        let token = FencingToken::new(7, 42, Uuid::from_u128(0xC0FFEE));
+        let labels = r#"{bucket="roles",instance_id="node-a",role="scheduler"}"#;
+        let change = |from, to, reason| TapEvent::StateChanged { from, to, reason };
+        m.record(
+            &i,
+            &r,
+            &change(RoleState::Init, RoleState::Candidate, None),
+            now,
+        );
+        m.record(
+            &i,
+            &r,
+            &TapEvent::WriteCompleted {
+                op: 1,
+                kind: WriteKind::Acquire,
+                outcome: WriteOutcome::Ok { revision: 42 },
+                elapsed: Duration::from_micros(800),
+            },
+            now,
+        );
+        m.record(
+            &i,
+            &r,
+            &TapEvent::Promoted {
+                token,
+                deadline: now,
+            },
+            now,
+        );
+        m.record(
+            &i,
+            &r,
+            &change(RoleState::Candidate, RoleState::Leader, None),
+            now,
+        );
+        for (outcome, elapsed) in [
+            (WriteOutcome::Ok { revision: 43 }, 2),
+            (WriteOutcome::Unknown, 1_000),
+            (WriteOutcome::Failed(FailureKind::Unavailable), 3),
+        ] {
+            m.record(
+                &i,
+                &r,
+                &TapEvent::WriteCompleted {
+                    op: 2,
+                    kind: WriteKind::Renew,
+                    outcome,
+                    elapsed: Duration::from_millis(elapsed),
+                },
+                now,
+            );
+        }
+        m.record(
+            &i,
+            &r,
+            &TapEvent::FencedWrite {
+                token,
+                key: "data.scheduler.x".into(),
+                stored: Err(FencedRefusal::Fenced),
+            },
+            now,
+        );
+        let text = reader.render().expect("render");
+        let s = |series: &str| sample(&text, series);
+        assert_eq!(
+            s(&format!("nats_roles_election_is_leader{labels}")),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            s(r#"nats_roles_roles_held{bucket="roles",instance_id="node-a"}"#),
+            Some(1.0),
+            "{text}"
+        );
+        assert!(
+            s(&format!(
+                "nats_roles_election_seconds_since_last_renewal{labels}"
+            ))
+            .is_some_and(|v| v >= 0.0),
+            "{text}"
+        );
+        assert_eq!(
+            s(
+                r#"nats_roles_election_acquire_attempts_total{bucket="roles",instance_id="node-a",role="scheduler",status="won"}"#
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            s(
+                r#"nats_roles_election_heartbeat_duration_seconds_count{bucket="roles",instance_id="node-a",role="scheduler",status="unknown"}"#
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            s(
+                r#"nats_roles_election_heartbeat_duration_seconds_bucket{bucket="roles",instance_id="node-a",role="scheduler",status="ok",le="0.0025"}"#
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        for error_type in ["timeout", "unavailable"] {
+            assert_eq!(
+                s(&format!(
+                    r#"nats_roles_election_failures_total{{bucket="roles",error_type="{error_type}",instance_id="node-a",role="scheduler"}}"#
+                )),
+                Some(1.0),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            s(&format!(
+                "nats_roles_election_token_validation_failures_total{labels}"
+            )),
+            Some(1.0),
+            "{text}"
+        );
+
+        // The term ends; then the role is removed: its gauges go, its counters stay.
+        let reason = DemoteReason::Released(ReleaseReason::Shutdown);
+        m.record(
+            &i,
+            &r,
+            &TapEvent::Demoted {
+                token,
+                reason,
+                held: Duration::from_secs(12),
+            },
+            now,
+        );
+        m.record(
+            &i,
+            &r,
+            &change(RoleState::Leader, RoleState::Demoted, Some(reason)),
+            now,
+        );
+        let text = reader.render().expect("render");
+        assert_eq!(
+            sample(&text, &format!("nats_roles_election_is_leader{labels}")),
+            Some(0.0),
+            "{text}"
+        );
+        assert!(!text.contains("seconds_since_last_renewal{"), "{text}");
+        assert_eq!(
+            sample(
+                &text,
+                &format!("nats_roles_election_leader_duration_seconds_sum{labels}")
+            ),
+            Some(12.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"nats_roles_election_transitions_total{bucket="roles",from_state="LEADER",instance_id="node-a",reason="shutdown",role="scheduler",to_state="DEMOTED"}"#
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        m.record(
+            &i,
+            &r,
+            &change(RoleState::Demoted, RoleState::Stopped, None),
+            now,
+        );
+        let text = reader.render().expect("render");
+        assert!(!text.contains("nats_roles_election_is_leader{"), "{text}");
+        assert!(
+            !text.contains("nats_roles_election_connection_status{"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nats_roles_election_transitions_total{"),
+            "{text}"
+        );
+        // No token, epoch or nonce anywhere.
+        assert!(!text.contains("c0ffee") && !text.contains("42."), "{text}");
+    }
+
+    #[test]
+    fn watcher_and_connection_events() {
+        let (_provider, reader, m, i) = setup();
+        let r = RoleName::new("gc").expect("valid");
+        m.record(&i, &r, &TapEvent::Connection(false), Instant::now());
+        m.watcher(&i, WatcherEvent::Restarted);
+        m.watcher(
+            &i,
+            WatcherEvent::Delivered {
+                pending: 5,
+                lag: Some(Duration::from_millis(3)),
+            },
+        );
+        let text = reader.render().expect("render");
+        let inst = r#"{bucket="roles",instance_id="node-a"}"#;
+        assert_eq!(
+            sample(
+                &text,
+                r#"nats_roles_election_connection_status{bucket="roles",instance_id="node-a",role="gc"}"#
+            ),
+            Some(0.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(&text, &format!("nats_roles_watcher_restarts_total{inst}")),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(&text, &format!("nats_roles_watcher_pending_entries{inst}")),
+            Some(5.0)
+        );
+        assert_eq!(
+            sample(
+                &text,
+                &format!("nats_roles_watcher_delivery_lag_seconds_count{inst}")
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(&text, &format!("nats_roles_roles_held{inst}")),
+            Some(0.0)
+        );
+    }
+}

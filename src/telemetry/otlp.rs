@@ -1,0 +1,229 @@
+//! The HTTP client of the OTLP exporters: plain HTTP/1.1 over hyper, run on the application's
+//! tokio runtime.
+//!
+//! The SDK exports from its own threads (outside any runtime), so each request is spawned onto
+//! the runtime whose handle the client keeps and awaited through its join handle, which any
+//! executor can poll.
+//!
+//! The SDK itself reports export errors nowhere (its internal logs are off), so the client logs
+//! when exports start failing (with the reason) and when they work again: once per change, not
+//! once per export.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use opentelemetry_http::{HttpClient, HttpError, Request, Response};
+
+/// Largest response body read from a collector.
+const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+
+/// An OTLP/HTTP client bound to a tokio runtime.
+#[derive(Clone)]
+pub(crate) struct RuntimeHttpClient {
+    runtime: tokio::runtime::Handle,
+    client: Client<HttpConnector, Full<Bytes>>,
+    timeout: Duration,
+    /// `metrics` or `traces` (for the log).
+    signal: &'static str,
+    /// Whether the last export failed.
+    failing: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for RuntimeHttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeHttpClient")
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeHttpClient {
+    /// A client running its requests on `runtime`, each bounded by `timeout`.
+    pub(crate) fn new(
+        runtime: tokio::runtime::Handle,
+        timeout: Duration,
+        signal: &'static str,
+    ) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(timeout));
+        Self {
+            runtime,
+            client: Client::builder(TokioExecutor::new()).build(connector),
+            timeout,
+            signal,
+            failing: Arc::default(),
+        }
+    }
+
+    /// Logs a change between working and failing exports.
+    fn note(&self, uri: &str, result: &Result<Response<Bytes>, HttpError>) {
+        let problem = match result {
+            Ok(r) if r.status().is_success() => None,
+            Ok(r) => Some(format!("the collector answered {}", r.status())),
+            Err(e) => Some(chain(e.as_ref())),
+        };
+        match problem {
+            Some(error) => {
+                if !self.failing.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(signal = self.signal, url = uri, %error, "OTLP export failed");
+                }
+            }
+            None => {
+                if self.failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!(signal = self.signal, url = uri, "OTLP export works again");
+                }
+            }
+        }
+    }
+
+    async fn send(
+        client: Client<HttpConnector, Full<Bytes>>,
+        request: Request<Bytes>,
+    ) -> Result<Response<Bytes>, HttpError> {
+        let (parts, body) = request.into_parts();
+        let response = client
+            .request(Request::from_parts(parts, Full::new(body)))
+            .await?;
+        let (parts, body) = response.into_parts();
+        let body = Limited::new(body, MAX_RESPONSE_BYTES)
+            .collect()
+            .await?
+            .to_bytes();
+        Ok(Response::from_parts(parts, body))
+    }
+}
+
+/// An error and its causes, `: `-separated (hyper's own message is only "client error").
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
+
+#[async_trait::async_trait]
+impl HttpClient for RuntimeHttpClient {
+    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+        let client = self.client.clone();
+        let timeout = self.timeout;
+        let uri = request.uri().to_string();
+        let task = self.runtime.spawn(async move {
+            tokio::time::timeout(timeout, Self::send(client, request))
+                .await
+                .map_err(|_| -> HttpError { format!("no answer within {timeout:?}").into() })?
+        });
+        let result = match task.await {
+            Ok(result) => result,
+            Err(e) => Err(e.into()),
+        };
+        self.note(&uri, &result);
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// A `tracing` writer collecting everything into a buffer.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().expect("lock")).into_owned()
+        }
+    }
+
+    fn request(port: u16) -> Request<Bytes> {
+        Request::post(format!("http://127.0.0.1:{port}/v1/traces"))
+            .body(Bytes::from_static(b"{}"))
+            .expect("request")
+    }
+
+    /// Requests are sent from a thread outside the runtime (as the SDK's export threads do);
+    /// a failure is logged once, and the recovery once.
+    #[test]
+    fn works_outside_the_runtime_and_logs_changes_once() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let client =
+            RuntimeHttpClient::new(runtime.handle().clone(), Duration::from_secs(2), "traces");
+        let logs = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer({
+                let logs = logs.clone();
+                move || logs.clone()
+            })
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            // Nothing listens: refused twice, logged once.
+            for _ in 0..2 {
+                let r = futures_executor::block_on(client.send_bytes(request(port)));
+                assert!(r.is_err(), "{r:?}");
+            }
+            assert_eq!(
+                logs.text().matches("OTLP export failed").count(),
+                1,
+                "{}",
+                logs.text()
+            );
+            // A collector appears on that port and answers 200.
+            let listener = runtime
+                .block_on(tokio::net::TcpListener::bind(("127.0.0.1", port)))
+                .expect("bind the port again");
+            runtime.spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                while let Ok((mut stream, _)) = listener.accept().await {
+                    let mut buf = [0u8; 4096];
+                    let _ = stream.read(&mut buf).await;
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                        .await;
+                }
+            });
+            let r = futures_executor::block_on(client.send_bytes(request(port)));
+            assert_eq!(r.expect("answered").status(), 200);
+            assert_eq!(
+                logs.text().matches("OTLP export works again").count(),
+                1,
+                "{}",
+                logs.text()
+            );
+        });
+    }
+}
