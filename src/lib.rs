@@ -67,6 +67,7 @@ pub mod inspect;
 pub mod leadership;
 pub mod manager;
 pub mod names;
+pub mod placement;
 pub mod status;
 pub mod store;
 pub(crate) mod tap;
