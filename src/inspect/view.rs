@@ -76,6 +76,12 @@ pub struct LocalView {
     pub error: Option<String>,
     /// Whether another live process was seen using this instance id.
     pub duplicate_instance: bool,
+    /// Placement: the instance the plan prefers for the role (`None` without placement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred: Option<String>,
+    /// Placement: why (`priority`, `share`, `draining`, `unhealthy`, `only_candidate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_reason: Option<String>,
 }
 
 /// `GET /api/roles` and `nats-roles status --json`.
@@ -242,6 +248,11 @@ impl RoleView {
             last_demote_reason: status.last_demote_reason.map(|r| r.as_str().to_owned()),
             error: status.last_error.clone(),
             duplicate_instance: status.duplicate_instance,
+            preferred: status.preferred.as_ref().map(|p| p.instance.to_string()),
+            preferred_reason: status
+                .preferred
+                .as_ref()
+                .map(|p| p.reason.as_str().to_owned()),
         });
         self
     }

@@ -60,7 +60,11 @@ impl Membership {
     /// A record was written (or replayed). Older revisions than known are ignored.
     pub fn observe_put(&mut self, record: MemberRecord, revision: u64, now: Instant) {
         let id = record.instance.clone();
-        if self.present.get(&id).is_some_and(|s| s.revision >= revision) {
+        if self
+            .present
+            .get(&id)
+            .is_some_and(|s| s.revision >= revision)
+        {
             return;
         }
         let back = self.departed.remove(&id).is_some();

@@ -113,7 +113,10 @@ impl Placement {
     /// Roles the plan gives to `id`.
     #[must_use]
     pub fn load(&self, id: &InstanceId) -> usize {
-        self.preferred.values().filter(|p| &p.instance == id).count()
+        self.preferred
+            .values()
+            .filter(|p| &p.instance == id)
+            .count()
     }
 }
 
@@ -224,12 +227,13 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
     }
 
     let mut preferred = BTreeMap::new();
-    let reason_for = |role: &RoleName, to: &InstanceId, base: PreferredReason| {
-        match holders.get(role).and_then(|h| by_id.get(h)) {
-            Some(h) if &h.id != to && h.draining => PreferredReason::Draining,
-            Some(h) if &h.id != to && !h.healthy => PreferredReason::Unhealthy,
-            _ => base,
-        }
+    let reason_for = |role: &RoleName, to: &InstanceId, base: PreferredReason| match holders
+        .get(role)
+        .and_then(|h| by_id.get(h))
+    {
+        Some(h) if &h.id != to && h.draining => PreferredReason::Draining,
+        Some(h) if &h.id != to && !h.healthy => PreferredReason::Unhealthy,
+        _ => base,
     };
     for (role, (id, base)) in fixed {
         let reason = reason_for(role, id, base);
@@ -348,7 +352,10 @@ mod tests {
         let n = live.len();
         let (q, extra) = (roles / n, roles % n);
         let c = counts(holders);
-        let mut held: Vec<usize> = live.iter().map(|m| c.get(&m.id).copied().unwrap_or(0)).collect();
+        let mut held: Vec<usize> = live
+            .iter()
+            .map(|m| c.get(&m.id).copied().unwrap_or(0))
+            .collect();
         held.sort_unstable_by(|a, b| b.cmp(a));
         held.iter()
             .enumerate()
