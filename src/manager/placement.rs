@@ -75,8 +75,10 @@ pub(crate) struct PlacementShared {
     pub(crate) healthy: watch::Sender<bool>,
     /// Bumped when the record's content changed (roles added); the heartbeat rewrites it.
     pub(crate) record_changed: watch::Sender<u64>,
-    /// Generation of the last record written (matches `record_changed` + draining changes).
+    /// Generation of the last record written: (draining, `record_changed` generation).
     pub(crate) written: watch::Sender<Option<(bool, u64)>>,
+    /// Wakes the controller (a role changed hands).
+    pub(crate) wake: tokio::sync::Notify,
     started_at: String,
 }
 
@@ -109,6 +111,7 @@ impl PlacementShared {
             healthy: watch::channel(true).0,
             record_changed: watch::channel(0).0,
             written: watch::channel(None).0,
+            wake: tokio::sync::Notify::new(),
             started_at: crate::value::now_rfc3339(),
         }
     }
@@ -358,7 +361,8 @@ pub(crate) fn replan(shared: &Shared, p: &PlacementShared, now: Instant) {
     state.last = placement;
 }
 
-/// Re-plans every [`TICK`] (member silence, stability window, leave delay, budget).
+/// Re-plans when a role changed hands, and every [`TICK`] (member silence, stability window,
+/// leave delay, budget).
 pub(crate) async fn run_controller(
     shared: Arc<Shared>,
     p: Arc<PlacementShared>,
@@ -371,6 +375,7 @@ pub(crate) async fn run_controller(
             biased;
             () = cancel.cancelled() => return,
             _ = tick.tick() => replan(&shared, &p, Instant::now()),
+            () = p.wake.notified() => replan(&shared, &p, Instant::now()),
         }
     }
 }

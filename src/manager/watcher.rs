@@ -195,8 +195,9 @@ fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
     let changed = update_holder(shared, &role, state.revision(), info);
     shared.send(&role, RoleInput::Observed(state));
     if changed && let Some(p) = &shared.placement {
-        // The plan depends on who holds what: re-plan before the next entry is dispatched.
-        super::placement::replan(shared, p, tokio::time::Instant::now());
+        // The plan depends on who holds what: the controller re-plans (on its own task, so
+        // the watcher goes on dispatching at once).
+        p.wake.notify_one();
     }
 }
 
