@@ -1948,6 +1948,44 @@ mod tests {
         found.into_iter().next().unwrap()
     }
 
+    #[test]
+    fn placement_section_parses_with_defaults_and_takeover() {
+        let c = Config::from_yaml_str(
+            "placement:\n  enabled: true\n  weight: 3\n  claim_grace: 200ms\n\
+             roles:\n  - name: a\n    takeover: never\n  - name: b\n",
+        )
+        .expect("valid");
+        assert!(c.placement.enabled);
+        assert_eq!(c.placement.weight, 3);
+        assert_eq!(c.placement.claim_grace, Duration::from_millis(200));
+        assert_eq!(c.placement.stability_window, Duration::from_secs(5));
+        assert_eq!(c.roles[0].takeover, Takeover::Never);
+        assert_eq!(c.roles[1].takeover, Takeover::Voluntary);
+        assert_eq!(c.member_ttl(), c.timing.ttl);
+        assert!(!Config::default().placement.enabled);
+    }
+
+    #[test]
+    fn placement_problems_name_their_field_and_line() {
+        let found = yaml_problems(
+            "placement:\n  weight: 0\n  move_budget: 0\n  move_interval: 0s\n  member_ttl: 1500ms\n",
+        );
+        let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "placement.weight",
+                "placement.move_budget",
+                "placement.move_interval",
+                "placement.member_ttl"
+            ],
+            "{found:#?}"
+        );
+        assert_eq!(found[0].line, Some(2), "{found:#?}");
+        let bad = parse_err("roles:\n  - name: a\n    takeover: sometimes\n");
+        assert_eq!(bad.0, Some(3), "{bad:?}");
+    }
+
     fn yaml_problems(text: &str) -> Vec<ConfigProblem> {
         match Config::from_yaml_str(text) {
             Err(ConfigError::Invalid(problems)) => problems,

@@ -9,11 +9,15 @@
 //! (JSON, wall-clock timestamps of one machine): no two processes hold one role at once. Where
 //! the project's history checker exists, these runs should feed it as well.
 
+mod instances;
 mod placement;
 mod support;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use placement::{CLAIM_GRACE, TTL};
 use support::NatsServer;
@@ -110,4 +114,136 @@ async fn a_higher_priority_instance_takes_exactly_its_roles_by_graceful_hand_ove
         assert!(*gap < CLAIM_GRACE, "{role} vacant for {gap:?}");
     }
     assert_eq!(r.moved_back, r.wanted, "only node-p's roles move back");
+}
+
+/// `nats-roles status --json` against `bucket`: role -> (holder, preferred, reason).
+async fn status(url: &str, bucket: &str) -> BTreeMap<String, (String, String, String)> {
+    let out = tokio::process::Command::new(BIN)
+        .args(["status", "--json", "--server", url, "--bucket", bucket])
+        .env_remove("NATS_URL")
+        .env_remove("NATS_ROLES_BUCKET")
+        .output()
+        .await
+        .expect("run nats-roles status");
+    assert!(out.status.success(), "status failed: {out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    let text = |r: &serde_json::Value, k: &str| r[k].as_str().unwrap_or("-").to_owned();
+    v["roles"]
+        .as_array()
+        .expect("roles")
+        .iter()
+        .map(|r| {
+            (
+                text(r, "role"),
+                (
+                    text(r, "holder"),
+                    text(r, "preferred"),
+                    text(r, "preferred_reason"),
+                ),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_why() {
+    let server = NatsServer::start().await;
+    let dir = tempfile::Builder::new()
+        .prefix("nats-roles-placement-")
+        .tempdir()
+        .expect("tempdir");
+    let bucket = format!("drain-{}", uuid::Uuid::new_v4().simple());
+    let names = placement::roles(6);
+    let cfg: Vec<(String, Option<i32>)> = names.iter().map(|r| (r.clone(), None)).collect();
+    let token = "drain-test-admin-token";
+    let config = placement::write_config(dir.path(), "all", &bucket, &cfg);
+    let yaml = std::fs::read_to_string(&config)
+        .expect("read config")
+        .replace(
+            "http:\n  enabled: false\n",
+            &format!("http:\n  listen: 127.0.0.1:0\n  admin_token: {token}\n"),
+        );
+    std::fs::write(&config, yaml).expect("write config");
+    let mut fleet = placement::Fleet {
+        bin: BIN.into(),
+        url: server.url(),
+        dir,
+        procs: Vec::new(),
+    };
+    let ab = ["node-a", "node-b"];
+    let t0 = Instant::now();
+    for id in ab {
+        fleet.start(id, &config);
+    }
+    let (rec, _watch) = placement::Recorder::start(&server.url(), &bucket).await;
+    placement::converge(
+        &rec,
+        6,
+        &ab,
+        t0,
+        Duration::from_secs(1),
+        Duration::from_secs(20),
+    )
+    .await;
+
+    // Converged: everyone holds what the plan prefers, for its fair share.
+    let before = status(&server.url(), &bucket).await;
+    assert_eq!(before.len(), 6, "{before:?}");
+    for (role, (holder, preferred, reason)) in &before {
+        assert_eq!(holder, preferred, "{role}: {before:?}");
+        assert_eq!(reason, "share", "{role}: {before:?}");
+    }
+
+    // node-a's dashboard port from its `http url=` line.
+    let stdout = fleet.dir.path().join("0-node-a.stdout");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let port: u16 = loop {
+        let text = std::fs::read_to_string(&stdout).unwrap_or_default();
+        if let Some(p) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("http url=http://127.0.0.1:"))
+            .and_then(|rest| rest.trim_end_matches('/').parse().ok())
+        {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "no http url line: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let auth = format!("Bearer {token}");
+    let t = Instant::now();
+    let (code, body) = instances::http(port, "POST", "/api/drain", &[("Authorization", &auth)], "")
+        .await
+        .expect("POST /api/drain");
+    assert_eq!(code, 200, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let h = rec.holders();
+        if h.values().all(|h| h.as_deref() == Some("node-b")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node-a still holds roles: {h:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for (role, expired, gap) in rec.gaps_since(t) {
+        assert!(!expired, "{role} expired instead of being handed over");
+        assert!(gap < placement::CLAIM_GRACE, "{role} vacant for {gap:?}");
+    }
+    // node-a keeps running but is preferred for nothing.
+    let after = status(&server.url(), &bucket).await;
+    for (role, (holder, preferred, _)) in &after {
+        assert_eq!(
+            (holder.as_str(), preferred.as_str()),
+            ("node-b", "node-b"),
+            "{role}: {after:?}"
+        );
+    }
+    let (code, body) = instances::http(port, "GET", "/api/roles", &[], "")
+        .await
+        .expect("GET /api/roles");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"preferred\":\"node-b\""), "{body}");
+    for id in ab {
+        fleet.sigterm(id).await;
+    }
+    fleet.assert_no_overlap();
 }
