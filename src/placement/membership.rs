@@ -67,9 +67,22 @@ impl Membership {
         {
             return;
         }
-        let back = self.departed.remove(&id).is_some();
-        if !self.present.contains_key(&id) && !back && !self.effective.contains(&id) {
-            self.last_join = Some(now);
+        let previous = self
+            .present
+            .get(&id)
+            .or_else(|| self.departed.get(&id).map(|(s, _)| s))
+            .map(|s| s.record.incarnation);
+        self.departed.remove(&id);
+        match previous {
+            // A restarted process (new incarnation) is a new member: it waits for the
+            // stability window like any join, so a crash-looping instance moves nothing.
+            Some(inc) if inc != record.incarnation => {
+                self.effective.remove(&id);
+                self.last_join = Some(now);
+            }
+            Some(_) => {}
+            None if !self.effective.contains(&id) => self.last_join = Some(now),
+            None => {}
         }
         self.present.insert(
             id,
@@ -236,6 +249,21 @@ mod tests {
         m.observe_gone(&b, true, 6, t0 + Duration::from_secs(6));
         m.refresh(t0 + Duration::from_secs(8));
         assert!(ids(&m).is_empty());
+    }
+
+    #[test]
+    fn a_restarted_member_waits_for_the_stability_window_again() {
+        let t0 = Instant::now();
+        let mut m = Membership::new(T);
+        m.observe_put(rec("a"), 1, t0);
+        m.refresh(t0 + Duration::from_secs(1));
+        assert_eq!(ids(&m), ["a"]);
+        let mut again = rec("a");
+        again.incarnation = Uuid::from_u128(7);
+        m.observe_put(again, 2, t0 + Duration::from_secs(2));
+        assert!(ids(&m).is_empty());
+        m.refresh(t0 + Duration::from_secs(3));
+        assert_eq!(ids(&m), ["a"]);
     }
 
     #[test]
