@@ -115,7 +115,7 @@ async fn main() {
         crash_gap.extend(r.crash_gaps.iter().map(|g| g.2));
         crash_all.push(r.crash_takeover);
         churn.push(r.steady_churn);
-        let p = placement::priority_scenario(&bin, &server.url()).await;
+        let p = placement::priority_scenario(&bin, &server.url(), false).await;
         prio_first.push(p.first_move);
         prio_all.push(p.all_moved);
         prio_back.push(p.back_after);

@@ -95,7 +95,7 @@ async fn sixty_roles_spread_evenly_over_3_5_4_3_instances_with_minimal_moves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_higher_priority_instance_takes_exactly_its_roles_by_graceful_hand_over() {
     let server = NatsServer::start().await;
-    let r = placement::priority_scenario(Path::new(BIN), &server.url()).await;
+    let r = placement::priority_scenario(Path::new(BIN), &server.url(), false).await;
     eprintln!("{r:?}");
     assert_eq!(r.moved_in, r.wanted, "exactly the preferred roles move");
     assert!(
@@ -114,6 +114,21 @@ async fn a_higher_priority_instance_takes_exactly_its_roles_by_graceful_hand_ove
         assert!(*gap < CLAIM_GRACE, "{role} vacant for {gap:?}");
     }
     assert_eq!(r.moved_back, r.wanted, "only node-p's roles move back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_with_takeover_never_stays_with_its_holder() {
+    let server = NatsServer::start().await;
+    let r = placement::priority_scenario(Path::new(BIN), &server.url(), true).await;
+    eprintln!("{r:?}");
+    assert!(r.wanted.contains("shard-00"), "{r:?}");
+    assert!(!r.movable.contains("shard-00"), "{r:?}");
+    assert_eq!(r.moved_in, r.movable, "the pinned role does not move");
+    assert_eq!(r.moved_back, r.movable, "only node-p's roles move back");
+    for (role, expired, gap) in r.gaps_in.iter().chain(&r.gaps_back) {
+        assert!(!expired, "{role} expired instead of being handed over");
+        assert!(*gap < CLAIM_GRACE, "{role} vacant for {gap:?}");
+    }
 }
 
 /// `nats-roles status --json` against `bucket`: role -> (holder, preferred, reason).

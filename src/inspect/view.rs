@@ -62,7 +62,7 @@ pub struct RoleView {
     /// members, or when no live member campaigns for it); see docs/placement.md.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preferred: Option<String>,
-    /// Placement: why (`priority`, `share`, `draining`, `unhealthy`, `only_candidate`).
+    /// Placement: why (`priority`, `share`, `draining`, `unhealthy`, `pinned`, `only_candidate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preferred_reason: Option<String>,
 }

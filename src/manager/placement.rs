@@ -157,6 +157,13 @@ impl PlacementShared {
             .filter(|(_, r)| r.campaign)
             .map(|(n, r)| (n.clone(), r.priority))
             .collect();
+        let pinned = self
+            .state()
+            .roles
+            .iter()
+            .filter(|(_, r)| r.campaign && r.takeover == Takeover::Never)
+            .map(|(n, _)| n.clone())
+            .collect();
         MemberRecord {
             v: MEMBER_VERSION,
             instance: shared.instance.clone(),
@@ -164,6 +171,7 @@ impl PlacementShared {
             weight: self.settings.config.weight,
             priority: self.settings.priority,
             roles,
+            pinned,
             draining: *self.draining.borrow(),
             healthy: *self.healthy.borrow(),
             http: self.settings.http.clone(),

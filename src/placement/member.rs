@@ -1,6 +1,6 @@
 //! The membership record under `member.<instance>` (protocol P9).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -28,6 +28,10 @@ pub struct MemberRecord {
     pub priority: i32,
     /// Every role this instance campaigns for, with its effective priority.
     pub roles: BTreeMap<RoleName, i32>,
+    /// Roles it never hands over voluntarily (`takeover: never`): while it holds one, the
+    /// role is planned where it is.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub pinned: BTreeSet<RoleName>,
     /// Moving its roles away; preferred for nothing.
     #[serde(default)]
     pub draining: bool,
@@ -86,6 +90,7 @@ mod tests {
             weight: 1,
             priority: 0,
             roles: BTreeMap::from([(RoleName::new("r").expect("valid"), 5)]),
+            pinned: BTreeSet::new(),
             draining: false,
             healthy: true,
             http: None,

@@ -194,6 +194,7 @@ mod tests {
             weight: 1,
             priority: 0,
             roles: BTreeMap::new(),
+            pinned: std::collections::BTreeSet::new(),
             draining: false,
             healthy: true,
             http: None,

@@ -3,8 +3,9 @@
 //!
 //! Rules, strongest first (docs/placement.md):
 //! 1. **Health**: draining or unhealthy members are preferred for nothing.
-//! 2. **Priority**: among the members that campaign for a role, the highest priority wins.
-//! 3. **Share**: ties are spread by weighted fair share. Every member gets a quota of
+//! 2. **Pinned**: a role held by a member that never hands it over stays there.
+//! 3. **Priority**: among the members that campaign for a role, the highest priority wins.
+//! 4. **Share**: ties are spread by weighted fair share. Every member gets a quota of
 //!    `floor(R × w / W)` roles (R roles with a preference, W the sum of weights); the roles left
 //!    over go one each to the members with the largest remainder, then to those holding the
 //!    most roles now (fewest moves), then by id. A role stays with its current holder while
@@ -33,6 +34,8 @@ pub struct Candidate {
     pub healthy: bool,
     /// The roles it campaigns for, with its priority for each.
     pub roles: BTreeMap<RoleName, i32>,
+    /// Roles it never hands over voluntarily (`takeover: never`).
+    pub pinned: BTreeSet<RoleName>,
 }
 
 impl From<&MemberRecord> for Candidate {
@@ -43,6 +46,7 @@ impl From<&MemberRecord> for Candidate {
             draining: r.draining,
             healthy: r.healthy,
             roles: r.roles.clone(),
+            pinned: r.pinned.clone(),
         }
     }
 }
@@ -68,6 +72,8 @@ pub enum PreferredReason {
     Unhealthy,
     /// It is the only live candidate.
     OnlyCandidate,
+    /// It holds the role and never hands it over voluntarily (`takeover: never`).
+    Pinned,
 }
 
 impl PreferredReason {
@@ -80,6 +86,7 @@ impl PreferredReason {
             Self::Draining => "draining",
             Self::Unhealthy => "unhealthy",
             Self::OnlyCandidate => "only_candidate",
+            Self::Pinned => "pinned",
         }
     }
 }
@@ -134,6 +141,15 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
     let mut fixed: BTreeMap<&RoleName, (&InstanceId, PreferredReason)> = BTreeMap::new();
     let mut shared: Vec<(&RoleName, Vec<&InstanceId>)> = Vec::new();
     for &role in &roles {
+        // A role held by an eligible member that pins it stays there.
+        if let Some(h) = holders.get(role).and_then(|h| by_id.get(h))
+            && h.eligible()
+            && h.pinned.contains(role)
+            && h.roles.contains_key(role)
+        {
+            fixed.insert(role, (&h.id, PreferredReason::Pinned));
+            continue;
+        }
         let cands: Vec<(&InstanceId, i32)> = sorted
             .iter()
             .filter(|c| c.eligible())
@@ -314,6 +330,7 @@ mod tests {
             draining: false,
             healthy: true,
             roles: (0..roles).map(|r| (role(r), prio)).collect(),
+            pinned: BTreeSet::new(),
         }
     }
 
@@ -440,6 +457,7 @@ mod tests {
                     draining: draining[i],
                     healthy: !unhealthy[i],
                     roles: ps.iter().enumerate().map(|(r, p)| (role(r), *p)).collect(),
+                    pinned: BTreeSet::new(),
                 })
                 .collect();
             let holders: BTreeMap<RoleName, InstanceId> = held
@@ -481,6 +499,36 @@ mod tests {
             assert_eq!(p.preferred[&role(r)].reason, PreferredReason::Priority);
         }
         assert_eq!(p.load(&id(3)), 4);
+    }
+
+    #[test]
+    fn a_pinned_role_stays_with_its_holder_and_counts_in_its_share() {
+        let mut live: Vec<Candidate> = (0..3).map(|i| member(i, 9, 0)).collect();
+        // node-0 holds 5 roles, two of them pinned; node-3 prefers role 0 by priority.
+        live[0].pinned = [role(0), role(1)].into();
+        let mut p3 = member(3, 9, 0);
+        p3.roles.insert(role(0), 9);
+        live.push(p3);
+        let holders: BTreeMap<RoleName, InstanceId> = (0..5).map(|r| (role(r), id(0))).collect();
+        let p = plan(&live, &holders);
+        for r in 0..2 {
+            assert_eq!(
+                p.preferred[&role(r)],
+                Preferred {
+                    instance: id(0),
+                    reason: PreferredReason::Pinned
+                }
+            );
+        }
+        let loads: Vec<usize> = (0..4).map(|i| p.load(&id(i))).collect();
+        assert!(
+            loads.iter().max().unwrap_or(&0) - loads.iter().min().unwrap_or(&0) <= 1,
+            "{loads:?}"
+        );
+        // Draining ends the pin: the role goes to its priority member.
+        live[0].draining = true;
+        let p = plan(&live, &holders);
+        assert_eq!(p.preferred[&role(0)].instance, id(3));
     }
 
     #[test]

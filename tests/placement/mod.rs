@@ -41,6 +41,17 @@ pub fn write_config(
     bucket: &str,
     roles: &[(String, Option<i32>)],
 ) -> PathBuf {
+    write_config_pinned(dir, name, bucket, roles, &[])
+}
+
+/// [`write_config`] with `takeover: never` for the roles in `pinned`.
+pub fn write_config_pinned(
+    dir: &Path,
+    name: &str,
+    bucket: &str,
+    roles: &[(String, Option<i32>)],
+    pinned: &[&str],
+) -> PathBuf {
     let mut yaml = format!(
         "bucket:\n  name: {bucket}\n  replicas: 1\n  auto_create: true\n\
          timing:\n  ttl: 2s\n  heartbeat: 500ms\n  operation_timeout: 1s\n  disconnect_grace: 2s\n\
@@ -56,6 +67,9 @@ pub fn write_config(
         yaml.push_str(&format!("  - name: {role}\n"));
         if let Some(p) = prio {
             yaml.push_str(&format!("    priority: {p}\n"));
+        }
+        if pinned.contains(&role.as_str()) {
+            yaml.push_str("    takeover: never\n");
         }
     }
     let path = dir.join(format!("{name}.yaml"));
@@ -619,6 +633,8 @@ pub async fn spread_scenario(bin: &Path, url: &str) -> SpreadReport {
 pub struct PriorityReport {
     /// Roles node-p prefers (priority 10; one of each earlier holder).
     pub wanted: BTreeSet<String>,
+    /// The wanted roles that may move (not `takeover: never`).
+    pub movable: BTreeSet<String>,
     /// Roles whose owner changed after node-p started.
     pub moved_in: BTreeSet<String>,
     /// From node-p's start to the first move.
@@ -636,8 +652,9 @@ pub struct PriorityReport {
 }
 
 /// 12 roles on 3 instances; node-p starts with priority 10 for one role of each holder, then
-/// stops gracefully. Leadership overlap is checked from the logs before returning.
-pub async fn priority_scenario(bin: &Path, url: &str) -> PriorityReport {
+/// stops gracefully. With `pin_first`, the holders mark `shard-00` `takeover: never` and
+/// node-p wants it too. Leadership overlap is checked from the logs before returning.
+pub async fn priority_scenario(bin: &Path, url: &str, pin_first: bool) -> PriorityReport {
     let dir = tempfile::Builder::new()
         .prefix("nats-roles-placement-")
         .tempdir()
@@ -645,7 +662,8 @@ pub async fn priority_scenario(bin: &Path, url: &str) -> PriorityReport {
     let bucket = format!("prio-{}", uuid::Uuid::new_v4().simple());
     let all = roles(12);
     let role_cfg: Vec<(String, Option<i32>)> = all.iter().map(|r| (r.clone(), None)).collect();
-    let config = write_config(dir.path(), "all", &bucket, &role_cfg);
+    let pinned: &[&str] = if pin_first { &["shard-00"] } else { &[] };
+    let config = write_config_pinned(dir.path(), "all", &bucket, &role_cfg, pinned);
     let mut fleet = Fleet {
         bin: bin.to_owned(),
         url: url.to_owned(),
@@ -670,14 +688,25 @@ pub async fn priority_scenario(bin: &Path, url: &str) -> PriorityReport {
 
     let holders = rec.holders();
     let mut wanted: BTreeSet<String> = BTreeSet::new();
+    let pinned_holder = holders.get("shard-00").cloned().flatten();
     for id in abc {
-        let role = holders
-            .iter()
-            .find(|(_, h)| h.as_deref() == Some(id))
-            .map(|(r, _)| r.clone())
-            .expect("every instance holds roles");
+        let role = if pin_first && pinned_holder.as_deref() == Some(id) {
+            "shard-00".to_owned()
+        } else {
+            holders
+                .iter()
+                .find(|(_, h)| h.as_deref() == Some(id))
+                .map(|(r, _)| r.clone())
+                .expect("every instance holds roles")
+        };
         wanted.insert(role);
     }
+    // The roles node-p can get: a pinned role stays where it is.
+    let movable: BTreeSet<String> = wanted
+        .iter()
+        .filter(|r| !pinned.contains(&r.as_str()))
+        .cloned()
+        .collect();
     let prio_cfg: Vec<(String, Option<i32>)> =
         wanted.iter().map(|r| (r.clone(), Some(10))).collect();
     let p_config = write_config(fleet.dir.path(), "prio", &bucket, &prio_cfg);
@@ -686,7 +715,7 @@ pub async fn priority_scenario(bin: &Path, url: &str) -> PriorityReport {
     let deadline = Instant::now() + Duration::from_secs(15);
     let all_moved = loop {
         let h = rec.holders();
-        if wanted
+        if movable
             .iter()
             .all(|r| h.get(r).and_then(Option::as_deref) == Some("node-p"))
         {
@@ -694,7 +723,7 @@ pub async fn priority_scenario(bin: &Path, url: &str) -> PriorityReport {
         }
         assert!(
             Instant::now() < deadline,
-            "node-p did not get {wanted:?}: {h:?}"
+            "node-p did not get {movable:?}: {h:?}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
@@ -729,6 +758,7 @@ pub async fn priority_scenario(bin: &Path, url: &str) -> PriorityReport {
     watch.abort();
     PriorityReport {
         wanted,
+        movable,
         moved_in,
         first_move,
         all_moved,
