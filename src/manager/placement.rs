@@ -20,8 +20,8 @@ use crate::config::{PlacementConfig, Takeover};
 use crate::core::{KeyState, ReleaseReason, WriteOutcome};
 use crate::names::{InstanceId, RoleName};
 use crate::placement::{
-    Candidate, MEMBER_PREFIX, MEMBER_VERSION, MemberRecord, Membership, MembershipTiming,
-    Placement, Preferred, PreferredReason, plan,
+    Candidate, Held, MEMBER_PREFIX, MEMBER_VERSION, MemberRecord, Membership, MembershipTiming,
+    Placement, Preferred, ReleaseRules, choose_release, hold_back, plan,
 };
 use crate::status::RoleState;
 
@@ -279,18 +279,14 @@ pub(crate) fn replan(shared: &Shared, p: &PlacementShared, now: Instant) {
     let names: Vec<RoleName> = state.roles.keys().cloned().collect();
     for name in &names {
         let preferred = placement.preferred.get(name).cloned();
-        let target = match &preferred {
-            Some(pr) if state.membership.is_live(&pr.instance, now) => Some(pr.clone()),
-            _ => live_plan
-                .as_ref()
-                .and_then(|lp| lp.preferred.get(name).cloned()),
-        };
-        let delay = match &target {
-            Some(t) if &t.instance != me && state.membership.is_live(&t.instance, now) => {
-                cfg.claim_grace
-            }
-            _ => Duration::ZERO,
-        };
+        let fallback = live_plan.as_ref().and_then(|lp| lp.preferred.get(name));
+        let delay = hold_back(
+            me,
+            preferred.as_ref(),
+            fallback,
+            |i| state.membership.is_live(i, now),
+            cfg.claim_grace,
+        );
         let next = (delay, preferred);
         if let Some(own) = state.roles.get_mut(name)
             && own.sent.as_ref() != Some(&next)
@@ -322,32 +318,30 @@ pub(crate) fn replan(shared: &Shared, p: &PlacementShared, now: Instant) {
 
     // At most one voluntary release, and only once this instance counts in the plan itself.
     if i_count && state.in_flight.is_none() && state.budget.1 < cfg.move_budget {
-        let held: Vec<&RoleName> = statuses
+        let held: Vec<Held<'_>> = statuses
             .iter()
             .filter(|(_, s)| **s == RoleState::Leader)
-            .map(|(n, _)| *n)
-            .collect();
-        let quota = placement.quota.get(me).copied().unwrap_or(0);
-        let over = held.len() > quota + cfg.hysteresis as usize;
-        let pick = held
-            .iter()
-            .filter(|n| {
-                state
+            .map(|(n, _)| Held {
+                role: n,
+                voluntary: state
                     .roles
-                    .get(**n)
-                    .is_some_and(|r| r.takeover == Takeover::Voluntary)
+                    .get(*n)
+                    .is_some_and(|r| r.takeover == Takeover::Voluntary),
+                moved_at: state.moved_at.get(*n).copied(),
             })
-            .filter(|n| {
-                state
-                    .moved_at
-                    .get(**n)
-                    .is_none_or(|t| now >= *t + cfg.cooldown)
-            })
-            .filter_map(|n| placement.preferred.get(*n).map(|pr| (*n, pr)))
-            .filter(|(_, pr)| &pr.instance != me && state.membership.is_live(&pr.instance, now))
-            .filter(|(_, pr)| pr.reason != PreferredReason::Share || over)
-            // Priority moves first, then by name.
-            .min_by_key(|(n, pr)| (pr.reason == PreferredReason::Share, (*n).clone()));
+            .collect();
+        let rules = ReleaseRules {
+            hysteresis: cfg.hysteresis as usize,
+            cooldown: cfg.cooldown,
+        };
+        let pick = choose_release(
+            me,
+            &held,
+            &placement,
+            |i| state.membership.is_live(i, now),
+            rules,
+            now,
+        );
         if let Some((role, pr)) = pick
             && let Some(slot) = roles.get(role)
         {
