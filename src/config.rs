@@ -120,6 +120,9 @@ pub struct Config {
     /// Log format and OTLP export of metrics and traces (`nats-roles run`). Default:
     /// [`TelemetryConfig::default()`] (text logs, no OTLP export).
     pub telemetry: TelemetryConfig,
+    /// Placement: priority takeover and load spreading across instances
+    /// (docs/placement.md). Default: [`PlacementConfig::default()`] (off).
+    pub placement: PlacementConfig,
     /// The roles this instance takes part in. Default: empty (roles may also
     /// be added at runtime).
     pub roles: Vec<RoleConfig>,
@@ -514,6 +517,86 @@ fn de_instance_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Insta
     }
 }
 
+/// Whether placement may move a role away from this instance voluntarily.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Takeover {
+    /// Hand the role over gracefully when placement prefers another instance. The default.
+    #[default]
+    Voluntary,
+    /// Never release the role for placement (it still moves on stop, failure or health).
+    Never,
+}
+
+/// Placement: membership records, priority takeover and load spreading
+/// (docs/placement.md). Every knob applies to this instance only; all instances
+/// of a deployment should use the same values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlacementConfig {
+    /// Publish a membership record and move roles to their preferred instance.
+    /// Default: `false`.
+    pub enabled: bool,
+    /// Capacity: this instance's fair share is proportional to it; 1 to 1000.
+    /// Default: `1`.
+    pub weight: u32,
+    /// New members count only once no further member joined for this long.
+    /// Default: `5s`.
+    #[serde(with = "humantime_serde")]
+    pub stability_window: Duration,
+    /// A member that vanished without a graceful stop still counts for this long
+    /// (a flapping member moves nothing). Default: `10s`.
+    #[serde(with = "humantime_serde")]
+    pub leave_delay: Duration,
+    /// How long an instance holds back its campaign for a vacancy another live
+    /// member is preferred for; it takes the role if that member does not.
+    /// Default: `500ms`.
+    #[serde(with = "humantime_serde")]
+    pub claim_grace: Duration,
+    /// A role moved voluntarily is not moved voluntarily again for this long; the
+    /// instance that released it does not campaign for it meanwhile. Default: `30s`.
+    #[serde(with = "humantime_serde")]
+    pub cooldown: Duration,
+    /// At most this many voluntary moves per `move_interval`; at least 1.
+    /// Default: `10`.
+    pub move_budget: u32,
+    /// The interval of `move_budget`; greater than zero. Default: `1s`.
+    #[serde(with = "humantime_serde")]
+    pub move_interval: Duration,
+    /// Spreading releases roles only while this instance holds more than its
+    /// quota plus this many. Default: `0`.
+    pub hysteresis: u32,
+    /// Start draining: move every role away and take none another member is
+    /// preferred for. Default: `false`.
+    pub draining: bool,
+    /// TTL of the membership record (heartbeated every quarter of it); whole
+    /// seconds, at least `1s`. Default: `None` (the top-level `timing.ttl`).
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub member_ttl: Option<Duration>,
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            weight: 1,
+            stability_window: Duration::from_secs(5),
+            leave_delay: Duration::from_secs(10),
+            claim_grace: Duration::from_millis(500),
+            cooldown: Duration::from_secs(30),
+            move_budget: 10,
+            move_interval: Duration::from_secs(1),
+            hysteresis: 0,
+            draining: false,
+            member_ttl: None,
+        }
+    }
+}
+
 /// One role this instance takes part in. Timing fields left unset inherit the
 /// top-level [`TimingConfig`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -533,6 +616,10 @@ pub struct RoleConfig {
     /// Default: `None` (use the instance priority).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// Whether placement may hand this role over to a preferred instance.
+    /// Default: `voluntary`.
+    #[serde(default)]
+    pub takeover: Takeover,
     /// Overrides [`TimingConfig::ttl`]. Default: `None` (inherit).
     #[serde(
         default,
@@ -585,6 +672,7 @@ impl RoleConfig {
             description: None,
             campaign: true,
             priority: None,
+            takeover: Takeover::Voluntary,
             ttl: None,
             heartbeat: None,
             deadline_margin: None,
@@ -1301,6 +1389,7 @@ impl Config {
         self.check_fencing_and_shutdown(&mut p);
         self.check_http(&mut p);
         self.check_telemetry(&mut p);
+        self.check_placement(&mut p);
         p.0
     }
 
@@ -1573,6 +1662,42 @@ impl Config {
 }
 
 impl Config {
+    fn check_placement(&self, p: &mut Problems) {
+        let c = &self.placement;
+        if !(1..=1000).contains(&c.weight) {
+            p.push(
+                "placement.weight",
+                format!(
+                    "{} is out of range: it must be between 1 and 1000",
+                    c.weight
+                ),
+            );
+        }
+        if c.move_budget == 0 {
+            p.push("placement.move_budget", "must be at least 1");
+        }
+        if c.move_interval.is_zero() {
+            p.push("placement.move_interval", "must be greater than zero");
+        }
+        if let Some(ttl) = c.member_ttl
+            && (ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0)
+        {
+            p.push(
+                "placement.member_ttl",
+                format!(
+                    "{} must be a whole number of seconds, at least 1s",
+                    fmt_duration(ttl)
+                ),
+            );
+        }
+    }
+
+    /// TTL of this instance's membership record: `placement.member_ttl` or `timing.ttl`.
+    #[must_use]
+    pub fn member_ttl(&self) -> Duration {
+        self.placement.member_ttl.unwrap_or(self.timing.ttl)
+    }
+
     fn check_http(&self, p: &mut Problems) {
         let h = &self.http;
         if let Some(listen) = &h.listen
@@ -1828,6 +1953,44 @@ mod tests {
             "{found:#?}"
         );
         found.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn placement_section_parses_with_defaults_and_takeover() {
+        let c = Config::from_yaml_str(
+            "placement:\n  enabled: true\n  weight: 3\n  claim_grace: 200ms\n\
+             roles:\n  - name: a\n    takeover: never\n  - name: b\n",
+        )
+        .expect("valid");
+        assert!(c.placement.enabled);
+        assert_eq!(c.placement.weight, 3);
+        assert_eq!(c.placement.claim_grace, Duration::from_millis(200));
+        assert_eq!(c.placement.stability_window, Duration::from_secs(5));
+        assert_eq!(c.roles[0].takeover, Takeover::Never);
+        assert_eq!(c.roles[1].takeover, Takeover::Voluntary);
+        assert_eq!(c.member_ttl(), c.timing.ttl);
+        assert!(!Config::default().placement.enabled);
+    }
+
+    #[test]
+    fn placement_problems_name_their_field_and_line() {
+        let found = yaml_problems(
+            "placement:\n  weight: 0\n  move_budget: 0\n  move_interval: 0s\n  member_ttl: 1500ms\n",
+        );
+        let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "placement.weight",
+                "placement.move_budget",
+                "placement.move_interval",
+                "placement.member_ttl"
+            ],
+            "{found:#?}"
+        );
+        assert_eq!(found[0].line, Some(2), "{found:#?}");
+        let bad = parse_err("roles:\n  - name: a\n    takeover: sometimes\n");
+        assert_eq!(bad.0, Some(3), "{bad:?}");
     }
 
     fn yaml_problems(text: &str) -> Vec<ConfigProblem> {

@@ -68,6 +68,7 @@ pub mod leadership;
 pub mod manager;
 pub mod metrics;
 pub mod names;
+pub mod placement;
 pub mod status;
 pub mod store;
 pub(crate) mod tap;

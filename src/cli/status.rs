@@ -2,7 +2,11 @@
 
 use std::time::SystemTime;
 
+use std::collections::BTreeMap;
+
 use nats_roles::inspect::{RoleList, RoleView, instances};
+use nats_roles::placement::{Candidate, plan};
+use nats_roles::{InstanceId, RoleName};
 
 use super::Failure;
 use super::conn::ConnArgs;
@@ -25,14 +29,27 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::Runtime(format!("cannot read bucket {}: {e}", inspector.bucket())))?;
     let now = SystemTime::now();
+    // Placement (docs/placement.md): the plan over the members present now (no stability
+    // window or leave delay: this is a snapshot, not an instance).
+    let members = inspector
+        .members()
+        .await
+        .map_err(|e| Failure::Runtime(format!("cannot read bucket {}: {e}", inspector.bucket())))?;
+    let candidates: Vec<Candidate> = members.iter().map(Candidate::from).collect();
+    let held: BTreeMap<RoleName, InstanceId> = holders
+        .iter()
+        .filter_map(|h| Some((h.role.clone(), h.holder.clone()?)))
+        .collect();
+    let placement = plan(&candidates, &held);
     let list = RoleList::new(
         inspector.bucket(),
         None,
         holders
             .iter()
-            .map(|h| RoleView::held(h, false, now))
+            .map(|h| RoleView::held(h, false, now).with_preferred(placement.preferred.get(&h.role)))
             .collect(),
     );
+    let with_placement = !members.is_empty();
     if args.json {
         let text = serde_json::to_string_pretty(&list)
             .map_err(|e| Failure::Runtime(format!("cannot encode JSON: {e}")))?;
@@ -52,24 +69,36 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), Failure> {
         return Ok(());
     }
     println!();
-    let rows: Vec<Vec<String>> = list.roles.iter().map(role_row).collect();
-    print!(
-        "{}",
-        render(
-            &[
-                "ROLE",
-                "HOLDER",
-                "TERM",
-                "TOKEN",
-                "HELD FOR",
-                "RENEWED",
-                "PRIO",
-                "DASHBOARD"
-            ],
-            &[false, false, true, false, true, true, true, false],
-            &rows,
-        )
-    );
+    let mut headers = vec![
+        "ROLE",
+        "HOLDER",
+        "TERM",
+        "TOKEN",
+        "HELD FOR",
+        "RENEWED",
+        "PRIO",
+        "DASHBOARD",
+    ];
+    let mut right = vec![false, false, true, false, true, true, true, false];
+    let rows: Vec<Vec<String>> = list
+        .roles
+        .iter()
+        .map(|v| {
+            let mut row = role_row(v);
+            if with_placement {
+                row.push(match (&v.preferred, &v.preferred_reason) {
+                    (Some(p), Some(r)) => format!("{p} ({r})"),
+                    _ => "-".to_owned(),
+                });
+            }
+            row
+        })
+        .collect();
+    if with_placement {
+        headers.push("PREFERRED");
+        right.push(false);
+    }
+    print!("{}", render(&headers, &right, &rows));
     println!();
     let rows: Vec<Vec<String>> = by_instance
         .iter()

@@ -166,6 +166,9 @@ pub struct RoleMachine {
     high_water: u64,
     /// A newer entry was observed while a read was in flight: that read may predate it.
     observed_during_read: bool,
+    /// Placement hold-back: contend for a vacancy only this long after first seeing it
+    /// (another live instance is preferred for the role and should acquire first).
+    campaign_delay: Duration,
 
     actions: VecDeque<Action>,
 }
@@ -201,6 +204,7 @@ impl RoleMachine {
             next_op: 1,
             high_water: 0,
             observed_during_read: false,
+            campaign_delay: Duration::ZERO,
             actions: VecDeque::new(),
         }
     }
@@ -404,6 +408,37 @@ impl RoleMachine {
         self.check_deadline(now);
         self.begin_release(reason, AfterRelease::Cooldown(cooldown), now);
         self.step(now);
+    }
+
+    /// Placement hold-back (docs/placement.md): from now on contend for a vacancy only
+    /// `delay` after first seeing it. Zero contends at once. Only delays acquires, so it can
+    /// never create a second holder; a shorter delay takes effect at once.
+    pub fn handle_campaign_delay(&mut self, delay: Duration, now: Instant) {
+        if delay == self.campaign_delay {
+            return;
+        }
+        let shorter = delay < self.campaign_delay;
+        self.campaign_delay = delay;
+        let vacancy = self
+            .known
+            .as_ref()
+            .is_some_and(|k| matches!(k.state, KeyState::Absent | KeyState::Vacant { .. }));
+        if shorter
+            && matches!(self.phase, Phase::Candidate)
+            && self.pending.is_none()
+            && self.failures == 0
+            && vacancy
+        {
+            // The wait for the hold-back (or jitter) is recomputed from the new delay.
+            self.not_before = None;
+        }
+        self.step(now);
+    }
+
+    /// The current placement hold-back.
+    #[must_use]
+    pub fn campaign_delay(&self) -> Duration {
+        self.campaign_delay
     }
 
     /// Stop: release if leading, then finish.
@@ -1024,6 +1059,13 @@ impl RoleMachine {
         };
         match &k.state {
             KeyState::Absent | KeyState::Vacant { .. } => {
+                // Placement hold-back: another live instance is preferred; let it acquire
+                // first and contend only if it does not within the delay.
+                let hold = k.seen_at + self.campaign_delay;
+                if now < hold {
+                    self.not_before = Some(hold);
+                    return;
+                }
                 // Vacancy: contend after a small random delay (P5). `not_before` already
                 // passed if it was set, so a set value means the jitter has been waited.
                 if self.not_before.take().is_some() {

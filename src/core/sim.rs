@@ -369,6 +369,8 @@ enum FaultKind {
     Release { cooldown_ms: u64 },
     /// `handle_stop`.
     Stop,
+    /// Placement hold-back: `handle_campaign_delay` with this delay.
+    CampaignDelay { delay_ms: u64 },
 }
 
 /// Whom a fault hits.
@@ -433,9 +435,22 @@ impl Scenario {
         let live = self.fault_free() && self.immune;
         CheckOpts {
             ignore_deadline: false,
-            liveness: live.then(|| self.failover_bound()),
-            stop_bound: live.then_some(STOP_BOUND),
+            liveness: live.then(|| self.failover_bound() + self.max_campaign_delay()),
+            stop_bound: live.then_some(STOP_BOUND + self.max_campaign_delay()),
         }
+    }
+
+    /// The longest placement hold-back any node is given: it may delay a fail-over or a
+    /// hand-over by that much (availability comes back once it passed).
+    fn max_campaign_delay(&self) -> Nanos {
+        self.faults
+            .iter()
+            .filter_map(|f| match f.kind {
+                FaultKind::CampaignDelay { delay_ms } => Some(delay_ms * MS),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// Fault-free fail-over after a crash: the TTL (the server expires the key), or without
@@ -487,6 +502,7 @@ enum Input {
     Validate,
     Drained,
     Release(Duration),
+    CampaignDelay(Duration),
     Stop,
     Connection(bool),
 }
@@ -503,6 +519,7 @@ enum Seen {
     Validate,
     Drained,
     Release,
+    CampaignDelay,
     Stop,
     Connection(bool),
 }
@@ -521,6 +538,7 @@ impl Input {
             Self::Validate => Seen::Validate,
             Self::Drained => Seen::Drained,
             Self::Release(_) => Seen::Release,
+            Self::CampaignDelay(_) => Seen::CampaignDelay,
             Self::Stop => Seen::Stop,
             Self::Connection(up) => Seen::Connection(*up),
         }
@@ -930,6 +948,7 @@ impl Sim {
             Input::Validate => {}
             Input::Drained => m.handle_drained(now),
             Input::Release(cooldown) => m.handle_release(ReleaseReason::Requested, cooldown, now),
+            Input::CampaignDelay(d) => m.handle_campaign_delay(d, now),
             Input::Stop => m.handle_stop(now),
             Input::Connection(up) => {
                 m.handle_connection(up, now);
@@ -1304,6 +1323,10 @@ impl Sim {
                 self.push(self.now, Ev::Node(n, Input::Release(cooldown)));
             }
             FaultKind::Stop => self.push(self.now, Ev::Node(n, Input::Stop)),
+            FaultKind::CampaignDelay { delay_ms } => {
+                let delay = Duration::from_millis(delay_ms);
+                self.push(self.now, Ev::Node(n, Input::CampaignDelay(delay)));
+            }
         }
     }
 
@@ -2018,6 +2041,7 @@ fn fault_kind(all: bool) -> BoxedStrategy<FaultKind> {
         1 => (0u64..=2000).prop_map(|downtime_ms| FaultKind::Reboot { downtime_ms }),
         2 => (0u64..=3000).prop_map(|cooldown_ms| FaultKind::Release { cooldown_ms }),
         1 => Just(FaultKind::Stop),
+        2 => (0u64..=500).prop_map(|delay_ms| FaultKind::CampaignDelay { delay_ms }),
     ];
     if all {
         prop_oneof![

@@ -160,6 +160,8 @@ pub enum ReleaseReason {
     Unhealthy,
     /// The application or an operator asked for it.
     Requested,
+    /// Placement moved the role to a preferred instance (priority, load spreading, draining).
+    Placement,
 }
 
 /// Why a term ended.
@@ -194,6 +196,7 @@ impl DemoteReason {
             Self::Released(ReleaseReason::Shutdown) => "shutdown",
             Self::Released(ReleaseReason::Unhealthy) => "unhealthy",
             Self::Released(ReleaseReason::Requested) => "released",
+            Self::Released(ReleaseReason::Placement) => "placement",
             Self::DeadlineExpired => "deadline_expired",
             Self::Disconnected => "disconnected",
             Self::Superseded => "superseded",

@@ -1,4 +1,5 @@
-//! Admin actions: `POST /api/roles/{role}/release` and `POST /api/roles/{role}/evict`.
+//! Admin actions: `POST /api/roles/{role}/release`, `POST /api/roles/{role}/evict` and
+//! `POST /api/drain`.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -223,4 +224,69 @@ async fn do_evict(api: &Api, role: &str, body: &Bytes) -> Result<Json<Evicted>, 
                 _ => ApiError::new(StatusCode::BAD_GATEWAY, "kv_error", message),
             }
         })
+}
+
+/// Body of `POST /api/drain` (optional; default `{"draining": true}`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DrainBody {
+    /// Start (`true`) or end (`false`) draining.
+    draining: bool,
+}
+
+impl Default for DrainBody {
+    fn default() -> Self {
+        Self { draining: true }
+    }
+}
+
+/// Answer of a drain request.
+#[derive(Debug, Serialize)]
+pub(crate) struct Drained {
+    instance: String,
+    draining: bool,
+}
+
+/// `POST /api/drain`: placement moves every role of this instance away by graceful hand-over
+/// (docs/placement.md); `{"draining": false}` ends it. 409 when placement is off.
+pub(crate) async fn drain(
+    State(api): State<Api>,
+    connect: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Drained>, ApiError> {
+    let caller = Caller::new(connect, &headers);
+    authorize(
+        api.options().admin_token.as_deref(),
+        &headers,
+        &caller,
+        "drain",
+        "-",
+    )?;
+    let result = parse_body::<DrainBody>(&body).and_then(|b| {
+        let manager = api.manager();
+        if manager.set_draining(b.draining) {
+            Ok(Json(Drained {
+                instance: manager.instance_id().to_string(),
+                draining: b.draining,
+            }))
+        } else {
+            Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "placement_disabled",
+                "placement is not enabled on this instance",
+            ))
+        }
+    });
+    match &result {
+        Ok(Json(d)) => audit(
+            &caller,
+            "drain",
+            "-",
+            "ok",
+            &format!("draining {}", d.draining),
+        ),
+        Err(e) => audit(&caller, "drain", "-", e.code, &e.message),
+    }
+    result
 }

@@ -180,6 +180,7 @@ impl Api {
             .route("/api/roles/{role}", get(roles::one))
             .route("/api/roles/{role}/release", post(admin::release))
             .route("/api/roles/{role}/evict", post(admin::evict))
+            .route("/api/drain", post(admin::drain))
             .route("/api/instances", get(roles::instances))
             .route("/api/events", get(events::stream))
             .route("/metrics", get(metrics::scrape))

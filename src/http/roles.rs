@@ -30,6 +30,11 @@ impl Api {
                 .unwrap_or_else(|| RoleView::vacant(&status.role));
             views.insert(status.role.clone(), view.with_local(&status));
         }
+        for (role, view) in &mut views {
+            let preferred = manager.preferred(role);
+            *view =
+                std::mem::replace(view, RoleView::vacant(role)).with_preferred(preferred.as_ref());
+        }
         RoleList::new(
             manager.bucket(),
             Some(manager.instance_id()),
@@ -48,11 +53,13 @@ impl Api {
             .iter()
             .find(|h| &h.role == role)
             .map(|h| RoleView::held(h, true, now));
-        match (held, manager.status(role)) {
+        let preferred = manager.preferred(role);
+        let view = match (held, manager.status(role)) {
             (Some(view), Some(status)) => Some(view.with_local(&status)),
             (None, Some(status)) => Some(RoleView::vacant(role).with_local(&status)),
             (held, None) => held,
-        }
+        };
+        view.map(|v| v.with_preferred(preferred.as_ref()))
     }
 
     /// Instances holding roles, and this one.

@@ -121,6 +121,47 @@ impl Inspector {
         Ok(out)
     }
 
+    /// Placement membership records (`member.<instance>`) in the bucket; invalid or foreign
+    /// values are skipped. Expired or deleted records are not listed.
+    ///
+    /// # Errors
+    /// [`Error::JetStream`] when listing or reading the keys fails; [`Error::Timeout`].
+    pub async fn members(&self) -> Result<Vec<crate::placement::MemberRecord>, Error> {
+        use crate::placement::{MEMBER_PREFIX, MemberRecord};
+        let list = async {
+            let keys: Vec<String> = self
+                .kv
+                .keys()
+                .await
+                .map_err(|e| Error::JetStream(Box::new(e)))?
+                .try_collect()
+                .await
+                .map_err(|e| Error::JetStream(Box::new(e)))?;
+            let records: Vec<Option<MemberRecord>> = futures_util::stream::iter(
+                keys.into_iter().filter(|k| k.starts_with(MEMBER_PREFIX)),
+            )
+            .map(|key| async move {
+                let entry = self
+                    .kv
+                    .entry(key.clone())
+                    .await
+                    .map_err(|e| Error::JetStream(Box::new(e)))?;
+                Ok::<_, Error>(
+                    entry
+                        .filter(|e| e.operation == Operation::Put)
+                        .and_then(|e| MemberRecord::parse(&key, &e.value)),
+                )
+            })
+            .buffered(READS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+            Ok::<_, Error>(records.into_iter().flatten().collect::<Vec<_>>())
+        };
+        tokio::time::timeout(self.timeout * 4, list)
+            .await
+            .map_err(|_| Error::Timeout(self.timeout * 4))?
+    }
+
     /// The holder of one role; `None` when it is vacant or was never written.
     ///
     /// # Errors

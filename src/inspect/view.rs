@@ -58,6 +58,13 @@ pub struct RoleView {
     /// This instance's own view of the role; `None` when it does not take part in it (and
     /// always in `nats-roles status`, which is no instance).
     pub local: Option<LocalView>,
+    /// Placement: the instance the plan prefers for the role (`None` without placement
+    /// members, or when no live member campaigns for it); see docs/placement.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred: Option<String>,
+    /// Placement: why (`priority`, `share`, `draining`, `unhealthy`, `pinned`, `only_candidate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_reason: Option<String>,
 }
 
 /// This instance's own state for a role it takes part in.
@@ -198,6 +205,8 @@ impl RoleView {
             holder_url: None,
             meta: BTreeMap::new(),
             local: None,
+            preferred: None,
+            preferred_reason: None,
         }
     }
 
@@ -229,7 +238,17 @@ impl RoleView {
             holder_url: info.meta.get("http").cloned(),
             meta: info.meta.clone(),
             local: None,
+            preferred: None,
+            preferred_reason: None,
         }
+    }
+
+    /// Adds the placement plan's preferred holder.
+    #[must_use]
+    pub fn with_preferred(mut self, preferred: Option<&crate::placement::Preferred>) -> Self {
+        self.preferred = preferred.map(|p| p.instance.to_string());
+        self.preferred_reason = preferred.map(|p| p.reason.as_str().to_owned());
+        self
     }
 
     /// Adds this instance's own state for the role.

@@ -4,6 +4,7 @@ mod bucket;
 mod connection;
 pub(crate) mod events;
 mod handle;
+pub(crate) mod placement;
 mod role_task;
 pub(crate) mod shared;
 pub(crate) mod status;
@@ -26,7 +27,7 @@ pub use handle::RoleHandle;
 pub use status::RoleStatus;
 
 use crate::callbacks::{NoCallbacks, RoleCallbacks};
-use crate::config::{Config, RoleConfig, TimingConfig};
+use crate::config::{Config, PlacementConfig, RoleConfig, Takeover, TimingConfig};
 use crate::core::{Identity, ReleaseReason, RetryPolicy, RoleMachine, Timing};
 use crate::error::Error;
 use crate::health::{FailureCounter, HealthChecker, HealthPolicy};
@@ -45,6 +46,7 @@ pub struct RoleSpec {
     /// `None`: the manager's default priority.
     priority: Option<i32>,
     timing: Timing,
+    takeover: Takeover,
     callbacks: Arc<dyn RoleCallbacks>,
 }
 
@@ -55,6 +57,7 @@ impl std::fmt::Debug for RoleSpec {
             .field("campaign", &self.campaign)
             .field("priority", &self.priority)
             .field("timing", &self.timing)
+            .field("takeover", &self.takeover)
             .finish_non_exhaustive()
     }
 }
@@ -68,6 +71,7 @@ impl RoleSpec {
             campaign: true,
             priority: None,
             timing: timing_from(&TimingConfig::default()),
+            takeover: Takeover::Voluntary,
             callbacks: Arc::new(NoCallbacks),
         }
     }
@@ -80,6 +84,7 @@ impl RoleSpec {
             campaign: role.campaign,
             priority: Some(role.effective_priority(&config.instance)),
             timing: timing_from(&config.timing.for_role(role)),
+            takeover: role.takeover,
             callbacks: Arc::new(NoCallbacks),
         }
     }
@@ -101,6 +106,14 @@ impl RoleSpec {
     #[must_use]
     pub fn priority(mut self, priority: i32) -> Self {
         self.priority = Some(priority);
+        self
+    }
+
+    /// Whether placement may hand this role over to a preferred instance (default
+    /// [`Takeover::Voluntary`]; only with [`RoleManagerBuilder::placement`]).
+    #[must_use]
+    pub fn takeover(mut self, takeover: Takeover) -> Self {
+        self.takeover = takeover;
         self
     }
 
@@ -156,6 +169,7 @@ pub struct RoleManagerBuilder {
     events: broadcast::Sender<RoleEvent>,
     tap_sinks: Vec<Arc<dyn TapSink>>,
     meter: Option<opentelemetry::metrics::Meter>,
+    placement: Option<(PlacementConfig, Option<Duration>)>,
 }
 
 impl RoleManagerBuilder {
@@ -164,6 +178,14 @@ impl RoleManagerBuilder {
     /// application installs a global meter provider).
     pub fn meter(mut self, meter: opentelemetry::metrics::Meter) -> Self {
         self.meter = Some(meter);
+        self
+    }
+
+    /// Enables placement (docs/placement.md) when `config.enabled`: a membership record
+    /// `member.<instance>` with TTL `member_ttl` (default: the shortest role TTL), priority
+    /// takeover and load spreading by graceful hand-over.
+    pub fn placement(mut self, config: PlacementConfig, member_ttl: Option<Duration>) -> Self {
+        self.placement = config.enabled.then_some((config, member_ttl));
         self
     }
 
@@ -250,6 +272,26 @@ impl RoleManagerBuilder {
     /// [`Error::RoleExists`] for a role given twice.
     pub async fn start(self) -> Result<RoleManager, Error> {
         let opened = bucket::open(&self.client, &self.bucket, &self.server_errors).await?;
+        let placement = self.placement.clone().map(|(config, member_ttl)| {
+            let shortest = self.roles.iter().map(|r| r.timing.ttl).min();
+            let member_ttl = member_ttl
+                .or(shortest)
+                .unwrap_or(Timing::default().ttl)
+                .max(Duration::from_secs(1));
+            let operation_timeout = self
+                .roles
+                .iter()
+                .map(|r| r.timing.operation_timeout)
+                .min()
+                .unwrap_or(Timing::default().operation_timeout);
+            Arc::new(placement::PlacementShared::new(placement::Settings {
+                config,
+                member_ttl,
+                operation_timeout,
+                priority: self.priority,
+                http: self.meta.get("http").cloned(),
+            }))
+        });
         let (connected_tx, connected_rx) = watch::channel(connection::is_connected(&self.client));
         let incarnation = Uuid::new_v4();
         let meter = self
@@ -273,6 +315,7 @@ impl RoleManagerBuilder {
             caught_up: watch::channel(false).0,
             bucket_check: tokio::sync::Notify::new(),
             tap: Tap::new(sinks),
+            placement: placement.clone(),
         });
         let cancel = CancellationToken::new();
         let manager = RoleManager {
@@ -314,6 +357,16 @@ impl RoleManagerBuilder {
             )
             .instrument(span.clone()),
         ));
+        if let Some(p) = &placement {
+            background.push(tokio::spawn(
+                placement::run_heartbeat(shared.clone(), p.clone(), cancel.clone())
+                    .instrument(span.clone()),
+            ));
+            background.push(tokio::spawn(
+                placement::run_controller(shared.clone(), p.clone(), cancel.clone())
+                    .instrument(span.clone()),
+            ));
+        }
         if let Some((checker, policy)) = self.health {
             background.push(tokio::spawn(
                 health_loop(shared.clone(), checker, policy, cancel.clone()).instrument(span),
@@ -375,6 +428,7 @@ impl RoleManager {
             events: broadcast::channel(1024).0,
             tap_sinks: Vec::new(),
             meter: None,
+            placement: None,
         }
     }
 
@@ -405,7 +459,9 @@ impl RoleManager {
             .drain_timeout(config.shutdown.drain_timeout)
             .validation_interval(config.fencing.validation_interval);
         builder.bucket = config.bucket.clone();
-        builder = builder.priority(config.instance.priority);
+        builder = builder
+            .priority(config.instance.priority)
+            .placement(config.placement.clone(), config.placement.member_ttl);
         if let Some(argv) = &config.health.command
             && let Some(checker) = crate::health::CommandHealthChecker::new(argv.clone())
         {
@@ -512,7 +568,7 @@ impl RoleManager {
         };
         let handle = tokio::spawn(task.run());
         roles.insert(
-            spec.name,
+            spec.name.clone(),
             RoleSlot {
                 inbox: inbox_tx,
                 status: status_rx,
@@ -520,6 +576,11 @@ impl RoleManager {
                 task: handle,
             },
         );
+        drop(roles);
+        if let Some(p) = &self.shared.placement {
+            let priority = spec.priority.unwrap_or(self.priority);
+            p.add_role(spec.name, priority, spec.takeover, spec.campaign);
+        }
         Ok(())
     }
 
@@ -534,6 +595,9 @@ impl RoleManager {
             .roles()
             .remove(role)
             .ok_or_else(|| Error::UnknownRole(role.clone()))?;
+        if let Some(p) = &self.shared.placement {
+            p.remove_role(role);
+        }
         let _ = slot.inbox.send(RoleInput::Stop);
         let _ = slot.task.await;
         Ok(())
@@ -643,6 +707,35 @@ impl RoleManager {
             .collect()
     }
 
+    /// Placement: starts (`true`) or ends draining. A draining instance hands every role over
+    /// gracefully, one at a time within the move budget, and takes none another live member
+    /// is preferred for. Without placement this does nothing and returns false.
+    pub fn set_draining(&self, draining: bool) -> bool {
+        match &self.shared.placement {
+            Some(p) => {
+                p.draining.send_replace(draining);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Placement: the membership records of the live members (empty without placement).
+    #[must_use]
+    pub fn members(&self) -> Vec<crate::placement::MemberRecord> {
+        self.shared
+            .placement
+            .as_ref()
+            .map(|p| p.members())
+            .unwrap_or_default()
+    }
+
+    /// Placement: where the plan wants `role` and why (`None` without placement).
+    #[must_use]
+    pub fn preferred(&self, role: &RoleName) -> Option<crate::placement::Preferred> {
+        self.shared.placement.as_ref()?.preferred(role)
+    }
+
     /// Resolves once the watcher has delivered the bucket's current state.
     pub async fn caught_up(&self) {
         let mut rx = self.shared.caught_up.subscribe();
@@ -657,6 +750,12 @@ impl RoleManager {
     /// then expire after the TTL).
     pub async fn shutdown(&self, timeout: Duration) -> Result<(), Error> {
         let deadline = Instant::now() + timeout;
+        if let Some(p) = &self.shared.placement {
+            // Others stop preferring this instance before its roles become vacant, so the
+            // preferred members acquire first (docs/placement.md).
+            let wait = p.settings.operation_timeout.min(timeout / 4);
+            placement::drain_and_wait(p, wait).await;
+        }
         let slots: Vec<(RoleName, RoleSlot)> = self.shared.roles().drain().collect();
         for (_, slot) in &slots {
             let _ = slot.inbox.send(RoleInput::Stop);
@@ -718,6 +817,10 @@ async fn health_loop(
         let healthy = tokio::time::timeout(policy.timeout, checker.check())
             .await
             .unwrap_or(false);
+        if let Some(p) = &shared.placement {
+            p.healthy
+                .send_if_modified(|h| std::mem::replace(h, healthy) != healthy);
+        }
         if failures.record(healthy, policy.failure_threshold) {
             warn!(
                 failures = policy.failure_threshold,

@@ -40,6 +40,11 @@ pub(crate) enum RoleInput {
     Stop,
     /// The bucket was recreated.
     BucketReset(u64),
+    /// Placement: hold back campaigning for a vacancy this long; where the role is wanted.
+    Placement {
+        delay: Duration,
+        preferred: Option<crate::placement::Preferred>,
+    },
 }
 
 enum OpResult {
@@ -147,6 +152,14 @@ impl RoleTask {
                         }
                         Some(RoleInput::BucketReset(epoch)) => {
                             self.machine.handle_bucket_reset(epoch, now);
+                        }
+                        Some(RoleInput::Placement { delay, preferred }) => {
+                            self.status.send_if_modified(|s| {
+                                let changed = s.preferred != preferred;
+                                s.preferred = preferred;
+                                changed
+                            });
+                            self.machine.handle_campaign_delay(delay, now);
                         }
                         Some(RoleInput::Stop) => self.machine.handle_stop(now),
                         None => {

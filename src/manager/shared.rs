@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     pub(crate) bucket_check: tokio::sync::Notify,
     /// Where the role drivers report what happens (history, metrics).
     pub(crate) tap: crate::tap::Tap,
+    /// Placement (membership, plan), when enabled.
+    pub(crate) placement: Option<Arc<super::placement::PlacementShared>>,
 }
 
 impl Shared {

@@ -45,6 +45,9 @@ pub struct RoleStatus {
     pub last_error: Option<String>,
     /// Whether another live process was seen using this instance id.
     pub duplicate_instance: bool,
+    /// Where placement wants the role and why (`None` without placement, or when no live
+    /// member campaigns for it).
+    pub preferred: Option<crate::placement::Preferred>,
 }
 
 impl RoleStatus {
@@ -65,6 +68,7 @@ impl RoleStatus {
             ttl_mode,
             last_error: None,
             duplicate_instance: false,
+            preferred: None,
         }
     }
 

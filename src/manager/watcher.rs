@@ -205,8 +205,14 @@ fn report_delivery(shared: &Shared, entry: &Entry) {
 }
 
 fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
+    if entry.key.starts_with(crate::placement::MEMBER_PREFIX) {
+        if let Some(p) = &shared.placement {
+            super::placement::observe_member(shared, p, entry);
+        }
+        return;
+    }
     let Some(name) = entry.key.strip_prefix(ROLE_PREFIX) else {
-        return; // other prefixes (members, role data) are not leases
+        return; // other prefixes (role data) are not leases
     };
     let Ok(role) = RoleName::new(name) else {
         debug!(key = %entry.key, "ignoring a key that is not a valid role name");
@@ -214,11 +220,22 @@ fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
     };
     let state = entry_state(entry);
     let info = HolderInfo::from_state(&role, &state, epoch, Some(entry.created.into()));
-    update_holder(shared, &role, state.revision(), info);
+    let changed = update_holder(shared, &role, state.revision(), info);
     shared.send(&role, RoleInput::Observed(state));
+    if changed && let Some(p) = &shared.placement {
+        // The plan depends on who holds what: the controller re-plans (on its own task, so
+        // the watcher goes on dispatching at once).
+        p.wake.notify_one();
+    }
 }
 
-fn update_holder(shared: &Shared, role: &RoleName, revision: u64, info: Option<HolderInfo>) {
+/// Records the holder of `role`; true when the term changed (a new holder or a vacancy).
+fn update_holder(
+    shared: &Shared,
+    role: &RoleName,
+    revision: u64,
+    info: Option<HolderInfo>,
+) -> bool {
     let mut holders = shared.holders();
     let tx = holders
         .entry(role.clone())
@@ -248,6 +265,7 @@ fn update_holder(shared: &Shared, role: &RoleName, revision: u64, info: Option<H
         !same_term || cur.is_some()
     });
     drop(holders);
+    let term_changed = changed.is_some();
     if let Some(now) = changed {
         let info = now.unwrap_or(HolderInfo {
             role: role.clone(),
@@ -265,4 +283,5 @@ fn update_holder(shared: &Shared, role: &RoleName, revision: u64, info: Option<H
         });
         shared.emit(RoleEvent::HolderChanged(info));
     }
+    term_changed
 }

@@ -1,0 +1,210 @@
+//! The decisions an instance takes from the plan (pure): how long to hold back for a vacancy,
+//! and which held role to hand over next (docs/placement.md).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::plan::{Placement, Preferred, PreferredReason};
+use crate::names::{InstanceId, RoleName};
+
+/// Hold-back for a vacancy of one role: `grace` when another live member is the target,
+/// else zero. The target is the plan's preferred member if it is live, otherwise `fallback`
+/// (the plan without silent members), so a crashed member is never waited for.
+#[must_use]
+pub fn hold_back(
+    me: &InstanceId,
+    preferred: Option<&Preferred>,
+    fallback: Option<&Preferred>,
+    is_live: impl Fn(&InstanceId) -> bool,
+    grace: Duration,
+) -> Duration {
+    let target = match preferred {
+        Some(p) if is_live(&p.instance) => Some(p),
+        _ => fallback,
+    };
+    match target {
+        Some(t) if &t.instance != me && is_live(&t.instance) => grace,
+        _ => Duration::ZERO,
+    }
+}
+
+/// A role this instance holds, as the release decision sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Held<'a> {
+    /// The role.
+    pub role: &'a RoleName,
+    /// `takeover: voluntary`.
+    pub voluntary: bool,
+    /// When this instance last handed the role over voluntarily.
+    pub moved_at: Option<Instant>,
+}
+
+/// Limits of voluntary releases.
+#[derive(Debug, Clone, Copy)]
+pub struct ReleaseRules {
+    /// Spreading releases only while holding more than quota + this.
+    pub hysteresis: usize,
+    /// No second voluntary move of a role within this.
+    pub cooldown: Duration,
+}
+
+/// The held role to hand over next, if any, and to whom: a voluntary role, not moved within
+/// the cooldown, that the plan gives to another live member; for a `share` reason only while
+/// this instance holds more than its quota plus the hysteresis. Priority and health reasons
+/// first, then by name.
+#[must_use]
+pub fn choose_release<'a, 'p>(
+    me: &InstanceId,
+    held: &[Held<'a>],
+    placement: &'p Placement,
+    is_live: impl Fn(&InstanceId) -> bool,
+    rules: ReleaseRules,
+    now: Instant,
+) -> Option<(&'a RoleName, &'p Preferred)> {
+    let quota = placement.quota.get(me).copied().unwrap_or(0);
+    let over = held.len() > quota + rules.hysteresis;
+    held.iter()
+        .filter(|h| h.voluntary)
+        .filter(|h| h.moved_at.is_none_or(|t| now >= t + rules.cooldown))
+        .filter_map(|h| placement.preferred.get(h.role).map(|p| (h.role, p)))
+        .filter(|(_, p)| &p.instance != me && is_live(&p.instance))
+        .filter(|(_, p)| p.reason != PreferredReason::Share || over)
+        .min_by_key(|(r, p)| (p.reason == PreferredReason::Share, *r))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn id(s: &str) -> InstanceId {
+        InstanceId::new(s).expect("valid")
+    }
+
+    fn role(s: &str) -> RoleName {
+        RoleName::new(s).expect("valid")
+    }
+
+    fn pref(to: &str, reason: PreferredReason) -> Preferred {
+        Preferred {
+            instance: id(to),
+            reason,
+        }
+    }
+
+    const GRACE: Duration = Duration::from_millis(300);
+
+    #[test]
+    fn holds_back_only_for_another_live_member() {
+        let me = id("a");
+        let live = |i: &InstanceId| i.as_str() != "dead";
+        let b = pref("b", PreferredReason::Share);
+        let mine = pref("a", PreferredReason::Share);
+        let dead = pref("dead", PreferredReason::Share);
+        assert_eq!(hold_back(&me, Some(&b), None, live, GRACE), GRACE);
+        assert_eq!(
+            hold_back(&me, Some(&mine), None, live, GRACE),
+            Duration::ZERO
+        );
+        assert_eq!(hold_back(&me, None, None, live, GRACE), Duration::ZERO);
+        // A silent preferred member: the plan without it decides.
+        assert_eq!(
+            hold_back(&me, Some(&dead), None, live, GRACE),
+            Duration::ZERO
+        );
+        assert_eq!(hold_back(&me, Some(&dead), Some(&b), live, GRACE), GRACE);
+        assert_eq!(
+            hold_back(&me, Some(&dead), Some(&mine), live, GRACE),
+            Duration::ZERO
+        );
+    }
+
+    fn placement(prefs: &[(&str, Preferred)], my_quota: usize) -> Placement {
+        Placement {
+            preferred: prefs
+                .iter()
+                .map(|(r, p)| (role(r), p.clone()))
+                .collect::<BTreeMap<_, _>>(),
+            quota: BTreeMap::from([(id("a"), my_quota)]),
+        }
+    }
+
+    #[test]
+    fn releases_priority_first_and_share_only_above_quota_plus_hysteresis() {
+        let me = id("a");
+        let (r1, r2, r3) = (role("r1"), role("r2"), role("r3"));
+        let held = [
+            Held {
+                role: &r1,
+                voluntary: true,
+                moved_at: None,
+            },
+            Held {
+                role: &r2,
+                voluntary: true,
+                moved_at: None,
+            },
+            Held {
+                role: &r3,
+                voluntary: true,
+                moved_at: None,
+            },
+        ];
+        let p = placement(
+            &[
+                ("r1", pref("b", PreferredReason::Share)),
+                ("r2", pref("c", PreferredReason::Priority)),
+                ("r3", pref("a", PreferredReason::Share)),
+            ],
+            2,
+        );
+        let now = Instant::now();
+        let rules = ReleaseRules {
+            hysteresis: 0,
+            cooldown: Duration::from_secs(30),
+        };
+        let live = |_: &InstanceId| true;
+        let pick = choose_release(&me, &held, &p, live, rules, now).map(|(r, _)| r.clone());
+        assert_eq!(pick, Some(role("r2")), "priority first");
+        // Within quota + hysteresis, share moves wait; priority ones do not.
+        let share_only = placement(&[("r1", pref("b", PreferredReason::Share))], 2);
+        let rules1 = ReleaseRules {
+            hysteresis: 1,
+            ..rules
+        };
+        assert!(choose_release(&me, &held, &share_only, live, rules1, now).is_none());
+        let pick =
+            choose_release(&me, &held, &share_only, live, rules, now).map(|(r, _)| r.clone());
+        assert_eq!(pick, Some(role("r1")));
+        // Never to a silent member, never a pinned role, never within the cooldown.
+        assert!(
+            choose_release(&me, &held, &share_only, |i| i.as_str() != "b", rules, now).is_none()
+        );
+        let pinned = [
+            Held {
+                role: &r1,
+                voluntary: false,
+                moved_at: None,
+            },
+            held[1],
+            held[2],
+        ];
+        assert!(choose_release(&me, &pinned, &share_only, live, rules, now).is_none());
+        let recent = [
+            Held {
+                role: &r1,
+                voluntary: true,
+                moved_at: Some(now),
+            },
+            held[1],
+            held[2],
+        ];
+        assert!(choose_release(&me, &recent, &share_only, live, rules, now).is_none());
+        let later = now + Duration::from_secs(30);
+        let pick =
+            choose_release(&me, &recent, &share_only, live, rules, later).map(|(r, _)| r.clone());
+        assert_eq!(pick, Some(role("r1")));
+    }
+}

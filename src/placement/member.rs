@@ -1,0 +1,121 @@
+//! The membership record under `member.<instance>` (protocol P9).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::names::{InstanceId, RoleName};
+
+/// Key prefix of membership records.
+pub const MEMBER_PREFIX: &str = "member.";
+
+/// Version of the membership record written by this crate.
+pub const MEMBER_VERSION: u32 = 1;
+
+/// What one instance says about itself, heartbeated with a per-key TTL.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    /// Format version; readers ignore other versions.
+    pub v: u32,
+    /// The instance id (also the key's last token).
+    pub instance: InstanceId,
+    /// Random id of the process start.
+    pub incarnation: Uuid,
+    /// Capacity: this instance's share of the roles is proportional to its weight (>= 1).
+    pub weight: u32,
+    /// Default priority of the instance.
+    pub priority: i32,
+    /// Every role this instance campaigns for, with its effective priority.
+    pub roles: BTreeMap<RoleName, i32>,
+    /// Roles it never hands over voluntarily (`takeover: never`): while it holds one, the
+    /// role is planned where it is.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub pinned: BTreeSet<RoleName>,
+    /// Moving its roles away; preferred for nothing.
+    #[serde(default)]
+    pub draining: bool,
+    /// Whether its health check passes; an unhealthy member is preferred for nothing.
+    #[serde(default = "yes")]
+    pub healthy: bool,
+    /// HTTP address of its dashboard/API, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
+    /// Wall-clock start time (RFC 3339); informational only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// Heartbeat period of the record in milliseconds (readers use it to notice a silent
+    /// member before its key expires).
+    pub heartbeat_ms: u64,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl MemberRecord {
+    /// Parses a stored record; `None` for anything that is not a version-1 record of the
+    /// instance named by `key` (foreign values are ignored, never trusted).
+    #[must_use]
+    pub fn parse(key: &str, bytes: &[u8]) -> Option<Self> {
+        let id = key.strip_prefix(MEMBER_PREFIX)?;
+        let record: Self = serde_json::from_slice(bytes).ok()?;
+        (record.v == MEMBER_VERSION && record.instance.as_str() == id && record.weight >= 1)
+            .then_some(record)
+    }
+
+    /// Serialises the record to JSON bytes.
+    #[must_use]
+    pub fn to_bytes(&self) -> bytes::Bytes {
+        // Strings, integers and maps of strings: serialising cannot fail.
+        bytes::Bytes::from(serde_json::to_vec(self).unwrap_or_default())
+    }
+
+    /// The key of this record.
+    #[must_use]
+    pub fn key(&self) -> String {
+        format!("{MEMBER_PREFIX}{}", self.instance)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> MemberRecord {
+        MemberRecord {
+            v: MEMBER_VERSION,
+            instance: InstanceId::new("node-a").expect("valid"),
+            incarnation: Uuid::nil(),
+            weight: 1,
+            priority: 0,
+            roles: BTreeMap::from([(RoleName::new("r").expect("valid"), 5)]),
+            pinned: BTreeSet::new(),
+            draining: false,
+            healthy: true,
+            http: None,
+            started_at: None,
+            heartbeat_ms: 250,
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let r = record();
+        assert_eq!(MemberRecord::parse("member.node-a", &r.to_bytes()), Some(r));
+    }
+
+    #[test]
+    fn foreign_values_are_ignored() {
+        let r = record();
+        assert_eq!(MemberRecord::parse("member.node-b", &r.to_bytes()), None);
+        assert_eq!(MemberRecord::parse("role.node-a", &r.to_bytes()), None);
+        assert_eq!(MemberRecord::parse("member.node-a", b"not json"), None);
+        let mut v2 = r.clone();
+        v2.v = 2;
+        assert_eq!(MemberRecord::parse("member.node-a", &v2.to_bytes()), None);
+        let mut w0 = r;
+        w0.weight = 0;
+        assert_eq!(MemberRecord::parse("member.node-a", &w0.to_bytes()), None);
+    }
+}

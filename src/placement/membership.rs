@@ -1,0 +1,279 @@
+//! The membership table: live members as seen through the bucket watcher, with the join
+//! stability window and the leave delay applied (docs/placement.md).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::member::MemberRecord;
+use super::plan::Candidate;
+use crate::names::InstanceId;
+
+/// Extra time past two heartbeats before a member counts as silent.
+const SILENCE_SLACK: Duration = Duration::from_millis(100);
+
+/// How membership changes are debounced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MembershipTiming {
+    /// Members that joined count only once no further member joined for this long.
+    pub stability_window: Duration,
+    /// A member whose record expired (crash) still counts for this long, so that a member
+    /// that flaps does not move roles back and forth.
+    pub leave_delay: Duration,
+}
+
+#[derive(Debug, Clone)]
+struct Seen {
+    record: MemberRecord,
+    revision: u64,
+    /// When its latest revision was first seen (local monotonic clock).
+    beat_at: Instant,
+}
+
+/// Members of the bucket, fed by the watcher.
+#[derive(Debug)]
+pub struct Membership {
+    timing: MembershipTiming,
+    present: BTreeMap<InstanceId, Seen>,
+    /// Expired records still counted until the leave delay passed: (record, expired at).
+    departed: BTreeMap<InstanceId, (Seen, Instant)>,
+    /// Members the plan uses.
+    effective: BTreeSet<InstanceId>,
+    /// Last time a member appeared that is not effective yet.
+    last_join: Option<Instant>,
+}
+
+impl Membership {
+    /// An empty table.
+    #[must_use]
+    pub fn new(timing: MembershipTiming) -> Self {
+        Self {
+            timing,
+            present: BTreeMap::new(),
+            departed: BTreeMap::new(),
+            effective: BTreeSet::new(),
+            last_join: None,
+        }
+    }
+
+    /// A record was written (or replayed). Older revisions than known are ignored.
+    pub fn observe_put(&mut self, record: MemberRecord, revision: u64, now: Instant) {
+        let id = record.instance.clone();
+        if self
+            .present
+            .get(&id)
+            .is_some_and(|s| s.revision >= revision)
+        {
+            return;
+        }
+        let previous = self
+            .present
+            .get(&id)
+            .or_else(|| self.departed.get(&id).map(|(s, _)| s))
+            .map(|s| s.record.incarnation);
+        self.departed.remove(&id);
+        match previous {
+            // A restarted process (new incarnation) is a new member: it waits for the
+            // stability window like any join, so a crash-looping instance moves nothing.
+            Some(inc) if inc != record.incarnation => {
+                self.effective.remove(&id);
+                self.last_join = Some(now);
+            }
+            Some(_) => {}
+            None if !self.effective.contains(&id) => self.last_join = Some(now),
+            None => {}
+        }
+        self.present.insert(
+            id,
+            Seen {
+                record,
+                revision,
+                beat_at: now,
+            },
+        );
+        self.refresh(now);
+    }
+
+    /// A record disappeared: deleted on a graceful stop (gone at once) or expired (counted
+    /// for the leave delay).
+    pub fn observe_gone(&mut self, id: &InstanceId, expired: bool, revision: u64, now: Instant) {
+        let Some(seen) = self.present.get(id) else {
+            return;
+        };
+        if seen.revision >= revision {
+            return;
+        }
+        if let Some(seen) = self.present.remove(id)
+            && expired
+        {
+            self.departed.insert(id.clone(), (seen, now));
+        }
+        self.refresh(now);
+    }
+
+    /// Applies the leave delay and the stability window at `now`.
+    pub fn refresh(&mut self, now: Instant) {
+        let delay = self.timing.leave_delay;
+        self.departed.retain(|_, (_, at)| now < *at + delay);
+        let raw: BTreeSet<InstanceId> = self
+            .present
+            .keys()
+            .chain(self.departed.keys())
+            .cloned()
+            .collect();
+        self.effective.retain(|id| raw.contains(id));
+        let stable = self
+            .last_join
+            .is_none_or(|t| now >= t + self.timing.stability_window);
+        if stable {
+            self.effective = raw;
+            self.last_join = None;
+        }
+    }
+
+    /// The next instant at which [`Membership::refresh`] changes something.
+    #[must_use]
+    pub fn next_change(&self) -> Option<Instant> {
+        let join = self.last_join.map(|t| t + self.timing.stability_window);
+        let leave = self
+            .departed
+            .values()
+            .map(|(_, at)| *at + self.timing.leave_delay)
+            .min();
+        join.into_iter().chain(leave).min()
+    }
+
+    /// Members the plan counts (stability window and leave delay applied).
+    #[must_use]
+    pub fn effective(&self) -> Vec<Candidate> {
+        self.effective
+            .iter()
+            .filter_map(|id| {
+                self.present
+                    .get(id)
+                    .or_else(|| self.departed.get(id).map(|(s, _)| s))
+            })
+            .map(|s| Candidate::from(&s.record))
+            .collect()
+    }
+
+    /// Whether `id` is present and heartbeating: its record exists and was rewritten within
+    /// two of its heartbeats. A silent member is never waited for.
+    #[must_use]
+    pub fn is_live(&self, id: &InstanceId, now: Instant) -> bool {
+        self.present.get(id).is_some_and(|s| {
+            let hb = Duration::from_millis(s.record.heartbeat_ms);
+            now <= s.beat_at + hb * 2 + SILENCE_SLACK
+        })
+    }
+
+    /// The record of a present member.
+    #[must_use]
+    pub fn record(&self, id: &InstanceId) -> Option<&MemberRecord> {
+        self.present.get(id).map(|s| &s.record)
+    }
+
+    /// Every present member's record.
+    pub fn records(&self) -> impl Iterator<Item = &MemberRecord> {
+        self.present.values().map(|s| &s.record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::MEMBER_VERSION;
+    use uuid::Uuid;
+
+    fn rec(id: &str) -> MemberRecord {
+        MemberRecord {
+            v: MEMBER_VERSION,
+            instance: InstanceId::new(id).expect("valid"),
+            incarnation: Uuid::nil(),
+            weight: 1,
+            priority: 0,
+            roles: BTreeMap::new(),
+            pinned: std::collections::BTreeSet::new(),
+            draining: false,
+            healthy: true,
+            http: None,
+            started_at: None,
+            heartbeat_ms: 100,
+        }
+    }
+
+    fn ids(m: &Membership) -> Vec<String> {
+        m.effective().iter().map(|c| c.id.to_string()).collect()
+    }
+
+    const T: MembershipTiming = MembershipTiming {
+        stability_window: Duration::from_secs(1),
+        leave_delay: Duration::from_secs(2),
+    };
+
+    #[test]
+    fn joins_count_after_a_quiet_stability_window() {
+        let t0 = Instant::now();
+        let mut m = Membership::new(T);
+        m.observe_put(rec("a"), 1, t0);
+        assert!(ids(&m).is_empty());
+        m.observe_put(rec("b"), 2, t0 + Duration::from_millis(600));
+        m.refresh(t0 + Duration::from_millis(1100));
+        assert!(ids(&m).is_empty(), "b restarted the window");
+        assert_eq!(m.next_change(), Some(t0 + Duration::from_millis(1600)));
+        m.refresh(t0 + Duration::from_millis(1600));
+        assert_eq!(ids(&m), ["a", "b"]);
+        // Heartbeats of known members do not restart anything.
+        m.observe_put(rec("a"), 3, t0 + Duration::from_millis(1700));
+        assert_eq!(ids(&m), ["a", "b"]);
+    }
+
+    #[test]
+    fn graceful_leave_is_immediate_expiry_waits_the_leave_delay() {
+        let t0 = Instant::now();
+        let mut m = Membership::new(T);
+        m.observe_put(rec("a"), 1, t0);
+        m.observe_put(rec("b"), 2, t0);
+        m.refresh(t0 + Duration::from_secs(1));
+        let a = InstanceId::new("a").expect("valid");
+        let b = InstanceId::new("b").expect("valid");
+        m.observe_gone(&a, false, 3, t0 + Duration::from_secs(2));
+        assert_eq!(ids(&m), ["b"]);
+        m.observe_gone(&b, true, 4, t0 + Duration::from_secs(2));
+        assert_eq!(ids(&m), ["b"]);
+        assert!(!m.is_live(&b, t0 + Duration::from_secs(2)));
+        // b comes back within the leave delay: no change at all.
+        m.observe_put(rec("b"), 5, t0 + Duration::from_secs(3));
+        m.refresh(t0 + Duration::from_secs(5));
+        assert_eq!(ids(&m), ["b"]);
+        m.observe_gone(&b, true, 6, t0 + Duration::from_secs(6));
+        m.refresh(t0 + Duration::from_secs(8));
+        assert!(ids(&m).is_empty());
+    }
+
+    #[test]
+    fn a_restarted_member_waits_for_the_stability_window_again() {
+        let t0 = Instant::now();
+        let mut m = Membership::new(T);
+        m.observe_put(rec("a"), 1, t0);
+        m.refresh(t0 + Duration::from_secs(1));
+        assert_eq!(ids(&m), ["a"]);
+        let mut again = rec("a");
+        again.incarnation = Uuid::from_u128(7);
+        m.observe_put(again, 2, t0 + Duration::from_secs(2));
+        assert!(ids(&m).is_empty());
+        m.refresh(t0 + Duration::from_secs(3));
+        assert_eq!(ids(&m), ["a"]);
+    }
+
+    #[test]
+    fn silent_members_are_not_live() {
+        let t0 = Instant::now();
+        let mut m = Membership::new(T);
+        m.observe_put(rec("a"), 1, t0);
+        let a = InstanceId::new("a").expect("valid");
+        assert!(m.is_live(&a, t0 + Duration::from_millis(300)));
+        assert!(!m.is_live(&a, t0 + Duration::from_millis(301)));
+    }
+}

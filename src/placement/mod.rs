@@ -1,0 +1,19 @@
+//! Placement: which live instance should hold each role (docs/placement.md).
+//!
+//! Pure parts only — no I/O, no clock: the membership record every instance publishes under
+//! `member.<instance>` ([`MemberRecord`]), the deterministic plan every instance computes from
+//! the same membership and holders ([`plan`]), and the membership table that applies the join
+//! stability window and the leave delay ([`Membership`]), and the decisions an instance takes
+//! from the plan ([`hold_back`], [`choose_release`]). The manager's placement controller
+//! (`manager::placement`) drives them.
+
+mod decide;
+mod hash;
+mod member;
+mod membership;
+mod plan;
+
+pub use decide::{Held, ReleaseRules, choose_release, hold_back};
+pub use member::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
+pub use membership::{Membership, MembershipTiming};
+pub use plan::{Candidate, Placement, Preferred, PreferredReason, plan};

@@ -1,0 +1,553 @@
+//! The placement plan: the preferred holder of every role, computed deterministically from
+//! the membership and the current holders, so that every instance computes the same plan.
+//!
+//! Rules, strongest first (docs/placement.md):
+//! 1. **Health**: draining or unhealthy members are preferred for nothing.
+//! 2. **Pinned**: a role held by a member that never hands it over stays there.
+//! 3. **Priority**: among the members that campaign for a role, the highest priority wins.
+//! 4. **Share**: ties are spread by weighted fair share. Every member gets a quota of
+//!    `floor(R × w / W)` roles (R roles with a preference, W the sum of weights); the roles left
+//!    over go one each to the members with the largest remainder, then to those holding the
+//!    most roles now (fewest moves), then by id. A role stays with its current holder while
+//!    that holder is within quota (the roles it keeps are chosen by rendezvous score); the
+//!    rest go, in name order, to the tied member with spare quota and the highest rendezvous
+//!    score for the role. A plan applied as it is gives the same plan again (no moves).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::hash::score;
+use super::member::MemberRecord;
+use crate::names::{InstanceId, RoleName};
+
+/// One member as the plan sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// Instance id.
+    pub id: InstanceId,
+    /// Capacity weight (>= 1; 0 is treated as 1).
+    pub weight: u32,
+    /// Moving its roles away.
+    pub draining: bool,
+    /// Health check passes.
+    pub healthy: bool,
+    /// The roles it campaigns for, with its priority for each.
+    pub roles: BTreeMap<RoleName, i32>,
+    /// Roles it never hands over voluntarily (`takeover: never`).
+    pub pinned: BTreeSet<RoleName>,
+}
+
+impl From<&MemberRecord> for Candidate {
+    fn from(r: &MemberRecord) -> Self {
+        Self {
+            id: r.instance.clone(),
+            weight: r.weight,
+            draining: r.draining,
+            healthy: r.healthy,
+            roles: r.roles.clone(),
+            pinned: r.pinned.clone(),
+        }
+    }
+}
+
+impl Candidate {
+    fn eligible(&self) -> bool {
+        !self.draining && self.healthy
+    }
+}
+
+/// Why a member is preferred for a role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PreferredReason {
+    /// It has the strictly highest priority among the live candidates.
+    Priority,
+    /// Equal priorities: the role falls into its fair share.
+    Share,
+    /// The current holder is draining; this member takes over.
+    Draining,
+    /// The current holder is unhealthy; this member takes over.
+    Unhealthy,
+    /// It is the only live candidate.
+    OnlyCandidate,
+    /// It holds the role and never hands it over voluntarily (`takeover: never`).
+    Pinned,
+}
+
+impl PreferredReason {
+    /// A short machine-readable name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Priority => "priority",
+            Self::Share => "share",
+            Self::Draining => "draining",
+            Self::Unhealthy => "unhealthy",
+            Self::OnlyCandidate => "only_candidate",
+            Self::Pinned => "pinned",
+        }
+    }
+}
+
+impl std::fmt::Display for PreferredReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The preferred holder of one role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Preferred {
+    /// The member that should hold the role.
+    pub instance: InstanceId,
+    /// Why.
+    pub reason: PreferredReason,
+}
+
+/// The plan for every role some member campaigns for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// Preferred holder per role; a role with no eligible candidate has none.
+    pub preferred: BTreeMap<RoleName, Preferred>,
+    /// Fair-share quota of every eligible member (roles it should hold at most, priority
+    /// roles included).
+    pub quota: BTreeMap<InstanceId, usize>,
+}
+
+impl Placement {
+    /// Roles the plan gives to `id`.
+    #[must_use]
+    pub fn load(&self, id: &InstanceId) -> usize {
+        self.preferred
+            .values()
+            .filter(|p| &p.instance == id)
+            .count()
+    }
+}
+
+/// Computes the plan. `members` may come in any order (duplicates: the first of each id in
+/// sorted order counts); `holders` maps roles to their current holder.
+#[must_use]
+pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> Placement {
+    let mut sorted: Vec<&Candidate> = members.iter().collect();
+    sorted.sort_by(|a, b| a.id.cmp(&b.id));
+    sorted.dedup_by(|a, b| a.id == b.id);
+    let by_id: BTreeMap<&InstanceId, &Candidate> = sorted.iter().map(|c| (&c.id, *c)).collect();
+    let roles: BTreeSet<&RoleName> = sorted.iter().flat_map(|c| c.roles.keys()).collect();
+
+    // 1 + 2: eligibility and priority.
+    let mut fixed: BTreeMap<&RoleName, (&InstanceId, PreferredReason)> = BTreeMap::new();
+    let mut shared: Vec<(&RoleName, Vec<&InstanceId>)> = Vec::new();
+    for &role in &roles {
+        // A role held by an eligible member that pins it stays there.
+        if let Some(h) = holders.get(role).and_then(|h| by_id.get(h))
+            && h.eligible()
+            && h.pinned.contains(role)
+            && h.roles.contains_key(role)
+        {
+            fixed.insert(role, (&h.id, PreferredReason::Pinned));
+            continue;
+        }
+        let cands: Vec<(&InstanceId, i32)> = sorted
+            .iter()
+            .filter(|c| c.eligible())
+            .filter_map(|c| c.roles.get(role).map(|p| (&c.id, *p)))
+            .collect();
+        let Some(top) = cands.iter().map(|(_, p)| *p).max() else {
+            continue;
+        };
+        let tied: Vec<&InstanceId> = cands
+            .iter()
+            .filter(|(_, p)| *p == top)
+            .map(|(id, _)| *id)
+            .collect();
+        match (cands.len(), tied.as_slice()) {
+            (1, [only]) => {
+                fixed.insert(role, (only, PreferredReason::OnlyCandidate));
+            }
+            (_, [only]) => {
+                fixed.insert(role, (only, PreferredReason::Priority));
+            }
+            _ => shared.push((role, tied)),
+        }
+    }
+
+    // 3: quotas over every role with a preference, among the eligible members taking part.
+    let pool: Vec<&Candidate> = sorted
+        .iter()
+        .copied()
+        .filter(|c| {
+            c.eligible()
+                && (fixed.values().any(|(id, _)| *id == &c.id)
+                    || shared.iter().any(|(_, t)| t.contains(&&c.id)))
+        })
+        .collect();
+    let total = fixed.len() + shared.len();
+    let quota = quotas(&pool, total, holders);
+    let mut load: BTreeMap<&InstanceId, usize> = pool.iter().map(|c| (&c.id, 0)).collect();
+    for (id, _) in fixed.values() {
+        *load.entry(id).or_default() += 1;
+    }
+
+    // Keep current holders within quota (highest rendezvous scores first).
+    let mut assigned: BTreeMap<&RoleName, &InstanceId> = BTreeMap::new();
+    let mut keep: BTreeMap<&InstanceId, Vec<&RoleName>> = BTreeMap::new();
+    for (role, tied) in &shared {
+        if let Some(h) = holders.get(*role)
+            && let Some(h) = tied.iter().find(|t| **t == h)
+        {
+            keep.entry(h).or_default().push(role);
+        }
+    }
+    for (h, mut rs) in keep {
+        rs.sort_by_key(|r| std::cmp::Reverse(score(r.as_str(), h.as_str())));
+        let spare = quota
+            .get(h)
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(load.get(h).copied().unwrap_or(0));
+        for r in rs.into_iter().take(spare) {
+            assigned.insert(r, h);
+            *load.entry(h).or_default() += 1;
+        }
+    }
+    // Everything else: spare quota by rendezvous score, else the least loaded (per weight).
+    for (role, tied) in &shared {
+        if assigned.contains_key(role) {
+            continue;
+        }
+        let spare = |id: &InstanceId| {
+            quota.get(id).copied().unwrap_or(0) > load.get(id).copied().unwrap_or(0)
+        };
+        let best = tied
+            .iter()
+            .filter(|t| spare(t))
+            .max_by_key(|t| score(role.as_str(), t.as_str()))
+            .or_else(|| {
+                tied.iter().min_by(|a, b| {
+                    let la = load.get(*a).copied().unwrap_or(0) as u128;
+                    let lb = load.get(*b).copied().unwrap_or(0) as u128;
+                    let wa = u128::from(by_id.get(*a).map_or(1, |c| c.weight.max(1)));
+                    let wb = u128::from(by_id.get(*b).map_or(1, |c| c.weight.max(1)));
+                    (la * wb).cmp(&(lb * wa)).then_with(|| {
+                        score(role.as_str(), b.as_str()).cmp(&score(role.as_str(), a.as_str()))
+                    })
+                })
+            });
+        if let Some(best) = best {
+            assigned.insert(role, best);
+            *load.entry(best).or_default() += 1;
+        }
+    }
+
+    let mut preferred = BTreeMap::new();
+    let reason_for = |role: &RoleName, to: &InstanceId, base: PreferredReason| match holders
+        .get(role)
+        .and_then(|h| by_id.get(h))
+    {
+        Some(h) if &h.id != to && h.draining => PreferredReason::Draining,
+        Some(h) if &h.id != to && !h.healthy => PreferredReason::Unhealthy,
+        _ => base,
+    };
+    for (role, (id, base)) in fixed {
+        let reason = reason_for(role, id, base);
+        preferred.insert(
+            role.clone(),
+            Preferred {
+                instance: id.clone(),
+                reason,
+            },
+        );
+    }
+    for (role, id) in assigned {
+        let reason = reason_for(role, id, PreferredReason::Share);
+        preferred.insert(
+            role.clone(),
+            Preferred {
+                instance: id.clone(),
+                reason,
+            },
+        );
+    }
+    Placement {
+        preferred,
+        quota: quota.into_iter().map(|(k, v)| (k.clone(), v)).collect(),
+    }
+}
+
+/// Weighted quotas summing to `total`: floors first, then one extra each by largest
+/// remainder, most roles held now, id.
+fn quotas<'a>(
+    pool: &[&'a Candidate],
+    total: usize,
+    holders: &BTreeMap<RoleName, InstanceId>,
+) -> BTreeMap<&'a InstanceId, usize> {
+    let weight_sum: u128 = pool.iter().map(|c| u128::from(c.weight.max(1))).sum();
+    if weight_sum == 0 {
+        return BTreeMap::new();
+    }
+    let total_u = total as u128;
+    let mut out = BTreeMap::new();
+    let mut rest: Vec<(u128, usize, &InstanceId)> = Vec::new();
+    let mut given = 0usize;
+    for c in pool {
+        let w = u128::from(c.weight.max(1));
+        let share = total_u * w;
+        let floor = usize::try_from(share / weight_sum).unwrap_or(usize::MAX);
+        given += floor;
+        out.insert(&c.id, floor);
+        let held = holders.values().filter(|h| **h == c.id).count();
+        rest.push((share % weight_sum, held, &c.id));
+    }
+    rest.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(b.2)));
+    for (_, _, id) in rest.into_iter().take(total.saturating_sub(given)) {
+        if let Some(q) = out.get_mut(id) {
+            *q += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn id(i: usize) -> InstanceId {
+        InstanceId::new(format!("node-{i}")).expect("valid")
+    }
+
+    fn role(i: usize) -> RoleName {
+        RoleName::new(format!("shard-{i:02}")).expect("valid")
+    }
+
+    fn member(i: usize, roles: usize, prio: i32) -> Candidate {
+        Candidate {
+            id: id(i),
+            weight: 1,
+            draining: false,
+            healthy: true,
+            roles: (0..roles).map(|r| (role(r), prio)).collect(),
+            pinned: BTreeSet::new(),
+        }
+    }
+
+    /// Roles held per member.
+    fn counts(holders: &BTreeMap<RoleName, InstanceId>) -> BTreeMap<InstanceId, usize> {
+        let mut c = BTreeMap::new();
+        for h in holders.values() {
+            *c.entry(h.clone()).or_default() += 1;
+        }
+        c
+    }
+
+    fn applied(p: &Placement) -> BTreeMap<RoleName, InstanceId> {
+        p.preferred
+            .iter()
+            .map(|(r, p)| (r.clone(), p.instance.clone()))
+            .collect()
+    }
+
+    /// Roles whose live, eligible holder the plan replaces.
+    fn moves(p: &Placement, holders: &BTreeMap<RoleName, InstanceId>, live: &[Candidate]) -> usize {
+        holders
+            .iter()
+            .filter(|(_, h)| live.iter().any(|c| &c.id == *h && c.eligible()))
+            .filter(|(r, h)| p.preferred.get(*r).is_some_and(|p| &p.instance != *h))
+            .count()
+    }
+
+    /// Fewest moves that reach spread <= 1 with equal weights: the members holding the most
+    /// keep up to `q + 1` (as many as there are extras), the others up to `q`.
+    fn minimum_moves(
+        roles: usize,
+        live: &[Candidate],
+        holders: &BTreeMap<RoleName, InstanceId>,
+    ) -> usize {
+        let n = live.len();
+        let (q, extra) = (roles / n, roles % n);
+        let c = counts(holders);
+        let mut held: Vec<usize> = live
+            .iter()
+            .map(|m| c.get(&m.id).copied().unwrap_or(0))
+            .collect();
+        held.sort_unstable_by(|a, b| b.cmp(a));
+        held.iter()
+            .enumerate()
+            .map(|(i, h)| h.saturating_sub(q + usize::from(i < extra)))
+            .sum()
+    }
+
+    fn scenario() -> impl Strategy<Value = (usize, usize, Vec<Option<usize>>, Vec<usize>)> {
+        (1usize..7, 1usize..70).prop_flat_map(|(n, r)| {
+            (
+                Just(n),
+                Just(r),
+                // Current holder of each role: one of up to n + 2 instances (some gone), or none.
+                proptest::collection::vec(proptest::option::of(0..n + 2), r),
+                // A permutation seed for the member order.
+                proptest::collection::vec(0..n, n),
+            )
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        #[test]
+        fn equal_weights_spread_at_most_one_with_minimum_moves(
+            (n, r, held, order) in scenario()
+        ) {
+            let live: Vec<Candidate> = (0..n).map(|i| member(i, r, 0)).collect();
+            let holders: BTreeMap<RoleName, InstanceId> = held
+                .iter()
+                .enumerate()
+                .filter_map(|(ri, h)| h.map(|h| (role(ri), id(h))))
+                .collect();
+            let p = plan(&live, &holders);
+            // Every role has a preferred live member.
+            prop_assert_eq!(p.preferred.len(), r);
+            let loads: Vec<usize> = live.iter().map(|c| p.load(&c.id)).collect();
+            let (max, min) = (loads.iter().max().copied(), loads.iter().min().copied());
+            prop_assert!(max.unwrap_or(0) - min.unwrap_or(0) <= 1, "loads {:?}", loads);
+            prop_assert_eq!(moves(&p, &holders, &live), minimum_moves(r, &live, &holders));
+            // Deterministic: member order does not matter.
+            let mut shuffled = live.clone();
+            for (i, j) in order.iter().enumerate() {
+                shuffled.swap(i, *j);
+            }
+            prop_assert_eq!(&plan(&shuffled, &holders), &p);
+            // Stable: the applied plan is its own plan.
+            let after = applied(&p);
+            let again = plan(&live, &after);
+            prop_assert_eq!(moves(&again, &after, &live), 0);
+        }
+
+        #[test]
+        fn weighted_shares_follow_weights(weights in proptest::collection::vec(1u32..5, 1..5), r in 1usize..80) {
+            let live: Vec<Candidate> = weights
+                .iter()
+                .enumerate()
+                .map(|(i, w)| Candidate { weight: *w, ..member(i, r, 0) })
+                .collect();
+            let p = plan(&live, &BTreeMap::new());
+            let sum: u32 = weights.iter().sum();
+            for (i, w) in weights.iter().enumerate() {
+                let exact = r as f64 * f64::from(*w) / f64::from(sum);
+                let got = p.load(&id(i)) as f64;
+                prop_assert!((got - exact).abs() < 1.0, "member {} weight {} got {} of {}", i, w, got, exact);
+            }
+        }
+
+        #[test]
+        fn priority_dominates_and_draining_gets_nothing(
+            prios in proptest::collection::vec(proptest::collection::vec(-2i32..3, 12), 2..6),
+            draining in proptest::collection::vec(any::<bool>(), 6),
+            unhealthy in proptest::collection::vec(any::<bool>(), 6),
+            held in proptest::collection::vec(proptest::option::of(0usize..6), 12),
+        ) {
+            let live: Vec<Candidate> = prios
+                .iter()
+                .enumerate()
+                .map(|(i, ps)| Candidate {
+                    id: id(i),
+                    weight: 1,
+                    draining: draining[i],
+                    healthy: !unhealthy[i],
+                    roles: ps.iter().enumerate().map(|(r, p)| (role(r), *p)).collect(),
+                    pinned: BTreeSet::new(),
+                })
+                .collect();
+            let holders: BTreeMap<RoleName, InstanceId> = held
+                .iter()
+                .enumerate()
+                .filter_map(|(ri, h)| h.filter(|h| *h < live.len()).map(|h| (role(ri), id(h))))
+                .collect();
+            let p = plan(&live, &holders);
+            for (ri, _) in prios[0].iter().enumerate() {
+                let eligible: Vec<&Candidate> = live.iter().filter(|c| c.eligible()).collect();
+                let best = eligible.iter().map(|c| c.roles[&role(ri)]).max();
+                match (p.preferred.get(&role(ri)), best) {
+                    (None, None) => {}
+                    (Some(pref), Some(best)) => {
+                        let c = live.iter().find(|c| c.id == pref.instance).expect("a member");
+                        prop_assert!(c.eligible(), "{:?} is draining or unhealthy", pref);
+                        prop_assert_eq!(c.roles[&role(ri)], best);
+                    }
+                    (pref, best) => prop_assert!(false, "preferred {:?} but best {:?}", pref, best),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn higher_priority_member_gets_exactly_its_roles() {
+        let mut live: Vec<Candidate> = (0..3).map(|i| member(i, 10, 0)).collect();
+        let base = plan(&live, &BTreeMap::new());
+        let holders = applied(&base);
+        // node-3 prefers roles 0..4 (priority 5) and campaigns for the rest at 0.
+        let mut p3 = member(3, 10, 0);
+        for r in 0..4 {
+            p3.roles.insert(role(r), 5);
+        }
+        live.push(p3);
+        let p = plan(&live, &holders);
+        for r in 0..4 {
+            assert_eq!(p.preferred[&role(r)].instance, id(3));
+            assert_eq!(p.preferred[&role(r)].reason, PreferredReason::Priority);
+        }
+        assert_eq!(p.load(&id(3)), 4);
+    }
+
+    #[test]
+    fn a_pinned_role_stays_with_its_holder_and_counts_in_its_share() {
+        let mut live: Vec<Candidate> = (0..3).map(|i| member(i, 9, 0)).collect();
+        // node-0 holds 5 roles, two of them pinned; node-3 prefers role 0 by priority.
+        live[0].pinned = [role(0), role(1)].into();
+        let mut p3 = member(3, 9, 0);
+        p3.roles.insert(role(0), 9);
+        live.push(p3);
+        let holders: BTreeMap<RoleName, InstanceId> = (0..5).map(|r| (role(r), id(0))).collect();
+        let p = plan(&live, &holders);
+        for r in 0..2 {
+            assert_eq!(
+                p.preferred[&role(r)],
+                Preferred {
+                    instance: id(0),
+                    reason: PreferredReason::Pinned
+                }
+            );
+        }
+        let loads: Vec<usize> = (0..4).map(|i| p.load(&id(i))).collect();
+        assert!(
+            loads.iter().max().unwrap_or(&0) - loads.iter().min().unwrap_or(&0) <= 1,
+            "{loads:?}"
+        );
+        // Draining ends the pin: the role goes to its priority member.
+        live[0].draining = true;
+        let p = plan(&live, &holders);
+        assert_eq!(p.preferred[&role(0)].instance, id(3));
+    }
+
+    #[test]
+    fn draining_holder_is_the_reason() {
+        let mut live: Vec<Candidate> = (0..2).map(|i| member(i, 1, 0)).collect();
+        live[0].draining = true;
+        let holders = BTreeMap::from([(role(0), id(0))]);
+        let p = plan(&live, &holders);
+        assert_eq!(
+            p.preferred[&role(0)],
+            Preferred {
+                instance: id(1),
+                reason: PreferredReason::Draining
+            }
+        );
+        let p = plan(&live, &BTreeMap::new());
+        assert_eq!(p.preferred[&role(0)].reason, PreferredReason::OnlyCandidate);
+        live.push(member(2, 1, 0));
+        let p = plan(&live, &holders);
+        assert_eq!(p.preferred[&role(0)].reason, PreferredReason::Draining);
+    }
+}
