@@ -102,6 +102,21 @@ pub(crate) enum WatcherEvent {
     },
 }
 
+/// What the placement controller reports (not tied to a role's driver).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PlacementEvent {
+    /// Members the controller counts as live right now (this instance included).
+    Members {
+        /// How many.
+        live: u64,
+    },
+    /// The controller handed one of this instance's roles over voluntarily.
+    VoluntaryMove {
+        /// Why the plan prefers another member (`priority`, `share`, `draining`, …).
+        reason: &'static str,
+    },
+}
+
 /// Why a fenced write was not stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[allow(dead_code)] // until the history and metrics sinks read every field
@@ -121,6 +136,11 @@ pub(crate) trait TapSink: Send + Sync + 'static {
 
     /// Records a bucket watcher event of `instance` (default: ignored).
     fn watcher(&self, instance: &InstanceId, event: WatcherEvent) {
+        let _ = (instance, event);
+    }
+
+    /// Records a placement controller event of `instance` (default: ignored).
+    fn placement(&self, instance: &InstanceId, event: PlacementEvent) {
         let _ = (instance, event);
     }
 }
@@ -160,6 +180,13 @@ impl Tap {
         let at = Instant::now();
         for sink in self.sinks.iter() {
             sink.record(instance, role, &event, at);
+        }
+    }
+
+    /// Reports a placement controller event to every sink.
+    pub(crate) fn placement(&self, instance: &InstanceId, event: PlacementEvent) {
+        for sink in self.sinks.iter() {
+            sink.placement(instance, event);
         }
     }
 

@@ -257,6 +257,29 @@ async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_w
         .expect("GET /api/roles");
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("\"preferred\":\"node-b\""), "{body}");
+    // The metrics say it too: node-a handed its roles over for draining, and counts both
+    // members.
+    let (code, metrics) = instances::http(port, "GET", "/metrics", &[], "")
+        .await
+        .expect("GET /metrics");
+    assert_eq!(code, 200, "{metrics}");
+    let labels = format!(r#"bucket="{bucket}",instance_id="node-a""#);
+    let sample = |name: &str| -> Option<f64> {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let drained = sample(&format!(
+        r#"nats_roles_placement_voluntary_moves_total{{{labels},reason="draining"}}"#
+    ));
+    let held_before = before.values().filter(|(h, _, _)| h == "node-a").count();
+    assert_eq!(drained, Some(held_before as f64), "{metrics}");
+    assert_eq!(
+        sample(&format!("nats_roles_placement_members_seen{{{labels}}}")),
+        Some(2.0),
+        "{metrics}"
+    );
     for id in ab {
         fleet.sigterm(id).await;
     }

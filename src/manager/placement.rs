@@ -24,6 +24,7 @@ use crate::placement::{
     Placement, Preferred, ReleaseRules, choose_release, hold_back, plan,
 };
 use crate::status::RoleState;
+use crate::tap::PlacementEvent;
 
 /// How often the controller re-plans without news (silence of members, windows, budget).
 const TICK: Duration = Duration::from_millis(100);
@@ -267,6 +268,12 @@ pub(crate) fn replan(shared: &Shared, p: &PlacementShared, now: Instant) {
         .cloned()
         .collect();
     let live_plan = (live.len() != members.len()).then(|| plan(&live, &holders));
+    shared.tap.placement(
+        &shared.instance,
+        PlacementEvent::Members {
+            live: u64::try_from(live.len()).unwrap_or(u64::MAX),
+        },
+    );
     let me = &shared.instance;
     let i_count = members.iter().any(|c| &c.id == me);
     let roles = shared.roles();
@@ -346,6 +353,12 @@ pub(crate) fn replan(shared: &Shared, p: &PlacementShared, now: Instant) {
             && let Some(slot) = roles.get(role)
         {
             info!(role = %role, to = %pr.instance, reason = %pr.reason, "placement: handing the role over");
+            shared.tap.placement(
+                &shared.instance,
+                PlacementEvent::VoluntaryMove {
+                    reason: pr.reason.as_str(),
+                },
+            );
             // No cooldown in the machine: the hold-back (the role is preferred elsewhere)
             // keeps this instance from taking it straight back, and it may take the role
             // again as soon as the plan prefers it (a machine cooldown would make the

@@ -46,8 +46,15 @@ pub mod names {
     /// Histogram: local time of delivery minus the entry's server timestamp, in seconds.
     pub const WATCHER_LAG: &str = "nats_roles_watcher_delivery_lag_seconds";
 
+    /// Gauge: members the placement controller counts as live, this instance included
+    /// (labels `instance_id`, `bucket`; only with placement enabled).
+    pub const MEMBERS_SEEN: &str = "nats_roles_placement_members_seen";
+    /// Counter: roles this instance handed over voluntarily by placement (`reason`:
+    /// `priority`, `share`, `draining`, `unhealthy`).
+    pub const VOLUNTARY_MOVES: &str = "nats_roles_placement_voluntary_moves_total";
+
     /// Every name above.
-    pub const ALL: [&str; 13] = [
+    pub const ALL: [&str; 15] = [
         IS_LEADER,
         TRANSITIONS,
         FAILURES,
@@ -61,6 +68,8 @@ pub mod names {
         WATCHER_RESTARTS,
         WATCHER_PENDING,
         WATCHER_LAG,
+        MEMBERS_SEEN,
+        VOLUNTARY_MOVES,
     ];
 }
 

@@ -11,7 +11,7 @@ use super::{LATENCY_BUCKETS, TERM_BUCKETS, names};
 use crate::core::{WriteKind, WriteOutcome};
 use crate::names::{InstanceId, RoleName};
 use crate::status::RoleState;
-use crate::tap::{FencedRefusal, TapEvent, TapSink, WatcherEvent};
+use crate::tap::{FencedRefusal, PlacementEvent, TapEvent, TapSink, WatcherEvent};
 
 /// What the observable gauges read for one role.
 struct RoleGauges {
@@ -52,6 +52,8 @@ pub(crate) struct RoleMetrics {
     watcher_restarts: Counter<u64>,
     watcher_pending: Gauge<u64>,
     watcher_lag: Histogram<f64>,
+    members_seen: Gauge<u64>,
+    voluntary_moves: Counter<u64>,
     /// Kept so the callbacks live as long as the sink.
     _observed: Vec<ObservableGauge<u64>>,
     _observed_f64: ObservableGauge<f64>,
@@ -121,6 +123,15 @@ impl RoleMetrics {
             .build();
         // Present from the start (at 0), so that rate() and dashboards work before a restart.
         watcher_restarts.add(0, &instance_labels);
+        let voluntary_moves = meter
+            .u64_counter(names::VOLUNTARY_MOVES)
+            .with_description("roles handed over voluntarily by placement")
+            .build();
+        for reason in ["priority", "share", "draining", "unhealthy"] {
+            let mut labels = instance_labels.clone();
+            labels.push(KeyValue::new("reason", reason));
+            voluntary_moves.add(0, &labels);
+        }
         Self {
             instance: instance.clone(),
             bucket: bucket.to_owned(),
@@ -167,6 +178,11 @@ impl RoleMetrics {
                 .with_unit("s")
                 .with_boundaries(LATENCY_BUCKETS.to_vec())
                 .build(),
+            members_seen: meter
+                .u64_gauge(names::MEMBERS_SEEN)
+                .with_description("members the placement controller counts as live")
+                .build(),
+            voluntary_moves,
             _observed: vec![is_leader, connection, held],
             _observed_f64: since_renewal,
         }
@@ -285,6 +301,20 @@ impl TapSink for RoleMetrics {
             },
             TapEvent::Failed(_) => self.failure(role, "role_failed"),
             TapEvent::Connection(up) => self.update(role, |g| g.connected = *up),
+        }
+    }
+
+    fn placement(&self, instance: &InstanceId, event: PlacementEvent) {
+        debug_assert_eq!(instance, &self.instance);
+        match event {
+            PlacementEvent::Members { live } => {
+                self.members_seen.record(live, &self.instance_labels);
+            }
+            PlacementEvent::VoluntaryMove { reason } => {
+                let mut labels = self.instance_labels.clone();
+                labels.push(KeyValue::new("reason", reason));
+                self.voluntary_moves.add(1, &labels);
+            }
         }
     }
 
