@@ -61,12 +61,16 @@ pub mod core;
 pub mod election;
 pub mod error;
 pub mod health;
+pub mod history;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod inspect;
 pub mod leadership;
 pub mod manager;
 pub mod names;
+#[cfg(feature = "negative-controls")]
+#[doc(hidden)]
+pub mod negative;
 pub mod status;
 pub mod store;
 pub(crate) mod tap;

@@ -35,7 +35,7 @@ use crate::names::{InstanceId, RoleName};
 use crate::store::ServerErrors;
 use crate::tap::{Tap, TapSink};
 use role_task::{RoleInput, RoleTask};
-use shared::{RoleSlot, Shared};
+use shared::{Flaws, RoleSlot, Shared};
 
 /// One role to take part in.
 #[derive(Clone)]
@@ -155,11 +155,26 @@ pub struct RoleManagerBuilder {
     roles: Vec<RoleSpec>,
     events: broadcast::Sender<RoleEvent>,
     tap_sinks: Vec<Arc<dyn TapSink>>,
+    #[cfg(feature = "negative-controls")]
+    negative: Option<crate::negative::NegativeControl>,
 }
 
 impl RoleManagerBuilder {
+    /// Test-only: run with one deliberately broken mode, which the history checker must flag.
+    #[cfg(feature = "negative-controls")]
+    #[doc(hidden)]
+    pub fn negative_control(mut self, mode: crate::negative::NegativeControl) -> Self {
+        self.negative = Some(mode);
+        self
+    }
+
+    /// Records this manager's history (lease writes, terms, fenced writes) with `recorder`
+    /// (format: `docs/reliability.md`). Without it nothing is recorded and nothing is paid.
+    pub fn history(self, recorder: crate::history::HistoryRecorder) -> Self {
+        self.tap_sink(Arc::new(recorder))
+    }
+
     /// Adds a sink for the drivers' instrumentation events (history, metrics).
-    #[allow(dead_code)]
     pub(crate) fn tap_sink(mut self, sink: Arc<dyn TapSink>) -> Self {
         self.tap_sinks.push(sink);
         self
@@ -240,7 +255,21 @@ impl RoleManagerBuilder {
     /// [`Error::BucketNotFound`], [`Error::PermissionDenied`], [`Error::JetStream`], or
     /// [`Error::RoleExists`] for a role given twice.
     pub async fn start(self) -> Result<RoleManager, Error> {
-        let opened = bucket::open(&self.client, &self.bucket, &self.server_errors).await?;
+        #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
+        let mut opened = bucket::open(&self.client, &self.bucket, &self.server_errors).await?;
+        #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
+        let mut flaws = Flaws::default();
+        #[cfg(feature = "negative-controls")]
+        {
+            use crate::negative::NegativeControl as N;
+            match self.negative {
+                Some(N::PlainPut) => opened.store.set_plain_put(),
+                Some(N::DropTtl) => flaws.drop_ttl = true,
+                Some(N::NoLocalDeadline) => flaws.no_local_deadline = true,
+                Some(N::SkipDemote) => flaws.skip_demote = true,
+                None => {}
+            }
+        }
         let (connected_tx, connected_rx) = watch::channel(connection::is_connected(&self.client));
         let incarnation = Uuid::new_v4();
         let shared = Arc::new(Shared {
@@ -255,6 +284,7 @@ impl RoleManagerBuilder {
             caught_up: watch::channel(false).0,
             bucket_check: tokio::sync::Notify::new(),
             tap: Tap::new(self.tap_sinks),
+            flaws,
         });
         let cancel = CancellationToken::new();
         let manager = RoleManager {
@@ -356,6 +386,8 @@ impl RoleManager {
             roles: Vec::new(),
             events: broadcast::channel(1024).0,
             tap_sinks: Vec::new(),
+            #[cfg(feature = "negative-controls")]
+            negative: None,
         }
     }
 
@@ -462,7 +494,8 @@ impl RoleManager {
             priority: spec.priority.unwrap_or(self.priority),
             meta: self.meta.clone(),
         };
-        let machine = RoleMachine::new(
+        #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
+        let mut machine = RoleMachine::new(
             identity,
             spec.timing,
             self.retry,
@@ -470,6 +503,10 @@ impl RoleManager {
             self.epoch,
             seed,
         );
+        #[cfg(feature = "negative-controls")]
+        if self.shared.flaws.no_local_deadline {
+            machine.ignore_deadline_for_negative_control();
+        }
         let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
         let (status_tx, status_rx) = watch::channel(RoleStatus::new(
             spec.name.clone(),

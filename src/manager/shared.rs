@@ -40,6 +40,20 @@ pub(crate) struct Shared {
     pub(crate) bucket_check: tokio::sync::Notify,
     /// Where the role drivers report what happens (history, metrics).
     pub(crate) tap: crate::tap::Tap,
+    /// Deliberate breakage for the checker's negative controls (all off outside tests).
+    pub(crate) flaws: Flaws,
+}
+
+/// Negative-control switches of the driver (cargo feature `negative-controls`; always off
+/// otherwise).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Flaws {
+    /// Renewals are written without `Nats-TTL`.
+    pub(crate) drop_ttl: bool,
+    /// The holder does not stop at its local deadline.
+    pub(crate) no_local_deadline: bool,
+    /// Demotions are neither recorded nor delivered to the application.
+    pub(crate) skip_demote: bool,
 }
 
 impl Shared {
