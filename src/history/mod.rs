@@ -13,3 +13,13 @@ pub mod recorder;
 pub use clock::{mono_now_ns, real_mono_now_ns};
 pub use event::{Event, OpKind, OpResult, Phase, Record, Source, TrialInfo};
 pub use recorder::HistoryRecorder;
+pub mod check;
+pub mod load;
+pub mod timeline;
+
+pub use check::{
+    Failover, FaultSpan, Invariant, Report, Stats, TermSpan, Vacancy, Violation, check,
+    check_loaded,
+};
+pub use load::{LoadError, Loaded, load_paths};
+pub use timeline::render_html;

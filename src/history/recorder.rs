@@ -121,6 +121,9 @@ impl HistoryRecorder {
     /// `write_id`, if the term is still valid; returns whether it is (act only then). The next
     /// fenced write of that role is recorded with this write id.
     pub fn act(&self, leadership: &Leadership, write_id: u64) -> bool {
+        // Stamped before the check: a demote (stamped after the term's cancellation) or the
+        // deadline can then only come after this stamp if the check passes.
+        let stamp = mono_now_ns();
         if !leadership.is_valid() {
             return false;
         }
@@ -130,7 +133,7 @@ impl HistoryRecorder {
         }
         let token = leadership.token();
         self.push(Record::node(
-            mono_now_ns(),
+            stamp,
             &self.inner.node,
             Some(role.as_str()),
             Event::Act {
