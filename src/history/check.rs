@@ -1216,7 +1216,9 @@ impl<'a> Checker<'a> {
                 if what == "sigcont" || what == "heal" {
                     continue;
                 }
-                let Some(holder) = terms.iter().find(|t| t.promote_t <= f.t && f.t < t.act_end)
+                let Some(holder) = terms
+                    .iter()
+                    .find(|t| t.promote_t <= f.t && f.t <= t.act_end)
                 else {
                     continue;
                 };
@@ -1377,3 +1379,7 @@ impl<'a> Checker<'a> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "check_tests.rs"]
+mod tests;

@@ -325,3 +325,136 @@ impl TapSink for HistoryRecorder {
         self.push(self.node_record(role, at, ev));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::DemoteReason;
+    use crate::history::load::{Loaded, parse_into};
+    use crate::token::FencingToken;
+
+    fn read(path: &Path) -> Vec<Record> {
+        let text = std::fs::read_to_string(path).expect("history file");
+        let mut out = Loaded::default();
+        parse_into(path, &text, &mut out).expect("parses");
+        out.records
+    }
+
+    #[tokio::test]
+    async fn tap_events_become_lines_flushed_within_the_interval_and_stop_closes_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let node = InstanceId::new("n1").expect("valid");
+        let role = RoleName::new("r0").expect("valid");
+        let rec = HistoryRecorder::in_dir(dir.path(), &node).expect("recorder");
+        rec.start(std::slice::from_ref(&role));
+        let token = FencingToken::new(7, 42, uuid::Uuid::new_v4());
+        let now = Instant::now();
+        let sink: &dyn TapSink = &rec;
+        sink.record(
+            &node,
+            &role,
+            &TapEvent::WriteInvoked {
+                op: 1,
+                kind: WriteKind::Acquire,
+                expected: 0,
+            },
+            now,
+        );
+        sink.record(
+            &node,
+            &role,
+            &TapEvent::WriteCompleted {
+                op: 1,
+                kind: WriteKind::Acquire,
+                outcome: WriteOutcome::Ok { revision: 42 },
+                elapsed: Duration::from_millis(1),
+            },
+            now,
+        );
+        sink.record(
+            &node,
+            &role,
+            &TapEvent::Promoted {
+                token,
+                deadline: now + Duration::from_millis(900),
+            },
+            now,
+        );
+        // Flushed without a stop within a few flush intervals.
+        let path = dir.path().join("n1.jsonl");
+        let mut lines = Vec::new();
+        for _ in 0..40 {
+            tokio::time::sleep(FLUSH_INTERVAL).await;
+            lines = read(&path);
+            if lines.len() == 4 {
+                break;
+            }
+        }
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        sink.record(
+            &node,
+            &role,
+            &TapEvent::Demoted {
+                token,
+                reason: DemoteReason::Expired,
+                held: Duration::from_millis(5),
+            },
+            now + Duration::from_millis(5),
+        );
+        rec.stop();
+        // After the stop nothing more is written.
+        sink.record(
+            &node,
+            &role,
+            &TapEvent::Failed(crate::core::FailureKind::Rejected),
+            now,
+        );
+        let lines = read(&path);
+        let evs: Vec<&Event> = lines.iter().map(|r| &r.event).collect();
+        assert!(
+            matches!(evs[0], Event::Start { roles, clock_rate, .. } if roles == &["r0".to_string()] && (*clock_rate - 1.0).abs() < 1e-9)
+        );
+        assert!(matches!(
+            evs[1],
+            Event::Invoke {
+                op: 1,
+                kind: OpKind::Acquire,
+                expected: 0
+            }
+        ));
+        assert!(matches!(
+            evs[2],
+            Event::Complete {
+                result: OpResult::Ok,
+                revision: Some(42),
+                ..
+            }
+        ));
+        let Event::Promote {
+            epoch: 7,
+            term: 42,
+            deadline_ns,
+        } = evs[3]
+        else {
+            panic!("promote expected: {evs:?}");
+        };
+        let promote_ns = lines[3].mono_ns;
+        assert!(
+            (deadline_ns - promote_ns).abs_diff(900_000_000) < 1_000,
+            "deadline mapped on the same clock"
+        );
+        assert!(matches!(evs[4], Event::Demote { reason, .. } if reason == "expired"));
+        assert!(matches!(evs[5], Event::Stop));
+        assert_eq!(lines.len(), 6);
+        assert!(
+            !std::fs::read_to_string(&path)
+                .expect("file")
+                .contains(&token.nonce().to_string())
+        );
+        // A restarted node appends.
+        let again = HistoryRecorder::in_dir(dir.path(), &node).expect("recorder");
+        again.start(&[]);
+        again.close();
+        assert_eq!(read(&path).len(), 7);
+    }
+}
