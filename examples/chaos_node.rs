@@ -134,7 +134,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .reconnect_delay_callback(|attempts| {
             Duration::from_millis(50 * u64::try_from(attempts.min(10)).unwrap_or(10))
         })
-        .connect(args.nats.join(","))
+        .connect(args.nats.as_slice())
         .await?;
 
     let ids = Arc::new(AtomicU64::new(0));
