@@ -265,6 +265,82 @@ async fn a_killed_holder_fails_over_and_the_history_checks_clean() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// `nats-roles run --history FILE` records a history the checker accepts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_records_its_history() {
+    let server = NatsServer::start().await;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let config = tmp.path().join("roles.yaml");
+    std::fs::write(
+        &config,
+        "bucket:\n  name: runhist\n  replicas: 1\n  auto_create: true\n\
+         timing:\n  ttl: 1s\n  heartbeat: 250ms\n  operation_timeout: 200ms\n  disconnect_grace: 500ms\n\
+         roles:\n  - name: a\n  - name: b\n",
+    )
+    .expect("write config");
+    let history = tmp.path().join("run-1.jsonl");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nats-roles"))
+        .args([
+            "run",
+            "--no-http",
+            "--instance-id",
+            "run-1",
+            "--server",
+            &server.url(),
+        ])
+        .arg("--config")
+        .arg(&config)
+        .arg("--history")
+        .arg(&history)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start nats-roles run");
+    let out = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(out).lines();
+    let mut promoted = 0;
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while promoted < 2 {
+            let line = lines.next_line().await.expect("stdout").expect("a line");
+            if line.starts_with("promoted ") {
+                promoted += 1;
+            }
+        }
+    })
+    .await
+    .expect("both roles promoted within 20 s");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().expect("running").to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("exits after SIGTERM")
+        .expect("wait");
+    assert!(status.success(), "{status}");
+    let loaded = load_paths(&[history]).expect("history loads");
+    let report = check_loaded(&loaded);
+    assert!(report.is_clean(), "{}", report.render_text());
+    assert_eq!(report.stats.promotes, 2, "{}", report.render_text());
+    assert_eq!(report.stats.demotes, 2, "{}", report.render_text());
+    assert!(
+        loaded
+            .records
+            .iter()
+            .any(|r| matches!(r.event, Event::Renew { .. })),
+        "renewals recorded"
+    );
+    assert!(matches!(
+        loaded.records.last().map(|r| &r.event),
+        Some(Event::Stop)
+    ));
+}
+
 /// Each negative control, provoked by the fault it cannot survive, is flagged; the same
 /// scenario without it checks clean (so the checker flags the breakage, not the scenario).
 #[cfg(feature = "negative-controls")]
