@@ -518,3 +518,165 @@ fn reports_render_as_json_and_html_with_the_violation() {
     assert!(html.contains("<svg") && html.contains("role r") && html.contains("S5"));
     assert!(!html.contains("src=\"http"), "no external assets");
 }
+
+// ----- property tests: generated correct histories, and each rule broken on purpose ---------
+
+mod generated {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// How a generated term ends.
+    #[derive(Debug, Clone, Copy)]
+    enum End {
+        /// Graceful release: the next holder follows within a few ms.
+        Release,
+        /// The holder is killed: the next one follows when the lease ran out.
+        Kill,
+    }
+
+    #[derive(Debug, Clone)]
+    struct Plan {
+        nodes: usize,
+        /// Per term: holder index, length in heartbeats (1..), how it ends.
+        terms: Vec<(usize, u64, End)>,
+    }
+
+    fn plan() -> impl Strategy<Value = Plan> {
+        (2usize..5).prop_flat_map(|nodes| {
+            let term = (
+                0..nodes,
+                1u64..8,
+                prop_oneof![Just(End::Release), Just(End::Kill)],
+            );
+            prop::collection::vec(term, 1..8).prop_map(move |terms| Plan { nodes, terms })
+        })
+    }
+
+    const TTL: u64 = 1000;
+    const HB: u64 = 250;
+    const LL: u64 = 900; // local lease: TTL × 0.9
+
+    /// A correct history following `plan` (times in ms); killed nodes restart 50 ms later.
+    fn build(plan: &Plan) -> H {
+        let mut h = H::trial(TTL);
+        for n in 0..plan.nodes {
+            h = h.start(0, &format!("n{n}"));
+        }
+        let (mut t, mut rev, mut write) = (10u64, 1u64, 0u64);
+        let mut last = 0usize;
+        for (i, &(holder, beats, end)) in plan.terms.iter().enumerate() {
+            // A killed holder never holds again in this plan: pick another node if needed.
+            let holder = if i > 0 && holder == last {
+                (holder + 1) % plan.nodes
+            } else {
+                holder
+            };
+            let node = format!("n{holder}");
+            let term = rev;
+            h = h.write(t, &node, 1, OpKind::Acquire, term);
+            let mut send = t;
+            h = h.promote(t + 1, &node, term, send + LL);
+            rev += 1;
+            let mut now = t + 2;
+            for _ in 0..beats {
+                // Acts every 100 ms until the next renewal.
+                for k in 0..2 {
+                    write += 1;
+                    h = h.act(now + k * 100, &node, term, write).fenced(
+                        now + k * 100 + 1,
+                        &node,
+                        term,
+                        rev,
+                    );
+                    rev += 1;
+                }
+                send += HB;
+                h = h.write(send, &node, 2, OpKind::Renew, rev);
+                h = h.renew(send + 2, &node, term, send + LL);
+                rev += 1;
+                now = send + 3;
+            }
+            match end {
+                End::Release => {
+                    h = h.demote(now + 5, &node, term);
+                    t = now + 8;
+                }
+                End::Kill => {
+                    h = h.fault(now + 5, "sigkill", &node, Phase::Start);
+                    // The lease ran out at the last renewal's send + TTL; take over 50 ms later.
+                    t = send + TTL + 50;
+                    h = h.start(now + 60, &node);
+                }
+            }
+            last = holder;
+        }
+        h.promote(t + 1, "n0", rev + 1, t + LL)
+            .demote(t + 100, "n0", rev + 1)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn correct_histories_check_clean(plan in plan()) {
+            let r = build(&plan).check();
+            prop_assert!(r.is_clean(), "{}", r.render_text());
+        }
+
+        #[test]
+        fn a_promote_inside_the_previous_term_is_flagged(plan in plan()) {
+            let mut h = build(&plan);
+            // Move the second-to-last promote (of the last planned term) 30 ms before the
+            // previous term's end: n0's final promote is the last record's predecessor.
+            let idx = h.0.iter().rposition(|r| matches!(r.event, Event::Promote { .. }))
+                .expect("a promote");
+            let prev_end = h.0[..idx].iter().rev().find_map(|r| match r.event {
+                Event::Demote { .. } => Some(r.mono_ns),
+                Event::Fault { .. } => Some(r.mono_ns),
+                _ => None,
+            }).expect("an end");
+            h.0[idx].mono_ns = prev_end - 30 * MSN;
+            let r = h.check();
+            prop_assert!(r.has(Invariant::S4) || r.has(Invariant::S2) || r.has(Invariant::S6),
+                "{}", r.render_text());
+        }
+
+        #[test]
+        fn a_late_act_is_flagged(plan in plan()) {
+            let mut h = build(&plan);
+            let i = h.0.iter().position(|r| matches!(r.event, Event::Act { .. }));
+            if let Some(i) = i {
+                // The act happens 1 s after its term's promote deadline was extended last.
+                h.0[i].mono_ns += 5_000 * MSN;
+                let r = h.check();
+                prop_assert!(r.has(Invariant::S5), "{}", r.render_text());
+            }
+        }
+
+        #[test]
+        fn swapped_fenced_revisions_across_terms_are_flagged(plan in plan()) {
+            let h = build(&plan);
+            let writes: Vec<usize> = h.0.iter().enumerate()
+                .filter(|(_, r)| matches!(r.event, Event::FencedWrite { .. }))
+                .map(|(i, _)| i).collect();
+            let term_of = |i: usize| match h.0[i].event {
+                Event::FencedWrite { term, .. } => term,
+                _ => 0,
+            };
+            let first = writes.first().copied();
+            let other = writes.iter().copied().find(|&i| Some(term_of(i)) != first.map(term_of));
+            if let (Some(a), Some(b)) = (first, other) {
+                let mut h = h;
+                let rev = |r: &Record| match r.event {
+                    Event::FencedWrite { revision, .. } => revision,
+                    _ => None,
+                };
+                let (ra, rb) = (rev(&h.0[a]), rev(&h.0[b]));
+                if let Event::FencedWrite { revision, .. } = &mut h.0[a].event { *revision = rb; }
+                if let Event::FencedWrite { revision, .. } = &mut h.0[b].event { *revision = ra; }
+                let r = h.check();
+                prop_assert!(r.has(Invariant::S1), "{}", r.render_text());
+            }
+        }
+    }
+}

@@ -67,12 +67,28 @@ impl HistoryRecorder {
     /// # Errors
     /// The file cannot be opened, or the writer thread cannot be started.
     pub fn create(path: impl AsRef<Path>, node: &InstanceId) -> std::io::Result<Self> {
-        let path = path.as_ref().to_path_buf();
+        Self::with_queue(path.as_ref(), node, QUEUE_CAPACITY, None)
+    }
+
+    /// A recorder whose queue holds `capacity` events; with `gate`, the writer starts
+    /// consuming only once the gate receives (tests use it to fill the queue).
+    fn with_queue(
+        path: &Path,
+        node: &InstanceId,
+        capacity: usize,
+        gate: Option<mpsc::Receiver<()>>,
+    ) -> std::io::Result<Self> {
+        let path = path.to_path_buf();
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
-        let (tx, rx) = mpsc::sync_channel::<String>(QUEUE_CAPACITY);
+        let (tx, rx) = mpsc::sync_channel::<String>(capacity);
         let writer = std::thread::Builder::new()
             .name(format!("history-{node}"))
-            .spawn(move || write_loop(&rx, file))?;
+            .spawn(move || {
+                if let Some(gate) = gate {
+                    let _ = gate.recv();
+                }
+                write_loop(&rx, file);
+            })?;
         Ok(Self {
             inner: Arc::new(Inner {
                 node: node.to_string(),
@@ -456,5 +472,35 @@ mod tests {
         again.start(&[]);
         again.close();
         assert_eq!(read(&path).len(), 7);
+    }
+
+    #[test]
+    fn a_full_queue_drops_events_without_blocking_and_stop_reports_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let node = InstanceId::new("n2").expect("valid");
+        let role = RoleName::new("r0").expect("valid");
+        let path = dir.path().join("n2.jsonl");
+        let (go, gate) = mpsc::channel();
+        let rec = HistoryRecorder::with_queue(&path, &node, 4, Some(gate)).expect("recorder");
+        let sink: &dyn TapSink = &rec;
+        for op in 0..10 {
+            sink.record(
+                &node,
+                &role,
+                &TapEvent::WriteInvoked {
+                    op,
+                    kind: WriteKind::Renew,
+                    expected: op,
+                },
+                Instant::now(),
+            );
+        }
+        assert_eq!(rec.dropped(), 6);
+        go.send(()).expect("writer waiting");
+        rec.stop();
+        let lines = read(&path);
+        assert_eq!(lines.len(), 6, "{lines:?}");
+        assert!(matches!(lines[4].event, Event::Dropped { count: 6 }));
+        assert!(matches!(lines[5].event, Event::Stop));
     }
 }
