@@ -204,6 +204,8 @@ struct System {
     log: HarnessLog,
     roles: Vec<String>,
     ttl_ms: u64,
+    /// Seeded rotation of the negative-control schedule (every fault type once per 3 rounds).
+    rotation: usize,
 }
 
 impl System {
@@ -432,6 +434,7 @@ pub async fn run(spec: Spec) -> Outcome {
         log,
         roles,
         ttl_ms: ttl,
+        rotation: rng.random_range(0..3),
     };
 
     // Start: for the clock trial the faked node first, so that it holds the role.
@@ -458,6 +461,9 @@ pub async fn run(spec: Spec) -> Outcome {
         }
     }
     sys.wait_all_held(Duration::from_secs(20)).await;
+    // Let the holders renew a few times, so that their histories (flushed every 50 ms) show
+    // the terms before the first fault can kill a holder.
+    sys.ttls(1.0).await;
 
     let mut resources = BTreeMap::new();
     let mut harness_problems = Vec::new();
@@ -498,6 +504,9 @@ pub async fn run(spec: Spec) -> Outcome {
                 l1_bound_ms(kind)
             ));
         }
+        // Settle: every role held again for a while before the next fault (and before the
+        // end, so that the checker sees the recovery).
+        sys.ttls(1.0).await;
         if kind == Kind::Endurance {
             sys.sample_resources(&mut resources);
         }
@@ -597,13 +606,8 @@ fn resource_problems(resources: &BTreeMap<String, Vec<(u64, usize)>>) -> Vec<Str
 async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: &mut StdRng) {
     match fault {
         Kind::Sigkill => {
-            let i = sys.holder_target(rng).await;
-            let id = sys.nodes[i].id().to_owned();
-            sys.log.fault("sigkill", &id, Phase::Start);
-            sys.nodes[i].kill().await;
-            sys.ttls(rng.random_range(1.2..2.5)).await;
-            sys.start_node(i).await;
-            sys.log.fault("restart", &id, Phase::End);
+            let downtime = rng.random_range(1.2..3.0);
+            crash_holder(sys, rng, downtime).await;
         }
         Kind::Sigstop => {
             let i = sys.holder_target(rng).await;
@@ -625,24 +629,26 @@ async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: &mut StdRng
         }
         Kind::LeaderKill | Kind::LeaderPause => {
             let leader = stream_leader(&sys.js).await;
+            // Server names (n1..n3) would read as node ids in the history: prefix them.
+            let target = format!("server:{leader}");
             let cluster = sys.cluster.as_mut().expect("cluster trial");
             let i = cluster
                 .index_of(&leader)
                 .unwrap_or_else(|| panic!("stream leader {leader} is not a cluster node"));
             if fault == Kind::LeaderKill {
-                sys.log.fault("leader_kill", &leader, Phase::Start);
+                sys.log.fault("leader_kill", &target, Phase::Start);
                 cluster.kill(i);
                 tokio::time::sleep(ms(sys.ttl_ms).mul_f64(rng.random_range(1.0..2.5))).await;
                 let cluster = sys.cluster.as_mut().expect("cluster trial");
                 cluster.restart(i).await;
-                sys.log.fault("leader_restart", &leader, Phase::End);
+                sys.log.fault("leader_restart", &target, Phase::End);
             } else {
-                sys.log.fault("leader_pause", &leader, Phase::Start);
+                sys.log.fault("leader_pause", &target, Phase::Start);
                 cluster.pause(i);
                 tokio::time::sleep(ms(sys.ttl_ms).mul_f64(rng.random_range(1.0..3.0))).await;
                 let cluster = sys.cluster.as_mut().expect("cluster trial");
                 cluster.resume(i);
-                sys.log.fault("leader_resume", &leader, Phase::End);
+                sys.log.fault("leader_resume", &target, Phase::End);
             }
         }
         Kind::ProxyStall => {
@@ -726,7 +732,7 @@ async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: &mut StdRng
             // One schedule that gives every broken mode its chance: a partition of the holder
             // (deadline discipline), a graceful hand-over (demote, contention) and a crash
             // (expiry), in a seeded order.
-            match (round + rng.random_range(0..3)) % 3 {
+            match (round + sys.rotation) % 3 {
                 0 => Box::pin(one_round(sys, Kind::ProxyStall, round, rng)).await,
                 1 => {
                     let i = sys.holder_target(rng).await;
@@ -737,11 +743,26 @@ async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: &mut StdRng
                     sys.start_node(i).await;
                     sys.log.fault("restart", &id, Phase::End);
                 }
-                _ => Box::pin(one_round(sys, Kind::Sigkill, round, rng)).await,
+                // Dead for 3 TTLs: longer than the followers' observed-expiry backstop
+                // (TTL + heartbeat + 500 ms), so that a lease that does not expire shows as a
+                // late fail-over instead of being adopted by the restarted holder.
+                _ => crash_holder(sys, rng, 3.0).await,
             }
         }
         Kind::Mixed | Kind::Endurance => unreachable!("picked per round"),
     }
+}
+
+/// SIGKILLs the holder of a random role and restarts it after `downtime` × TTL (the restarted
+/// process adopts its lease if it is still there).
+async fn crash_holder(sys: &mut System, rng: &mut StdRng, downtime: f64) {
+    let i = sys.holder_target(rng).await;
+    let id = sys.nodes[i].id().to_owned();
+    sys.log.fault("sigkill", &id, Phase::Start);
+    sys.nodes[i].kill().await;
+    sys.ttls(downtime).await;
+    sys.start_node(i).await;
+    sys.log.fault("restart", &id, Phase::End);
 }
 
 /// Server name of the stream leader of the bucket's stream (`KV_chaos`), retried while the
