@@ -123,6 +123,8 @@ pub struct Stats {
     pub faults: u64,
     /// Fail-overs after faults on holders (L2).
     pub failovers: Vec<Failover>,
+    /// Faults on a holder that it rode out (its term went on past the fault by over a TTL).
+    pub ridden_out: u64,
     /// Vacancies and their contention.
     pub vacancies: Vec<Vacancy>,
     /// Length of the history, ms.
@@ -254,6 +256,13 @@ impl Report {
                 f.after_expiry_ms
                     .map(|e| format!(" ({e:.1} ms after the lease ran out)"))
                     .unwrap_or_default()
+            );
+        }
+        if st.ridden_out > 0 {
+            let _ = writeln!(
+                s,
+                "faults ridden out by the holder (no fail-over): {}",
+                st.ridden_out
             );
         }
         if let Some(c) = st.cas_per_vacancy() {
@@ -1226,6 +1235,13 @@ impl<'a> Checker<'a> {
                 if !server_wide && holder.node != *target {
                     continue;
                 }
+                // A holder whose term outlived the fault by more than a TTL rode it out: no
+                // fail-over to measure.
+                let grace = ttl.unwrap_or(2_000_000_000);
+                if holder.act_end > self.fault_end(f.t, target) + grace {
+                    self.stats.ridden_out += 1;
+                    continue;
+                }
                 let next = terms.iter().find(|t| t.promote_t > f.t);
                 let after_expiry = match (what.as_str(), next, ttl) {
                     ("sigkill", Some(n), Some(ttl)) => self
@@ -1293,6 +1309,22 @@ impl<'a> Checker<'a> {
             self.notes
                 .push("no trial line: L1 not checked (no bound)".to_string());
         }
+    }
+
+    /// When the fault on `target` that started at `start` ended: its `end` event (or a
+    /// `heal`), else its start (an instantaneous fault such as SIGKILL).
+    fn fault_end(&self, start: u64, target: &str) -> u64 {
+        self.faults
+            .iter()
+            .find_map(|e| match &e.rec.event {
+                Event::Fault {
+                    what,
+                    target: t,
+                    phase: Phase::End,
+                } if e.t >= start && (t == target || what == "heal") => Some(e.t),
+                _ => None,
+            })
+            .unwrap_or(start)
     }
 
     /// Send time of `node`'s last acquire/renew of `role` before `t`, plus the TTL as the

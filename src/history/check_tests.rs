@@ -680,3 +680,26 @@ mod generated {
         }
     }
 }
+
+#[test]
+fn a_fault_the_holder_rides_out_is_not_a_fail_over() {
+    // A 200 ms proxy stall: n1 keeps renewing afterwards and holds until 3 s.
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .start(0, "n2")
+        .promote(10, "n1", 2, 910)
+        .fault(300, "proxy_stall", "n1", Phase::Start)
+        .fault(500, "proxy_stall", "n1", Phase::End)
+        .renew(700, "n1", 2, 1500)
+        .renew(1400, "n1", 2, 2200)
+        .renew(2100, "n1", 2, 2900)
+        .demote(2800, "n1", 2)
+        .promote(2810, "n2", 9, 3700)
+        .demote(3000, "n2", 9)
+        .stop(3001, "n1")
+        .stop(3001, "n2");
+    let r = h.check();
+    assert!(r.is_clean(), "{}", r.render_text());
+    assert!(r.stats.failovers.is_empty(), "{:?}", r.stats.failovers);
+    assert_eq!(r.stats.ridden_out, 1);
+}

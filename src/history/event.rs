@@ -199,7 +199,7 @@ fn one() -> f64 {
 }
 
 /// The `trial` line: parameters of one trial.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialInfo {
     /// The seed (printed on failure to reproduce).
     #[serde(default)]
@@ -234,6 +234,25 @@ pub struct TrialInfo {
     /// L3: end of the steady-state window (harness mono ns).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady_to_ns: Option<u64>,
+}
+
+impl Default for TrialInfo {
+    /// Everything zero or absent, at clock rate 1.
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            kind: String::new(),
+            ttl_ms: 0,
+            margin: 0.0,
+            clock: 1.0,
+            heartbeat_ms: None,
+            l1_bound_ms: None,
+            expiry_slack_ms: None,
+            epsilon_ms: None,
+            steady_from_ns: None,
+            steady_to_ns: None,
+        }
+    }
 }
 
 impl Record {
