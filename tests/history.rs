@@ -348,6 +348,19 @@ mod negative {
     use super::*;
     use nats_roles::history::Invariant;
 
+    /// Fails loudly when `chaos_node` was built without the feature.
+    fn require_negative_controls() {
+        let help = std::process::Command::new(chaos_node_bin())
+            .arg("--help")
+            .output()
+            .expect("chaos_node --help");
+        assert!(
+            String::from_utf8_lossy(&help.stdout).contains("--negative-control"),
+            "chaos_node was built without negative controls: run \
+             `cargo build --examples --features negative-controls` first"
+        );
+    }
+
     async fn nodes(
         server: &NatsServer,
         dir: &Path,
@@ -379,6 +392,7 @@ mod negative {
         F: Fn(Option<&'static str>) -> Fut,
         Fut: std::future::Future<Output = Report>,
     {
+        require_negative_controls();
         let baseline = scenario(None).await;
         assert!(
             baseline.is_clean(),
