@@ -233,57 +233,57 @@ fn table(outcomes: &[Outcome]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_the_holder() {
-    ci(Kind::Sigkill, 1, 2).await;
+    ci(Kind::Sigkill, 3, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigstop_of_the_holder_longer_than_the_ttl() {
-    ci(Kind::Sigstop, 1, 2).await;
+    ci(Kind::Sigstop, 3, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_kill_and_restart_on_the_same_store() {
-    ci(Kind::ServerRestart, 1, 2).await;
+    ci(Kind::ServerRestart, 2, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_stream_leader_kill() {
-    ci(Kind::LeaderKill, 1, 1).await;
+    ci(Kind::LeaderKill, 2, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_stream_leader_pause() {
-    ci(Kind::LeaderPause, 1, 1).await;
+    ci(Kind::LeaderPause, 2, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_stall_partitions_the_holder() {
-    ci(Kind::ProxyStall, 1, 2).await;
+    ci(Kind::ProxyStall, 3, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_reset_of_the_holders_connections() {
-    ci(Kind::ProxyReset, 1, 2).await;
+    ci(Kind::ProxyReset, 3, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_one_way_partition() {
-    ci(Kind::ProxyOneway, 1, 2).await;
+    ci(Kind::ProxyOneway, 3, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_delay_on_the_holders_link() {
-    ci(Kind::ProxyDelay, 1, 2).await;
+    ci(Kind::ProxyDelay, 3, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clock_at_rate_0_9_keeps_lease_discipline() {
-    ci(Kind::Clock(90), 1, 2).await;
+    ci(Kind::Clock(90), 3, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clock_at_rate_0_5_is_flagged() {
-    ci(Kind::Clock(50), 1, 1).await;
+    ci(Kind::Clock(50), 2, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -293,22 +293,22 @@ async fn herd_of_100_candidates_for_one_role() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_plain_put_is_flagged() {
-    ci(Kind::Negative("plain-put"), 2, 3).await;
+    ci(Kind::Negative("plain-put"), 5, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_drop_ttl_is_flagged() {
-    ci(Kind::Negative("drop-ttl"), 2, 3).await;
+    ci(Kind::Negative("drop-ttl"), 5, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_no_local_deadline_is_flagged() {
-    ci(Kind::Negative("no-local-deadline"), 2, 3).await;
+    ci(Kind::Negative("no-local-deadline"), 5, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_skip_demote_is_flagged() {
-    ci(Kind::Negative("skip-demote"), 2, 3).await;
+    ci(Kind::Negative("skip-demote"), 5, 3).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -324,23 +324,23 @@ async fn soak_mixed_faults_steady_state_and_resources() {
     if soak() {
         let n = trials_override();
         let plan: [(Kind, usize, usize, bool); 17] = [
-            (Kind::Sigkill, 20, 3, false),
-            (Kind::Sigstop, 20, 3, false),
+            (Kind::Sigkill, 22, 3, false),
+            (Kind::Sigstop, 22, 3, false),
             (Kind::ServerRestart, 12, 2, false),
             (Kind::ProxyStall, 16, 3, false),
             (Kind::ProxyReset, 12, 3, false),
             (Kind::ProxyOneway, 12, 3, false),
             (Kind::ProxyDelay, 12, 3, false),
-            (Kind::Mixed, 12, 4, true),
+            (Kind::Mixed, 8, 4, true),
             (Kind::LeaderKill, 4, 1, false),
             (Kind::LeaderPause, 4, 1, false),
             (Kind::Clock(90), 10, 2, false),
             (Kind::Clock(50), 5, 1, false),
             (Kind::Herd, 2, 6, false),
-            (Kind::Negative("plain-put"), 20, 3, false),
-            (Kind::Negative("drop-ttl"), 20, 3, false),
-            (Kind::Negative("no-local-deadline"), 20, 3, false),
-            (Kind::Negative("skip-demote"), 20, 3, false),
+            (Kind::Negative("plain-put"), 15, 3, false),
+            (Kind::Negative("drop-ttl"), 15, 3, false),
+            (Kind::Negative("no-local-deadline"), 15, 3, false),
+            (Kind::Negative("skip-demote"), 15, 3, false),
         ];
         for (kind, trials, rounds, steady) in plan {
             let outcomes = series(kind, n.unwrap_or(trials), rounds, steady).await;

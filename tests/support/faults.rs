@@ -24,12 +24,14 @@ use tokio::sync::watch;
 // Binaries and libraries
 // ---------------------------------------------------------------------------------------------
 
-/// Path of the `chaos_node` example built with `--features negative-controls`.
+/// Path of the `chaos_node` example built with `--all-features` (it needs
+/// `negative-controls`).
 ///
-/// `CHAOS_NODE_BIN` overrides it. Otherwise runs `cargo build --example chaos_node --features
-/// negative-controls` once per test binary, in the same target directory and profile as the
-/// test itself (cargo keeps artifacts per feature set, so this does not rebuild the normal
-/// library). Panics with cargo's output if the build fails.
+/// `CHAOS_NODE_BIN` overrides it. Otherwise runs `cargo build --example chaos_node
+/// --all-features` once per test binary, in the same target directory and profile as the test
+/// itself: under `cargo nextest run --all-features` (scripts/test.sh) the library is already
+/// built with that feature set, and cargo keeps artifacts per feature set, so other builds are
+/// not disturbed. Panics with cargo's output if the build fails.
 pub fn chaos_node_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(build_chaos_node).clone()
@@ -60,7 +62,7 @@ fn build_chaos_node() -> PathBuf {
     let mut cmd = std::process::Command::new(cargo);
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["build", "--quiet", "--example", "chaos_node"])
-        .args(["--features", "negative-controls"])
+        .arg("--all-features")
         .arg("--target-dir")
         .arg(target_dir);
     if profile != "debug" {
@@ -79,7 +81,7 @@ fn build_chaos_node() -> PathBuf {
         .unwrap_or_else(|e| panic!("cannot run cargo to build examples/chaos_node: {e}"));
     assert!(
         out.status.success(),
-        "cargo build --example chaos_node --features negative-controls failed ({}):\n{}",
+        "cargo build --example chaos_node --all-features failed ({}):\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
