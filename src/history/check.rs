@@ -802,6 +802,7 @@ impl<'a> Checker<'a> {
                     epoch,
                     term,
                     reason,
+                    ..
                 } => {
                     self.stats.demotes += 1;
                     let token = (*epoch, *term);

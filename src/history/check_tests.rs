@@ -85,6 +85,7 @@ impl H {
                 epoch: E,
                 term,
                 reason: "shutdown".into(),
+                held_ms: None,
             },
         )
     }
@@ -113,6 +114,7 @@ impl H {
                 unknown: false,
                 revision: Some(revision),
                 error: None,
+                key: None,
             },
         )
     }
@@ -137,6 +139,7 @@ impl H {
                 result: OpResult::Ok,
                 revision: Some(revision),
                 error: None,
+                elapsed_us: None,
             },
         )
     }

@@ -112,6 +112,9 @@ pub enum Event {
         /// Why it failed (when fail).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// From sending to the outcome, in microseconds.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        elapsed_us: Option<u64>,
     },
     /// A term began.
     Promote {
@@ -139,6 +142,9 @@ pub enum Event {
         term: u64,
         /// Why (`DemoteReason::as_str`).
         reason: String,
+        /// How long the term lasted, in milliseconds.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        held_ms: Option<u64>,
     },
     /// The workload is about to act as leader.
     Act {
@@ -167,6 +173,24 @@ pub enum Event {
         /// Why it was not stored (when neither accepted nor unknown).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// The data key (under `data.<role>.`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+    },
+    /// The role's reported state changed (`init`, `candidate`, `follower`, `leader`, ...).
+    State {
+        /// Before.
+        from: String,
+        /// After.
+        to: String,
+        /// Why it left leadership, when it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// The role failed permanently.
+    Failed {
+        /// The failure kind.
+        error: String,
     },
     /// Parameters of the trial (harness, first line).
     Trial(TrialInfo),
@@ -304,6 +328,7 @@ mod tests {
                 result: OpResult::Ok,
                 revision: Some(9),
                 error: None,
+                elapsed_us: None,
             },
         );
         let line = r.to_line();

@@ -280,7 +280,10 @@ impl TapSink for HistoryRecorder {
                 expected: *expected,
             },
             TapEvent::WriteCompleted {
-                op, kind, outcome, ..
+                op,
+                kind,
+                outcome,
+                elapsed,
             } => {
                 let (result, revision, error) = match outcome {
                     WriteOutcome::Ok { revision } => (OpResult::Ok, Some(*revision), None),
@@ -295,6 +298,7 @@ impl TapSink for HistoryRecorder {
                     result,
                     revision,
                     error,
+                    elapsed_us: Some(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX)),
                 }
             }
             TapEvent::Promoted { token, deadline } => Event::Promote {
@@ -307,12 +311,17 @@ impl TapSink for HistoryRecorder {
                 term: token.term(),
                 deadline_ns: map.ns(*deadline),
             },
-            TapEvent::Demoted { token, reason, .. } => Event::Demote {
+            TapEvent::Demoted {
+                token,
+                reason,
+                held,
+            } => Event::Demote {
                 epoch: token.epoch(),
                 term: token.term(),
                 reason: reason.as_str().to_string(),
+                held_ms: Some(u64::try_from(held.as_millis()).unwrap_or(u64::MAX)),
             },
-            TapEvent::FencedWrite { token, stored, .. } => {
+            TapEvent::FencedWrite { token, key, stored } => {
                 let write_id = self
                     .inner
                     .last_act
@@ -334,9 +343,17 @@ impl TapSink for HistoryRecorder {
                     unknown,
                     revision,
                     error,
+                    key: Some(key.clone()),
                 }
             }
-            TapEvent::StateChanged { .. } | TapEvent::Failed(_) => return,
+            TapEvent::StateChanged { from, to, reason } => Event::State {
+                from: from.as_str().to_string(),
+                to: to.as_str().to_string(),
+                reason: reason.map(|r| r.as_str().to_string()),
+            },
+            TapEvent::Failed(kind) => Event::Failed {
+                error: kind.as_str().to_string(),
+            },
         };
         self.push(self.node_record(role, at, ev));
     }
