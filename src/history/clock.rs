@@ -67,12 +67,37 @@ pub struct MonoMap {
 
 impl MonoMap {
     /// A mapping anchored now.
+    ///
+    /// The pair is read as `mono, instant, mono` a few times and the tightest bracket wins, its
+    /// midpoint paired with the instant: a thread preempted between two plain reads would shift
+    /// every mapped stamp by the preemption (seen: a `promote` stamped after the term's first
+    /// `act`, which reads the clock directly).
     #[must_use]
     pub fn now() -> Self {
-        Self {
-            instant: Instant::now(),
-            mono_ns: mono_now_ns(),
+        let mut best: Option<(u64, Self)> = None;
+        for _ in 0..16 {
+            let before = mono_now_ns();
+            let instant = Instant::now();
+            let after = mono_now_ns();
+            let gap = after.saturating_sub(before);
+            let pair = Self {
+                instant,
+                mono_ns: before + gap / 2,
+            };
+            if best.as_ref().is_none_or(|(g, _)| gap < *g) {
+                best = Some((gap, pair));
+            }
+            if gap < 1_000 {
+                break;
+            }
         }
+        best.map_or_else(
+            || Self {
+                instant: Instant::now(),
+                mono_ns: mono_now_ns(),
+            },
+            |(_, pair)| pair,
+        )
     }
 
     /// `at` in monotonic nanoseconds.

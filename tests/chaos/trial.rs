@@ -717,7 +717,7 @@ async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: &mut StdRng
             // Alternate crash (vacancy by expiry) and graceful stop (vacancy by release).
             let i = sys.holder_target(rng).await;
             let id = sys.nodes[i].id().to_owned();
-            if round % 2 == 0 {
+            if round.is_multiple_of(2) {
                 sys.log.fault("sigkill", &id, Phase::Start);
                 sys.nodes[i].kill().await;
             } else {
