@@ -408,6 +408,14 @@ mod negative {
         let report = scenario(Some(mode)).await;
         let flagged: Vec<_> = report.violations.iter().map(|v| v.invariant).collect();
         println!("{mode}: flagged {flagged:?}");
+        for (name, r) in [("baseline", &baseline), (mode, &report)] {
+            for f in &r.stats.failovers {
+                println!(
+                    "{name}: fail-over after {} of {}: {:?} ms, {:?} ms after the lease ran out",
+                    f.fault, f.holder, f.duration_ms, f.after_expiry_ms
+                );
+            }
+        }
         assert!(
             any_of.iter().any(|i| report.has(*i)),
             "{mode} not flagged by any of {any_of:?}:\n{}",
