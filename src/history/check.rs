@@ -17,6 +17,8 @@ const DEFAULT_L1_EXTRA_MS: u64 = 1500;
 const DEFAULT_EXPIRY_SLACK_MS: u64 = 750;
 /// Events shown around a violation, before and after.
 const CONTEXT: usize = 6;
+/// Violations that get their surrounding events (later ones only their description).
+const MAX_CONTEXTS: usize = 100;
 
 /// A rule of `docs/reliability.md`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -614,7 +616,12 @@ impl<'a> Checker<'a> {
         until: Option<u64>,
         message: String,
     ) {
-        let context = self.context(role, at);
+        // Context for the first violations only: each costs a pass over the history.
+        let context = if self.violations.len() < MAX_CONTEXTS {
+            self.context(role, at)
+        } else {
+            Vec::new()
+        };
         self.violations.push(Violation {
             invariant,
             role: role.map(str::to_string),
@@ -1179,25 +1186,28 @@ impl<'a> Checker<'a> {
         for role in self.stats.roles.clone() {
             let terms = self.role_terms(&role);
             let events = self.role_events(&role);
+            // Send times of every acquire of the role (sorted: `events` is in time order).
+            let acquires: Vec<u64> = events
+                .iter()
+                .filter(|e| {
+                    matches!(
+                        e.rec.event,
+                        Event::Invoke {
+                            kind: OpKind::Acquire,
+                            ..
+                        }
+                    )
+                })
+                .map(|e| e.t)
+                .collect();
             // Vacancies between terms (and before the first one).
             let mut prev_end = self.t0;
             let mut covered = self.t0;
             for term in &terms {
                 if term.promote_t > covered {
-                    let attempts = events
-                        .iter()
-                        .filter(|e| {
-                            e.t >= prev_end
-                                && e.t <= term.promote_t
-                                && matches!(
-                                    e.rec.event,
-                                    Event::Invoke {
-                                        kind: OpKind::Acquire,
-                                        ..
-                                    }
-                                )
-                        })
-                        .count() as u64;
+                    let attempts = (acquires.partition_point(|&t| t <= term.promote_t)
+                        - acquires.partition_point(|&t| t < prev_end))
+                        as u64;
                     self.stats.vacancies.push(Vacancy {
                         role: role.clone(),
                         duration_ms: (term.promote_t - covered) as f64 / MS,
