@@ -3,9 +3,10 @@
 //! trial (invariants S1-S6, L1-L3 of `docs/reliability.md`).
 //!
 //! * **CI tier** (`cargo nextest run --test chaos`): one test per fault type, a few short trials
-//!   each, run one at a time (nextest test group `chaos`, see `.config/nextest.toml`); about
-//!   10 minutes on 2 cores. Safety tests never retry.
-//! * **Soak** (`NATS_ROLES_SOAK=1 cargo nextest run --test chaos soak --no-capture`): hundreds of
+//!   each; every chaos test runs alone (see `.config/nextest.toml`); about 5-9 minutes on 2
+//!   cores. Safety tests never retry.
+//! * **Soak** (`NATS_ROLES_SOAK=1 cargo nextest run --profile soak --test chaos soak
+//!   --no-capture`): hundreds of
 //!   trials over every fault type, longer schedules, steady-state windows, RSS/fd sampling,
 //!   negative-control statistics, and a summary table (see `docs/reliability.md`).
 //!   `CHAOS_TRIALS=N` sets the trials per fault type of the soak (and of every CI test).
