@@ -547,10 +547,12 @@ impl<'a> Checker<'a> {
                     end_ms: None,
                 }),
                 Phase::End => {
+                    // An end closes the latest open fault on its target (`sigcont` ends a
+                    // `sigstop`), or the latest open fault of all for a `heal`.
                     let open = spans
                         .iter_mut()
                         .rev()
-                        .find(|s| s.end_ms.is_none() && s.what == *what && s.target == *target);
+                        .find(|s| s.end_ms.is_none() && (s.target == *target || what == "heal"));
                     match open {
                         Some(s) => s.end_ms = Some(self.ms(e.t)),
                         None => spans.push(FaultSpan {

@@ -104,6 +104,14 @@ pub fn render_html(report: &Report) -> String {
                 f.end_ms
                     .map_or_else(|| "-".to_string(), |e| format!("{e:.1}"))
             );
+            let _ = write!(
+                html,
+                "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#b00\">{} {}</text>",
+                a + 2.0,
+                height - 14.0,
+                esc(&f.what),
+                esc(&f.target)
+            );
         }
         for (i, node) in lanes.iter().enumerate() {
             let y = LANE * i as f64 + 4.0;
