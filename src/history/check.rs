@@ -312,7 +312,7 @@ pub fn check_loaded(loaded: &Loaded) -> Report {
     let mut report = check(&loaded.records);
     for f in &loaded.truncated {
         report.notes.push(format!(
-            "{}: last line cut off (a killed process); skipped",
+            "{}: a line cut off by a killed process; skipped",
             f.display()
         ));
     }

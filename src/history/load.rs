@@ -37,7 +37,8 @@ pub enum LoadError {
 pub struct Loaded {
     /// Every record, in file order (file by file).
     pub records: Vec<Record>,
-    /// Files whose last line was cut off (a killed node): it was skipped.
+    /// Files with a line cut off by a killed node (the last one, or one before a restarted
+    /// node's `start`): it was skipped.
     pub truncated: Vec<PathBuf>,
     /// The files read.
     pub files: Vec<PathBuf>,
@@ -101,6 +102,9 @@ pub fn parse_into(path: &Path, text: &str, out: &mut Loaded) -> Result<bool, Loa
             Ok(r) => out.records.push(r),
             // A killed process may leave a partial last line (no newline at the end).
             Err(_) if Some(i) == last && !text.ends_with('\n') => truncated = true,
+            // ... and a restarted one appends after it (the recorder ends the partial line
+            // first), starting with `start`.
+            Err(_) if next_is_start(&lines[i + 1..]) => truncated = true,
             Err(e) => {
                 return Err(LoadError::BadLine {
                     path: path.to_path_buf(),
@@ -111,6 +115,14 @@ pub fn parse_into(path: &Path, text: &str, out: &mut Loaded) -> Result<bool, Loa
         }
     }
     Ok(truncated)
+}
+
+/// Whether the next non-empty line is a node's `start` record.
+fn next_is_start(rest: &[&str]) -> bool {
+    rest.iter()
+        .find(|l| !l.trim().is_empty())
+        .and_then(|l| serde_json::from_str::<Record>(l).ok())
+        .is_some_and(|r| matches!(r.event, super::event::Event::Start { .. }))
 }
 
 #[cfg(test)]
@@ -130,6 +142,12 @@ mod tests {
         // A complete (newline-terminated) bad last line is bad input, not a truncation.
         let text = format!("{good}\nnot json\n");
         assert!(parse_into(Path::new("c"), &text, &mut out).is_err());
+        // A partial line followed by a restarted process's `start` is a truncation.
+        let start = r#"{"mono_ns":9,"src":"node","node":"n1","ev":"start"}"#;
+        let mut out = Loaded::default();
+        let text = format!("{good}\n{{\"mono_ns\":3,\"sr\n{start}\n{good}\n");
+        assert!(parse_into(Path::new("d"), &text, &mut out).expect("tolerated"));
+        assert_eq!(out.records.len(), 3);
     }
 
     #[test]

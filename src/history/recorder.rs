@@ -79,7 +79,12 @@ impl HistoryRecorder {
         gate: Option<mpsc::Receiver<()>>,
     ) -> std::io::Result<Self> {
         let path = path.to_path_buf();
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(&path)?;
+        end_partial_line(&mut file)?;
         let (tx, rx) = mpsc::sync_channel::<String>(capacity);
         let writer = std::thread::Builder::new()
             .name(format!("history-{node}"))
@@ -233,6 +238,22 @@ impl Drop for Inner {
             let _ = w.join();
         }
     }
+}
+
+/// Ends a partial last line (left by a killed predecessor) so that the next record starts on
+/// a line of its own.
+fn end_partial_line(file: &mut File) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    if file.metadata()?.len() == 0 {
+        return Ok(());
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    file.read_exact(&mut last)?;
+    if last[0] != b'\n' {
+        file.write_all(b"\n")?;
+    }
+    Ok(())
 }
 
 fn write_loop(rx: &mpsc::Receiver<String>, file: File) {
@@ -486,11 +507,23 @@ mod tests {
                 .expect("file")
                 .contains(&token.nonce().to_string())
         );
-        // A restarted node appends.
+        // A restarted node appends, after the partial line a killed process may leave.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(b"{\"mono_ns\":1,\"sr"))
+            .expect("partial line");
         let again = HistoryRecorder::in_dir(dir.path(), &node).expect("recorder");
         again.start(&[]);
         again.close();
-        assert_eq!(read(&path).len(), 7);
+        let text = std::fs::read_to_string(&path).expect("file");
+        let mut out = Loaded::default();
+        assert!(
+            parse_into(&path, &text, &mut out).expect("parses"),
+            "truncation noted"
+        );
+        assert_eq!(out.records.len(), 7);
+        assert!(matches!(out.records[6].event, Event::Start { .. }));
     }
 
     #[test]
