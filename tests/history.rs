@@ -341,6 +341,54 @@ async fn the_binary_records_its_history() {
     ));
 }
 
+/// The command exits 1 on violations and prints them (text or JSON).
+#[test]
+fn the_command_exits_1_on_violations() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let t0 = 1_000_000_000_000u64;
+    let ms = |m: u64| t0 + m * 1_000_000;
+    let mut lines = vec![Record::harness(
+        t0,
+        None,
+        Event::Trial(trial("synthetic", 1000)),
+    )];
+    // n1 and n2 both hold term-less overlapping terms of r0.
+    for (node, term, from) in [("n1", 2, 10), ("n2", 5, 100)] {
+        lines.push(Record::node(
+            ms(from),
+            node,
+            Some("r0"),
+            Event::Promote {
+                epoch: 1,
+                term,
+                deadline_ns: ms(from + 900),
+            },
+        ));
+    }
+    let text: String = lines.iter().map(|r| r.to_line() + "\n").collect();
+    std::fs::write(dir.join("all.jsonl"), text).expect("write");
+    let run = |json: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_nats-roles"));
+        cmd.args(["history", "check"]).arg(dir);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().expect("nats-roles history check")
+    };
+    let out = run(false);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("S4 role=r0 nodes=n1,n2 terms=[2, 5]"),
+        "{stdout}"
+    );
+    let out = run(true);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(report["violations"][0]["invariant"], "S4");
+}
+
 /// Each negative control, provoked by the fault it cannot survive, is flagged; the same
 /// scenario without it checks clean (so the checker flags the breakage, not the scenario).
 #[cfg(feature = "negative-controls")]

@@ -688,12 +688,19 @@ impl<'a> Checker<'a> {
         let first = seg.first().map_or(0, |e| e.t);
         let last = seg.last().map_or(0, |e| e.t);
         let clean = seg.iter().any(|e| matches!(e.rec.event, Event::Stop));
-        let end = if clean {
-            last
+        let killed = if clean {
+            None
         } else {
             self.kill_time(node, last, next_start)
-                .unwrap_or(last)
-                .max(last)
+        };
+        let end = killed.unwrap_or(last).max(last);
+        // Until when a term still open here may have been acted on: the stop, the kill, or —
+        // when the process's fate is unknown (its last events may be lost) — the term's
+        // deadline, bounded by the next start of the node.
+        let act_limit = match (clean, killed) {
+            (true, _) => last,
+            (false, Some(k)) => k.max(last),
+            (false, None) => next_start,
         };
         let roles = match seg.first().map(|e| &e.rec.event) {
             Some(Event::Start { roles, .. }) => roles.clone(),
@@ -917,7 +924,7 @@ impl<'a> Checker<'a> {
                 role: role.clone(),
                 token: o.token,
                 promote_t: o.promote_t,
-                act_end: lapse.min(end),
+                act_end: lapse.min(act_limit),
             });
             if clean && judge {
                 self.violate(
