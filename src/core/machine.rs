@@ -211,6 +211,7 @@ impl RoleMachine {
     /// Negative control: the holder does not demote at its local deadline and keeps renewing
     /// (test-only; the chaos suite's checker must flag it).
     #[cfg(feature = "negative-controls")]
+    #[doc(hidden)]
     pub fn ignore_deadline_for_negative_control(&mut self) {
         self.ignore_deadline = true;
     }
