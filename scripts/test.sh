@@ -14,8 +14,9 @@ section() { printf '\n==================== %s ====================\n' "$*"; }
 STARTED=$SECONDS
 
 section "install tools"
-# --chromium: Debian's chromium + chromium-driver for the dashboard's browser test.
-bash scripts/install-tools.sh --chromium
+# --chromium: Debian's chromium + chromium-driver for the dashboard's browser test;
+# --faketime: libfaketime for the chaos suite's clock test (tests/chaos.rs).
+bash scripts/install-tools.sh --chromium --faketime
 export NATS_SERVER_BIN="$ROOT/.tools/bin/nats-server"
 "$NATS_SERVER_BIN" --version
 

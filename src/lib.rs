@@ -61,6 +61,7 @@ pub mod core;
 pub mod election;
 pub mod error;
 pub mod health;
+pub mod history;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod inspect;
@@ -68,6 +69,9 @@ pub mod leadership;
 pub mod manager;
 pub mod metrics;
 pub mod names;
+#[cfg(feature = "negative-controls")]
+#[doc(hidden)]
+pub mod negative;
 pub mod placement;
 pub mod status;
 pub mod store;

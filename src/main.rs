@@ -46,6 +46,9 @@ enum Command {
     Watch(cli::watch::WatchArgs),
     /// Evict a role's holder: CAS-delete its lease at the current revision (asks first).
     Evict(cli::evict::EvictArgs),
+    /// Recorded election histories (docs/reliability.md).
+    #[command(subcommand)]
+    History(cli::history::HistoryCommand),
 }
 
 #[derive(clap::Args, Debug)]
@@ -72,6 +75,10 @@ struct RunArgs {
     /// Do not serve the dashboard and API.
     #[arg(long)]
     no_http: bool,
+    /// Record this instance's election history as JSON lines to FILE (appended; format in
+    /// docs/reliability.md; check it with `nats-roles history check`).
+    #[arg(long, value_name = "FILE")]
+    history: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -98,6 +105,7 @@ fn main() -> ExitCode {
         Command::Status(args) => cli::block_on(cli::status::run(args)),
         Command::Watch(args) => cli::block_on(cli::watch::run(args)),
         Command::Evict(args) => cli::block_on(cli::evict::run(args)),
+        Command::History(command) => cli::history::run(command),
     }
 }
 
@@ -361,9 +369,27 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     let (client, errors) = nats_roles::connect(&config.nats, &format!("nats-roles/{id}"))
         .await
         .map_err(runtime)?;
-    let builder = RoleManager::from_config(client, &config, errors).map_err(runtime)?;
+    let mut builder = RoleManager::from_config(client, &config, errors).map_err(runtime)?;
     #[cfg(feature = "otel")]
-    let builder = builder.meter(telemetry.meter());
+    {
+        builder = builder.meter(telemetry.meter());
+    }
+    let recorder = match &args.history {
+        Some(path) => {
+            let recorder = nats_roles::history::HistoryRecorder::create(path, &id)
+                .map_err(|e| Failure::Usage(format!("--history {}: {e}", path.display())))?;
+            let roles: Vec<_> = config
+                .roles
+                .iter()
+                .filter(|r| r.campaign)
+                .map(|r| r.name.clone())
+                .collect();
+            recorder.start(&roles);
+            builder = builder.history(recorder.clone());
+            Some(recorder)
+        }
+        None => None,
+    };
     // Subscribed before start: the roles won during start-up are printed too.
     let mut events = builder.events();
     let printing = tokio_util::sync::CancellationToken::new();
@@ -398,6 +424,9 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     http.stop().await;
     printing.cancel();
     let _ = printer.await;
+    if let Some(recorder) = recorder {
+        recorder.stop();
+    }
     result.map_err(runtime)
 }
 

@@ -91,6 +91,8 @@ pub struct LeaseStore {
     ttl_mode: TtlMode,
     max_age: Duration,
     errors: ServerErrors,
+    /// Negative control: lease writes without the expected-revision header (test-only).
+    plain_put: bool,
 }
 
 impl std::fmt::Debug for LeaseStore {
@@ -119,7 +121,14 @@ impl LeaseStore {
             ttl_mode,
             max_age,
             errors,
+            plain_put: false,
         }
+    }
+
+    /// Negative control: send lease writes as plain puts (no expected revision). Test-only.
+    #[cfg(feature = "negative-controls")]
+    pub(crate) fn set_plain_put(&mut self) {
+        self.plain_put = true;
     }
 
     /// The bucket's `max_age` (zero = none).
@@ -155,10 +164,12 @@ impl LeaseStore {
         timeout: Duration,
     ) -> WriteOutcome {
         let mut headers = HeaderMap::new();
-        headers.insert(
-            EXPECTED_LAST_SUBJECT_SEQUENCE,
-            expected.to_string().as_str(),
-        );
+        if !self.plain_put {
+            headers.insert(
+                EXPECTED_LAST_SUBJECT_SEQUENCE,
+                expected.to_string().as_str(),
+            );
+        }
         if delete {
             headers.insert(KV_OPERATION, "DEL");
         } else if let (Some(ttl), TtlMode::PerKey) = (ttl, self.ttl_mode) {

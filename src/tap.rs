@@ -17,7 +17,6 @@ use crate::token::FencingToken;
 
 /// One thing that happened to a role on this instance.
 #[derive(Debug, Clone)]
-#[allow(dead_code)] // until the history and metrics sinks read every field
 pub(crate) enum TapEvent {
     /// A lease write (acquire, renew or release) was sent.
     WriteInvoked {
@@ -119,7 +118,6 @@ pub(crate) enum PlacementEvent {
 
 /// Why a fenced write was not stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code)] // until the history and metrics sinks read every field
 pub(crate) enum FencedRefusal {
     /// The term was over (locally, or the server refused the fence).
     Fenced,

@@ -3,6 +3,7 @@
 
 pub(crate) mod conn;
 pub(crate) mod evict;
+pub(crate) mod history;
 #[cfg(feature = "http")]
 pub(crate) mod listen;
 pub(crate) mod status;

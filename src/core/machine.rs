@@ -169,6 +169,8 @@ pub struct RoleMachine {
     /// Placement hold-back: contend for a vacancy only this long after first seeing it
     /// (another live instance is preferred for the role and should acquire first).
     campaign_delay: Duration,
+    /// Negative control: never demote at the local deadline (test-only).
+    ignore_deadline: bool,
 
     actions: VecDeque<Action>,
 }
@@ -205,8 +207,17 @@ impl RoleMachine {
             high_water: 0,
             observed_during_read: false,
             campaign_delay: Duration::ZERO,
+            ignore_deadline: false,
             actions: VecDeque::new(),
         }
+    }
+
+    /// Negative control: the holder does not demote at its local deadline and keeps renewing
+    /// (test-only; the chaos suite's checker must flag it).
+    #[cfg(feature = "negative-controls")]
+    #[doc(hidden)]
+    pub fn ignore_deadline_for_negative_control(&mut self) {
+        self.ignore_deadline = true;
     }
 
     /// The public state of the role.
@@ -264,7 +275,9 @@ impl RoleMachine {
         let mut consider = |i: Instant| t = Some(t.map_or(i, |c| c.min(i)));
         match &self.phase {
             Phase::Leader(l) => {
-                consider(l.term.deadline);
+                if !self.ignore_deadline {
+                    consider(l.term.deadline);
+                }
                 if let Some(d) = l.disconnected_since {
                     consider(d + self.timing.disconnect_grace);
                 }
@@ -515,7 +528,7 @@ impl RoleMachine {
         let Phase::Leader(l) = &self.phase else {
             return;
         };
-        let reason = if now >= l.term.deadline {
+        let reason = if now >= l.term.deadline && !self.ignore_deadline {
             DemoteReason::DeadlineExpired
         } else if l
             .disconnected_since
@@ -1031,7 +1044,11 @@ impl RoleMachine {
         let Phase::Leader(l) = &self.phase else {
             return;
         };
-        let remaining = l.term.deadline.saturating_duration_since(now);
+        let remaining = if self.ignore_deadline {
+            self.timing.operation_timeout
+        } else {
+            l.term.deadline.saturating_duration_since(now)
+        };
         let timeout = self.timing.operation_timeout.min(remaining);
         if timeout.is_zero() {
             return;

@@ -36,7 +36,7 @@ use crate::names::{InstanceId, RoleName};
 use crate::store::ServerErrors;
 use crate::tap::{Tap, TapSink};
 use role_task::{RoleInput, RoleTask};
-use shared::{RoleSlot, Shared};
+use shared::{Flaws, RoleSlot, Shared};
 
 /// One role to take part in.
 #[derive(Clone)]
@@ -170,6 +170,8 @@ pub struct RoleManagerBuilder {
     tap_sinks: Vec<Arc<dyn TapSink>>,
     meter: Option<opentelemetry::metrics::Meter>,
     placement: Option<(PlacementConfig, Option<Duration>)>,
+    #[cfg(feature = "negative-controls")]
+    negative: Option<crate::negative::NegativeControl>,
 }
 
 impl RoleManagerBuilder {
@@ -189,8 +191,21 @@ impl RoleManagerBuilder {
         self
     }
 
+    /// Test-only: run with one deliberately broken mode, which the history checker must flag.
+    #[cfg(feature = "negative-controls")]
+    #[doc(hidden)]
+    pub fn negative_control(mut self, mode: crate::negative::NegativeControl) -> Self {
+        self.negative = Some(mode);
+        self
+    }
+
+    /// Records this manager's history (lease writes, terms, fenced writes) with `recorder`
+    /// (format: `docs/reliability.md`). Without it nothing is recorded and nothing is paid.
+    pub fn history(self, recorder: crate::history::HistoryRecorder) -> Self {
+        self.tap_sink(Arc::new(recorder))
+    }
+
     /// Adds a sink for the drivers' instrumentation events (history, metrics).
-    #[allow(dead_code)]
     pub(crate) fn tap_sink(mut self, sink: Arc<dyn TapSink>) -> Self {
         self.tap_sinks.push(sink);
         self
@@ -271,7 +286,21 @@ impl RoleManagerBuilder {
     /// [`Error::BucketNotFound`], [`Error::PermissionDenied`], [`Error::JetStream`], or
     /// [`Error::RoleExists`] for a role given twice.
     pub async fn start(self) -> Result<RoleManager, Error> {
-        let opened = bucket::open(&self.client, &self.bucket, &self.server_errors).await?;
+        #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
+        let mut opened = bucket::open(&self.client, &self.bucket, &self.server_errors).await?;
+        #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
+        let mut flaws = Flaws::default();
+        #[cfg(feature = "negative-controls")]
+        {
+            use crate::negative::NegativeControl as N;
+            match self.negative {
+                Some(N::PlainPut) => opened.store.set_plain_put(),
+                Some(N::DropTtl) => flaws.drop_ttl = true,
+                Some(N::NoLocalDeadline) => flaws.no_local_deadline = true,
+                Some(N::SkipDemote) => flaws.skip_demote = true,
+                None => {}
+            }
+        }
         let placement = self.placement.clone().map(|(config, member_ttl)| {
             let shortest = self.roles.iter().map(|r| r.timing.ttl).min();
             let member_ttl = member_ttl
@@ -316,6 +345,7 @@ impl RoleManagerBuilder {
             bucket_check: tokio::sync::Notify::new(),
             tap: Tap::new(sinks),
             placement: placement.clone(),
+            flaws,
         });
         let cancel = CancellationToken::new();
         let manager = RoleManager {
@@ -429,6 +459,8 @@ impl RoleManager {
             tap_sinks: Vec::new(),
             meter: None,
             placement: None,
+            #[cfg(feature = "negative-controls")]
+            negative: None,
         }
     }
 
@@ -537,7 +569,8 @@ impl RoleManager {
             priority: spec.priority.unwrap_or(self.priority),
             meta: self.meta.clone(),
         };
-        let machine = RoleMachine::new(
+        #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
+        let mut machine = RoleMachine::new(
             identity,
             spec.timing,
             self.retry,
@@ -545,6 +578,10 @@ impl RoleManager {
             self.epoch,
             seed,
         );
+        #[cfg(feature = "negative-controls")]
+        if self.shared.flaws.no_local_deadline {
+            machine.ignore_deadline_for_negative_control();
+        }
         let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
         let (status_tx, status_rx) = watch::channel(RoleStatus::new(
             spec.name.clone(),

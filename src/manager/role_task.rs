@@ -196,7 +196,9 @@ impl RoleTask {
             Action::Write(req) => {
                 let store = self.shared.store.clone();
                 let key = key.to_string();
-                let ttl = self.ttl;
+                // Negative control `drop-ttl`: renewals without a TTL (test-only).
+                let ttl = (!(self.shared.flaws.drop_ttl && req.kind == WriteKind::Renew))
+                    .then_some(self.ttl);
                 let op = req.op;
                 let payload = req.value.map(|mut v| {
                     let now = now_rfc3339();
@@ -229,7 +231,7 @@ impl RoleTask {
                             .cas(
                                 &key,
                                 req.expected,
-                                Some(ttl),
+                                ttl,
                                 payload.unwrap_or_default(),
                                 delete,
                                 req.timeout,
@@ -258,7 +260,7 @@ impl RoleTask {
                         token: term.token,
                         cancel: CancellationToken::new(),
                         live: Mutex::new(LiveTerm {
-                            deadline: term.deadline,
+                            deadline: self.handed_deadline(term.deadline),
                             revision,
                         }),
                         live_changed: tokio::sync::Notify::new(),
@@ -306,7 +308,7 @@ impl RoleTask {
                 if let Some(l) = get(&self.current) {
                     if let Ok(mut live) = l.inner.live.lock() {
                         *live = LiveTerm {
-                            deadline: term.deadline,
+                            deadline: self.handed_deadline(term.deadline),
                             revision,
                         };
                     }
@@ -320,6 +322,16 @@ impl RoleTask {
                 reason,
                 drain: wait,
             } => {
+                if self.shared.flaws.skip_demote {
+                    // Negative control `skip-demote`: the term stays open for the application
+                    // and the history (test-only).
+                    set(&self.current, None);
+                    self.promoted_at = None;
+                    if wait {
+                        *drain = Some(Box::pin(async {}));
+                    }
+                    return;
+                }
                 let leadership = set(&self.current, None);
                 // P9: end the term (token cancelled) before anyone hears of the demotion.
                 if let Some(l) = &leadership {
@@ -457,6 +469,16 @@ impl RoleTask {
             reason,
             "transition"
         );
+    }
+
+    /// The deadline handed to the application: the term's, except under the negative control
+    /// `no-local-deadline` (test-only), where the holder may act for another hour.
+    fn handed_deadline(&self, deadline: Instant) -> Instant {
+        if self.shared.flaws.no_local_deadline {
+            deadline + Duration::from_secs(3600)
+        } else {
+            deadline
+        }
     }
 
     /// Reports `event` to the manager's tap sinks.

@@ -42,6 +42,20 @@ pub(crate) struct Shared {
     pub(crate) tap: crate::tap::Tap,
     /// Placement (membership, plan), when enabled.
     pub(crate) placement: Option<Arc<super::placement::PlacementShared>>,
+    /// Deliberate breakage for the checker's negative controls (all off outside tests).
+    pub(crate) flaws: Flaws,
+}
+
+/// Negative-control switches of the driver (cargo feature `negative-controls`; always off
+/// otherwise).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Flaws {
+    /// Renewals are written without `Nats-TTL`.
+    pub(crate) drop_ttl: bool,
+    /// The holder does not stop at its local deadline.
+    pub(crate) no_local_deadline: bool,
+    /// Demotions are neither recorded nor delivered to the application.
+    pub(crate) skip_demote: bool,
 }
 
 impl Shared {

@@ -26,6 +26,8 @@
 // `clippy -D warnings` would fail).
 #![allow(dead_code)]
 
+pub mod faults;
+pub mod proxy;
 pub mod roles;
 
 use std::fmt::Write as _;

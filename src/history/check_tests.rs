@@ -1,0 +1,708 @@
+//! The checker on synthetic histories: a passing and a failing case per invariant, truncated
+//! files, crashed nodes, dropped events and scaled clocks.
+
+use super::*;
+use crate::history::event::{Event, OpKind, OpResult, Phase, Record, TrialInfo};
+
+const E: u64 = 7; // bucket epoch
+const MSN: u64 = 1_000_000;
+const BASE: u64 = 1_000_000_000_000; // mono ns of t = 0
+
+fn at(ms: u64) -> u64 {
+    BASE + ms * MSN
+}
+
+/// A history under construction; times in ms since the trial start.
+#[derive(Default)]
+struct H(Vec<Record>);
+
+impl H {
+    fn trial(ttl_ms: u64) -> Self {
+        let mut h = Self::default();
+        h.0.push(Record::harness(
+            at(0),
+            None,
+            Event::Trial(TrialInfo {
+                seed: 1,
+                kind: "test".into(),
+                ttl_ms,
+                margin: 0.1,
+                clock: 1.0,
+                ..TrialInfo::default()
+            }),
+        ));
+        h
+    }
+    fn ev(mut self, ms: u64, node: &str, role: Option<&str>, event: Event) -> Self {
+        self.0.push(Record::node(at(ms), node, role, event));
+        self
+    }
+    fn start(self, ms: u64, node: &str) -> Self {
+        self.ev(
+            ms,
+            node,
+            None,
+            Event::Start {
+                roles: vec!["r".into()],
+                clock_rate: 1.0,
+                real_mono_ns: None,
+            },
+        )
+    }
+    fn stop(self, ms: u64, node: &str) -> Self {
+        self.ev(ms, node, None, Event::Stop)
+    }
+    fn promote(self, ms: u64, node: &str, term: u64, deadline_ms: u64) -> Self {
+        self.ev(
+            ms,
+            node,
+            Some("r"),
+            Event::Promote {
+                epoch: E,
+                term,
+                deadline_ns: at(deadline_ms),
+            },
+        )
+    }
+    fn renew(self, ms: u64, node: &str, term: u64, deadline_ms: u64) -> Self {
+        self.ev(
+            ms,
+            node,
+            Some("r"),
+            Event::Renew {
+                epoch: E,
+                term,
+                deadline_ns: at(deadline_ms),
+            },
+        )
+    }
+    fn demote(self, ms: u64, node: &str, term: u64) -> Self {
+        self.ev(
+            ms,
+            node,
+            Some("r"),
+            Event::Demote {
+                epoch: E,
+                term,
+                reason: "shutdown".into(),
+                held_ms: None,
+            },
+        )
+    }
+    fn act(self, ms: u64, node: &str, term: u64, write_id: u64) -> Self {
+        self.ev(
+            ms,
+            node,
+            Some("r"),
+            Event::Act {
+                epoch: E,
+                term,
+                write_id,
+            },
+        )
+    }
+    fn fenced(self, ms: u64, node: &str, term: u64, revision: u64) -> Self {
+        self.ev(
+            ms,
+            node,
+            Some("r"),
+            Event::FencedWrite {
+                epoch: E,
+                term,
+                write_id: revision,
+                accepted: true,
+                unknown: false,
+                revision: Some(revision),
+                error: None,
+                key: None,
+            },
+        )
+    }
+    fn write(self, ms: u64, node: &str, op: u64, kind: OpKind, revision: u64) -> Self {
+        self.ev(
+            ms,
+            node,
+            Some("r"),
+            Event::Invoke {
+                op,
+                kind,
+                expected: revision.saturating_sub(1),
+            },
+        )
+        .ev(
+            ms + 1,
+            node,
+            Some("r"),
+            Event::Complete {
+                op,
+                kind,
+                result: OpResult::Ok,
+                revision: Some(revision),
+                error: None,
+                elapsed_us: None,
+            },
+        )
+    }
+    fn fault(mut self, ms: u64, what: &str, target: &str, phase: Phase) -> Self {
+        self.0.push(Record::harness(
+            at(ms),
+            None,
+            Event::Fault {
+                what: what.into(),
+                target: target.into(),
+                phase,
+            },
+        ));
+        self
+    }
+    fn check(&self) -> Report {
+        check(&self.0)
+    }
+}
+
+/// n1 holds term 2 from 10 ms, releases at 500 ms; n2 holds term 9 from 502 ms until 900 ms.
+fn clean() -> H {
+    H::trial(1000)
+        .start(0, "n1")
+        .start(0, "n2")
+        .write(9, "n1", 1, OpKind::Acquire, 2)
+        .promote(10, "n1", 2, 910)
+        .act(20, "n1", 2, 1)
+        .fenced(22, "n1", 2, 3)
+        .write(250, "n1", 2, OpKind::Renew, 4)
+        .renew(251, "n1", 2, 1150)
+        .act(300, "n1", 2, 2)
+        .fenced(302, "n1", 2, 5)
+        .demote(500, "n1", 2)
+        .write(501, "n2", 1, OpKind::Acquire, 9)
+        .promote(502, "n2", 9, 1400)
+        .act(510, "n2", 9, 3)
+        .fenced(512, "n2", 9, 10)
+        .stop(600, "n1")
+        .demote(900, "n2", 9)
+        .stop(901, "n2")
+}
+
+fn only(report: &Report, inv: Invariant) {
+    assert!(
+        report.has(inv),
+        "{inv} not flagged:\n{}",
+        report.render_text()
+    );
+    assert!(
+        report.violations.iter().all(|v| v.invariant == inv),
+        "other rules flagged besides {inv}:\n{}",
+        report.render_text()
+    );
+}
+
+#[test]
+fn a_clean_hand_over_passes() {
+    let r = clean().check();
+    assert!(r.is_clean(), "{}", r.render_text());
+    assert_eq!(r.stats.promotes, 2);
+    assert_eq!(r.stats.acts, 3);
+    assert_eq!(r.stats.fenced_accepted, 3);
+    assert_eq!(r.terms.len(), 2);
+    assert!(r.render_text().contains("CLEAN"));
+}
+
+#[test]
+fn s1_a_fenced_write_of_an_older_term_stored_later_is_flagged() {
+    // n1's write of term 2 stored at revision 11, after n2's term-9 write at revision 10.
+    let r = clean().fenced(520, "n1", 2, 11).check();
+    only(&r, Invariant::S1);
+    let v = &r.violations[0];
+    assert_eq!(v.terms, vec![9, 2]);
+    assert!(v.message.contains("revision 11"), "{}", v.message);
+}
+
+#[test]
+fn s2_a_smaller_or_repeated_promote_token_is_flagged() {
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .start(0, "n2")
+        .promote(10, "n1", 5, 900)
+        .demote(100, "n1", 5)
+        .promote(200, "n2", 3, 1100)
+        .demote(300, "n2", 3);
+    let r = h.check();
+    only(&r, Invariant::S2);
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .start(0, "n2")
+        .promote(10, "n1", 5, 900)
+        .demote(100, "n1", 5)
+        .promote(200, "n2", 5, 1100)
+        .demote(300, "n2", 5);
+    let r = h.check();
+    only(&r, Invariant::S2);
+    assert!(r.violations[0].message.contains("again"));
+}
+
+#[test]
+fn s3_one_revision_claimed_by_two_nodes_is_flagged() {
+    let r = clean().write(700, "n1", 9, OpKind::Renew, 9).check();
+    // (n1 renews nothing it holds here: only the revision claim is at stake)
+    assert!(r.has(Invariant::S3), "{}", r.render_text());
+    let v = r
+        .violations
+        .iter()
+        .find(|v| v.invariant == Invariant::S3)
+        .expect("S3");
+    assert_eq!(v.nodes, vec!["n2".to_string(), "n1".to_string()]);
+}
+
+#[test]
+fn s4_overlapping_terms_are_flagged_and_a_lapsed_deadline_ends_acting() {
+    // n2 promotes while n1's term is open with its deadline ahead.
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .start(0, "n2")
+        .promote(10, "n1", 2, 910)
+        .promote(400, "n2", 9, 1300)
+        .demote(450, "n1", 2)
+        .demote(800, "n2", 9)
+        .stop(900, "n1")
+        .stop(900, "n2");
+    let r = h.check();
+    only(&r, Invariant::S4);
+    let v = &r.violations[0];
+    assert_eq!(v.terms, vec![2, 9]);
+    assert!((v.at_ms - 400.0).abs() < 0.01 && v.until_ms == Some(450.0));
+    // The same, but n1's deadline (300 ms) passed before n2's promote: n1 stopped acting at
+    // its deadline even though its demote is stamped late (a slow or paused process).
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .start(0, "n2")
+        .promote(10, "n1", 2, 300)
+        .promote(400, "n2", 9, 1300)
+        .demote(450, "n1", 2)
+        .demote(800, "n2", 9)
+        .stop(900, "n1")
+        .stop(900, "n2");
+    let r = h.check();
+    assert!(r.is_clean(), "{}", r.render_text());
+}
+
+#[test]
+fn s5_acts_after_the_deadline_or_outside_a_term_are_flagged() {
+    let r = clean().act(1200, "n1", 2, 99).check();
+    assert!(r.has(Invariant::S5), "{}", r.render_text());
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .promote(10, "n1", 2, 300)
+        .act(299, "n1", 2, 1)
+        .act(301, "n1", 2, 2)
+        .demote(350, "n1", 2)
+        .stop(400, "n1");
+    let r = h.check();
+    only(&r, Invariant::S5);
+    assert_eq!(r.violations.len(), 1, "{}", r.render_text());
+    assert!(r.violations[0].message.contains("after its deadline"));
+}
+
+#[test]
+fn s6_unclosed_or_mismatched_terms_are_flagged() {
+    // Promote twice without a demote.
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .promote(10, "n1", 2, 300)
+        .promote(400, "n1", 5, 1300)
+        .demote(500, "n1", 5)
+        .stop(600, "n1");
+    only(&h.check(), Invariant::S6);
+    // A clean stop with a term still open.
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .promote(10, "n1", 2, 900)
+        .stop(600, "n1");
+    only(&h.check(), Invariant::S6);
+    // A demote of another token.
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .promote(10, "n1", 2, 900)
+        .demote(100, "n1", 3)
+        .demote(110, "n1", 2)
+        .stop(600, "n1");
+    only(&h.check(), Invariant::S6);
+}
+
+#[test]
+fn a_crashed_node_closes_its_term_at_the_kill_and_is_not_an_s6_violation() {
+    // n1 is killed at 300 ms (its last recorded event is at 250 ms); n2 takes over after the
+    // lease (renew sent at 250 ms + 1 s) ran out.
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .start(0, "n2")
+        .write(9, "n1", 1, OpKind::Acquire, 2)
+        .promote(10, "n1", 2, 910)
+        .write(250, "n1", 2, OpKind::Renew, 4)
+        .renew(251, "n1", 2, 1150)
+        .fault(300, "sigkill", "n1", Phase::Start)
+        .write(1260, "n2", 1, OpKind::Acquire, 7)
+        .promote(1262, "n2", 7, 2160)
+        .demote(1500, "n2", 7)
+        .stop(1501, "n2");
+    let r = h.check();
+    assert!(r.is_clean(), "{}", r.render_text());
+    let f = &r.stats.failovers[0];
+    assert_eq!((f.holder.as_str(), f.fault.as_str()), ("n1", "sigkill"));
+    assert!((f.duration_ms.expect("promoted") - 962.0).abs() < 0.01);
+    assert!((f.after_expiry_ms.expect("lease") - 12.0).abs() < 0.01);
+    // n1's acting ended at the kill (300 ms), not at its deadline.
+    assert!((r.terms[0].end_ms - 300.0).abs() < 0.01, "{:?}", r.terms);
+}
+
+#[test]
+fn l1_a_takeover_long_after_the_lease_ran_out_is_flagged() {
+    // As above, but n2 only takes over 1.5 s after the lease ran out (a key without TTL,
+    // found by the followers' backstop).
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .start(0, "n2")
+        .promote(10, "n1", 2, 910)
+        .write(250, "n1", 2, OpKind::Renew, 4)
+        .renew(251, "n1", 2, 1150)
+        .fault(300, "sigkill", "n1", Phase::Start)
+        .promote(2750, "n2", 7, 3650)
+        .demote(3000, "n2", 7)
+        .stop(3001, "n2");
+    let r = h.check();
+    only(&r, Invariant::L1);
+    assert!(r.violations[0].message.contains("did not expire"));
+}
+
+#[test]
+fn l1_a_long_vacancy_after_the_last_fault_is_flagged_unless_nobody_could_take_over() {
+    let base = || {
+        H::trial(1000)
+            .start(0, "n1")
+            .start(0, "n2")
+            .promote(10, "n1", 2, 910)
+            .demote(100, "n1", 2)
+            .fault(150, "server_kill", "s1", Phase::Start)
+            .fault(400, "server_restart", "s1", Phase::End)
+    };
+    // Bound: TTL + 1500 = 2500 ms after the heal at 400 ms.
+    let r = base()
+        .promote(3500, "n2", 9, 4400)
+        .demote(3600, "n2", 9)
+        .stop(3700, "n1")
+        .stop(3700, "n2")
+        .check();
+    only(&r, Invariant::L1);
+    let r = base()
+        .promote(2000, "n2", 9, 2900)
+        .demote(2100, "n2", 9)
+        .stop(2200, "n1")
+        .stop(2200, "n2")
+        .check();
+    assert!(r.is_clean(), "{}", r.render_text());
+    // Both candidates paused for the whole vacancy: nobody could take over.
+    let r = base()
+        .fault(120, "sigstop", "n1", Phase::Start)
+        .fault(120, "sigstop", "n2", Phase::Start)
+        .fault(3400, "sigcont", "n1", Phase::End)
+        .fault(3400, "sigcont", "n2", Phase::End)
+        .promote(3500, "n2", 9, 4400)
+        .demote(3600, "n2", 9)
+        .stop(3700, "n1")
+        .stop(3700, "n2")
+        .check();
+    assert!(r.is_clean(), "{}", r.render_text());
+}
+
+#[test]
+fn l3_a_demotion_in_the_steady_window_is_flagged() {
+    let mut h = clean();
+    if let Event::Trial(t) = &mut h.0[0].event {
+        t.steady_from_ns = Some(at(100));
+        t.steady_to_ns = Some(at(450));
+    }
+    assert!(h.check().is_clean());
+    if let Event::Trial(t) = &mut h.0[0].event {
+        t.steady_to_ns = Some(at(550));
+    }
+    only(&h.check(), Invariant::L3);
+}
+
+#[test]
+fn a_node_with_dropped_events_is_incomplete_and_not_judged_for_s6() {
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .promote(10, "n1", 2, 900)
+        .ev(500, "n1", None, Event::Dropped { count: 3 })
+        .stop(600, "n1");
+    let r = h.check();
+    assert!(r.is_clean(), "{}", r.render_text());
+    assert_eq!(r.incomplete_nodes, vec!["n1".to_string()]);
+}
+
+#[test]
+fn a_slowed_clock_is_mapped_to_real_time_and_shows_as_overlap() {
+    // n1 runs at half speed: its stamps (and deadline) advance at half the real rate. In its
+    // own clock it demotes at its deadline; in real time it acted until 2 × that.
+    let mut h = H::trial(1000).ev(
+        0,
+        "n1",
+        None,
+        Event::Start {
+            roles: vec!["r".into()],
+            clock_rate: 0.5,
+            real_mono_ns: Some(at(0)),
+        },
+    );
+    h = h
+        .start(0, "n2")
+        .promote(10, "n1", 2, 460) // real: 20 .. 920
+        .act(400, "n1", 2, 1) // real: 800
+        .demote(455, "n1", 2) // real: 910
+        .promote(700, "n2", 9, 1600)
+        .demote(1000, "n2", 9)
+        .stop(1100, "n2")
+        .ev(600, "n1", None, Event::Stop); // real: 1200
+    let r = h.check();
+    only(&r, Invariant::S4);
+    assert!((r.violations[0].at_ms - 700.0).abs() < 0.01);
+    assert!(r.notes.iter().any(|n| n.contains("faketime")));
+    // At rate 1 the same stamps are clean.
+    if let Event::Start { clock_rate, .. } = &mut h.0[1].event {
+        *clock_rate = 1.0;
+    }
+    assert!(h.check().is_clean(), "{}", h.check().render_text());
+}
+
+#[test]
+fn vacancies_count_acquire_attempts_of_every_node() {
+    let h = clean()
+        .ev(
+            495,
+            "n3",
+            Some("r"),
+            Event::Invoke {
+                op: 1,
+                kind: OpKind::Acquire,
+                expected: 0,
+            },
+        )
+        .ev(
+            501,
+            "n3",
+            Some("r"),
+            Event::Invoke {
+                op: 2,
+                kind: OpKind::Acquire,
+                expected: 0,
+            },
+        );
+    let r = h.check();
+    // Vacancy before n1's term: n1's acquire; between the terms: n2's and n3's second one.
+    let counts: Vec<u64> = r
+        .stats
+        .vacancies
+        .iter()
+        .map(|v| v.acquire_attempts)
+        .collect();
+    assert_eq!(counts, vec![1, 2], "{:?}", r.stats.vacancies);
+    assert_eq!(r.stats.cas_per_vacancy(), Some(1.5));
+}
+
+#[test]
+fn reports_render_as_json_and_html_with_the_violation() {
+    let r = clean().act(1200, "n1", 2, 99).check();
+    let json: serde_json::Value = serde_json::from_str(&r.to_json()).expect("json");
+    assert_eq!(json["violations"][0]["invariant"], "S5");
+    assert_eq!(json["violations"][0]["role"], "r");
+    let text = r.render_text();
+    assert!(text.contains("S5 role=r nodes=n1 terms=[2]"), "{text}");
+    assert!(text.contains("act"), "context lines: {text}");
+    let html = crate::history::render_html(&r);
+    assert!(html.contains("<svg") && html.contains("role r") && html.contains("S5"));
+    assert!(!html.contains("src=\"http"), "no external assets");
+}
+
+// ----- property tests: generated correct histories, and each rule broken on purpose ---------
+
+mod generated {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// How a generated term ends.
+    #[derive(Debug, Clone, Copy)]
+    enum End {
+        /// Graceful release: the next holder follows within a few ms.
+        Release,
+        /// The holder is killed: the next one follows when the lease ran out.
+        Kill,
+    }
+
+    #[derive(Debug, Clone)]
+    struct Plan {
+        nodes: usize,
+        /// Per term: holder index, length in heartbeats (1..), how it ends.
+        terms: Vec<(usize, u64, End)>,
+    }
+
+    fn plan() -> impl Strategy<Value = Plan> {
+        (2usize..5).prop_flat_map(|nodes| {
+            let term = (
+                0..nodes,
+                1u64..8,
+                prop_oneof![Just(End::Release), Just(End::Kill)],
+            );
+            prop::collection::vec(term, 1..8).prop_map(move |terms| Plan { nodes, terms })
+        })
+    }
+
+    const TTL: u64 = 1000;
+    const HB: u64 = 250;
+    const LL: u64 = 900; // local lease: TTL × 0.9
+
+    /// A correct history following `plan` (times in ms); killed nodes restart 50 ms later.
+    fn build(plan: &Plan) -> H {
+        let mut h = H::trial(TTL);
+        for n in 0..plan.nodes {
+            h = h.start(0, &format!("n{n}"));
+        }
+        let (mut t, mut rev, mut write) = (10u64, 1u64, 0u64);
+        let mut last = 0usize;
+        for (i, &(holder, beats, end)) in plan.terms.iter().enumerate() {
+            // A killed holder never holds again in this plan: pick another node if needed.
+            let holder = if i > 0 && holder == last {
+                (holder + 1) % plan.nodes
+            } else {
+                holder
+            };
+            let node = format!("n{holder}");
+            let term = rev;
+            h = h.write(t, &node, 1, OpKind::Acquire, term);
+            let mut send = t;
+            h = h.promote(t + 1, &node, term, send + LL);
+            rev += 1;
+            let mut now = t + 2;
+            for _ in 0..beats {
+                // Acts every 100 ms until the next renewal.
+                for k in 0..2 {
+                    write += 1;
+                    h = h.act(now + k * 100, &node, term, write).fenced(
+                        now + k * 100 + 1,
+                        &node,
+                        term,
+                        rev,
+                    );
+                    rev += 1;
+                }
+                send += HB;
+                h = h.write(send, &node, 2, OpKind::Renew, rev);
+                h = h.renew(send + 2, &node, term, send + LL);
+                rev += 1;
+                now = send + 3;
+            }
+            match end {
+                End::Release => {
+                    h = h.demote(now + 5, &node, term);
+                    t = now + 8;
+                }
+                End::Kill => {
+                    h = h.fault(now + 5, "sigkill", &node, Phase::Start);
+                    // The lease ran out at the last renewal's send + TTL; take over 50 ms later.
+                    t = send + TTL + 50;
+                    h = h.start(now + 60, &node);
+                }
+            }
+            last = holder;
+        }
+        h.promote(t + 1, "n0", rev + 1, t + LL)
+            .demote(t + 100, "n0", rev + 1)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn correct_histories_check_clean(plan in plan()) {
+            let r = build(&plan).check();
+            prop_assert!(r.is_clean(), "{}", r.render_text());
+        }
+
+        #[test]
+        fn a_promote_inside_the_previous_term_is_flagged(plan in plan()) {
+            let mut h = build(&plan);
+            // Move the second-to-last promote (of the last planned term) 30 ms before the
+            // previous term's end: n0's final promote is the last record's predecessor.
+            let idx = h.0.iter().rposition(|r| matches!(r.event, Event::Promote { .. }))
+                .expect("a promote");
+            let prev_end = h.0[..idx].iter().rev().find_map(|r| match r.event {
+                Event::Demote { .. } => Some(r.mono_ns),
+                Event::Fault { .. } => Some(r.mono_ns),
+                _ => None,
+            }).expect("an end");
+            h.0[idx].mono_ns = prev_end - 30 * MSN;
+            let r = h.check();
+            prop_assert!(r.has(Invariant::S4) || r.has(Invariant::S2) || r.has(Invariant::S6),
+                "{}", r.render_text());
+        }
+
+        #[test]
+        fn a_late_act_is_flagged(plan in plan()) {
+            let mut h = build(&plan);
+            let i = h.0.iter().position(|r| matches!(r.event, Event::Act { .. }));
+            if let Some(i) = i {
+                // The act happens 1 s after its term's promote deadline was extended last.
+                h.0[i].mono_ns += 5_000 * MSN;
+                let r = h.check();
+                prop_assert!(r.has(Invariant::S5), "{}", r.render_text());
+            }
+        }
+
+        #[test]
+        fn swapped_fenced_revisions_across_terms_are_flagged(plan in plan()) {
+            let h = build(&plan);
+            let writes: Vec<usize> = h.0.iter().enumerate()
+                .filter(|(_, r)| matches!(r.event, Event::FencedWrite { .. }))
+                .map(|(i, _)| i).collect();
+            let term_of = |i: usize| match h.0[i].event {
+                Event::FencedWrite { term, .. } => term,
+                _ => 0,
+            };
+            let first = writes.first().copied();
+            let other = writes.iter().copied().find(|&i| Some(term_of(i)) != first.map(term_of));
+            if let (Some(a), Some(b)) = (first, other) {
+                let mut h = h;
+                let rev = |r: &Record| match r.event {
+                    Event::FencedWrite { revision, .. } => revision,
+                    _ => None,
+                };
+                let (ra, rb) = (rev(&h.0[a]), rev(&h.0[b]));
+                if let Event::FencedWrite { revision, .. } = &mut h.0[a].event { *revision = rb; }
+                if let Event::FencedWrite { revision, .. } = &mut h.0[b].event { *revision = ra; }
+                let r = h.check();
+                prop_assert!(r.has(Invariant::S1), "{}", r.render_text());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_fault_the_holder_rides_out_is_not_a_fail_over() {
+    // A 200 ms proxy stall: n1 keeps renewing afterwards and holds until 3 s.
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .start(0, "n2")
+        .promote(10, "n1", 2, 910)
+        .fault(300, "proxy_stall", "n1", Phase::Start)
+        .fault(500, "proxy_stall", "n1", Phase::End)
+        .renew(700, "n1", 2, 1500)
+        .renew(1400, "n1", 2, 2200)
+        .renew(2100, "n1", 2, 2900)
+        .demote(2800, "n1", 2)
+        .promote(2810, "n2", 9, 3700)
+        .demote(3000, "n2", 9)
+        .stop(3001, "n1")
+        .stop(3001, "n2");
+    let r = h.check();
+    assert!(r.is_clean(), "{}", r.render_text());
+    assert!(r.stats.failovers.is_empty(), "{:?}", r.stats.failovers);
+    assert_eq!(r.stats.ridden_out, 1);
+}

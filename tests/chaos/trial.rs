@@ -1,0 +1,786 @@
+//! One chaos trial: servers, workload nodes (real `chaos_node` processes), a seeded fault
+//! schedule, a graceful end, and the history checker's verdict.
+//!
+//! Every trial writes its histories to `target/chaos/<kind>-<n>-<seed>/` (one file per node
+//! plus `harness.jsonl`); the checker's report goes to `report.txt` there, and for a trial whose
+//! verdict is not the expected one the timeline to `timeline.html`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use nats_roles::history::{Phase, Report, TrialInfo, check_loaded, load_paths, render_html};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::time::Instant;
+
+use crate::support::faults::{HarnessLog, Node, NodeConfig, fd_count, rss_kib};
+use crate::support::proxy::{Dir, Mode, Proxy};
+use crate::support::{NatsCluster, NatsServer, connect, create_kv};
+
+/// The bucket every trial uses (each trial has its own servers).
+const BUCKET: &str = "chaos";
+
+/// What a trial does to the system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// SIGKILL the holder, restart it later (restart adoption).
+    Sigkill,
+    /// SIGSTOP the holder for longer than the TTL, then SIGCONT.
+    Sigstop,
+    /// SIGKILL the single nats-server, restart it on the same store.
+    ServerRestart,
+    /// 3-node cluster, R3 bucket: SIGKILL the stream leader, restart it.
+    LeaderKill,
+    /// 3-node cluster, R3 bucket: SIGSTOP the stream leader, then SIGCONT.
+    LeaderPause,
+    /// Partition the holder (both directions held), heal: held bytes arrive late.
+    ProxyStall,
+    /// Reset the holder's connections (TCP RST) several times.
+    ProxyReset,
+    /// Hold one direction of the holder's link, heal.
+    ProxyOneway,
+    /// Delay the holder's link by 50-400 ms each way, heal.
+    ProxyDelay,
+    /// The holder's clock runs at `rate / 100` (libfaketime); it is partitioned so its own
+    /// deadline is what ends its acting.
+    Clock(u32),
+    /// 100 candidates for one role; the holder is killed or stopped repeatedly.
+    Herd,
+    /// All nodes run a deliberately broken mode; the checker must flag the trial.
+    Negative(&'static str),
+    /// A random single-server fault per round (soak).
+    Mixed,
+    /// Long-running nodes under many non-fatal faults, with RSS and fd sampling (soak).
+    Endurance,
+}
+
+impl Kind {
+    /// Short name (directory names, tables).
+    pub fn name(self) -> String {
+        match self {
+            Kind::Sigkill => "sigkill".into(),
+            Kind::Sigstop => "sigstop".into(),
+            Kind::ServerRestart => "server-restart".into(),
+            Kind::LeaderKill => "leader-kill".into(),
+            Kind::LeaderPause => "leader-pause".into(),
+            Kind::ProxyStall => "proxy-stall".into(),
+            Kind::ProxyReset => "proxy-reset".into(),
+            Kind::ProxyOneway => "proxy-oneway".into(),
+            Kind::ProxyDelay => "proxy-delay".into(),
+            Kind::Clock(r) => format!("clock-x{}.{:02}", r / 100, r % 100),
+            Kind::Herd => "herd".into(),
+            Kind::Negative(m) => format!("negative-{m}"),
+            Kind::Mixed => "mixed".into(),
+            Kind::Endurance => "endurance".into(),
+        }
+    }
+
+    fn cluster(self) -> bool {
+        matches!(self, Kind::LeaderKill | Kind::LeaderPause)
+    }
+
+    /// Whether a correct implementation must pass (false: the checker must flag it).
+    pub fn must_pass(self) -> bool {
+        match self {
+            Kind::Negative(_) => false,
+            // x0.9 is the documented bound (rate >= 1 - margin); slower must be flagged.
+            Kind::Clock(r) => r >= 90,
+            _ => true,
+        }
+    }
+}
+
+/// Parameters of one trial.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// What it does.
+    pub kind: Kind,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Ordinal within its series (directory name).
+    pub index: usize,
+    /// Fault rounds.
+    pub rounds: usize,
+    /// A fault-free window of 10 × TTL at the end (L3) with RSS/fd samples.
+    pub steady: bool,
+}
+
+/// What a trial produced.
+pub struct Outcome {
+    /// The spec it ran.
+    pub spec: Spec,
+    /// The checker's verdict.
+    pub report: Report,
+    /// Where its files are.
+    pub dir: PathBuf,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// RSS (KiB) and fd samples per node, in sampling order.
+    pub resources: BTreeMap<String, Vec<(u64, usize)>>,
+    /// Problems the harness itself saw (a node that did not exit cleanly, resource growth).
+    pub harness_problems: Vec<String>,
+}
+
+impl Outcome {
+    /// Whether the verdict is what the kind expects (clean for correct runs, flagged for
+    /// broken ones) and the harness saw no problem.
+    pub fn as_expected(&self) -> bool {
+        if self.spec.kind.must_pass() {
+            self.report.is_clean() && self.harness_problems.is_empty()
+        } else {
+            !self.report.is_clean()
+        }
+    }
+
+    /// A failure message: seed, how to replay, where the files are, the report.
+    pub fn failure(&self) -> String {
+        let expect = if self.spec.kind.must_pass() {
+            "a clean history"
+        } else {
+            "the checker to flag this broken mode"
+        };
+        format!(
+            "chaos trial {} #{} (seed {}) did not give {expect}.\nReplay: CHAOS_SEED={} \
+             (see tests/chaos.rs).\nFiles: {}\nHarness problems: {:?}\n{}",
+            self.spec.kind.name(),
+            self.spec.index,
+            self.spec.seed,
+            crate::base_seed(),
+            self.dir.display(),
+            self.harness_problems,
+            self.report.render_text()
+        )
+    }
+}
+
+/// `target/chaos` (next to the test executable's profile directory).
+pub fn chaos_root() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .map_or_else(|| PathBuf::from("target"), Path::to_path_buf)
+        .join("chaos")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing
+// ---------------------------------------------------------------------------------------------
+
+fn ttl_ms(kind: Kind) -> u64 {
+    if kind.cluster() { 2000 } else { 1000 }
+}
+
+/// Longest vacancy after the last fault (L1) for this kind: a TTL plus renew and backoff, plus
+/// what NATS itself needs to come back (a restarted server's watchers stall up to ~10 s; a
+/// stream-leader fail-over takes 6-8 s).
+fn l1_bound_ms(kind: Kind) -> u64 {
+    let ttl = ttl_ms(kind);
+    match kind {
+        Kind::ServerRestart | Kind::Mixed | Kind::Endurance => ttl + 12_000,
+        Kind::LeaderKill | Kind::LeaderPause => ttl + 20_000,
+        _ => ttl + 1_500,
+    }
+}
+
+fn ms(x: u64) -> Duration {
+    Duration::from_millis(x)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The system under test
+// ---------------------------------------------------------------------------------------------
+
+struct System {
+    server: Option<NatsServer>,
+    cluster: Option<NatsCluster>,
+    kv: kv::Store,
+    js: jetstream::Context,
+    /// Per node id: its proxy (single-server trials).
+    proxies: BTreeMap<String, Proxy>,
+    nodes: Vec<Node>,
+    log: HarnessLog,
+    roles: Vec<String>,
+    ttl_ms: u64,
+    /// Seeded rotation of the negative-control schedule (every fault type once per 3 rounds).
+    rotation: usize,
+}
+
+impl System {
+    fn node_index(&self, id: &str) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| n.id() == id)
+            .unwrap_or_else(|| panic!("no node {id}"))
+    }
+
+    /// The holder of `role` as the harness reads it (recorded as `observe`).
+    async fn holder(&self, role: &str) -> Option<String> {
+        let key = format!("role.{role}");
+        let entry = tokio::time::timeout(Duration::from_secs(2), self.kv.entry(key))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .flatten();
+        let (holder, revision) = match entry {
+            Some(e) if e.operation == kv::Operation::Put => {
+                let holder = serde_json::from_slice::<serde_json::Value>(&e.value)
+                    .ok()
+                    .and_then(|v| v["holder"].as_str().map(str::to_owned));
+                (holder, Some(e.revision))
+            }
+            Some(e) => (None, Some(e.revision)),
+            None => (None, None),
+        };
+        self.log.observe(role, holder.clone(), revision);
+        holder
+    }
+
+    /// Waits until every role has a holder that is a running, unpaused node (bounded; the
+    /// checker judges liveness, this only paces the schedule). Returns whether it happened.
+    async fn wait_all_held(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut all = true;
+            for role in &self.roles {
+                let live = match self.holder(role).await {
+                    Some(h) => self
+                        .nodes
+                        .iter()
+                        .any(|n| n.id() == h && n.is_running() && !n.is_paused()),
+                    None => false,
+                };
+                all &= live;
+            }
+            if all {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(ms(50)).await;
+        }
+    }
+
+    /// The running node holding a random role (falls back to a random running node).
+    async fn holder_target(&self, rng: &mut StdRng) -> usize {
+        let role = &self.roles[rng.random_range(0..self.roles.len())];
+        if let Some(h) = self.holder(role).await
+            && let Some(i) = self
+                .nodes
+                .iter()
+                .position(|n| n.id() == h && n.is_running())
+        {
+            return i;
+        }
+        let running: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].is_running())
+            .collect();
+        running[rng.random_range(0..running.len())]
+    }
+
+    fn proxy(&self, node: usize) -> &Proxy {
+        let id = self.nodes[node].id();
+        self.proxies
+            .get(id)
+            .unwrap_or_else(|| panic!("node {id} has no proxy"))
+    }
+
+    async fn start_node(&mut self, i: usize) {
+        self.nodes[i].spawn();
+        self.nodes[i].wait_ready(Duration::from_secs(30)).await;
+    }
+
+    fn ttl(&self) -> Duration {
+        ms(self.ttl_ms)
+    }
+
+    /// Sleeps `factor` × TTL.
+    async fn ttls(&self, factor: f64) {
+        tokio::time::sleep(self.ttl().mul_f64(factor)).await;
+    }
+
+    fn sample_resources(&self, into: &mut BTreeMap<String, Vec<(u64, usize)>>) {
+        for n in &self.nodes {
+            if let Some(pid) = n.pid()
+                && let (Some(rss), Some(fds)) = (rss_kib(pid), fd_count(pid))
+            {
+                into.entry(n.id().to_owned()).or_default().push((rss, fds));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running a trial
+// ---------------------------------------------------------------------------------------------
+
+/// Runs one trial to the checker's verdict. Panics only on harness failures (a server or node
+/// that does not start), never on a verdict: the caller decides.
+pub async fn run(spec: Spec) -> Outcome {
+    let started = Instant::now();
+    let kind = spec.kind;
+    let dir = chaos_root().join(format!("{}-{}-{}", kind.name(), spec.index, spec.seed));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    eprintln!(
+        "chaos: trial {} #{} seed={} dir={}",
+        kind.name(),
+        spec.index,
+        spec.seed,
+        dir.display()
+    );
+    let mut rng = StdRng::seed_from_u64(spec.seed);
+    let ttl = ttl_ms(kind);
+    let clock = match kind {
+        Kind::Clock(r) => f64::from(r) / 100.0,
+        _ => 1.0,
+    };
+    let log = HarnessLog::create(
+        &dir,
+        TrialInfo {
+            seed: spec.seed,
+            kind: kind.name(),
+            ttl_ms: ttl,
+            margin: 0.1,
+            clock,
+            heartbeat_ms: Some(ttl / 4),
+            l1_bound_ms: Some(l1_bound_ms(kind)),
+            ..TrialInfo::default()
+        },
+    );
+
+    // Servers and the bucket (created by the harness so replicas and markers are as intended).
+    let (server, cluster, url, replicas) = if kind.cluster() {
+        let cluster = NatsCluster::start(3).await;
+        let url = cluster.seed_urls();
+        (None, Some(cluster), url, 3)
+    } else {
+        let server = NatsServer::start().await;
+        let url = server.url();
+        (Some(server), None, url, 1)
+    };
+    let client = connect(&url).await;
+    let js = jetstream::new(client);
+    let kv = create_kv(
+        &js,
+        kv::Config {
+            bucket: BUCKET.into(),
+            history: 1,
+            num_replicas: replicas,
+            limit_markers: Some(Duration::from_secs(60)),
+            ..Default::default()
+        },
+    )
+    .await;
+
+    let (n_nodes, n_roles) = match kind {
+        Kind::Herd => (100, 1),
+        Kind::Clock(_) => (2, 1),
+        Kind::Endurance => (3, 3),
+        _ => (3, 2),
+    };
+    let roles: Vec<String> = (0..n_roles).map(|i| format!("r{i}")).collect();
+    let mut proxies = BTreeMap::new();
+    let mut nodes = Vec::new();
+    for i in 0..n_nodes {
+        let id = if kind == Kind::Herd {
+            format!("h{:03}", i + 1)
+        } else {
+            format!("n{}", i + 1)
+        };
+        let urls = if let Some(server) = &server
+            && kind != Kind::Herd
+        {
+            let upstream = format!("127.0.0.1:{}", server.port())
+                .parse()
+                .expect("socket address");
+            let proxy = Proxy::start(upstream).await;
+            let url = proxy.url();
+            proxies.insert(id.clone(), proxy);
+            vec![url]
+        } else {
+            url.split(',').map(str::to_owned).collect()
+        };
+        nodes.push(Node::new(NodeConfig {
+            id,
+            urls,
+            bucket: BUCKET.into(),
+            replicas,
+            roles: roles.clone(),
+            ttl_ms: ttl,
+            margin: 0.1,
+            fenced_interval_ms: 100,
+            negative: match kind {
+                Kind::Negative(m) => Some(m.to_owned()),
+                _ => None,
+            },
+            clock_rate: match kind {
+                Kind::Clock(_) if i == 0 => Some(clock),
+                _ => None,
+            },
+            history: dir.clone(),
+        }));
+    }
+    let mut sys = System {
+        server,
+        cluster,
+        kv,
+        js,
+        proxies,
+        nodes,
+        log,
+        roles,
+        ttl_ms: ttl,
+        rotation: rng.random_range(0..3),
+    };
+
+    // Start: for the clock trial the faked node first, so that it holds the role.
+    if let Kind::Clock(_) = kind {
+        sys.start_node(0).await;
+        sys.wait_all_held(Duration::from_secs(20)).await;
+        sys.start_node(1).await;
+    } else if kind == Kind::Herd {
+        // Start the herd in batches: 100 debug processes at once would starve 2 cores.
+        for chunk in (0..n_nodes).collect::<Vec<_>>().chunks(10) {
+            for &i in chunk {
+                sys.nodes[i].spawn();
+            }
+            for &i in chunk {
+                sys.nodes[i].wait_ready(Duration::from_secs(60)).await;
+            }
+        }
+    } else {
+        for i in 0..n_nodes {
+            sys.nodes[i].spawn();
+        }
+        for i in 0..n_nodes {
+            sys.nodes[i].wait_ready(Duration::from_secs(30)).await;
+        }
+    }
+    sys.wait_all_held(Duration::from_secs(20)).await;
+    // Let the holders renew a few times, so that their histories (flushed every 50 ms) show
+    // the terms before the first fault can kill a holder.
+    sys.ttls(1.0).await;
+
+    let mut resources = BTreeMap::new();
+    let mut harness_problems = Vec::new();
+    for round in 0..spec.rounds {
+        let fault = match kind {
+            Kind::Mixed => {
+                const MIX: [Kind; 7] = [
+                    Kind::Sigkill,
+                    Kind::Sigstop,
+                    Kind::ServerRestart,
+                    Kind::ProxyStall,
+                    Kind::ProxyReset,
+                    Kind::ProxyOneway,
+                    Kind::ProxyDelay,
+                ];
+                MIX[rng.random_range(0..MIX.len())]
+            }
+            Kind::Endurance => {
+                const MIX: [Kind; 5] = [
+                    Kind::Sigstop,
+                    Kind::ProxyStall,
+                    Kind::ProxyReset,
+                    Kind::ProxyOneway,
+                    Kind::ProxyDelay,
+                ];
+                MIX[rng.random_range(0..MIX.len())]
+            }
+            k => k,
+        };
+        one_round(&mut sys, fault, round, &mut rng).await;
+        if !sys
+            .wait_all_held(ms(l1_bound_ms(kind)) + Duration::from_secs(10))
+            .await
+        {
+            harness_problems.push(format!(
+                "round {round} ({}): not every role had a live holder within {} ms + 10 s",
+                fault.name(),
+                l1_bound_ms(kind)
+            ));
+        }
+        // Settle: every role held again for a while before the next fault (and before the
+        // end, so that the checker sees the recovery).
+        sys.ttls(1.0).await;
+        if kind == Kind::Endurance {
+            sys.sample_resources(&mut resources);
+        }
+    }
+
+    if spec.steady {
+        // Settle, then a fault-free window of 10 × TTL with no demotion allowed (L3).
+        sys.ttls(2.0).await;
+        sys.sample_resources(&mut resources);
+        let from = nats_roles::history::mono_now_ns();
+        sys.ttls(10.0).await;
+        let to = nats_roles::history::mono_now_ns();
+        sys.sample_resources(&mut resources);
+        sys.log.update_trial(|t| {
+            t.steady_from_ns = Some(from);
+            t.steady_to_ns = Some(to);
+        });
+    }
+    harness_problems.extend(resource_problems(&resources));
+
+    // Graceful end: heal everything, stop every node with SIGTERM.
+    for p in sys.proxies.values() {
+        p.set_mode(Mode::Pass);
+    }
+    let stops = sys
+        .nodes
+        .iter_mut()
+        .map(|n| async move {
+            let running = n.is_running();
+            let status = n.terminate(Duration::from_secs(20)).await;
+            (n.id().to_owned(), running, status)
+        })
+        .collect::<Vec<_>>();
+    for (id, running, status) in futures_util::future::join_all(stops).await {
+        if running && !status.is_some_and(|s| s.success()) && kind.must_pass() {
+            harness_problems.push(format!("node {id} did not exit cleanly: {status:?}"));
+        }
+    }
+    drop(sys);
+
+    // Verdict.
+    let loaded = load_paths(std::slice::from_ref(&dir))
+        .unwrap_or_else(|e| panic!("load histories of {}: {e}", dir.display()));
+    let report = check_loaded(&loaded);
+    let text = report.render_text();
+    let _ = std::fs::write(dir.join("report.txt"), &text);
+    let outcome = Outcome {
+        spec,
+        report,
+        dir: dir.clone(),
+        elapsed: started.elapsed(),
+        resources,
+        harness_problems,
+    };
+    if !outcome.as_expected() || !outcome.report.is_clean() {
+        let _ = std::fs::write(dir.join("timeline.html"), render_html(&outcome.report));
+    }
+    eprintln!(
+        "chaos: trial {} #{} seed={} took {:.1} s: {} violation(s){}",
+        kind.name(),
+        outcome.spec.index,
+        outcome.spec.seed,
+        outcome.elapsed.as_secs_f64(),
+        outcome.report.violations.len(),
+        if outcome.as_expected() {
+            ""
+        } else {
+            " — UNEXPECTED"
+        }
+    );
+    outcome
+}
+
+/// RSS must not grow by more than 50 % + 8 MiB and fds by more than 8 between the first and
+/// the last sample of a node (only nodes sampled at least 3 times are judged).
+fn resource_problems(resources: &BTreeMap<String, Vec<(u64, usize)>>) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (id, samples) in resources {
+        if samples.len() < 3 {
+            continue;
+        }
+        // The first sample is taken after the first round: start-up allocations are done.
+        let (rss0, fd0) = samples[0];
+        let rss_max = samples.iter().map(|s| s.0).max().unwrap_or(0);
+        let fd_max = samples.iter().map(|s| s.1).max().unwrap_or(0);
+        if rss_max > rss0 + rss0 / 2 + 8 * 1024 {
+            problems.push(format!("{id}: RSS grew from {rss0} KiB to {rss_max} KiB"));
+        }
+        if fd_max > fd0 + 8 {
+            problems.push(format!("{id}: open fds grew from {fd0} to {fd_max}"));
+        }
+    }
+    problems
+}
+
+/// One fault round of `fault` (for `Mixed`/`Endurance`, the round's pick).
+async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: &mut StdRng) {
+    match fault {
+        Kind::Sigkill => {
+            let downtime = rng.random_range(1.2..3.0);
+            crash_holder(sys, rng, downtime).await;
+        }
+        Kind::Sigstop => {
+            let i = sys.holder_target(rng).await;
+            let id = sys.nodes[i].id().to_owned();
+            sys.log.fault("sigstop", &id, Phase::Start);
+            sys.nodes[i].pause();
+            sys.ttls(rng.random_range(1.5..3.0)).await;
+            sys.nodes[i].resume();
+            sys.log.fault("sigcont", &id, Phase::End);
+        }
+        Kind::ServerRestart => {
+            sys.log.fault("server_kill", "server", Phase::Start);
+            let server = sys.server.as_mut().expect("single-server trial");
+            server.kill();
+            sys.ttls(rng.random_range(0.3..2.0)).await;
+            let server = sys.server.as_mut().expect("single-server trial");
+            server.restart().await;
+            sys.log.fault("server_restart", "server", Phase::End);
+        }
+        Kind::LeaderKill | Kind::LeaderPause => {
+            let leader = stream_leader(&sys.js).await;
+            // Server names (n1..n3) would read as node ids in the history: prefix them.
+            let target = format!("server:{leader}");
+            let cluster = sys.cluster.as_mut().expect("cluster trial");
+            let i = cluster
+                .index_of(&leader)
+                .unwrap_or_else(|| panic!("stream leader {leader} is not a cluster node"));
+            if fault == Kind::LeaderKill {
+                sys.log.fault("leader_kill", &target, Phase::Start);
+                cluster.kill(i);
+                tokio::time::sleep(ms(sys.ttl_ms).mul_f64(rng.random_range(1.0..2.5))).await;
+                let cluster = sys.cluster.as_mut().expect("cluster trial");
+                cluster.restart(i).await;
+                sys.log.fault("leader_restart", &target, Phase::End);
+            } else {
+                sys.log.fault("leader_pause", &target, Phase::Start);
+                cluster.pause(i);
+                tokio::time::sleep(ms(sys.ttl_ms).mul_f64(rng.random_range(1.0..3.0))).await;
+                let cluster = sys.cluster.as_mut().expect("cluster trial");
+                cluster.resume(i);
+                sys.log.fault("leader_resume", &target, Phase::End);
+            }
+        }
+        Kind::ProxyStall => {
+            let i = sys.holder_target(rng).await;
+            let id = sys.nodes[i].id().to_owned();
+            sys.log.fault("proxy_stall", &id, Phase::Start);
+            sys.proxy(i).set_mode(Mode::Stall);
+            sys.ttls(rng.random_range(1.5..3.0)).await;
+            sys.proxy(i).set_mode(Mode::Pass);
+            sys.log.fault("heal", &id, Phase::End);
+        }
+        Kind::ProxyReset => {
+            let i = sys.holder_target(rng).await;
+            let id = sys.nodes[i].id().to_owned();
+            sys.log.fault("proxy_reset", &id, Phase::Start);
+            for _ in 0..rng.random_range(1..4) {
+                sys.proxy(i).reset();
+                tokio::time::sleep(ms(rng.random_range(50..400))).await;
+            }
+            sys.log.fault("heal", &id, Phase::End);
+        }
+        Kind::ProxyOneway => {
+            let i = sys.holder_target(rng).await;
+            let id = sys.nodes[i].id().to_owned();
+            let dir = if rng.random_bool(0.5) {
+                Dir::Up
+            } else {
+                Dir::Down
+            };
+            sys.log.fault("proxy_oneway", &id, Phase::Start);
+            sys.proxy(i).set_mode(Mode::OneWay(dir));
+            sys.ttls(rng.random_range(1.5..3.0)).await;
+            sys.proxy(i).set_mode(Mode::Pass);
+            sys.log.fault("heal", &id, Phase::End);
+        }
+        Kind::ProxyDelay => {
+            let i = sys.holder_target(rng).await;
+            let id = sys.nodes[i].id().to_owned();
+            sys.log.fault("proxy_delay", &id, Phase::Start);
+            sys.proxy(i)
+                .set_mode(Mode::Delay(ms(rng.random_range(50..400))));
+            sys.ttls(rng.random_range(2.0..4.0)).await;
+            sys.proxy(i).set_mode(Mode::Pass);
+            sys.log.fault("heal", &id, Phase::End);
+        }
+        Kind::Clock(_) => {
+            // Make the faked node (node 0) the holder: hand the role over to it by stopping
+            // the other node gracefully, then restart that one.
+            let holder = sys.holder(&sys.roles[0].clone()).await;
+            if holder.as_deref() != Some(sys.nodes[0].id()) {
+                let other = sys.node_index(holder.as_deref().unwrap_or("n2"));
+                if other != 0 {
+                    sys.nodes[other].terminate(Duration::from_secs(20)).await;
+                    sys.wait_all_held(Duration::from_secs(10)).await;
+                    sys.start_node(other).await;
+                }
+            }
+            let id = sys.nodes[0].id().to_owned();
+            sys.log.fault("proxy_stall", &id, Phase::Start);
+            sys.proxy(0).set_mode(Mode::Stall);
+            sys.ttls(3.0).await;
+            sys.proxy(0).set_mode(Mode::Pass);
+            sys.log.fault("heal", &id, Phase::End);
+        }
+        Kind::Herd => {
+            // Alternate crash (vacancy by expiry) and graceful stop (vacancy by release).
+            let i = sys.holder_target(rng).await;
+            let id = sys.nodes[i].id().to_owned();
+            if round.is_multiple_of(2) {
+                sys.log.fault("sigkill", &id, Phase::Start);
+                sys.nodes[i].kill().await;
+            } else {
+                sys.log.fault("sigterm", &id, Phase::Start);
+                sys.nodes[i].terminate(Duration::from_secs(20)).await;
+            }
+            sys.wait_all_held(Duration::from_secs(10)).await;
+            sys.start_node(i).await;
+            sys.log.fault("restart", &id, Phase::End);
+        }
+        Kind::Negative(_) => {
+            // One schedule that gives every broken mode its chance: a partition of the holder
+            // (deadline discipline), a graceful hand-over (demote, contention) and a crash
+            // (expiry), in a seeded order.
+            match (round + sys.rotation) % 3 {
+                0 => Box::pin(one_round(sys, Kind::ProxyStall, round, rng)).await,
+                1 => {
+                    let i = sys.holder_target(rng).await;
+                    let id = sys.nodes[i].id().to_owned();
+                    sys.log.fault("sigterm", &id, Phase::Start);
+                    sys.nodes[i].terminate(Duration::from_secs(20)).await;
+                    sys.ttls(0.5).await;
+                    sys.start_node(i).await;
+                    sys.log.fault("restart", &id, Phase::End);
+                }
+                // Dead for 3 TTLs: longer than the followers' observed-expiry backstop
+                // (TTL + heartbeat + 500 ms), so that a lease that does not expire shows as a
+                // late fail-over instead of being adopted by the restarted holder.
+                _ => crash_holder(sys, rng, 3.0).await,
+            }
+        }
+        Kind::Mixed | Kind::Endurance => unreachable!("picked per round"),
+    }
+}
+
+/// SIGKILLs the holder of a random role and restarts it after `downtime` × TTL (the restarted
+/// process adopts its lease if it is still there).
+async fn crash_holder(sys: &mut System, rng: &mut StdRng, downtime: f64) {
+    let i = sys.holder_target(rng).await;
+    let id = sys.nodes[i].id().to_owned();
+    sys.log.fault("sigkill", &id, Phase::Start);
+    sys.nodes[i].kill().await;
+    sys.ttls(downtime).await;
+    sys.start_node(i).await;
+    sys.log.fault("restart", &id, Phase::End);
+}
+
+/// Server name of the stream leader of the bucket's stream (`KV_chaos`), retried while the
+/// cluster has none (bounded).
+async fn stream_leader(js: &jetstream::Context) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(mut stream) = js.get_stream(format!("KV_{BUCKET}")).await
+            && let Ok(info) = stream.info().await
+            && let Some(leader) = info.cluster.as_ref().and_then(|c| c.leader.clone())
+            && !leader.is_empty()
+        {
+            return leader;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no stream leader of KV_{BUCKET} within 20 s"
+        );
+        tokio::time::sleep(ms(100)).await;
+    }
+}
