@@ -179,12 +179,7 @@ async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_w
             &format!("http:\n  listen: 127.0.0.1:0\n  admin_token: {token}\n"),
         );
     std::fs::write(&config, yaml).expect("write config");
-    let mut fleet = placement::Fleet {
-        bin: BIN.into(),
-        url: server.url(),
-        dir,
-        procs: Vec::new(),
-    };
+    let mut fleet = placement::Fleet::new(Path::new(BIN), &server.url(), dir);
     let ab = ["node-a", "node-b"];
     let t0 = Instant::now();
     for id in ab {

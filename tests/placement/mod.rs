@@ -16,6 +16,8 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 use crate::support;
+use crate::support::faults::HarnessLog;
+use nats_roles::history::{Phase, TrialInfo};
 
 pub const TTL: Duration = Duration::from_secs(2);
 pub const STABILITY: Duration = Duration::from_secs(1);
@@ -94,9 +96,36 @@ pub struct Fleet {
     pub url: String,
     pub dir: tempfile::TempDir,
     pub procs: Vec<Proc>,
+    /// The harness's part of the election history (`<dir>/history/harness.jsonl`); every
+    /// process records its own part with `run --history` beside it.
+    harness: HarnessLog,
 }
 
 impl Fleet {
+    /// A fleet of `bin` processes against `url`, with logs and history under `dir`.
+    pub fn new(bin: &Path, url: &str, dir: tempfile::TempDir) -> Fleet {
+        let history = dir.path().join("history");
+        std::fs::create_dir_all(&history)
+            .unwrap_or_else(|e| panic!("create {}: {e}", history.display()));
+        let trial = TrialInfo {
+            kind: "placement".into(),
+            ttl_ms: u64::try_from(TTL.as_millis()).expect("TTL fits in u64"),
+            margin: 0.1,
+            heartbeat_ms: Some(500),
+            // 20-30 roles per process expire in nats-server's batches (up to ~500 ms apart),
+            // and a vacancy preferred elsewhere waits out the claim grace first.
+            expiry_slack_ms: Some(1_500),
+            ..TrialInfo::default()
+        };
+        Fleet {
+            bin: bin.to_owned(),
+            url: url.to_owned(),
+            harness: HarnessLog::create(&history, trial),
+            dir,
+            procs: Vec::new(),
+        }
+    }
+
     pub fn start(&mut self, id: &str, config: &Path) {
         let n = self.procs.len();
         let stderr = self.dir.path().join(format!("{n}-{id}.stderr"));
@@ -114,6 +143,8 @@ impl Fleet {
                 "--log-format",
                 "json",
             ])
+            .arg("--history")
+            .arg(self.dir.path().join("history").join(format!("{id}.jsonl")))
             .stdin(Stdio::null())
             .stdout(Stdio::from(file(&stdout)))
             .stderr(Stdio::from(file(&stderr)))
@@ -152,6 +183,7 @@ impl Fleet {
     }
 
     pub async fn sigkill(&mut self, id: &str) {
+        self.harness.fault("sigkill", id, Phase::Start);
         let p = self.proc(id);
         let pid = p.child.id().expect("running");
         p.killed_at = Some(time::OffsetDateTime::now_utc());
@@ -228,6 +260,44 @@ impl Fleet {
             }
         }
         assert!(checked > 0, "no hand-over found in the logs");
+        self.assert_history_clean();
+    }
+
+    /// Checks the recorded election history (every process's `--history` file and the
+    /// harness's faults) with the project's checker: one holder per term and revision, tokens
+    /// only growing, no overlapping terms, acting only before the local deadline, every
+    /// promote matched by a demote. On a violation the report and an HTML timeline are written
+    /// beside the history and the test fails with the report.
+    pub fn assert_history_clean(&self) {
+        let dir = self.dir.path().join("history");
+        let loaded = nats_roles::history::load_paths(std::slice::from_ref(&dir))
+            .unwrap_or_else(|e| panic!("load history {}: {e}", dir.display()));
+        let report = nats_roles::history::check::check_loaded(&loaded);
+        if !report.is_clean() {
+            // The fleet's directory is deleted with it: keep a copy of the history.
+            let kept = std::env::temp_dir().join(format!(
+                "nats-roles-placement-history-{}",
+                uuid::Uuid::new_v4().simple()
+            ));
+            let _ = std::fs::create_dir_all(&kept);
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let _ = std::fs::copy(entry.path(), kept.join(entry.file_name()));
+            }
+            let _ = std::fs::write(
+                kept.join("timeline.html"),
+                nats_roles::history::render_html(&report),
+            );
+            panic!(
+                "history check failed (history and timeline kept in {}):\n{}",
+                kept.display(),
+                report.render_text()
+            );
+        }
+        assert!(
+            report.stats.promotes > 0 && report.stats.demotes > 0,
+            "the history recorded no terms: {}",
+            report.render_text()
+        );
     }
 }
 
@@ -524,12 +594,7 @@ pub async fn spread_scenario(bin: &Path, url: &str) -> SpreadReport {
     let all = roles(60);
     let role_cfg: Vec<(String, Option<i32>)> = all.iter().map(|r| (r.clone(), None)).collect();
     let config = write_config(dir.path(), "all", &bucket, &role_cfg);
-    let mut fleet = Fleet {
-        bin: bin.to_owned(),
-        url: url.to_owned(),
-        dir,
-        procs: Vec::new(),
-    };
+    let mut fleet = Fleet::new(bin, url, dir);
     let mut steps: Vec<Step> = Vec::new();
     let step = |what: &'static str,
                 before: &BTreeMap<String, Option<String>>,
@@ -664,12 +729,7 @@ pub async fn priority_scenario(bin: &Path, url: &str, pin_first: bool) -> Priori
     let role_cfg: Vec<(String, Option<i32>)> = all.iter().map(|r| (r.clone(), None)).collect();
     let pinned: &[&str] = if pin_first { &["shard-00"] } else { &[] };
     let config = write_config_pinned(dir.path(), "all", &bucket, &role_cfg, pinned);
-    let mut fleet = Fleet {
-        bin: bin.to_owned(),
-        url: url.to_owned(),
-        dir,
-        procs: Vec::new(),
-    };
+    let mut fleet = Fleet::new(bin, url, dir);
     let abc = ["node-a", "node-b", "node-c"];
     let t0 = Instant::now();
     for id in abc {
