@@ -34,8 +34,14 @@ cargo fmt --all -- --check --color never
 section "cargo clippy (-D warnings)"
 cargo clippy --all-targets --all-features -- -D warnings
 
-section "cargo build --all-targets"
-cargo build --all-targets
+section "cargo check --all-targets (default features)"
+# The build without the test-only features must compile too (negative-controls is off in it).
+cargo check --all-targets
+
+section "cargo build --all-targets --all-features"
+# What the tests run: one build, with the `testing` and `negative-controls` features (the chaos
+# suite's workload node needs them).
+cargo build --all-targets --all-features
 
 LOG_DIR="$(mktemp -d)"
 trap 'rm -rf "$LOG_DIR"' EXIT
