@@ -2,7 +2,8 @@
 # A real local deployment: one nats-server with JetStream and three nats-roles instances
 # (node-a, node-b, node-c) sharing roles.example.yaml. node-a starts 2 s ahead so it takes the
 # roles; ~6 s in it is stopped with SIGTERM to show the hand-over to node-b/node-c, and ~5 s
-# later it is started again. Each instance serves its dashboard and JSON API: node-a on
+# later it is started again. Placement is on in roles.example.yaml: after the 5 s stability window
+# the roles spread evenly over the live instances by graceful hand-over. Each instance serves its dashboard and JSON API: node-a on
 # http://127.0.0.1:8081/, node-b on :8082, node-c on :8083 (open one and watch the hand-over).
 #
 #   scripts/demo.sh                    # runs until Ctrl-C
