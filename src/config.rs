@@ -553,8 +553,9 @@ pub struct PlacementConfig {
     /// Default: `500ms`.
     #[serde(with = "humantime_serde")]
     pub claim_grace: Duration,
-    /// A role moved voluntarily is not moved voluntarily again for this long; the
-    /// instance that released it does not campaign for it meanwhile. Default: `30s`.
+    /// A role moved voluntarily is not moved voluntarily again for this long (the
+    /// instance that released it may take it again whenever the plan prefers it: there is
+    /// no campaign cooldown after a placement release). Default: `30s`.
     #[serde(with = "humantime_serde")]
     pub cooldown: Duration,
     /// At most this many voluntary moves per `move_interval`; at least 1.

@@ -425,7 +425,8 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     printing.cancel();
     let _ = printer.await;
     if let Some(recorder) = recorder {
-        recorder.stop();
+        // Writes the last lines and joins the writer thread: off the async workers.
+        let _ = tokio::task::spawn_blocking(move || recorder.stop()).await;
     }
     result.map_err(runtime)
 }

@@ -2,8 +2,9 @@
 //! report what happens to each role as [`TapEvent`]s; sinks (the history recorder, metrics)
 //! consume them.
 //!
-//! A manager without sinks pays one branch per event. Sinks run inline on the role's task, so
-//! they must be cheap and must never block (no I/O beyond a buffered write, no awaits).
+//! Every manager has the metrics sink; the history recorder only when configured. Sinks run
+//! inline on the role's task, so they must be cheap and must never block (no I/O beyond a
+//! buffered write, no awaits).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -137,6 +138,12 @@ pub(crate) trait TapSink: Send + Sync + 'static {
         let _ = (instance, event);
     }
 
+    /// The manager of `instance` stopped (or was dropped): no role of it is held any more,
+    /// whatever its drivers last reported (default: ignored).
+    fn manager_stopped(&self, instance: &InstanceId) {
+        let _ = instance;
+    }
+
     /// Records a placement controller event of `instance` (default: ignored).
     fn placement(&self, instance: &InstanceId, event: PlacementEvent) {
         let _ = (instance, event);
@@ -178,6 +185,13 @@ impl Tap {
         let at = Instant::now();
         for sink in self.sinks.iter() {
             sink.record(instance, role, &event, at);
+        }
+    }
+
+    /// Tells every sink that the manager stopped.
+    pub(crate) fn manager_stopped(&self, instance: &InstanceId) {
+        for sink in self.sinks.iter() {
+            sink.manager_stopped(instance);
         }
     }
 

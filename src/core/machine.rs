@@ -1080,7 +1080,10 @@ impl RoleMachine {
                 // first and contend only if it does not within the delay.
                 let hold = k.seen_at + self.campaign_delay;
                 if now < hold {
-                    self.not_before = Some(hold);
+                    // The jitter is added here: when `not_before` passes, the acquire goes
+                    // out at once, and held-back candidates must not all fire together.
+                    let jitter = self.rng.below(self.timing.campaign_jitter);
+                    self.not_before = Some(hold + jitter);
                     return;
                 }
                 // Vacancy: contend after a small random delay (P5). `not_before` already

@@ -576,7 +576,7 @@ impl<'a> Checker<'a> {
         self.trial
             .as_ref()
             .filter(|t| t.ttl_ms > 0)
-            .map(|t| t.ttl_ms * 1_000_000)
+            .map(|t| t.ttl_ms.saturating_mul(1_000_000))
     }
 
     /// Events around `t` that concern `role` (and faults), rendered.
@@ -948,7 +948,12 @@ impl<'a> Checker<'a> {
     /// S1–S4 per role.
     fn per_role_pass(&mut self) {
         let roles = self.stats.roles.clone();
-        let epsilon = self.trial.as_ref().and_then(|t| t.epsilon_ms).unwrap_or(0) * 1_000_000;
+        let epsilon = self
+            .trial
+            .as_ref()
+            .and_then(|t| t.epsilon_ms)
+            .unwrap_or(0)
+            .saturating_mul(1_000_000);
         for role in roles {
             self.s1(&role);
             self.s2(&role);
@@ -1181,16 +1186,17 @@ impl<'a> Checker<'a> {
             })
             .count() as u64;
         let heal = self.faults.last().map(|e| e.t);
-        let bound = self
-            .trial
-            .as_ref()
-            .map(|t| t.l1_bound_ms.unwrap_or(t.ttl_ms + DEFAULT_L1_EXTRA_MS) * 1_000_000);
+        let bound = self.trial.as_ref().map(|t| {
+            t.l1_bound_ms
+                .unwrap_or(t.ttl_ms.saturating_add(DEFAULT_L1_EXTRA_MS))
+                .saturating_mul(1_000_000)
+        });
         let expiry_slack = self
             .trial
             .as_ref()
             .and_then(|t| t.expiry_slack_ms)
             .unwrap_or(DEFAULT_EXPIRY_SLACK_MS)
-            * 1_000_000;
+            .saturating_mul(1_000_000);
         let nodes: Vec<String> = self.lives.keys().cloned().collect();
         for role in self.stats.roles.clone() {
             let terms = self.role_terms(&role);
@@ -1258,7 +1264,7 @@ impl<'a> Checker<'a> {
                 // A holder whose term outlived the fault by more than a TTL rode it out: no
                 // fail-over to measure.
                 let grace = ttl.unwrap_or(2_000_000_000);
-                if holder.act_end > self.fault_end(f.t, target) + grace {
+                if holder.act_end > self.fault_end(f.t, target).saturating_add(grace) {
                     self.stats.ridden_out += 1;
                     continue;
                 }

@@ -5,6 +5,7 @@ use tokio::time::Instant;
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds. Under `faketime` this is the scaled clock (libc's
 /// `clock_gettime`, which libfaketime intercepts), like every timer of the process.
+#[cfg(unix)]
 #[must_use]
 pub fn mono_now_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -21,6 +22,7 @@ pub fn mono_now_ns() -> u64 {
 
 /// `CLOCK_MONOTONIC` read with the raw system call, bypassing libc (and so libfaketime's
 /// interception of `clock_gettime`): the real clock of the host even in a faked process.
+#[cfg(target_os = "linux")]
 #[must_use]
 pub fn real_mono_now_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -35,6 +37,25 @@ pub fn real_mono_now_ns() -> u64 {
     timespec_ns(&ts)
 }
 
+/// Elsewhere than Linux there is no raw system call to bypass `faketime` with (and no
+/// `faketime` test): the same clock as [`mono_now_ns`].
+#[cfg(not(target_os = "linux"))]
+#[must_use]
+pub fn real_mono_now_ns() -> u64 {
+    mono_now_ns()
+}
+
+/// Without `clock_gettime` (not Unix): nanoseconds since the first reading in this process.
+/// Histories of several processes then do not share a clock; the chaos suite runs on Linux.
+#[cfg(not(unix))]
+#[must_use]
+pub fn mono_now_ns() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(unix)]
 fn timespec_ns(ts: &libc::timespec) -> u64 {
     let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
     let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);

@@ -293,6 +293,12 @@ impl RoleManagerBuilder {
         #[cfg(feature = "negative-controls")]
         {
             use crate::negative::NegativeControl as N;
+            if let Some(mode) = self.negative {
+                tracing::error!(
+                    ?mode,
+                    "negative control active: this manager is deliberately broken (test only)"
+                );
+            }
             match self.negative {
                 Some(N::PlainPut) => opened.store.set_plain_put(),
                 Some(N::DropTtl) => flaws.drop_ttl = true,
@@ -493,7 +499,7 @@ impl RoleManager {
         builder.bucket = config.bucket.clone();
         builder = builder
             .priority(config.instance.priority)
-            .placement(config.placement.clone(), config.placement.member_ttl);
+            .placement(config.placement.clone(), Some(config.member_ttl()));
         if let Some(argv) = &config.health.command
             && let Some(checker) = crate::health::CommandHealthChecker::new(argv.clone())
         {
@@ -815,6 +821,8 @@ impl RoleManager {
         for task in background {
             let _ = tokio::time::timeout_at(deadline + Duration::from_millis(100), task).await;
         }
+        // Roles aborted above never reported STOPPED: end every series of this manager.
+        self.shared.tap.manager_stopped(&self.shared.instance);
         if late.is_empty() {
             info!("role manager stopped");
             Ok(())
@@ -833,6 +841,8 @@ impl Drop for RoleManager {
         for slot in self.shared.roles().values() {
             slot.task.abort();
         }
+        // The aborted roles report nothing more: a gauge must not show them held.
+        self.shared.tap.manager_stopped(&self.shared.instance);
     }
 }
 

@@ -145,7 +145,11 @@ impl PlacementShared {
 
     /// Forgets a role this instance no longer takes part in.
     pub(crate) fn remove_role(&self, role: &RoleName) {
-        self.state().roles.remove(role);
+        {
+            let mut state = self.state();
+            state.roles.remove(role);
+            state.moved_at.remove(role);
+        }
         self.record_changed.send_modify(|g| *g += 1);
     }
 

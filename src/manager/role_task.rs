@@ -101,6 +101,9 @@ impl RoleTask {
         let mut inbox_open = true;
         // Start time of the current term (its nonce and RFC 3339 time), repeated in renewals.
         let mut acquired: Option<(uuid::Uuid, String)> = None;
+        // The connection's state now (later only changes are sent to the role).
+        let connected = *self.shared.connected.borrow();
+        self.tap(TapEvent::Connection(connected));
         self.machine.start(Instant::now());
         loop {
             while let Some(action) = self.machine.poll_action() {

@@ -73,7 +73,7 @@ pub mod names {
     ];
 }
 
-/// Bucket boundaries (seconds) of the write-latency histograms: 0.5 ms to 10 s.
+/// Bucket boundaries (seconds) of the write-latency histograms: 0.5 ms to 30 s.
 pub const LATENCY_BUCKETS: [f64; 15] = [
     0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];

@@ -27,6 +27,8 @@ struct RoleGauges {
 #[derive(Default)]
 struct Current {
     roles: HashMap<RoleName, RoleGauges>,
+    /// The manager stopped: the gauges observe nothing and no role is added back.
+    closed: bool,
 }
 
 type Shared = Arc<Mutex<Current>>;
@@ -97,7 +99,11 @@ impl RoleMetrics {
                 .u64_observable_gauge(names::ROLES_HELD)
                 .with_description("roles this instance holds")
                 .with_callback(move |o: &dyn AsyncInstrument<u64>| {
-                    let n = lock(&current).roles.values().filter(|g| g.leader).count();
+                    let current = lock(&current);
+                    if current.closed {
+                        return;
+                    }
+                    let n = current.roles.values().filter(|g| g.leader).count();
                     o.observe(u64::try_from(n).unwrap_or(u64::MAX), &labels);
                 })
                 .build()
@@ -199,6 +205,9 @@ impl RoleMetrics {
 
     fn update(&self, role: &RoleName, f: impl FnOnce(&mut RoleGauges)) {
         let mut current = lock(&self.current);
+        if current.closed {
+            return;
+        }
         let g = current
             .roles
             .entry(role.clone())
@@ -302,6 +311,13 @@ impl TapSink for RoleMetrics {
             TapEvent::Failed(_) => self.failure(role, "role_failed"),
             TapEvent::Connection(up) => self.update(role, |g| g.connected = *up),
         }
+    }
+
+    fn manager_stopped(&self, instance: &InstanceId) {
+        debug_assert_eq!(instance, &self.instance);
+        let mut current = lock(&self.current);
+        current.closed = true;
+        current.roles.clear();
     }
 
     fn placement(&self, instance: &InstanceId, event: PlacementEvent) {
@@ -597,6 +613,36 @@ mod tests {
         assert_eq!(
             sample(&text, &format!("nats_roles_roles_held{inst}")),
             Some(0.0)
+        );
+    }
+
+    #[test]
+    fn a_stopped_manager_shows_no_role_held_even_if_its_roles_never_reported_stopped() {
+        let (_provider, reader, m, i) = setup();
+        let r = RoleName::new("scheduler").expect("valid");
+        let change = |from, to| TapEvent::StateChanged {
+            from,
+            to,
+            reason: None,
+        };
+        m.record(
+            &i,
+            &r,
+            &change(RoleState::Candidate, RoleState::Leader),
+            Instant::now(),
+        );
+        let text = reader.render().expect("render");
+        assert!(text.contains("nats_roles_election_is_leader{"), "{text}");
+        // Shutdown timed out and aborted the role task: no STOPPED arrives.
+        m.manager_stopped(&i);
+        // A late event of an aborted driver must not bring the series back.
+        m.record(&i, &r, &TapEvent::Connection(true), Instant::now());
+        let text = reader.render().expect("render");
+        assert!(!text.contains("nats_roles_election_is_leader{"), "{text}");
+        assert!(!text.contains("nats_roles_roles_held{"), "{text}");
+        assert!(
+            !text.contains("nats_roles_election_connection_status{"),
+            "{text}"
         );
     }
 }

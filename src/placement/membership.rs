@@ -13,6 +13,18 @@ use crate::names::InstanceId;
 /// Extra time past two heartbeats before a member counts as silent.
 const SILENCE_SLACK: Duration = Duration::from_millis(100);
 
+/// Heartbeat intervals beyond this (a foreign or corrupt record) are taken as this.
+const MAX_HEARTBEAT: Duration = Duration::from_secs(3600);
+
+impl Seen {
+    /// When this member counts as silent: two of its heartbeats after its latest record
+    /// (`None` if that lies beyond the clock's range).
+    fn silent_at(&self) -> Option<Instant> {
+        let hb = Duration::from_millis(self.record.heartbeat_ms).min(MAX_HEARTBEAT);
+        self.beat_at.checked_add(hb * 2 + SILENCE_SLACK)
+    }
+}
+
 /// How membership changes are debounced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MembershipTiming {
@@ -116,6 +128,14 @@ impl Membership {
     pub fn refresh(&mut self, now: Instant) {
         let delay = self.timing.leave_delay;
         self.departed.retain(|_, (_, at)| now < *at + delay);
+        // A crashed member's record normally expires (per-key TTL) and takes the path above.
+        // Should no expiry ever arrive (a bucket without per-key TTLs, a lost marker), a
+        // member silent for the leave delay is gone all the same: no ghost keeps a share.
+        self.present.retain(|_, seen| {
+            seen.silent_at()
+                .and_then(|t| t.checked_add(delay))
+                .is_none_or(|gone| now < gone)
+        });
         let raw: BTreeSet<InstanceId> = self
             .present
             .keys()
@@ -162,10 +182,9 @@ impl Membership {
     /// two of its heartbeats. A silent member is never waited for.
     #[must_use]
     pub fn is_live(&self, id: &InstanceId, now: Instant) -> bool {
-        self.present.get(id).is_some_and(|s| {
-            let hb = Duration::from_millis(s.record.heartbeat_ms);
-            now <= s.beat_at + hb * 2 + SILENCE_SLACK
-        })
+        self.present
+            .get(id)
+            .is_some_and(|s| s.silent_at().is_none_or(|t| now <= t))
     }
 
     /// The record of a present member.
@@ -265,6 +284,40 @@ mod tests {
         assert!(ids(&m).is_empty());
         m.refresh(t0 + Duration::from_secs(3));
         assert_eq!(ids(&m), ["a"]);
+    }
+
+    #[test]
+    fn a_member_silent_for_the_leave_delay_is_gone_even_without_an_expiry() {
+        let t0 = Instant::now();
+        let mut m = Membership::new(T);
+        m.observe_put(rec("a"), 1, t0);
+        m.observe_put(rec("b"), 2, t0);
+        m.refresh(t0 + T.stability_window);
+        assert_eq!(ids(&m), ["a", "b"]);
+        // "b" keeps beating (every 100 ms), "a" stops and no expiry marker ever comes; "a" is
+        // silent two heartbeats + 100 ms after its last record.
+        let silent = Duration::from_millis(300);
+        let mut t = t0;
+        while t + Duration::from_millis(100) < t0 + silent + T.leave_delay {
+            t += Duration::from_millis(100);
+            m.observe_put(rec("b"), 3 + (t - t0).as_millis() as u64, t);
+        }
+        m.refresh(t0 + silent + T.leave_delay - Duration::from_millis(1));
+        assert_eq!(ids(&m), ["a", "b"], "counted during the leave delay");
+        m.refresh(t0 + silent + T.leave_delay + Duration::from_millis(1));
+        assert_eq!(ids(&m), ["b"]);
+    }
+
+    #[test]
+    fn a_corrupt_heartbeat_interval_does_not_overflow_the_clock() {
+        let t0 = Instant::now();
+        let mut m = Membership::new(T);
+        let mut r = rec("a");
+        r.heartbeat_ms = u64::MAX;
+        m.observe_put(r, 1, t0);
+        let a = InstanceId::new("a").expect("valid");
+        assert!(m.is_live(&a, t0 + Duration::from_secs(3600)));
+        m.refresh(t0 + Duration::from_secs(86_400));
     }
 
     #[test]
