@@ -123,8 +123,25 @@ async fn a_role_with_takeover_never_stays_with_its_holder() {
     eprintln!("{r:?}");
     assert!(r.wanted.contains("shard-00"), "{r:?}");
     assert!(!r.movable.contains("shard-00"), "{r:?}");
-    assert_eq!(r.moved_in, r.movable, "the pinned role does not move");
-    assert_eq!(r.moved_back, r.movable, "only node-p's roles move back");
+    assert!(
+        !r.moved_in.contains("shard-00"),
+        "the pinned role moved: {r:?}"
+    );
+    assert!(
+        r.movable.is_subset(&r.moved_in),
+        "every preferred, movable role moves: {r:?}"
+    );
+    // The pinned role leaves its holder one role over its fair share, so spreading may move
+    // one more role to node-p (the minimum), and the issue allows one move beyond it.
+    let extra = r.moved_in.difference(&r.movable).count();
+    assert!(
+        extra <= 2,
+        "{extra} spreading moves beyond the preferred roles: {r:?}"
+    );
+    assert!(
+        r.moved_back.is_subset(&r.moved_in) && r.movable.is_subset(&r.moved_back),
+        "only node-p's roles move back, all of its preferred ones: {r:?}"
+    );
     for (role, expired, gap) in r.gaps_in.iter().chain(&r.gaps_back) {
         assert!(!expired, "{role} expired instead of being handed over");
         assert!(*gap < CLAIM_GRACE, "{role} vacant for {gap:?}");

@@ -1048,9 +1048,18 @@ async fn sigterm_of_a_holder_hands_its_roles_over_within_500ms() {
     let victim_id = procs.procs[victim].id.clone();
     let victim_roles = held_by(&holders, victim);
 
-    // Record every change of the role keys from before the signal on.
+    // Record every change of the role keys from before the signal on: the watcher has
+    // delivered the current lease of each of the victim's roles before the signal is sent.
     let store = open_bucket(&server.url(), &bucket).await;
     let recorder = KvRecorder::start(&store).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !victim_roles.keys().all(|r| !recorder.history(r).is_empty()) {
+        assert!(
+            Instant::now() < deadline,
+            "the recorder did not deliver the current leases"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     let t0 = Instant::now();
     procs.signal(victim, SIGTERM);

@@ -344,6 +344,7 @@ pub(crate) fn replan(shared: &Shared, p: &PlacementShared, now: Instant) {
         let rules = ReleaseRules {
             hysteresis: cfg.hysteresis as usize,
             cooldown: cfg.cooldown,
+            spread_settled: placement.preferred.keys().all(|r| holders.contains_key(r)),
         };
         let pick = choose_release(
             me,

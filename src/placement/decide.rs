@@ -47,6 +47,10 @@ pub struct ReleaseRules {
     pub hysteresis: usize,
     /// No second voluntary move of a role within this.
     pub cooldown: Duration,
+    /// Whether spreading (`share`) moves may start: false while some planned role has no
+    /// holder (a hand-over in flight), since a plan computed from that passing state may
+    /// differ from the settled one and move a role back and forth.
+    pub spread_settled: bool,
 }
 
 /// The held role to hand over next, if any, and to whom: a voluntary role, not moved within
@@ -69,7 +73,7 @@ pub fn choose_release<'a, 'p>(
         .filter(|h| h.moved_at.is_none_or(|t| now >= t + rules.cooldown))
         .filter_map(|h| placement.preferred.get(h.role).map(|p| (h.role, p)))
         .filter(|(_, p)| &p.instance != me && is_live(&p.instance))
-        .filter(|(_, p)| p.reason != PreferredReason::Share || over)
+        .filter(|(_, p)| p.reason != PreferredReason::Share || (over && rules.spread_settled))
         .min_by_key(|(r, p)| (p.reason == PreferredReason::Share, *r))
 }
 
@@ -164,6 +168,7 @@ mod tests {
         let rules = ReleaseRules {
             hysteresis: 0,
             cooldown: Duration::from_secs(30),
+            spread_settled: true,
         };
         let live = |_: &InstanceId| true;
         let pick = choose_release(&me, &held, &p, live, rules, now).map(|(r, _)| r.clone());
@@ -178,6 +183,14 @@ mod tests {
         let pick =
             choose_release(&me, &held, &share_only, live, rules, now).map(|(r, _)| r.clone());
         assert_eq!(pick, Some(role("r1")));
+        // While a hand-over is in flight somewhere, share moves wait; priority ones do not.
+        let unsettled = ReleaseRules {
+            spread_settled: false,
+            ..rules
+        };
+        assert!(choose_release(&me, &held, &share_only, live, unsettled, now).is_none());
+        let pick = choose_release(&me, &held, &p, live, unsettled, now).map(|(r, _)| r.clone());
+        assert_eq!(pick, Some(role("r2")));
         // Never to a silent member, never a pinned role, never within the cooldown.
         assert!(
             choose_release(&me, &held, &share_only, |i| i.as_str() != "b", rules, now).is_none()
