@@ -49,23 +49,6 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const SIGKILL: i32 = 9;
 const SIGTERM: i32 = 15;
 
-unsafe extern "C" {
-    /// POSIX `kill(2)` from the C library std already links.
-    fn kill(pid: i32, sig: i32) -> i32;
-}
-
-fn send_signal(pid: u32, sig: i32) {
-    let pid = i32::try_from(pid).expect("pid fits in i32");
-    // SAFETY: kill(2) only reads its two integer arguments.
-    let rc = unsafe { kill(pid, sig) };
-    assert_eq!(
-        rc,
-        0,
-        "kill({pid}, {sig}) failed: {}",
-        std::io::Error::last_os_error()
-    );
-}
-
 // ---------------------------------------------------------------------------------------------
 // Configuration files
 // ---------------------------------------------------------------------------------------------
@@ -297,7 +280,7 @@ impl Procs {
     }
 
     fn signal(&self, proc: usize, sig: i32) {
-        send_signal(self.procs[proc].pid, sig);
+        support::faults::signal(self.procs[proc].pid, sig);
     }
 
     /// Moves every line already received into the log.

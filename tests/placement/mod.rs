@@ -16,7 +16,7 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 use crate::support;
-use crate::support::faults::HarnessLog;
+use crate::support::faults::{HarnessLog, signal};
 use nats_roles::history::{Phase, TrialInfo};
 
 pub const TTL: Duration = Duration::from_secs(2);
@@ -315,22 +315,6 @@ impl Drop for Fleet {
             }
         }
     }
-}
-
-unsafe extern "C" {
-    fn kill(pid: i32, sig: i32) -> i32;
-}
-
-fn signal(pid: u32, sig: i32) {
-    let pid = i32::try_from(pid).expect("pid fits in i32");
-    // SAFETY: kill(2) only reads its two integer arguments.
-    let rc = unsafe { kill(pid, sig) };
-    assert_eq!(
-        rc,
-        0,
-        "kill({pid}, {sig}): {}",
-        std::io::Error::last_os_error()
-    );
 }
 
 // ---------------------------------------------------------------------------------------------
