@@ -131,11 +131,13 @@ async fn a_role_with_takeover_never_stays_with_its_holder() {
         r.movable.is_subset(&r.moved_in),
         "every preferred, movable role moves: {r:?}"
     );
-    // The pinned role leaves its holder one role over its fair share, so spreading may move
-    // one more role to node-p (the minimum), and the issue allows one move beyond it.
+    // node-p campaigns only for the three roles it prefers, so its share is the two it can
+    // take, the pinned role's holder keeps one role more than the others, and nothing else
+    // needs to move (`placement::plan` unit test `a_member_campaigning_for_few_roles_moves_only_those`).
+    // The issue allows one move beyond the minimum.
     let extra = r.moved_in.difference(&r.movable).count();
     assert!(
-        extra <= 2,
+        extra <= 1,
         "{extra} spreading moves beyond the preferred roles: {r:?}"
     );
     assert!(

@@ -7,11 +7,13 @@
 //! from the plan ([`hold_back`], [`choose_release`]). The manager's placement controller
 //! (`manager::placement`) drives them.
 
+mod balance;
 mod decide;
 mod hash;
 mod member;
 mod membership;
 mod plan;
+mod quota;
 
 pub use decide::{Held, ReleaseRules, choose_release, hold_back};
 pub use member::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};

@@ -6,19 +6,25 @@
 //! 2. **Pinned**: a role held by a member that never hands it over stays there.
 //! 3. **Priority**: among the members that campaign for a role, the highest priority wins.
 //! 4. **Share**: ties are spread by weighted fair share. Every member gets a quota of
-//!    `floor(R × w / W)` roles (R roles with a preference, W the sum of weights); the roles left
-//!    over go one each to the members with the largest remainder, then to those holding the
-//!    most roles now (fewest moves), then by id. A role stays with its current holder while
+//!    `R × w / W` roles (R roles with a preference, W the sum of weights), bounded below by
+//!    the roles fixed to it (rules 2 and 3) and above by the roles it can hold at all; what a
+//!    bound takes or leaves is shared among the others (`quota`: water-filling). Fractions are
+//!    rounded by largest remainder, then towards the members holding the most roles now
+//!    (fewest moves), then by id. A role stays with its current holder while
 //!    that holder is within quota (the roles it keeps are chosen by rendezvous score); the
 //!    rest go, in name order, to the tied member with spare quota and the highest rendezvous
-//!    score for the role. A plan applied as it is gives the same plan again (no moves).
+//!    score for the role. Where members campaign for different roles, that greedy pass can
+//!    leave gaps; they are closed along augmenting paths of role shifts (`balance`). A plan
+//!    applied as it is gives the same plan again (no moves).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use super::balance::reach_quotas;
 use super::hash::score;
 use super::member::MemberRecord;
+use super::quota::{Bounds, quotas};
 use crate::names::{InstanceId, RoleName};
 
 /// One member as the plan sees it.
@@ -111,8 +117,9 @@ pub struct Preferred {
 pub struct Placement {
     /// Preferred holder per role; a role with no eligible candidate has none.
     pub preferred: BTreeMap<RoleName, Preferred>,
-    /// Fair-share quota of every eligible member (roles it should hold at most, priority
-    /// roles included).
+    /// The share of every eligible member: the roles the plan gives it (its weighted fair
+    /// quota as far as the members' role sets allow it; a spreading release happens only above
+    /// it plus the hysteresis). Priority roles included.
     pub quota: BTreeMap<InstanceId, usize>,
 }
 
@@ -185,11 +192,25 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
         })
         .collect();
     let total = fixed.len() + shared.len();
-    let quota = quotas(&pool, total, holders);
     let mut load: BTreeMap<&InstanceId, usize> = pool.iter().map(|c| (&c.id, 0)).collect();
     for (id, _) in fixed.values() {
         *load.entry(id).or_default() += 1;
     }
+    let bounds: Vec<Bounds<'_>> = pool
+        .iter()
+        .map(|c| {
+            let lower = load.get(&c.id).copied().unwrap_or(0);
+            let tied = shared.iter().filter(|(_, t)| t.contains(&&c.id)).count();
+            Bounds {
+                id: &c.id,
+                weight: c.weight.max(1),
+                lower,
+                upper: lower + tied,
+                held: holders.values().filter(|h| **h == c.id).count(),
+            }
+        })
+        .collect();
+    let quota = quotas(&bounds, total);
 
     // Keep current holders within quota (highest rendezvous scores first).
     let mut assigned: BTreeMap<&RoleName, &InstanceId> = BTreeMap::new();
@@ -213,8 +234,10 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
             *load.entry(h).or_default() += 1;
         }
     }
-    // Everything else: spare quota by rendezvous score, else the least loaded (per weight).
+    // Everything else: spare quota by rendezvous score, else the least loaded (per weight),
+    // the current holder first among equals.
     for (role, tied) in &shared {
+        let holds = |id: &InstanceId| holders.get(*role) == Some(id);
         if assigned.contains_key(role) {
             continue;
         }
@@ -231,9 +254,12 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
                     let lb = load.get(*b).copied().unwrap_or(0) as u128;
                     let wa = u128::from(by_id.get(*a).map_or(1, |c| c.weight.max(1)));
                     let wb = u128::from(by_id.get(*b).map_or(1, |c| c.weight.max(1)));
-                    (la * wb).cmp(&(lb * wa)).then_with(|| {
-                        score(role.as_str(), b.as_str()).cmp(&score(role.as_str(), a.as_str()))
-                    })
+                    (la * wb)
+                        .cmp(&(lb * wa))
+                        .then_with(|| holds(b).cmp(&holds(a)))
+                        .then_with(|| {
+                            score(role.as_str(), b.as_str()).cmp(&score(role.as_str(), a.as_str()))
+                        })
                 })
             });
         if let Some(best) = best {
@@ -241,6 +267,10 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
             *load.entry(best).or_default() += 1;
         }
     }
+
+    // Members campaigning for different roles: close the gaps the greedy pass left.
+    let weights: BTreeMap<&InstanceId, u32> = pool.iter().map(|c| (&c.id, c.weight)).collect();
+    reach_quotas(&shared, &quota, &weights, holders, &mut assigned, &mut load);
 
     let mut preferred = BTreeMap::new();
     let reason_for = |role: &RoleName, to: &InstanceId, base: PreferredReason| match holders
@@ -273,41 +303,9 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
     }
     Placement {
         preferred,
-        quota: quota.into_iter().map(|(k, v)| (k.clone(), v)).collect(),
+        // What the plan gives each member: the quota where the role sets allow it.
+        quota: load.into_iter().map(|(k, v)| (k.clone(), v)).collect(),
     }
-}
-
-/// Weighted quotas summing to `total`: floors first, then one extra each by largest
-/// remainder, most roles held now, id.
-fn quotas<'a>(
-    pool: &[&'a Candidate],
-    total: usize,
-    holders: &BTreeMap<RoleName, InstanceId>,
-) -> BTreeMap<&'a InstanceId, usize> {
-    let weight_sum: u128 = pool.iter().map(|c| u128::from(c.weight.max(1))).sum();
-    if weight_sum == 0 {
-        return BTreeMap::new();
-    }
-    let total_u = total as u128;
-    let mut out = BTreeMap::new();
-    let mut rest: Vec<(u128, usize, &InstanceId)> = Vec::new();
-    let mut given = 0usize;
-    for c in pool {
-        let w = u128::from(c.weight.max(1));
-        let share = total_u * w;
-        let floor = usize::try_from(share / weight_sum).unwrap_or(usize::MAX);
-        given += floor;
-        out.insert(&c.id, floor);
-        let held = holders.values().filter(|h| **h == c.id).count();
-        rest.push((share % weight_sum, held, &c.id));
-    }
-    rest.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(b.2)));
-    for (_, _, id) in rest.into_iter().take(total.saturating_sub(given)) {
-        if let Some(q) = out.get_mut(id) {
-            *q += 1;
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -425,6 +423,56 @@ mod tests {
             prop_assert_eq!(moves(&again, &after, &live), 0);
         }
 
+        /// Members campaign for different subsets of the roles (equal priority). The plan
+        /// gives every role to one of its candidates, is its own plan once applied, and is
+        /// balanced as far as the subsets allow: no role sits with a member holding two or
+        /// more roles more than another candidate of that role.
+        #[test]
+        fn restricted_candidates_are_balanced_and_stable(
+            subsets in proptest::collection::vec(proptest::collection::vec(any::<bool>(), 24), 2..6),
+            held in proptest::collection::vec(proptest::option::of(0usize..6), 24),
+        ) {
+            let live: Vec<Candidate> = subsets
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Candidate {
+                    roles: s
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, on)| **on)
+                        .map(|(r, _)| (role(r), 0))
+                        .collect(),
+                    ..member(i, 0, 0)
+                })
+                .collect();
+            let holders: BTreeMap<RoleName, InstanceId> = held
+                .iter()
+                .enumerate()
+                .filter_map(|(ri, h)| {
+                    h.filter(|h| *h < live.len() && subsets[*h][ri])
+                        .map(|h| (role(ri), id(h)))
+                })
+                .collect();
+            let p = plan(&live, &holders);
+            for (r, pref) in &p.preferred {
+                let c = live.iter().find(|c| c.id == pref.instance).expect("a member");
+                prop_assert!(c.roles.contains_key(r), "{} given to a non-candidate", r);
+            }
+            for (r, pref) in &p.preferred {
+                let load = p.load(&pref.instance);
+                for c in live.iter().filter(|c| c.roles.contains_key(r)) {
+                    prop_assert!(
+                        load < p.load(&c.id) + 2,
+                        "{} stays with {} ({} roles) though {} ({} roles) campaigns for it",
+                        r, pref.instance, load, c.id, p.load(&c.id)
+                    );
+                }
+            }
+            let after = applied(&p);
+            let again = plan(&live, &after);
+            prop_assert_eq!(moves(&again, &after, &live), 0);
+        }
+
         #[test]
         fn weighted_shares_follow_weights(weights in proptest::collection::vec(1u32..5, 1..5), r in 1usize..80) {
             let live: Vec<Candidate> = weights
@@ -499,6 +547,53 @@ mod tests {
             assert_eq!(p.preferred[&role(r)].reason, PreferredReason::Priority);
         }
         assert_eq!(p.load(&id(3)), 4);
+    }
+
+    /// The scenario of `tests/placement_processes.rs`: 12 roles on 3 members, 4 each; node-3
+    /// joins campaigning only for one role of each member, at a higher priority, and one of
+    /// them is pinned. Only its two movable roles move, in every state the hand-overs pass
+    /// through: a member that can hold only a few roles must not leave an unusable share
+    /// that makes the others trade roles among themselves.
+    #[test]
+    fn a_member_campaigning_for_few_roles_moves_only_those() {
+        let mut live: Vec<Candidate> = (0..3).map(|i| member(i, 12, 0)).collect();
+        let mut holders = applied(&plan(&live, &BTreeMap::new()));
+        let first_of = |m: usize, h: &BTreeMap<RoleName, InstanceId>| {
+            h.iter()
+                .find(|(_, i)| **i == id(m))
+                .map(|(r, _)| r.clone())
+                .expect("every member holds roles")
+        };
+        let wanted: Vec<RoleName> = (0..3).map(|m| first_of(m, &holders)).collect();
+        live[0].pinned = [wanted[0].clone()].into();
+        let mut p3 = member(3, 0, 0);
+        p3.roles = wanted.iter().map(|r| (r.clone(), 10)).collect();
+        live.push(p3);
+        let movable = &wanted[1..];
+        for step in 0..=movable.len() {
+            let p = plan(&live, &holders);
+            let moving: Vec<&RoleName> = holders
+                .iter()
+                .filter(|(r, h)| p.preferred.get(*r).is_some_and(|p| &p.instance != *h))
+                .map(|(r, _)| r)
+                .collect();
+            let mut expected: Vec<&RoleName> = movable[step..].iter().collect();
+            expected.sort();
+            assert_eq!(moving, expected, "after {step} hand-overs");
+            if let Some(r) = movable.get(step) {
+                holders.insert(r.clone(), id(3));
+            }
+        }
+        // The hand-over in flight: a role released and not yet acquired.
+        let mut vacant = holders.clone();
+        vacant.remove(&movable[0]);
+        let p = plan(&live, &vacant);
+        assert!(
+            vacant
+                .iter()
+                .all(|(r, h)| p.preferred.get(r).is_some_and(|p| &p.instance == h)),
+            "a vacancy moves nothing else"
+        );
     }
 
     #[test]
