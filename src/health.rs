@@ -105,9 +105,59 @@ impl FailureCounter {
     }
 }
 
+/// What the instance tells the other members about its health (the `healthy` flag of its
+/// membership record): unhealthy from the moment the failure threshold releases its roles
+/// until the cooldown has passed *and* a check passes again. So placement never prefers an
+/// instance whose roles are cooling down (they would be handed to it and not taken), and a
+/// single failed check below the threshold moves nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Advertised {
+    /// Unhealthy until this instant and the next passing check.
+    until: Option<std::time::Instant>,
+}
+
+impl Advertised {
+    /// Records a release for ill health at `now` with the role `cooldown`.
+    pub(crate) fn released(&mut self, now: std::time::Instant, cooldown: std::time::Duration) {
+        self.until = Some(now + cooldown);
+    }
+
+    /// The flag to publish after a check with result `healthy` at `now`.
+    pub(crate) fn observe(&mut self, healthy: bool, now: std::time::Instant) -> bool {
+        match self.until {
+            Some(until) if healthy && now >= until => {
+                self.until = None;
+                true
+            }
+            Some(_) => false,
+            None => true,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn advertised_unhealthy_from_the_release_until_cooldown_and_a_passing_check() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        let mut a = Advertised::default();
+        // Failures below the threshold change nothing.
+        assert!(a.observe(false, t0));
+        a.released(t0, 2 * s);
+        // Passing checks inside the cooldown keep it unhealthy.
+        assert!(!a.observe(true, t0 + s));
+        // After the cooldown, only a passing check ends it.
+        assert!(!a.observe(false, t0 + 3 * s));
+        assert!(a.observe(true, t0 + 4 * s));
+        assert!(a.observe(true, t0 + 4 * s));
+        // Another release restarts it.
+        a.released(t0 + 5 * s, s);
+        assert!(!a.observe(true, t0 + 5 * s));
+    }
 
     #[test]
     fn releases_after_threshold_consecutive_failures() {

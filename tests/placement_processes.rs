@@ -299,3 +299,123 @@ async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_w
     }
     fleet.assert_no_overlap();
 }
+
+/// Health wins over spreading: an instance whose health check fails hands every role over
+/// gracefully (no expiry, no vacancy longer than a hand-over), is preferred for nothing while
+/// it is unhealthy and its roles cool down, and gets its share back by hand-over once the
+/// cooldown has passed and its check passes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the_cooldown() {
+    const COOLDOWN: Duration = Duration::from_secs(2);
+    let server = NatsServer::start().await;
+    let dir = tempfile::Builder::new()
+        .prefix("nats-roles-placement-")
+        .tempdir()
+        .expect("tempdir");
+    let bucket = format!("health-{}", uuid::Uuid::new_v4().simple());
+    let names = placement::roles(12);
+    let cfg: Vec<(String, Option<i32>)> = names.iter().map(|r| (r.clone(), None)).collect();
+    let config = placement::write_config(dir.path(), "all", &bucket, &cfg);
+    // node-a's health command: healthy while the file exists.
+    let health_file = dir.path().join("node-a.healthy");
+    std::fs::write(&health_file, "ok").expect("write health file");
+    let a_config = placement::write_config(dir.path(), "a", &bucket, &cfg);
+    let mut yaml = std::fs::read_to_string(&a_config).expect("read config");
+    yaml.push_str(&format!(
+        "health:\n  command: [\"test\", \"-e\", \"{}\"]\n  interval: 200ms\n  timeout: 150ms\n  \
+         failure_threshold: 2\n  cooldown: {}ms\n",
+        health_file.display(),
+        COOLDOWN.as_millis()
+    ));
+    std::fs::write(&a_config, yaml).expect("write config");
+
+    let mut fleet = placement::Fleet::new(Path::new(BIN), &server.url(), dir);
+    let abc = ["node-a", "node-b", "node-c"];
+    let t0 = Instant::now();
+    fleet.start("node-a", &a_config);
+    fleet.start("node-b", &config);
+    fleet.start("node-c", &config);
+    let (rec, _watch) = placement::Recorder::start(&server.url(), &bucket).await;
+    placement::converge(
+        &rec,
+        12,
+        &abc,
+        t0,
+        Duration::from_secs(1),
+        Duration::from_secs(20),
+    )
+    .await;
+
+    // Unhealthy: every role leaves node-a by hand-over.
+    let sick = Instant::now();
+    std::fs::remove_file(&health_file).expect("remove health file");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let h = rec.holders();
+        if h.len() == 12
+            && h.values()
+                .all(|h| h.as_deref().is_some_and(|h| h != "node-a"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node-a still holds roles: {h:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = sick.elapsed();
+    for (role, expired, gap) in rec.gaps_since(sick) {
+        assert!(!expired, "{role} expired instead of being handed over");
+        assert!(gap < CLAIM_GRACE, "{role} vacant for {gap:?}");
+    }
+    placement::converge(
+        &rec,
+        12,
+        &["node-b", "node-c"],
+        sick,
+        Duration::from_millis(500),
+        Duration::from_secs(10),
+    )
+    .await;
+    // node-a runs on but is preferred for nothing.
+    let view = status(&server.url(), &bucket).await;
+    for (role, (holder, preferred, _)) in &view {
+        assert_ne!(holder, "node-a", "{role}: {view:?}");
+        assert_ne!(preferred, "node-a", "{role}: {view:?}");
+    }
+
+    // Healthy again: node-a gets its share back, by hand-over, only after the cooldown.
+    std::fs::write(&health_file, "ok").expect("restore health file");
+    let healed = Instant::now();
+    placement::converge(
+        &rec,
+        12,
+        &abc,
+        healed,
+        Duration::from_secs(1),
+        COOLDOWN + TTL * 3 + Duration::from_secs(5),
+    )
+    .await;
+    let back: Vec<Duration> = rec
+        .moves_since(healed)
+        .iter()
+        .filter(|c| c.holder.as_deref() == Some("node-a"))
+        .map(|c| c.at - sick)
+        .collect();
+    assert!(!back.is_empty(), "node-a got nothing back");
+    assert!(
+        back.iter().all(|d| *d >= COOLDOWN),
+        "node-a got roles back {back:?} after it failed, within the {COOLDOWN:?} cooldown"
+    );
+    for (role, expired, gap) in rec.gaps_since(healed) {
+        assert!(!expired, "{role} expired instead of being handed over");
+        assert!(gap < CLAIM_GRACE, "{role} vacant for {gap:?}");
+    }
+    eprintln!(
+        "roles left the unhealthy instance {left:?} after its check started failing; back \
+         {:?} after",
+        back.iter().min()
+    );
+    for id in abc {
+        fleet.sigterm(id).await;
+    }
+    fleet.assert_no_overlap();
+}

@@ -30,7 +30,7 @@ use crate::callbacks::{NoCallbacks, RoleCallbacks};
 use crate::config::{Config, PlacementConfig, RoleConfig, Takeover, TimingConfig};
 use crate::core::{Identity, ReleaseReason, RetryPolicy, RoleMachine, Timing};
 use crate::error::Error;
-use crate::health::{FailureCounter, HealthChecker, HealthPolicy};
+use crate::health::{Advertised, FailureCounter, HealthChecker, HealthPolicy};
 use crate::leadership::Leadership;
 use crate::names::{InstanceId, RoleName};
 use crate::store::ServerErrors;
@@ -853,6 +853,7 @@ async fn health_loop(
     cancel: CancellationToken,
 ) {
     let mut failures = FailureCounter::default();
+    let mut advertised = Advertised::default();
     let mut tick = tokio::time::interval(policy.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -864,17 +865,24 @@ async fn health_loop(
         let healthy = tokio::time::timeout(policy.timeout, checker.check())
             .await
             .unwrap_or(false);
-        if let Some(p) = &shared.placement {
-            p.healthy
-                .send_if_modified(|h| std::mem::replace(h, healthy) != healthy);
-        }
         if failures.record(healthy, policy.failure_threshold) {
             warn!(
                 failures = policy.failure_threshold,
                 cooldown = ?policy.cooldown,
                 "health check failed repeatedly; releasing all roles"
             );
+            // The other members learn first that this instance is unhealthy, so they take
+            // its roles at once instead of holding back for it (bounded wait).
+            if let Some(p) = &shared.placement {
+                placement::publish_health_and_wait(p, false).await;
+            }
+            advertised.released(std::time::Instant::now(), policy.cooldown);
             shared.broadcast(|| RoleInput::Release(ReleaseReason::Unhealthy, policy.cooldown));
+        } else if let Some(p) = &shared.placement {
+            let flag = advertised.observe(healthy, std::time::Instant::now());
+            if flag {
+                p.healthy.send_if_modified(|h| !std::mem::replace(h, true));
+            }
         }
     }
 }

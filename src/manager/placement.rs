@@ -66,6 +66,17 @@ struct Controller {
     last: Placement,
 }
 
+/// What the last stored membership record said (so a caller can wait until it is out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Written {
+    /// Its draining flag.
+    pub(crate) draining: bool,
+    /// Its healthy flag.
+    pub(crate) healthy: bool,
+    /// The `record_changed` generation it includes.
+    pub(crate) generation: u64,
+}
+
 /// Placement state shared by the watcher, the controller tasks and the manager.
 pub(crate) struct PlacementShared {
     pub(crate) settings: Settings,
@@ -76,8 +87,8 @@ pub(crate) struct PlacementShared {
     pub(crate) healthy: watch::Sender<bool>,
     /// Bumped when the record's content changed (roles added); the heartbeat rewrites it.
     pub(crate) record_changed: watch::Sender<u64>,
-    /// Generation of the last record written: (draining, `record_changed` generation).
-    pub(crate) written: watch::Sender<Option<(bool, u64)>>,
+    /// The last record written: its flags and `record_changed` generation.
+    pub(crate) written: watch::Sender<Option<Written>>,
     /// Wakes the controller (a role changed hands).
     pub(crate) wake: tokio::sync::Notify,
     started_at: String,
@@ -453,7 +464,11 @@ pub(crate) async fn run_heartbeat(
             },
         };
         let record = p.record(&shared);
-        let generation = (record.draining, *p.record_changed.borrow());
+        let written = Written {
+            draining: record.draining,
+            healthy: record.healthy,
+            generation: *p.record_changed.borrow(),
+        };
         let outcome = shared
             .store
             .cas(&key, expected, Some(ttl), record.to_bytes(), false, timeout)
@@ -462,7 +477,7 @@ pub(crate) async fn run_heartbeat(
             WriteOutcome::Ok { revision } => {
                 rev = Some(revision);
                 adopted = true;
-                p.written.send_replace(Some(generation));
+                p.written.send_replace(Some(written));
                 next = Instant::now() + heartbeat(ttl);
             }
             WriteOutcome::Conflict => {
@@ -491,9 +506,18 @@ pub(crate) async fn run_heartbeat(
 pub(crate) async fn drain_and_wait(p: &PlacementShared, timeout: Duration) {
     p.draining.send_replace(true);
     let mut written = p.written.subscribe();
+    let _ =
+        tokio::time::timeout(timeout, written.wait_for(|w| w.is_some_and(|w| w.draining))).await;
+}
+
+/// Sets the healthy flag and waits, at most one operation timeout, until a record saying so
+/// is stored (the other members then stop preferring this instance before it lets go).
+pub(crate) async fn publish_health_and_wait(p: &PlacementShared, healthy: bool) {
+    p.healthy.send_replace(healthy);
+    let mut written = p.written.subscribe();
     let _ = tokio::time::timeout(
-        timeout,
-        written.wait_for(|w| w.is_some_and(|(draining, _)| draining)),
+        p.settings.operation_timeout,
+        written.wait_for(|w| w.is_some_and(|w| w.healthy == healthy)),
     )
     .await;
 }
