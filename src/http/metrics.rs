@@ -9,8 +9,7 @@ use axum::response::{IntoResponse, Response};
 use super::Api;
 use super::error::ApiError;
 
-/// `Content-Type` of the Prometheus text exposition format.
-pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub use crate::metrics::PROMETHEUS_CONTENT_TYPE;
 
 /// Produces the body of `GET /metrics` (Prometheus text) on each scrape, or why it cannot.
 #[derive(Clone)]

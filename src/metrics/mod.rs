@@ -16,6 +16,10 @@ mod sink;
 
 pub(crate) use sink::RoleMetrics;
 
+/// `Content-Type` of the Prometheus text exposition format (version 0.0.4), as served on
+/// `GET /metrics`.
+pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
 /// The names of every instrument (identical in Prometheus and OTLP backends).
 pub mod names {
     /// Gauge: 1 while this instance holds the role, else 0.

@@ -19,7 +19,7 @@ use opentelemetry_sdk::metrics::reader::MetricReader;
 use opentelemetry_sdk::metrics::{InstrumentKind, ManualReader, Pipeline, Temporality};
 
 /// The `Content-Type` of [`encode`]'s output.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub const CONTENT_TYPE: &str = crate::metrics::PROMETHEUS_CONTENT_TYPE;
 
 /// A pull reader for a meter provider: register a clone with
 /// `SdkMeterProvider::builder().with_reader(..)`, then call [`PrometheusReader::render`] per
