@@ -565,7 +565,7 @@ pub struct PlacementConfig {
     #[serde(with = "humantime_serde")]
     pub move_interval: Duration,
     /// Spreading releases roles only while this instance holds more than its
-    /// quota plus this many. Default: `0`.
+    /// share in the plan plus this many. Default: `0`.
     pub hysteresis: u32,
     /// Start draining: move every role away and take none another member is
     /// preferred for. Default: `false`.

@@ -323,7 +323,7 @@ async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the
     let mut yaml = std::fs::read_to_string(&a_config).expect("read config");
     yaml.push_str(&format!(
         "health:\n  command: [\"test\", \"-e\", \"{}\"]\n  interval: 200ms\n  timeout: 150ms\n  \
-         failure_threshold: 2\n  cooldown: {}ms\n",
+         failure_threshold: 2\n  cooldown: {}ms\nshutdown:\n  drain_timeout: 500ms\n",
         health_file.display(),
         COOLDOWN.as_millis()
     ));

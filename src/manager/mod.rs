@@ -307,6 +307,14 @@ impl RoleManagerBuilder {
                 None => {}
             }
         }
+        // How long a release can take at most: the drain of the role work, then the write.
+        let release_bound = self.drain_timeout
+            + self
+                .roles
+                .iter()
+                .map(|r| r.timing.operation_timeout)
+                .max()
+                .unwrap_or(Timing::default().operation_timeout);
         let placement = self.placement.clone().map(|(config, member_ttl)| {
             let shortest = self.roles.iter().map(|r| r.timing.ttl).min();
             let member_ttl = member_ttl
@@ -405,7 +413,14 @@ impl RoleManagerBuilder {
         }
         if let Some((checker, policy)) = self.health {
             background.push(tokio::spawn(
-                health_loop(shared.clone(), checker, policy, cancel.clone()).instrument(span),
+                health_loop(
+                    shared.clone(),
+                    checker,
+                    policy,
+                    release_bound,
+                    cancel.clone(),
+                )
+                .instrument(span),
             ));
         }
         if let Ok(mut b) = manager.background.lock() {
@@ -850,6 +865,7 @@ async fn health_loop(
     shared: Arc<Shared>,
     checker: Arc<dyn HealthChecker>,
     policy: HealthPolicy,
+    release_bound: Duration,
     cancel: CancellationToken,
 ) {
     let mut failures = FailureCounter::default();
@@ -874,12 +890,14 @@ async fn health_loop(
             // The other members learn first that this instance is unhealthy, so they take
             // its roles at once instead of holding back for it (bounded wait).
             if let Some(p) = &shared.placement {
-                placement::publish_health_and_wait(p, false).await;
+                placement::publish_health_and_wait(p, false, &cancel).await;
             }
-            advertised.released(std::time::Instant::now(), policy.cooldown);
+            // The roles' cooldown starts when their release is done: after the drain of the
+            // role work and the release write. Stay unhealthy in the record at least that long.
+            advertised.released(Instant::now().into_std(), policy.cooldown + release_bound);
             shared.broadcast(|| RoleInput::Release(ReleaseReason::Unhealthy, policy.cooldown));
         } else if let Some(p) = &shared.placement {
-            let flag = advertised.observe(healthy, std::time::Instant::now());
+            let flag = advertised.observe(healthy, Instant::now().into_std());
             if flag {
                 p.healthy.send_if_modified(|h| !std::mem::replace(h, true));
             }

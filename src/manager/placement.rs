@@ -339,7 +339,13 @@ pub(crate) fn replan(shared: &Shared, p: &PlacementShared, now: Instant) {
     }
 
     // At most one voluntary release, and only once this instance counts in the plan itself.
-    if i_count && state.in_flight.is_none() && state.budget.1 < cfg.move_budget {
+    // An unhealthy instance releases nothing here: its health check releases every role at
+    // once, with the health cooldown (a placement release first would run without it).
+    if i_count
+        && *p.healthy.borrow()
+        && state.in_flight.is_none()
+        && state.budget.1 < cfg.move_budget
+    {
         let held: Vec<Held<'_>> = statuses
             .iter()
             .filter(|(_, s)| **s == RoleState::Leader)
@@ -510,14 +516,21 @@ pub(crate) async fn drain_and_wait(p: &PlacementShared, timeout: Duration) {
         tokio::time::timeout(timeout, written.wait_for(|w| w.is_some_and(|w| w.draining))).await;
 }
 
-/// Sets the healthy flag and waits, at most one operation timeout, until a record saying so
-/// is stored (the other members then stop preferring this instance before it lets go).
-pub(crate) async fn publish_health_and_wait(p: &PlacementShared, healthy: bool) {
+/// Sets the healthy flag and waits, at most one operation timeout and not past `cancel`,
+/// until a record saying so is stored (the other members then stop preferring this instance
+/// before it lets go).
+pub(crate) async fn publish_health_and_wait(
+    p: &PlacementShared,
+    healthy: bool,
+    cancel: &CancellationToken,
+) {
     p.healthy.send_replace(healthy);
     let mut written = p.written.subscribe();
-    let _ = tokio::time::timeout(
-        p.settings.operation_timeout,
-        written.wait_for(|w| w.is_some_and(|w| w.healthy == healthy)),
-    )
-    .await;
+    tokio::select! {
+        () = cancel.cancelled() => {}
+        _ = tokio::time::timeout(
+            p.settings.operation_timeout,
+            written.wait_for(|w| w.is_some_and(|w| w.healthy == healthy)),
+        ) => {}
+    }
 }

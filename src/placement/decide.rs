@@ -43,7 +43,7 @@ pub struct Held<'a> {
 /// Limits of voluntary releases.
 #[derive(Debug, Clone, Copy)]
 pub struct ReleaseRules {
-    /// Spreading releases only while holding more than quota + this.
+    /// Spreading releases only while holding more than the share in the plan + this.
     pub hysteresis: usize,
     /// No second voluntary move of a role within this.
     pub cooldown: Duration,

@@ -5,17 +5,18 @@
 //! 1. **Health**: draining or unhealthy members are preferred for nothing.
 //! 2. **Pinned**: a role held by a member that never hands it over stays there.
 //! 3. **Priority**: among the members that campaign for a role, the highest priority wins.
-//! 4. **Share**: ties are spread by weighted fair share. Every member gets a quota of
-//!    `R × w / W` roles (R roles with a preference, W the sum of weights), bounded below by
-//!    the roles fixed to it (rules 2 and 3) and above by the roles it can hold at all; what a
-//!    bound takes or leaves is shared among the others (`quota`: water-filling). Fractions are
-//!    rounded by largest remainder, then towards the members holding the most roles now
-//!    (fewest moves), then by id. A role stays with its current holder while
-//!    that holder is within quota (the roles it keeps are chosen by rendezvous score); the
-//!    rest go, in name order, to the tied member with spare quota and the highest rendezvous
-//!    score for the role. Where members campaign for different roles, that greedy pass can
-//!    leave gaps; they are closed along augmenting paths of role shifts (`balance`). A plan
-//!    applied as it is gives the same plan again (no moves).
+//! 4. **Share**: ties are spread by weighted fair share, per group of members connected by
+//!    shared roles. Every member gets a quota of `R × w / W` roles (R roles of its group, W
+//!    the group's sum of weights), bounded below by the roles fixed to it (rules 2 and 3) and
+//!    above by the roles it can hold at all; what a bound takes or leaves is shared among the
+//!    others (`quota`: water-filling). Fractions are rounded by largest remainder, then
+//!    towards the members already holding more than their floor (fewest moves), then by id.
+//!    A role stays with its current holder while that holder is within quota (the roles it
+//!    keeps are chosen by rendezvous score); the rest go, in name order, to the tied member
+//!    with spare quota and the highest rendezvous score for the role, else stay with their
+//!    holder. Where members campaign for different roles, that greedy pass can leave gaps;
+//!    they are closed along augmenting paths of role shifts (`balance`). A plan applied as it
+//!    is gives the same plan again (no moves).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,7 +25,7 @@ use serde::Serialize;
 use super::balance::reach_quotas;
 use super::hash::score;
 use super::member::MemberRecord;
-use super::quota::{Bounds, quotas};
+use super::quota::{Bounds, quotas_by_group};
 use crate::names::{InstanceId, RoleName};
 
 /// One member as the plan sees it.
@@ -191,7 +192,6 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
                     || shared.iter().any(|(_, t)| t.contains(&&c.id)))
         })
         .collect();
-    let total = fixed.len() + shared.len();
     let mut load: BTreeMap<&InstanceId, usize> = pool.iter().map(|c| (&c.id, 0)).collect();
     for (id, _) in fixed.values() {
         *load.entry(id).or_default() += 1;
@@ -210,7 +210,8 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
             }
         })
         .collect();
-    let quota = quotas(&bounds, total);
+    let links: Vec<&[&InstanceId]> = shared.iter().map(|(_, t)| t.as_slice()).collect();
+    let quota = quotas_by_group(&bounds, &links);
 
     // Keep current holders within quota (highest rendezvous scores first).
     let mut assigned: BTreeMap<&RoleName, &InstanceId> = BTreeMap::new();
@@ -234,8 +235,8 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
             *load.entry(h).or_default() += 1;
         }
     }
-    // Everything else: spare quota by rendezvous score, else the least loaded (per weight),
-    // the current holder first among equals.
+    // Everything else: spare quota by rendezvous score, else the current holder, else the
+    // least loaded (per weight).
     for (role, tied) in &shared {
         let holds = |id: &InstanceId| holders.get(*role) == Some(id);
         if assigned.contains_key(role) {
@@ -244,22 +245,23 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
         let spare = |id: &InstanceId| {
             quota.get(id).copied().unwrap_or(0) > load.get(id).copied().unwrap_or(0)
         };
+        // No tied member has spare quota: the quotas cannot all be reached (members campaign
+        // for different roles). The holder keeps the role, so a plan that has been carried out
+        // stays its own plan; `balance` evens out what needs it.
         let best = tied
             .iter()
             .filter(|t| spare(t))
             .max_by_key(|t| score(role.as_str(), t.as_str()))
+            .or_else(|| tied.iter().find(|t| holds(t)))
             .or_else(|| {
                 tied.iter().min_by(|a, b| {
                     let la = load.get(*a).copied().unwrap_or(0) as u128;
                     let lb = load.get(*b).copied().unwrap_or(0) as u128;
                     let wa = u128::from(by_id.get(*a).map_or(1, |c| c.weight.max(1)));
                     let wb = u128::from(by_id.get(*b).map_or(1, |c| c.weight.max(1)));
-                    (la * wb)
-                        .cmp(&(lb * wa))
-                        .then_with(|| holds(b).cmp(&holds(a)))
-                        .then_with(|| {
-                            score(role.as_str(), b.as_str()).cmp(&score(role.as_str(), a.as_str()))
-                        })
+                    (la * wb).cmp(&(lb * wa)).then_with(|| {
+                        score(role.as_str(), b.as_str()).cmp(&score(role.as_str(), a.as_str()))
+                    })
                 })
             });
         if let Some(best) = best {
@@ -471,6 +473,54 @@ mod tests {
             let after = applied(&p);
             let again = plan(&live, &after);
             prop_assert_eq!(moves(&again, &after, &live), 0);
+        }
+
+        /// Members in groups that campaign for disjoint sets of roles (so quotas computed over
+        /// everyone cannot all be reached), with random subsets inside a group, weights and
+        /// holders: a plan that has been carried out is its own plan.
+        #[test]
+        fn carried_out_plans_are_stable_when_quotas_cannot_be_reached(
+            groups in proptest::collection::vec(
+                (1usize..4, 1usize..12, proptest::collection::vec(any::<bool>(), 36)),
+                1..4,
+            ),
+            weights in proptest::collection::vec(1u32..4, 12),
+            held in proptest::collection::vec(proptest::option::of(0usize..12), 48),
+        ) {
+            let mut live: Vec<Candidate> = Vec::new();
+            let mut first_role = 0;
+            for (members, roles, picks) in &groups {
+                for m in 0..*members {
+                    let i = live.len();
+                    let mine: BTreeMap<RoleName, i32> = (0..*roles)
+                        .filter(|r| m == 0 || picks[(m * roles + r) % picks.len()])
+                        .map(|r| (role(first_role + r), 0))
+                        .collect();
+                    live.push(Candidate {
+                        weight: weights[i % weights.len()],
+                        roles: mine,
+                        ..member(i, 0, 0)
+                    });
+                }
+                first_role += roles;
+            }
+            let holders: BTreeMap<RoleName, InstanceId> = held
+                .iter()
+                .enumerate()
+                .filter_map(|(ri, h)| {
+                    let h = (*h)?;
+                    let c = live.get(h)?;
+                    c.roles.contains_key(&role(ri)).then(|| (role(ri), c.id.clone()))
+                })
+                .collect();
+            let p = plan(&live, &holders);
+            for (r, pref) in &p.preferred {
+                let c = live.iter().find(|c| c.id == pref.instance).expect("a member");
+                prop_assert!(c.roles.contains_key(r), "{} given to a non-candidate", r);
+            }
+            let after = applied(&p);
+            let again = plan(&live, &after);
+            prop_assert_eq!(moves(&again, &after, &live), 0, "plan {:?} then {:?}", p, again);
         }
 
         #[test]

@@ -8,9 +8,10 @@
 //! plan would have to fill by moving roles around; a member with many fixed roles lowers
 //! everyone else's share.
 //!
-//! The fractional shares of the free members are rounded like before (largest remainder,
-//! then the member holding most roles now, then id), so with no bound in play the quotas are
-//! exactly `floor(R × w / W)` plus one for the largest remainders. Arithmetic is exact
+//! The fractional shares of the free members are rounded by largest remainder, then towards
+//! the members already holding more than their floor (fewest moves), then by id, so with no
+//! bound in play the quotas are exactly `floor(R × w / W)` plus one for the largest
+//! remainders. Arithmetic is exact
 //! (integers, cross-multiplied), so every instance computes the same quotas.
 
 use std::cmp::Ordering;
@@ -29,7 +30,7 @@ pub(crate) struct Bounds<'a> {
     pub lower: usize,
     /// Roles it can hold at most (>= `lower`).
     pub upper: usize,
-    /// Roles it holds now (tie-break: fewest moves).
+    /// Roles it holds now (tie-break: fewest moves, stable once carried out).
     pub held: usize,
 }
 
@@ -147,13 +148,17 @@ pub(crate) fn quotas<'a>(members: &[Bounds<'a>], total: usize) -> BTreeMap<&'a I
     }
     // Free members: residual × w / W, floors first, then one each by largest remainder.
     let mut given: u128 = 0;
-    let mut rest: Vec<(u128, usize, &InstanceId)> = Vec::new();
+    // Ties between equal remainders go to the members that already hold more than their
+    // floor (giving them the extra saves a move, and once a plan has been carried out they
+    // are exactly the members that got the extras), then by id.
+    let mut rest: Vec<(u128, bool, &InstanceId)> = Vec::new();
     for m in &free {
         let share = residual * u128::from(m.weight.max(1));
         let floor = share / weight_sum;
         given += floor;
-        out.insert(m.id, usize::try_from(floor).unwrap_or(usize::MAX));
-        rest.push((share % weight_sum, m.held, m.id));
+        let floor = usize::try_from(floor).unwrap_or(usize::MAX);
+        out.insert(m.id, floor);
+        rest.push((share % weight_sum, m.held > floor, m.id));
     }
     rest.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(b.2)));
     let extras = usize::try_from(residual.saturating_sub(given)).unwrap_or(usize::MAX);
@@ -163,6 +168,57 @@ pub(crate) fn quotas<'a>(members: &[Bounds<'a>], total: usize) -> BTreeMap<&'a I
         }
     }
     out
+}
+
+/// [`quotas`] per group of members connected by shared roles: roles can only go to their
+/// candidates, so members that share no role (directly or through others) cannot even each
+/// other out, and a quota computed over everyone could not be reached (a plan chasing it
+/// would differ from plan to plan). `shared` lists the candidates of every role that is not
+/// fixed; each group's total is its members' fixed roles plus its shared roles.
+pub(crate) fn quotas_by_group<'a>(
+    members: &[Bounds<'a>],
+    shared: &[&[&InstanceId]],
+) -> BTreeMap<&'a InstanceId, usize> {
+    // Union-find over member indices.
+    let index: BTreeMap<&InstanceId, usize> =
+        members.iter().enumerate().map(|(i, m)| (m.id, i)).collect();
+    let mut parent: Vec<usize> = (0..members.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut shared_roots: Vec<usize> = Vec::new();
+    for tied in shared {
+        let mut ids = tied.iter().filter_map(|id| index.get(*id).copied());
+        let Some(first) = ids.next() else {
+            continue;
+        };
+        for other in ids {
+            let (a, b) = (root(&mut parent, first), root(&mut parent, other));
+            if a != b {
+                parent[a.max(b)] = a.min(b);
+            }
+        }
+        shared_roots.push(first);
+    }
+    let mut groups: BTreeMap<usize, (Vec<Bounds<'a>>, usize)> = BTreeMap::new();
+    for (i, m) in members.iter().enumerate() {
+        let g = groups.entry(root(&mut parent, i)).or_default();
+        g.0.push(*m);
+        g.1 += m.lower;
+    }
+    for first in shared_roots {
+        if let Some(g) = groups.get_mut(&root(&mut parent, first)) {
+            g.1 += 1;
+        }
+    }
+    groups
+        .into_values()
+        .flat_map(|(group, total)| quotas(&group, total))
+        .collect()
 }
 
 #[cfg(test)]
@@ -187,7 +243,7 @@ mod tests {
                 weight: 1,
                 lower: 0,
                 upper: 100,
-                held: i,
+                held: 3 + i / 2,
             })
             .collect();
         let q = quotas(&m, 10);
