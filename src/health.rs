@@ -117,9 +117,10 @@ pub(crate) struct Advertised {
 }
 
 impl Advertised {
-    /// Records a release for ill health at `now` with the role `cooldown`.
-    pub(crate) fn released(&mut self, now: std::time::Instant, cooldown: std::time::Duration) {
-        self.until = Some(now + cooldown);
+    /// Records a release for ill health at `now`: unhealthy for at least `duration` (the
+    /// roles' cooldown plus the time their release can take).
+    pub(crate) fn released(&mut self, now: std::time::Instant, duration: std::time::Duration) {
+        self.until = Some(now + duration);
     }
 
     /// The flag to publish after a check with result `healthy` at `now`.

@@ -253,10 +253,7 @@ async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_w
         assert!(Instant::now() < deadline, "node-a still holds roles: {h:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    for (role, expired, gap) in rec.gaps_since(t) {
-        assert!(!expired, "{role} expired instead of being handed over");
-        assert!(gap < placement::CLAIM_GRACE, "{role} vacant for {gap:?}");
-    }
+    assert_handed_over(&rec, t);
     // node-a keeps running but is preferred for nothing.
     let after = status(&server.url(), &bucket).await;
     for (role, (holder, preferred, _)) in &after {
@@ -362,10 +359,7 @@ async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let left = sick.elapsed();
-    for (role, expired, gap) in rec.gaps_since(sick) {
-        assert!(!expired, "{role} expired instead of being handed over");
-        assert!(gap < CLAIM_GRACE, "{role} vacant for {gap:?}");
-    }
+    assert_handed_over(&rec, sick);
     placement::converge(
         &rec,
         12,
@@ -405,10 +399,7 @@ async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the
         back.iter().all(|d| *d >= COOLDOWN),
         "node-a got roles back {back:?} after it failed, within the {COOLDOWN:?} cooldown"
     );
-    for (role, expired, gap) in rec.gaps_since(healed) {
-        assert!(!expired, "{role} expired instead of being handed over");
-        assert!(gap < CLAIM_GRACE, "{role} vacant for {gap:?}");
-    }
+    assert_handed_over(&rec, healed);
     eprintln!(
         "roles left the unhealthy instance {left:?} after its check started failing; back \
          {:?} after",
@@ -418,4 +409,12 @@ async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the
         fleet.sigterm(id).await;
     }
     fleet.assert_no_overlap();
+}
+
+/// Every vacancy since `since` ended by a hand-over: none expired, none lasted the claim grace.
+fn assert_handed_over(rec: &placement::Recorder, since: Instant) {
+    for (role, expired, gap) in rec.gaps_since(since) {
+        assert!(!expired, "{role} expired instead of being handed over");
+        assert!(gap < CLAIM_GRACE, "{role} vacant for {gap:?}");
+    }
 }

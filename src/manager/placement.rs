@@ -73,8 +73,6 @@ pub(crate) struct Written {
     pub(crate) draining: bool,
     /// Its healthy flag.
     pub(crate) healthy: bool,
-    /// The `record_changed` generation it includes.
-    pub(crate) generation: u64,
 }
 
 /// Placement state shared by the watcher, the controller tasks and the manager.
@@ -87,7 +85,7 @@ pub(crate) struct PlacementShared {
     pub(crate) healthy: watch::Sender<bool>,
     /// Bumped when the record's content changed (roles added); the heartbeat rewrites it.
     pub(crate) record_changed: watch::Sender<u64>,
-    /// The last record written: its flags and `record_changed` generation.
+    /// The flags of the last record written.
     pub(crate) written: watch::Sender<Option<Written>>,
     /// Wakes the controller (a role changed hands).
     pub(crate) wake: tokio::sync::Notify,
@@ -473,7 +471,6 @@ pub(crate) async fn run_heartbeat(
         let written = Written {
             draining: record.draining,
             healthy: record.healthy,
-            generation: *p.record_changed.borrow(),
         };
         let outcome = shared
             .store

@@ -238,10 +238,10 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
     // Everything else: spare quota by rendezvous score, else the current holder, else the
     // least loaded (per weight).
     for (role, tied) in &shared {
-        let holds = |id: &InstanceId| holders.get(*role) == Some(id);
         if assigned.contains_key(role) {
             continue;
         }
+        let holds = |id: &InstanceId| holders.get(*role) == Some(id);
         let spare = |id: &InstanceId| {
             quota.get(id).copied().unwrap_or(0) > load.get(id).copied().unwrap_or(0)
         };
