@@ -30,7 +30,8 @@ pub(crate) struct Bounds<'a> {
     pub lower: usize,
     /// Roles it can hold at most (>= `lower`).
     pub upper: usize,
-    /// Roles it holds now (tie-break: fewest moves, stable once carried out).
+    /// Roles it holds now and can keep (fixed to it or tied for it); tie-break: fewest moves,
+    /// stable once carried out.
     pub held: usize,
 }
 
