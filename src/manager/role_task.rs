@@ -395,15 +395,38 @@ impl RoleTask {
             }
             Action::Failed(kind) => {
                 self.tap(TapEvent::Failed(kind));
-                error!(
-                    error = kind.as_str(),
-                    "role failed permanently; not campaigning any more"
-                );
-                self.status
-                    .send_modify(|s| s.last_error = Some(kind.as_str().to_string()));
+                if kind.is_permanent() {
+                    error!(
+                        error = %kind,
+                        class = kind.class().as_str(),
+                        "role cannot campaign or renew; retrying every {} s until fixed",
+                        crate::core::machine::PERSISTENT_RETRY.as_secs()
+                    );
+                } else {
+                    warn!(
+                        error = %kind,
+                        class = kind.class().as_str(),
+                        "role cannot campaign or renew; retrying with backoff"
+                    );
+                }
+                self.status.send_modify(|s| {
+                    s.last_error = Some(kind.to_string());
+                    s.failure = Some(kind);
+                });
                 self.shared.emit(RoleEvent::Failed {
                     role: self.role.clone(),
                     kind,
+                });
+            }
+            Action::Recovered => {
+                self.tap(TapEvent::Recovered);
+                info!("the server answers normally again");
+                self.status.send_modify(|s| {
+                    s.last_error = None;
+                    s.failure = None;
+                });
+                self.shared.emit(RoleEvent::Recovered {
+                    role: self.role.clone(),
                 });
             }
             Action::Notice(Notice::DuplicateInstance { other_incarnation }) => {

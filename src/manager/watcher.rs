@@ -175,7 +175,7 @@ pub(crate) fn entry_state(entry: &Entry) -> KeyState {
     match entry.operation {
         Operation::Put => KeyState::Held {
             revision: entry.revision,
-            value: HolderValue::parse(&entry.value),
+            value: HolderValue::parse_at(&entry.value, entry.revision),
         },
         Operation::Delete => KeyState::Vacant {
             revision: entry.revision,
