@@ -105,6 +105,8 @@ pub struct LeaseStore {
     ttl_mode: TtlMode,
     max_age: Duration,
     errors: ServerErrors,
+    /// The server's own description of each error code seen (bounded), for status texts.
+    descriptions: ServerDescriptions,
     /// Negative control: lease writes without the expected-revision header (test-only).
     plain_put: bool,
 }
@@ -135,8 +137,45 @@ impl LeaseStore {
             ttl_mode,
             max_age,
             errors,
+            descriptions: ServerDescriptions::default(),
             plain_put: false,
         }
+    }
+
+    /// `kind` in words, with the server's own description of its code when the server gave
+    /// one (`server_error 10077 (maximum bytes exceeded)`).
+    #[must_use]
+    pub fn describe(&self, kind: FailureKind) -> String {
+        match kind.server_code() {
+            Some(code) => format!(
+                "{} {} ({})",
+                kind.as_str(),
+                code.0,
+                self.descriptions
+                    .get(code)
+                    .unwrap_or_else(|| code.description().to_owned())
+            ),
+            None => kind.to_string(),
+        }
+    }
+
+    /// Remembers the server's description of a refusal's code; returns `outcome`.
+    fn classified(
+        &self,
+        err: &(dyn std::error::Error + 'static),
+        outcome: WriteOutcome,
+    ) -> WriteOutcome {
+        if let WriteOutcome::Failed(FailureKind::Server(code)) = outcome {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+            while let Some(e) = source {
+                if let Some(js) = e.downcast_ref::<async_nats::jetstream::Error>() {
+                    self.descriptions.remember(code, js);
+                    break;
+                }
+                source = e.source();
+            }
+        }
+        outcome
     }
 
     /// Negative control: send lease writes as plain puts (no expected revision). Test-only.
@@ -234,9 +273,9 @@ impl LeaseStore {
                     Ok(ack) => WriteOutcome::Ok {
                         revision: ack.sequence,
                     },
-                    Err(err) => classify_publish(&err),
+                    Err(err) => self.classified(&err, classify_publish(&err)),
                 },
-                Err(err) => classify_publish(&err),
+                Err(err) => self.classified(&err, classify_publish(&err)),
             }
         };
         tokio::select! {
@@ -273,11 +312,49 @@ impl LeaseStore {
                     K::JetStream(e) if e.error_code() == ErrorCode::STREAM_NOT_FOUND => {
                         Err(FailureKind::BucketNotFound)
                     }
-                    K::JetStream(e) => Err(FailureKind::Server(server_code(e.error_code()))),
+                    K::JetStream(e) => {
+                        let code = server_code(e.error_code());
+                        self.descriptions.remember(code, &e);
+                        Err(FailureKind::Server(code))
+                    }
                     _ => Err(FailureKind::Unavailable),
                 }
             }
         }
+    }
+}
+
+/// The server's descriptions of the error codes seen, as it words them (which can be more
+/// precise than the generic text of the code: 10077 is "maximum bytes exceeded"). Bounded:
+/// at most [`ServerDescriptions::MAX`] codes, each description cut at 200 characters.
+#[derive(Debug, Clone, Default)]
+struct ServerDescriptions(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u16, String>>>);
+
+impl ServerDescriptions {
+    const MAX: usize = 64;
+
+    fn remember(&self, code: ServerCode, err: &async_nats::jetstream::Error) {
+        let text = err.to_string();
+        // Display is "<description> (code N, error code M)".
+        let description = text
+            .rsplit_once(" (code ")
+            .map_or(text.as_str(), |(d, _)| d);
+        let description: String = description.chars().take(200).collect();
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.len() < Self::MAX || map.contains_key(&code.0) {
+            map.insert(code.0, description);
+        }
+    }
+
+    fn get(&self, code: ServerCode) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&code.0)
+            .cloned()
     }
 }
 

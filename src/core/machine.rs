@@ -27,12 +27,6 @@ use crate::value::{HolderValue, LeaseValue};
 /// batch keeps the two apart.
 pub const BACKSTOP_GRACE: Duration = Duration::from_millis(500);
 
-/// Cadence of retries after a persistent failure (a permission violation for exactly this
-/// subject, a configuration error, `retry.max_attempts` reached): slow, so a misconfigured
-/// deployment does not hammer the server, yet never a state only a restart leaves (P3). Up to
-/// a fifth more is added at random so that many roles do not retry together.
-pub const PERSISTENT_RETRY: Duration = Duration::from_secs(10);
-
 /// Who this machine writes as.
 #[derive(Debug, Clone)]
 pub struct Identity {
@@ -1002,8 +996,11 @@ impl RoleMachine {
     }
 
     fn slow_retry(&mut self, now: Instant) {
-        let spread = self.rng.below(PERSISTENT_RETRY / 5);
-        self.not_before = Some(now + PERSISTENT_RETRY + spread);
+        // Slow, so a misconfigured deployment does not hammer the server, yet never a state
+        // only a restart leaves (P3); spread so that many roles do not retry together.
+        let interval = self.retry.persistent_interval;
+        let spread = self.rng.below(interval / 5);
+        self.not_before = Some(now + interval + spread);
     }
 
     /// Reports a failure that keeps the role from campaigning or renewing: persistent ones and

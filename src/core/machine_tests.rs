@@ -6,7 +6,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::machine::PERSISTENT_RETRY;
 use super::{
     Action, DemoteReason, FailureKind, Identity, KeyState, Notice, ReleaseReason, RetryPolicy,
     RoleMachine, ServerCode, Timing, WriteKind, WriteOutcome,
@@ -15,6 +14,7 @@ use crate::names::InstanceId;
 use crate::value::{HolderValue, LeaseValue};
 
 const EPOCH: u64 = 1;
+const PERSISTENT_RETRY: Duration = Duration::from_secs(10);
 
 fn identity(incarnation: u64) -> Identity {
     Identity {

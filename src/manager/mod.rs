@@ -508,6 +508,7 @@ impl RoleManager {
                 multiplier: r.multiplier,
                 jitter: r.jitter,
                 max_attempts: r.max_attempts,
+                ..RetryPolicy::default()
             })
             .drain_timeout(config.shutdown.drain_timeout)
             .validation_interval(config.fencing.validation_interval);

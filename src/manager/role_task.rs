@@ -397,20 +397,20 @@ impl RoleTask {
                 self.tap(TapEvent::Failed(kind));
                 if kind.is_permanent() {
                     error!(
-                        error = %kind,
+                        error = %self.shared.store.describe(kind),
                         class = kind.class().as_str(),
-                        "role cannot campaign or renew; retrying every {} s until fixed",
-                        crate::core::machine::PERSISTENT_RETRY.as_secs()
+                        "role cannot campaign or renew; retrying slowly until fixed"
                     );
                 } else {
                     warn!(
-                        error = %kind,
+                        error = %self.shared.store.describe(kind),
                         class = kind.class().as_str(),
                         "role cannot campaign or renew; retrying with backoff"
                     );
                 }
+                let text = self.shared.store.describe(kind);
                 self.status.send_modify(|s| {
-                    s.last_error = Some(kind.to_string());
+                    s.last_error = Some(text);
                     s.failure = Some(kind);
                 });
                 self.shared.emit(RoleEvent::Failed {
