@@ -948,6 +948,20 @@ impl NatsCluster {
         self.wait_ready().await;
     }
 
+    /// Starts the (killed) nodes `which` again together, with their ports and stores, without
+    /// waiting for them: when they are a majority (quorum loss) no single one becomes ready
+    /// before its peers are back. Wait with [`wait_ready`](Self::wait_ready) or for what the
+    /// test needs (a stream leader).
+    pub fn spawn_together(&mut self, which: &[usize]) {
+        for &i in which {
+            let node = &mut self.nodes[i];
+            node.kill();
+            if let Err(e) = node.spawn() {
+                panic!("spawn_together: {}", e.message());
+            }
+        }
+    }
+
     /// SIGSTOPs node `i`.
     pub fn pause(&mut self, i: usize) {
         self.node_mut(i).pause();
