@@ -360,6 +360,7 @@ impl RoleManagerBuilder {
             tap: Tap::new(sinks),
             placement: placement.clone(),
             flaws,
+            epoch: std::sync::atomic::AtomicU64::new(opened.epoch),
         });
         let cancel = CancellationToken::new();
         let manager = RoleManager {
@@ -597,7 +598,9 @@ impl RoleManager {
             spec.timing,
             self.retry,
             spec.campaign,
-            self.epoch,
+            // Under the roles lock: the epoch of the bucket as it is now (P1), never the one
+            // read at start-up if the bucket was recreated since.
+            self.shared.epoch(),
             seed,
         );
         #[cfg(feature = "negative-controls")]
