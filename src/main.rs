@@ -454,7 +454,18 @@ fn print_event(event: &RoleEvent) {
             None => format!("vacant role={}", h.role),
         },
         RoleEvent::DuplicateInstance { role } => format!("duplicate-instance role={role}"),
-        RoleEvent::Failed { role, kind } => format!("failed role={role} error={}", kind.as_str()),
+        RoleEvent::Failed { role, kind } => {
+            let code = kind
+                .server_code()
+                .map(|c| format!(" code={}", c.0))
+                .unwrap_or_default();
+            format!(
+                "failed role={role} error={}{code} class={} retrying",
+                kind.as_str(),
+                kind.class().as_str()
+            )
+        }
+        RoleEvent::Recovered { role } => format!("recovered role={role}"),
         _ => return,
     };
     print_line(&line);

@@ -8,7 +8,7 @@ use async_nats::jetstream::{self, ErrorCode, context::PublishErrorKind};
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
-use crate::core::{FailureKind, KeyState, WriteOutcome};
+use crate::core::{FailureKind, KeyState, ServerCode, WriteOutcome};
 use crate::value::HolderValue;
 
 /// Header names not exported by async-nats as constants.
@@ -58,28 +58,42 @@ impl ServerErrors {
         self.0.subscribe()
     }
 
-    /// Completes when a permission violation naming `needle` arrives.
-    pub(crate) fn permission_denied(&self, needle: &str) -> impl Future<Output = ()> + use<> {
-        permission_violation(self.subscribe(), needle.to_string())
+    /// Completes when a permission violation for publishing to exactly one of `subjects`
+    /// arrives.
+    pub(crate) fn permission_denied(
+        &self,
+        subjects: Vec<String>,
+    ) -> impl Future<Output = ()> + use<> {
+        permission_violation(self.subscribe(), subjects)
     }
 }
 
-/// Waits for a permission violation that names `needle`.
-async fn permission_violation(mut rx: broadcast::Receiver<String>, needle: String) {
+/// Waits for a permission violation for publishing to exactly one of `subjects`.
+async fn permission_violation(mut rx: broadcast::Receiver<String>, subjects: Vec<String>) {
     loop {
         match rx.recv().await {
-            Ok(msg) if is_permission_violation(&msg, &needle) => return,
+            Ok(msg) if denied_subject(&msg).is_some_and(|s| subjects.iter().any(|x| x == s)) => {
+                return;
+            }
             Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
             Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
         }
     }
 }
 
-fn is_permission_violation(message: &str, needle: &str) -> bool {
-    message
-        .to_ascii_lowercase()
-        .contains("permissions violation")
-        && message.contains(needle)
+/// The subject of a publish permission violation (`Permissions Violation for Publish to
+/// "SUBJECT"`, as nats-server words it; async-nats prefixes `nats: `), if `message` is one.
+/// Only the exact subject counts: a violation on `role.shard-10` says nothing about
+/// `role.shard-1`, and one on another stream's API subject nothing about ours.
+pub(crate) fn denied_subject(message: &str) -> Option<&str> {
+    const PREFIX: &str = "permissions violation for publish to ";
+    let lower = message.to_ascii_lowercase();
+    let at = lower.find(PREFIX)? + PREFIX.len();
+    // ASCII lowercasing keeps byte offsets.
+    let rest = message.get(at..)?.trim_start();
+    let quoted = rest.strip_prefix('"')?;
+    let end = quoted.find('"')?;
+    Some(&quoted[..end])
 }
 
 /// Conditional writes and reads of one bucket.
@@ -91,6 +105,8 @@ pub struct LeaseStore {
     ttl_mode: TtlMode,
     max_age: Duration,
     errors: ServerErrors,
+    /// The server's own description of each error code seen (bounded), for status texts.
+    descriptions: ServerDescriptions,
     /// Negative control: lease writes without the expected-revision header (test-only).
     plain_put: bool,
 }
@@ -121,8 +137,45 @@ impl LeaseStore {
             ttl_mode,
             max_age,
             errors,
+            descriptions: ServerDescriptions::default(),
             plain_put: false,
         }
+    }
+
+    /// `kind` in words, with the server's own description of its code when the server gave
+    /// one (`server_error 10077 (maximum bytes exceeded)`).
+    #[must_use]
+    pub fn describe(&self, kind: FailureKind) -> String {
+        match kind.server_code() {
+            Some(code) => format!(
+                "{} {} ({})",
+                kind.as_str(),
+                code.0,
+                self.descriptions
+                    .get(code)
+                    .unwrap_or_else(|| code.description().to_owned())
+            ),
+            None => kind.to_string(),
+        }
+    }
+
+    /// Remembers the server's description of a refusal's code; returns `outcome`.
+    fn classified(
+        &self,
+        err: &(dyn std::error::Error + 'static),
+        outcome: WriteOutcome,
+    ) -> WriteOutcome {
+        if let WriteOutcome::Failed(FailureKind::Server(code)) = outcome {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+            while let Some(e) = source {
+                if let Some(js) = e.downcast_ref::<async_nats::jetstream::Error>() {
+                    self.descriptions.remember(code, js);
+                    break;
+                }
+                source = e.source();
+            }
+        }
+        outcome
     }
 
     /// Negative control: send lease writes as plain puts (no expected revision). Test-only.
@@ -209,7 +262,7 @@ impl LeaseStore {
         payload: Bytes,
         timeout: Duration,
     ) -> WriteOutcome {
-        let denied = permission_violation(self.errors.subscribe(), subject.clone());
+        let denied = permission_violation(self.errors.subscribe(), vec![subject.clone()]);
         let write = async {
             match self
                 .js
@@ -220,9 +273,9 @@ impl LeaseStore {
                     Ok(ack) => WriteOutcome::Ok {
                         revision: ack.sequence,
                     },
-                    Err(err) => classify_publish(&err),
+                    Err(err) => self.classified(&err, classify_publish(&err)),
                 },
-                Err(err) => classify_publish(&err),
+                Err(err) => self.classified(&err, classify_publish(&err)),
             }
         };
         tokio::select! {
@@ -238,7 +291,9 @@ impl LeaseStore {
     /// A classified [`FailureKind`] when the read fails or times out.
     pub async fn read(&self, key: &str, timeout: Duration) -> Result<KeyState, FailureKind> {
         let subject = self.subject(key);
-        let denied = permission_violation(self.errors.subscribe(), "STREAM.MSG.GET".to_string());
+        // Reads go to the stream leader through exactly this API subject.
+        let api = format!("$JS.API.STREAM.MSG.GET.KV_{}", self.bucket);
+        let denied = permission_violation(self.errors.subscribe(), vec![api]);
         let read = self.stream.get_last_raw_message_by_subject(&subject);
         let result = tokio::select! {
             r = tokio::time::timeout(timeout, read) => r,
@@ -257,10 +312,49 @@ impl LeaseStore {
                     K::JetStream(e) if e.error_code() == ErrorCode::STREAM_NOT_FOUND => {
                         Err(FailureKind::BucketNotFound)
                     }
+                    K::JetStream(e) => {
+                        let code = server_code(e.error_code());
+                        self.descriptions.remember(code, &e);
+                        Err(FailureKind::Server(code))
+                    }
                     _ => Err(FailureKind::Unavailable),
                 }
             }
         }
+    }
+}
+
+/// The server's descriptions of the error codes seen, as it words them (which can be more
+/// precise than the generic text of the code: 10077 is "maximum bytes exceeded"). Bounded:
+/// at most [`ServerDescriptions::MAX`] codes, each description cut at 200 characters.
+#[derive(Debug, Clone, Default)]
+struct ServerDescriptions(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u16, String>>>);
+
+impl ServerDescriptions {
+    const MAX: usize = 64;
+
+    fn remember(&self, code: ServerCode, err: &async_nats::jetstream::Error) {
+        let text = err.to_string();
+        // Display is "<description> (code N, error code M)".
+        let description = text
+            .rsplit_once(" (code ")
+            .map_or(text.as_str(), |(d, _)| d);
+        let description: String = description.chars().take(200).collect();
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.len() < Self::MAX || map.contains_key(&code.0) {
+            map.insert(code.0, description);
+        }
+    }
+
+    fn get(&self, code: ServerCode) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&code.0)
+            .cloned()
     }
 }
 
@@ -290,7 +384,7 @@ pub(crate) fn key_state(sequence: u64, headers: &HeaderMap, payload: &[u8]) -> K
     }
     KeyState::Held {
         revision: sequence,
-        value: HolderValue::parse(payload),
+        value: HolderValue::parse_at(payload, sequence),
     }
 }
 
@@ -300,15 +394,29 @@ fn classify_publish(err: &async_nats::jetstream::context::PublishError) -> Write
         PublishErrorKind::WrongLastSequence => WriteOutcome::Conflict,
         PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe => WriteOutcome::Unknown,
         PublishErrorKind::StreamNotFound => WriteOutcome::Failed(FailureKind::BucketNotFound),
-        PublishErrorKind::MaxPayloadExceeded => WriteOutcome::Failed(FailureKind::Rejected),
+        PublishErrorKind::MaxPayloadExceeded => WriteOutcome::Failed(FailureKind::PayloadTooLarge),
         _ => match jetstream_code(err) {
-            Some(ErrorCode::STREAM_WRONG_LAST_SEQUENCE) => WriteOutcome::Conflict,
-            Some(ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT) => WriteOutcome::Retry,
-            Some(ErrorCode::STREAM_NOT_FOUND) => WriteOutcome::Failed(FailureKind::BucketNotFound),
-            Some(_) => WriteOutcome::Failed(FailureKind::Rejected),
+            Some(code) => classify_code(code),
             None => WriteOutcome::Unknown,
         },
     }
+}
+
+/// Maps a JetStream error code of a refused lease write to a write outcome (P3): conflicts
+/// by name, everything else a [`FailureKind::Server`] whose class the code decides.
+fn classify_code(code: ErrorCode) -> WriteOutcome {
+    match code {
+        ErrorCode::STREAM_WRONG_LAST_SEQUENCE => WriteOutcome::Conflict,
+        ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT => WriteOutcome::Retry,
+        ErrorCode::STREAM_NOT_FOUND => WriteOutcome::Failed(FailureKind::BucketNotFound),
+        other => WriteOutcome::Failed(FailureKind::Server(server_code(other))),
+    }
+}
+
+/// The code as a [`ServerCode`] (codes beyond `u16` cannot be JetStream codes; they map to an
+/// unknown, hence transient, code).
+fn server_code(code: ErrorCode) -> ServerCode {
+    ServerCode(u16::try_from(code.0).unwrap_or(u16::MAX))
 }
 
 /// The JetStream API error code inside an error's source chain, if any.
@@ -384,9 +492,82 @@ mod tests {
     }
 
     #[test]
-    fn permission_messages_are_matched_by_subject() {
-        let msg = "Permissions Violation for Publish to \"$KV.roles.role.a\"";
-        assert!(is_permission_violation(msg, "$KV.roles.role.a"));
-        assert!(!is_permission_violation(msg, "$KV.roles.role.b"));
+    fn permission_messages_are_matched_by_exact_subject() {
+        let msg = "nats: Permissions Violation for Publish to \"$KV.roles.role.shard-10\"";
+        assert_eq!(denied_subject(msg), Some("$KV.roles.role.shard-10"));
+        // A prefix of the denied subject is another subject.
+        assert_ne!(denied_subject(msg), Some("$KV.roles.role.shard-1"));
+        // Another stream's read API is not ours.
+        let other = "nats: Permissions Violation for Publish to \"$JS.API.STREAM.MSG.GET.orders\"";
+        assert_eq!(denied_subject(other), Some("$JS.API.STREAM.MSG.GET.orders"));
+        assert_ne!(
+            denied_subject(other),
+            Some("$JS.API.STREAM.MSG.GET.KV_roles")
+        );
+        // Subscriptions and other server errors are no publish violations.
+        assert_eq!(
+            denied_subject("nats: Permissions Violation for Subscription to \"x\""),
+            None
+        );
+        assert_eq!(denied_subject("nats: maximum payload exceeded"), None);
+        assert_eq!(
+            denied_subject("Permissions Violation for Publish to "),
+            None
+        );
+        assert_eq!(
+            denied_subject("Permissions Violation for Publish to \"unterminated"),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn a_violation_on_a_longer_subject_does_not_deny_a_prefix() {
+        let errors = ServerErrors::default();
+        let denied = errors.permission_denied(vec!["$KV.roles.role.shard-1".to_string()]);
+        tokio::pin!(denied);
+        errors.record(
+            "nats: Permissions Violation for Publish to \"$KV.roles.role.shard-10\"".into(),
+        );
+        let early = tokio::time::timeout(Duration::from_millis(50), &mut denied).await;
+        assert!(early.is_err(), "shard-10's violation denied shard-1");
+        errors
+            .record("nats: Permissions Violation for Publish to \"$KV.roles.role.shard-1\"".into());
+        tokio::time::timeout(Duration::from_secs(1), denied)
+            .await
+            .unwrap_or_else(|_| panic!("shard-1's own violation was not matched"));
+    }
+
+    #[test]
+    fn server_codes_are_classified_by_what_retrying_can_change() {
+        use crate::core::FailureClass;
+        assert_eq!(
+            classify_code(ErrorCode::STREAM_WRONG_LAST_SEQUENCE),
+            WriteOutcome::Conflict
+        );
+        assert_eq!(
+            classify_code(ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT),
+            WriteOutcome::Retry
+        );
+        for (code, class) in [
+            (
+                ErrorCode::STORAGE_RESOURCES_EXCEEDED,
+                FailureClass::Transient,
+            ),
+            (ErrorCode::STREAM_STORE_FAILED, FailureClass::Transient),
+            (ErrorCode::INSUFFICIENT_RESOURCES, FailureClass::Transient),
+            (ErrorCode::CLUSTER_NOT_AVAILABLE, FailureClass::Transient),
+            (ErrorCode::STREAM_OFFLINE, FailureClass::Transient),
+            (ErrorCode(19_999), FailureClass::Transient),
+            (
+                ErrorCode::STREAM_MESSAGE_EXCEEDS_MAXIMUM,
+                FailureClass::Persistent,
+            ),
+        ] {
+            let WriteOutcome::Failed(kind) = classify_code(code) else {
+                panic!("{code:?} is not a failure");
+            };
+            assert_eq!(kind.class(), class, "{code:?}");
+            assert_eq!(kind.server_code(), Some(ServerCode(code.0 as u16)));
+        }
     }
 }

@@ -80,8 +80,11 @@ pub(crate) enum TapEvent {
         /// `Ok(revision)` when stored; `Err(())` when refused or the outcome is unknown.
         stored: Result<u64, FencedRefusal>,
     },
-    /// The role failed permanently.
+    /// The role cannot campaign or renew because of this failure (reported once per
+    /// condition; the role keeps retrying).
     Failed(FailureKind),
+    /// The server answers normally again after a reported failure.
+    Recovered,
     /// The manager's NATS connection went down (`false`) or came back (`true`), as the role
     /// task learned it.
     Connection(bool),

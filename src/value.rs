@@ -11,6 +11,12 @@ use crate::names::InstanceId;
 /// Version of the lease value format written by this crate.
 pub const VALUE_VERSION: u32 = 1;
 
+/// The largest `ttl_ms` a reader accepts in a lease (one hour, the largest TTL a role can be
+/// configured with). A value claiming more was not written by nats-roles: it is foreign, and
+/// followers judge it by their own TTL (protocol P2, P5), so a hostile value cannot block a
+/// role for longer than the observed-expiry backstop.
+pub const MAX_TTL_MS: u64 = 3_600_000;
+
 /// The JSON document a holder writes into its role key.
 ///
 /// `Debug` output redacts the nonce (the part of the fencing token that is not guessable).
@@ -86,11 +92,25 @@ pub enum HolderValue {
 
 impl HolderValue {
     /// Parses the bytes of a role key; never fails, unknown content is [`HolderValue::Foreign`].
+    /// Prefer [`HolderValue::parse_at`] where the entry's revision is known.
     #[must_use]
     pub fn parse(bytes: &[u8]) -> Self {
         match serde_json::from_slice::<LeaseValue>(bytes) {
-            Ok(v) if v.v == VALUE_VERSION => Self::Lease(Box::new(v)),
+            Ok(v) if v.v == VALUE_VERSION && v.ttl_ms <= MAX_TTL_MS => Self::Lease(Box::new(v)),
             _ => Self::Foreign,
+        }
+    }
+
+    /// Parses the entry stored at `revision` of a role key (protocol P2). Besides what
+    /// [`HolderValue::parse`] refuses, a lease that claims a term above the revision it is
+    /// stored at is foreign: a term is the revision of the write that began it, so a real
+    /// renewal's term never exceeds its own revision. Such a value (written by another client)
+    /// is shown as foreign, never as a term, so displayed terms never go back.
+    #[must_use]
+    pub fn parse_at(bytes: &[u8], revision: u64) -> Self {
+        match Self::parse(bytes) {
+            Self::Lease(v) if v.term.is_some_and(|t| t > revision) => Self::Foreign,
+            other => other,
         }
     }
 
@@ -151,6 +171,36 @@ mod tests {
             HolderValue::parse(br#"{"v":1,"holder":"a b"}"#),
             HolderValue::Foreign
         );
+    }
+
+    #[test]
+    fn hostile_terms_and_ttls_are_foreign() {
+        let mut v = sample();
+        v.term = Some(u64::MAX);
+        assert_eq!(
+            HolderValue::parse_at(&v.to_bytes(), 9),
+            HolderValue::Foreign
+        );
+        v.term = Some(9);
+        assert!(matches!(
+            HolderValue::parse_at(&v.to_bytes(), 9),
+            HolderValue::Lease(_)
+        ));
+        v.term = None;
+        assert!(matches!(
+            HolderValue::parse_at(&v.to_bytes(), 1),
+            HolderValue::Lease(_)
+        ));
+        v.ttl_ms = 1 << 63;
+        assert_eq!(
+            HolderValue::parse_at(&v.to_bytes(), 9),
+            HolderValue::Foreign
+        );
+        v.ttl_ms = MAX_TTL_MS;
+        assert!(matches!(
+            HolderValue::parse_at(&v.to_bytes(), 9),
+            HolderValue::Lease(_)
+        ));
     }
 
     #[test]

@@ -112,6 +112,14 @@ async fn ci(kind: Kind, trials: usize, rounds: usize) {
     let trials = trials_override().unwrap_or(trials);
     let outcomes = series(kind, trials, rounds, false).await;
     eprintln!("{}", table(&outcomes));
+    for o in outcomes.iter().filter(|o| !o.recoveries.is_empty()) {
+        eprintln!(
+            "chaos: {} #{}: every role held again {:?} after the system healed",
+            kind.name(),
+            o.spec.index,
+            o.recoveries
+        );
+    }
     assert_expected(kind, &outcomes);
 }
 
@@ -258,6 +266,16 @@ async fn cluster_stream_leader_pause() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_quorum_loss_and_return() {
+    ci(Kind::QuorumLoss, 1, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disk_full_then_freed() {
+    ci(Kind::DiskFull, 2, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_stall_partitions_the_holder() {
     ci(Kind::ProxyStall, 3, 2).await;
 }
@@ -324,7 +342,7 @@ async fn soak_mixed_faults_steady_state_and_resources() {
     let mut all = Vec::new();
     if soak() {
         let n = trials_override();
-        let plan: [(Kind, usize, usize, bool); 17] = [
+        let plan: [(Kind, usize, usize, bool); 19] = [
             (Kind::Sigkill, 22, 3, false),
             (Kind::Sigstop, 22, 3, false),
             (Kind::ServerRestart, 12, 2, false),
@@ -335,6 +353,8 @@ async fn soak_mixed_faults_steady_state_and_resources() {
             (Kind::Mixed, 8, 4, true),
             (Kind::LeaderKill, 4, 1, false),
             (Kind::LeaderPause, 4, 1, false),
+            (Kind::QuorumLoss, 4, 1, false),
+            (Kind::DiskFull, 8, 2, false),
             (Kind::Clock(90), 10, 2, false),
             (Kind::Clock(50), 5, 1, false),
             (Kind::Herd, 2, 6, false),

@@ -15,7 +15,9 @@ use std::time::{Duration, SystemTime};
 use async_nats::jetstream::{self, kv};
 use nats_roles::config::NatsConfig;
 use nats_roles::core::FailureKind;
-use nats_roles::{DemoteReason, Error, RoleEvent, RoleManager, RoleName, RoleState, RoleStatus};
+use nats_roles::{
+    DemoteReason, Error, RoleEvent, RoleManager, RoleName, RoleSpec, RoleState, RoleStatus,
+};
 use support::roles::*;
 use support::{NatsServer, connect, connect_with, create_kv};
 use tokio::time::Instant;
@@ -121,23 +123,42 @@ async fn missing_bucket_without_auto_create() {
 // 2. Permission denied
 // ---------------------------------------------------------------------------------------------
 
-const AUTH: &str = r#"authorization {
+/// `ro` may not publish to exactly one role key, `role.shard-10`.
+const AUTH_DENY_SHARD_10: &str = r#"authorization {
   users = [
     { user: admin, password: a }
     {
       user: ro, password: r,
       permissions: {
-        publish: { allow: [">"], deny: ["$KV.f_perm.>"] }
+        publish: { allow: [">"], deny: ["$KV.f_perm.role.shard-10"] }
         subscribe: { allow: [">"] }
       }
     }
   ]
 }"#;
 
+/// The same users after the operator fixed the permission.
+const AUTH_FIXED: &str = r#"authorization {
+  users = [
+    { user: admin, password: a }
+    {
+      user: ro, password: r,
+      permissions: {
+        publish: { allow: [">"] }
+        subscribe: { allow: [">"] }
+      }
+    }
+  ]
+}"#;
+
+/// A permission violation for exactly one role's subject is reported at once (typed, with
+/// the role's status saying so), does not touch the role whose name is a prefix of it
+/// (`shard-1`), never stops the role for good: after the operator fixes the permission (server
+/// config reload) the role is acquired without a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn permission_denied_is_permanent_and_fast() {
+async fn permission_denied_is_fast_exact_and_retried_until_fixed() {
     count_task_panics();
-    let server = NatsServer::start_with_config(AUTH).await;
+    let mut server = NatsServer::start_with_config(AUTH_DENY_SHARD_10).await;
     let admin = connect_with(&server.url(), || {
         async_nats::ConnectOptions::with_user_and_password("admin".into(), "a".into())
     })
@@ -153,16 +174,22 @@ async fn permission_denied_is_permanent_and_fast() {
     let (client, errors) = nats_roles::connect(&config, "ro-test")
         .await
         .expect("connect as ro");
+    let slow = Duration::from_secs(1);
     let m = RoleManager::builder(client, inst("node-ro"))
         .bucket("f_perm")
         .server_errors(errors)
+        .retry(nats_roles::core::RetryPolicy {
+            persistent_interval: slow,
+            ..nats_roles::core::RetryPolicy::default()
+        })
         .start()
         .await
         .expect("reading the bucket is allowed");
     let mut events = m.events();
-    let r = role("x");
+    let (denied, allowed) = (role("shard-10"), role("shard-1"));
     let started = Instant::now();
-    m.add_role(spec(&r)).expect("add role");
+    m.add_role(spec(&allowed)).expect("add role");
+    m.add_role(spec(&denied)).expect("add role");
     let e = wait_event(
         &mut events,
         Duration::from_secs(2),
@@ -175,33 +202,174 @@ async fn permission_denied_is_permanent_and_fast() {
     assert_eq!(
         e,
         RoleEvent::Failed {
-            role: r.clone(),
+            role: denied.clone(),
             kind: FailureKind::PermissionDenied
-        }
+        },
+        "only the denied subject's role fails"
     );
-    let s = wait_status(&m, &r, Duration::from_secs(2), "STOPPED", |s| {
-        s.state == RoleState::Stopped
-    })
-    .await;
+    let s = m.status(&denied).expect("status");
+    assert_eq!(s.failure, Some(FailureKind::PermissionDenied), "{s:?}");
     assert_eq!(s.last_error.as_deref(), Some("permission_denied"), "{s:?}");
-    assert!(!s.is_leader());
+    assert_ne!(s.state, RoleState::Stopped, "stopped for good: {s:?}");
+    wait_status(
+        &m,
+        &allowed,
+        Duration::from_secs(2),
+        "shard-1 LEADER",
+        |s| s.is_leader(),
+    )
+    .await;
 
-    // It does not retry: nothing more happens, nothing was written.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Retried at the slow cadence: more failures are not re-reported, nothing is written.
+    tokio::time::sleep(slow * 2).await;
     while let Ok(e) = events.try_recv() {
-        assert!(
-            !matches!(e, RoleEvent::Promoted { .. } | RoleEvent::Failed { .. }),
-            "no activity after the permanent failure: {e:?}"
-        );
+        match &e {
+            RoleEvent::Failed { .. } => {
+                panic!("reported again, or a violation on shard-10 failed shard-1: {e:?}")
+            }
+            RoleEvent::Promoted { role, .. } if role == &denied => {
+                panic!("promoted while denied: {e:?}")
+            }
+            _ => {}
+        }
     }
-    assert_eq!(m.status(&r).expect("status").state, RoleState::Stopped);
     assert!(
-        admin_kv.entry("role.x").await.expect("read").is_none(),
+        admin_kv
+            .entry("role.shard-10")
+            .await
+            .expect("read")
+            .is_none(),
         "the denied user wrote the role key"
     );
-    m.shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown after a failed role");
+
+    // The operator fixes the permission: the role comes back without a restart.
+    server.reload_with(AUTH_FIXED);
+    let fixed = Instant::now();
+    wait_status(
+        &m,
+        &denied,
+        slow * 2 + Duration::from_secs(3),
+        "shard-10 LEADER after the fix",
+        |s| s.is_leader(),
+    )
+    .await;
+    eprintln!("held {:?} after the permission fix", fixed.elapsed());
+    let s = m.status(&denied).expect("status");
+    assert_eq!(s.failure, None, "{s:?}");
+    assert_eq!(s.last_error, None, "{s:?}");
+    assert!(
+        std::iter::from_fn(|| events.try_recv().ok()).any(|e| e
+            == RoleEvent::Recovered {
+                role: denied.clone()
+            }),
+        "no Recovered event"
+    );
+    m.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+    assert_no_task_panics();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2b. Full storage
+// ---------------------------------------------------------------------------------------------
+
+/// A bucket whose `max_bytes` cannot hold every role's lease: the roles that cannot be stored
+/// report the server's code (a full stream is a condition that heals, retried with backoff),
+/// and once the operator raises `max_bytes` (stream update) every role is held within 2 × TTL,
+/// without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_storage_heals_when_max_bytes_is_raised() {
+    count_task_panics();
+    let server = NatsServer::start().await;
+    let client = connect(&server.url()).await;
+    let js = jetstream::new(client.clone());
+    // Room for about three leases (each ~400 bytes with headers).
+    create_kv(
+        &js,
+        kv::Config {
+            max_bytes: 1_200,
+            ..lease_bucket("f_full")
+        },
+    )
+    .await;
+    let timing = nats_roles::Timing {
+        ttl: Duration::from_secs(2),
+        heartbeat: Duration::from_millis(500),
+        ..fast()
+    };
+    let names: Vec<RoleName> = (0..8).map(|i| role(&format!("full-{i}"))).collect();
+    let mut builder = RoleManager::builder(client.clone(), inst("node-full")).bucket("f_full");
+    for r in &names {
+        builder = builder.role(RoleSpec::new(r.clone()).timing(timing));
+    }
+    let m = builder.start().await.expect("start");
+    // Some roles are held, the others report the full stream with its code.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let blocked = loop {
+        let statuses: Vec<RoleStatus> = names.iter().filter_map(|r| m.status(r)).collect();
+        let blocked: Vec<RoleStatus> = statuses
+            .iter()
+            .filter(|s| s.failure.is_some())
+            .cloned()
+            .collect();
+        if !blocked.is_empty() && blocked.iter().all(|s| !s.is_leader()) {
+            break blocked;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no role reported the full stream: {statuses:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let held = names.iter().filter(|r| m.is_leader(r)).count();
+    eprintln!(
+        "{held} of {} roles held; blocked: {:?}",
+        names.len(),
+        blocked
+            .iter()
+            .map(|s| (s.role.to_string(), s.last_error.clone()))
+            .collect::<Vec<_>>()
+    );
+    assert!(held < names.len(), "every role was stored in a full bucket");
+    for s in &blocked {
+        let Some(FailureKind::Server(code)) = s.failure else {
+            panic!("not a server code: {s:?}");
+        };
+        assert_eq!(
+            code.class(),
+            nats_roles::core::FailureClass::Transient,
+            "{s:?}"
+        );
+        let text = s.last_error.clone().unwrap_or_default();
+        // The server's own words for the code (10077: "maximum bytes exceeded").
+        let prefix = format!("server_error {} (", code.0);
+        assert!(
+            text.starts_with(&prefix) && text.len() > prefix.len() + 2,
+            "the status names the code and its description: {text}"
+        );
+        assert_ne!(s.state, RoleState::Stopped, "{s:?}");
+    }
+
+    // The operator raises max_bytes.
+    let mut stream = js.get_stream("KV_f_full").await.expect("stream");
+    let mut config = stream.info().await.expect("info").config.clone();
+    config.max_bytes = 1 << 20;
+    js.update_stream(&config).await.expect("raise max_bytes");
+    let raised = Instant::now();
+    for r in &names {
+        wait_status(
+            &m,
+            r,
+            timing.ttl * 2 - raised.elapsed().min(timing.ttl * 2),
+            "LEADER within 2 x TTL of raising max_bytes",
+            |s| s.is_leader() && s.failure.is_none(),
+        )
+        .await;
+    }
+    eprintln!(
+        "every role held {:?} after max_bytes was raised",
+        raised.elapsed()
+    );
+    m.shutdown(Duration::from_secs(5)).await.expect("shutdown");
     assert_no_task_panics();
 }
 

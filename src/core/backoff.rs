@@ -13,8 +13,13 @@ pub struct RetryPolicy {
     pub multiplier: f64,
     /// Random spread, a fraction in 0..=1 (0.2 = ±20 %).
     pub jitter: f64,
-    /// Consecutive failed acquire attempts before giving up; 0 = never give up.
+    /// Consecutive failed acquire attempts after which the fast retries end; 0 = never. The
+    /// role is then reported (`gave_up`) and retried at the slow cadence, never stopped.
     pub max_attempts: u32,
+    /// Cadence of retries after a persistent failure (a permission violation for exactly the
+    /// role's subject, a configuration error, `max_attempts` reached); up to a fifth more is
+    /// added at random. Default: 10 s.
+    pub persistent_interval: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -25,6 +30,7 @@ impl Default for RetryPolicy {
             multiplier: 2.0,
             jitter: 0.2,
             max_attempts: 0,
+            persistent_interval: Duration::from_secs(10),
         }
     }
 }

@@ -171,6 +171,13 @@ pub struct RoleMachine {
     campaign_delay: Duration,
     /// Negative control: never demote at the local deadline (test-only).
     ignore_deadline: bool,
+    /// The failure last reported with [`Action::Failed`] and not yet followed by
+    /// [`Action::Recovered`].
+    reported_failure: Option<FailureKind>,
+    /// Revision of the first state of the key this process observed (the bucket as it was
+    /// when the process started): only a lease seen there can be a predecessor's (P5
+    /// restart adoption).
+    first_seen_rev: Option<u64>,
 
     actions: VecDeque<Action>,
 }
@@ -208,6 +215,8 @@ impl RoleMachine {
             observed_during_read: false,
             campaign_delay: Duration::ZERO,
             ignore_deadline: false,
+            reported_failure: None,
+            first_seen_rev: None,
             actions: VecDeque::new(),
         }
     }
@@ -291,7 +300,13 @@ impl RoleMachine {
             // step() does nothing while an operation is in flight or before `not_before`:
             // a timer due earlier would fire at once, again and again (busy loop).
             Phase::Cooldown { until } if self.pending.is_none() => {
-                consider(self.not_before.map_or(*until, |n| n.max(*until)));
+                if self.stop_cleanup.is_some() || self.unknown_nonce.is_some() {
+                    // A stray acquire to clean up: as soon as a backoff allows.
+                    // (`not_before` is set: the clean-up waits for a backoff.)
+                    consider(self.not_before.unwrap_or(*until));
+                } else {
+                    consider(self.not_before.map_or(*until, |n| n.max(*until)));
+                }
             }
             Phase::Candidate if self.pending.is_none() => {
                 // Not even the backstop read is sent before `not_before`.
@@ -366,6 +381,9 @@ impl RoleMachine {
         };
         self.pending = None;
         self.check_deadline(now);
+        if matches!(outcome, WriteOutcome::Ok { .. } | WriteOutcome::Conflict) {
+            self.recovered();
+        }
         match pending {
             Pending::Acquire {
                 nonce,
@@ -392,14 +410,20 @@ impl RoleMachine {
         match result {
             Ok(state) => {
                 self.failures = 0;
+                self.recovered();
                 self.read_done(state, now);
             }
+            Err(kind) if matches!(self.phase, Phase::Stopping) && kind.is_permanent() => {
+                // A stop does not wait for a permission fix: the clean-up is given up (the
+                // server's TTL removes a lease that may have been stored).
+                self.report_failure(kind);
+                self.stop_cleanup = None;
+                self.unknown_nonce = None;
+            }
+            Err(kind) if kind.is_permanent() => self.stall(kind, now),
             Err(kind) => {
-                if kind.is_permanent() {
-                    self.fail(kind, now);
-                } else {
-                    self.back_off(now);
-                }
+                self.report_failure(kind);
+                self.back_off(now);
             }
         }
         self.step(now);
@@ -466,6 +490,9 @@ impl RoleMachine {
         self.epoch = epoch;
         self.known = None;
         self.high_water = 0;
+        // Everything in the new bucket was written after this process started: nothing in it
+        // is a predecessor's lease to adopt (P5).
+        self.first_seen_rev = Some(0);
         if let Phase::Leader(l) = &self.phase {
             let term = l.term.clone();
             let released = l.release.is_some();
@@ -507,7 +534,10 @@ impl RoleMachine {
             Phase::Candidate | Phase::Cooldown { .. } => match after {
                 AfterRelease::Stop => {
                     self.phase = Phase::Stopping;
-                    if self.pending.is_none() && self.unknown_nonce.is_none() {
+                    if self.pending.is_none()
+                        && self.unknown_nonce.is_none()
+                        && self.stop_cleanup.is_none()
+                    {
                         self.finish_stop();
                     }
                 }
@@ -594,6 +624,7 @@ impl RoleMachine {
             state: state.clone(),
             seen_at: now,
         });
+        self.first_seen_rev.get_or_insert(rev);
         self.confirmed = None;
         self.high_water = self.high_water.max(rev);
         if matches!(self.pending, Some(Pending::Read { .. })) {
@@ -723,8 +754,11 @@ impl RoleMachine {
                 self.mark_stale(now);
                 self.back_off(now);
             }
-            WriteOutcome::Failed(kind) if kind.is_permanent() => self.fail(kind, now),
-            WriteOutcome::Failed(_) => self.back_off(now),
+            WriteOutcome::Failed(kind) if kind.is_permanent() => self.stall(kind, now),
+            WriteOutcome::Failed(kind) => {
+                self.report_failure(kind);
+                self.back_off(now);
+            }
         }
     }
 
@@ -752,8 +786,11 @@ impl RoleMachine {
                     self.back_off(now);
                 }
             }
-            WriteOutcome::Failed(kind) if kind.is_permanent() => self.fail(kind, now),
-            WriteOutcome::Failed(_) => self.back_off(now),
+            WriteOutcome::Failed(kind) if kind.is_permanent() => self.stall(kind, now),
+            WriteOutcome::Failed(kind) => {
+                self.report_failure(kind);
+                self.back_off(now);
+            }
         }
     }
 
@@ -780,8 +817,12 @@ impl RoleMachine {
                 self.leave_leadership(term, DemoteReason::Superseded, true, now);
             }
             WriteOutcome::Conflict => {
-                // Never delete after losing: somebody else holds the key now.
-                self.leave_leadership(term, DemoteReason::Superseded, true, now);
+                // P8: the conflict may be our own renewal that committed late (its outcome was
+                // unknown): re-read at once. Still ours -> delete on the revision read (the
+                // hand-over stays immediate); anything else -> we lost, and never delete.
+                if let Some(r) = &mut l.release {
+                    r.verify = true;
+                }
             }
             WriteOutcome::Retry | WriteOutcome::Unknown => {
                 if let Some(r) = &mut l.release {
@@ -789,11 +830,18 @@ impl RoleMachine {
                 }
                 self.back_off(now);
             }
-            WriteOutcome::Failed(kind) => {
+            WriteOutcome::Failed(kind) if kind.is_permanent() => {
+                self.report_failure(kind);
                 self.leave_leadership(term, DemoteReason::Failed(kind), true, now);
-                if kind.is_permanent() {
-                    self.actions.push_back(Action::Failed(kind));
+            }
+            WriteOutcome::Failed(kind) => {
+                // Full storage, lost quorum...: retry until the deadline like an unknown
+                // outcome (the delete may succeed once the condition heals).
+                if let Some(r) = &mut l.release {
+                    r.verify = true;
                 }
+                self.report_failure(kind);
+                self.back_off(now);
             }
         }
     }
@@ -816,7 +864,20 @@ impl RoleMachine {
                         l.next_renew = l.next_renew.min(now);
                         self.not_before = None;
                     }
-                    _ if rev < l.rev => self.back_off(now), // a lagging replica: read again
+                    _ if rev < l.rev => {
+                        // Reads go to the stream leader (P3), which never shows an older
+                        // revision of a key than one it acknowledged: the key is gone or below
+                        // our revision only in a recreated bucket (or after an operator purged
+                        // it). The term is over: demote at once and have the epoch checked.
+                        let (term, released) = (l.term.clone(), l.release.is_some());
+                        let high_water = self.high_water;
+                        self.leave_leadership(term, DemoteReason::BucketReset, released, now);
+                        self.actions
+                            .push_back(Action::Notice(Notice::RevisionRegressed {
+                                revision: rev,
+                                high_water,
+                            }));
+                    }
                     _ => {
                         self.observe(state, now, false);
                         if let Phase::Leader(l) = &self.phase {
@@ -826,8 +887,12 @@ impl RoleMachine {
                     }
                 }
             }
-            Phase::Stopping => {
-                // The only read while stopping: is the acquire of unknown outcome ours?
+            Phase::Stopping | Phase::Cooldown { .. } => {
+                // The only read while stopping or cooling down: is the acquire of unknown
+                // outcome ours? (If so it is deleted at once.)
+                if matches!(self.phase, Phase::Cooldown { .. }) {
+                    self.observe(state.clone(), now, false);
+                }
                 if let KeyState::Held {
                     value: HolderValue::Lease(v),
                     revision,
@@ -911,21 +976,63 @@ impl RoleMachine {
             && self.retry.max_attempts > 0
             && self.failures >= self.retry.max_attempts
         {
-            self.fail(FailureKind::GaveUp, now);
+            // `retry.max_attempts` bounds the fast retries only: from now on the role retries
+            // at the slow cadence until an attempt succeeds (never stopped for good).
+            self.report_failure(FailureKind::GaveUp);
+            self.slow_retry(now);
         }
     }
 
-    fn fail(&mut self, kind: FailureKind, now: Instant) {
+    /// A persistent failure (P3): a holder that cannot write cannot keep its term, so it
+    /// demotes at once; the failure is reported and the role retries at the slow cadence.
+    fn stall(&mut self, kind: FailureKind, now: Instant) {
         if let Phase::Leader(l) = &self.phase {
             let (term, released) = (l.term.clone(), l.release.is_some());
             self.leave_leadership(term, DemoteReason::Failed(kind), released, now);
         }
-        self.pending = None;
-        if !matches!(self.phase, Phase::Stopped) {
-            self.phase = Phase::Stopped;
-            self.actions.push_back(Action::Failed(kind));
-            self.actions.push_back(Action::Stopped);
+        self.report_failure(kind);
+        self.failures = self.failures.saturating_add(1);
+        self.slow_retry(now);
+    }
+
+    fn slow_retry(&mut self, now: Instant) {
+        // Slow, so a misconfigured deployment does not hammer the server, yet never a state
+        // only a restart leaves (P3); spread so that many roles do not retry together.
+        let interval = self.retry.persistent_interval;
+        let spread = self.rng.below(interval / 5);
+        self.not_before = Some(now + interval + spread);
+    }
+
+    /// Reports a failure that keeps the role from campaigning or renewing: persistent ones and
+    /// every refusal with a server error code (full storage, lost quorum...). Connection-level
+    /// trouble is reported by the connection state instead. Once per condition.
+    fn report_failure(&mut self, kind: FailureKind) {
+        if !(kind.is_permanent() || kind.server_code().is_some()) {
+            return;
         }
+        if self.reported_failure != Some(kind) {
+            self.reported_failure = Some(kind);
+            self.actions.push_back(Action::Failed(kind));
+        }
+    }
+
+    /// The server answered normally: a reported failure is over.
+    fn recovered(&mut self) {
+        if self.reported_failure.take().is_some() {
+            self.actions.push_back(Action::Recovered);
+        }
+    }
+
+    /// Nonce of the acquire whose outcome is unknown (tests).
+    #[cfg(test)]
+    pub(crate) fn unknown_acquire_nonce(&self) -> Option<Uuid> {
+        self.unknown_nonce
+    }
+
+    /// The failure currently reported (cleared when the server answers normally again).
+    #[must_use]
+    pub fn failure(&self) -> Option<FailureKind> {
+        self.reported_failure
     }
 
     /// Earliest time a follower may act on what it knows without news (P5 backstop).
@@ -1021,22 +1128,34 @@ impl RoleMachine {
             Phase::Leader(_) => self.step_leader(now),
             Phase::Candidate => self.step_candidate(now),
             Phase::Cooldown { until } => {
-                if now >= *until {
+                let until = *until;
+                if !self.clean_up_stray_acquire() && now >= until {
                     self.phase = Phase::Candidate;
                     self.step_candidate(now);
                 }
             }
             Phase::Stopping => {
-                let timeout = self.timing.operation_timeout;
-                if let Some(rev) = self.stop_cleanup {
-                    self.send_release(rev, timeout);
-                } else if self.unknown_nonce.is_some() {
-                    self.send_read(timeout);
-                } else {
+                if !self.clean_up_stray_acquire() {
                     self.finish_stop();
                 }
             }
             Phase::Init | Phase::Observer | Phase::Stopped => {}
+        }
+    }
+
+    /// An acquire that was in flight when a release or stop began must not leave a lease no
+    /// one serves: delete it if it won, find out by a read if its outcome is unknown. True
+    /// while such work was sent.
+    fn clean_up_stray_acquire(&mut self) -> bool {
+        let timeout = self.timing.operation_timeout;
+        if let Some(rev) = self.stop_cleanup {
+            self.send_release(rev, timeout);
+            true
+        } else if self.unknown_nonce.is_some() {
+            self.send_read(timeout);
+            true
+        } else {
+            false
         }
     }
 
@@ -1115,8 +1234,12 @@ impl RoleMachine {
                         self.send_acquire(revision, now);
                         return;
                     }
-                    if !self.adopted_or_wrote {
-                        // Restart adoption (P5), once per role and process.
+                    if !self.adopted_or_wrote
+                        && self.first_seen_rev.is_some_and(|first| revision <= first)
+                    {
+                        // Restart adoption (P5), once per role and process, and only of a
+                        // lease that was already there when this process first looked: one
+                        // written later is a live duplicate's.
                         self.adopted_or_wrote = true;
                         self.send_acquire(revision, now);
                         return;

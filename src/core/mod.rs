@@ -2,10 +2,13 @@
 
 pub mod backoff;
 pub mod machine;
+pub mod server_code;
 pub mod types;
 
 pub use backoff::{RetryPolicy, SplitMix64};
 pub use machine::{Identity, RoleMachine};
 pub use types::*;
+#[cfg(test)]
+mod machine_tests;
 #[cfg(test)]
 mod sim;

@@ -1021,7 +1021,7 @@ impl Sim {
                     }
                 }
                 Action::Stopped => self.nodes[n].leading = None,
-                Action::Failed(_) | Action::Notice(_) => {}
+                Action::Failed(_) | Action::Recovered | Action::Notice(_) => {}
             }
         }
     }
@@ -1557,7 +1557,11 @@ impl<'a> Walk<'a> {
                 self.check_stop_finished(g);
                 self.stopped = true;
             }
-            Action::Write(_) | Action::Read { .. } | Action::Failed(_) | Action::Notice(_) => {}
+            Action::Write(_)
+            | Action::Read { .. }
+            | Action::Failed(_)
+            | Action::Recovered
+            | Action::Notice(_) => {}
         }
     }
 

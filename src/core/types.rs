@@ -5,6 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+pub use super::server_code::{FailureClass, ServerCode};
 use crate::token::FencingToken;
 use crate::value::{HolderValue, LeaseValue};
 
@@ -113,28 +114,60 @@ pub enum WriteOutcome {
     Failed(FailureKind),
 }
 
-/// Classified failures of KV operations.
+/// Classified failures of KV operations (protocol P3, `docs/failure-semantics.md`).
+///
+/// No failure stops a role for good: [`FailureClass::Transient`] ones are retried with the
+/// configured backoff, [`FailureClass::Persistent`] ones (a permission violation for exactly
+/// the subject written or read, a configuration error) at a slow cadence, so that a fixed
+/// permission (server config reload) or bucket setting brings the role back without a restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FailureKind {
-    /// The NATS user may not publish to or read the bucket (permanent).
+    /// The NATS user may not publish to or read exactly this subject (persistent).
     PermissionDenied,
     /// The bucket's stream does not exist (transient during stream fail-over; the manager
     /// checks and reports a missing bucket).
     BucketNotFound,
     /// Connection-level trouble: no responders, broken pipe, disconnected (transient).
     Unavailable,
-    /// The server rejected the message for another reason (permanent).
-    Rejected,
-    /// `retry.max_attempts` consecutive attempts failed.
+    /// The message is larger than the server's `max_payload` (persistent: a configuration
+    /// error, e.g. too much `meta`).
+    PayloadTooLarge,
+    /// The server refused with this JetStream error code; [`ServerCode::class`] says whether
+    /// it is a configuration error (persistent) or a condition that heals (transient: full
+    /// storage, lost quorum, an offline stream, any code this version does not know).
+    Server(ServerCode),
+    /// `retry.max_attempts` consecutive attempts failed (persistent: from then on the role
+    /// retries at the slow cadence).
     GaveUp,
 }
 
 impl FailureKind {
-    /// Whether retrying cannot help.
+    /// Whether retrying soon cannot help (retried at the slow cadence instead).
     #[must_use]
     pub fn is_permanent(self) -> bool {
-        matches!(self, Self::PermissionDenied | Self::Rejected | Self::GaveUp)
+        self.class() == FailureClass::Persistent
+    }
+
+    /// What retrying can change.
+    #[must_use]
+    pub fn class(self) -> FailureClass {
+        match self {
+            Self::PermissionDenied | Self::PayloadTooLarge | Self::GaveUp => {
+                FailureClass::Persistent
+            }
+            Self::BucketNotFound | Self::Unavailable => FailureClass::Transient,
+            Self::Server(code) => code.class(),
+        }
+    }
+
+    /// The server's JetStream error code, if the server gave one.
+    #[must_use]
+    pub fn server_code(self) -> Option<ServerCode> {
+        match self {
+            Self::Server(code) => Some(code),
+            _ => None,
+        }
     }
 
     /// A short machine-readable name (metrics label, logs).
@@ -144,8 +177,19 @@ impl FailureKind {
             Self::PermissionDenied => "permission_denied",
             Self::BucketNotFound => "bucket_not_found",
             Self::Unavailable => "unavailable",
-            Self::Rejected => "rejected",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::Server(_) => "server_error",
             Self::GaveUp => "gave_up",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureKind {
+    /// `server_error 10047 (Storage resources exceeded for account)`, `permission_denied`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Server(code) => write!(f, "server_error {} ({})", code.0, code.description()),
+            other => f.write_str(other.as_str()),
         }
     }
 }
@@ -331,8 +375,13 @@ pub enum Action {
         /// Whether the lease is still held and waits for the drain before release.
         drain: bool,
     },
-    /// A permanent failure; the role stops.
+    /// The role cannot campaign or renew because of this failure (a server error code or a
+    /// persistent failure). Reported when the condition begins or changes; the machine keeps
+    /// retrying (backoff, or the slow cadence for persistent failures) and reports
+    /// [`Action::Recovered`] when a write or read succeeds again.
     Failed(FailureKind),
+    /// The server answered normally again after a reported [`Action::Failed`].
+    Recovered,
     /// Something to report.
     Notice(Notice),
     /// The machine finished.

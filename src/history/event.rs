@@ -187,7 +187,7 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
-    /// The role failed permanently.
+    /// The role cannot campaign or renew because of this failure (it keeps retrying).
     Failed {
         /// The failure kind.
         error: String,

@@ -372,8 +372,10 @@ impl TapSink for HistoryRecorder {
                 reason: reason.map(|r| r.as_str().to_string()),
             },
             TapEvent::Failed(kind) => Event::Failed {
-                error: kind.as_str().to_string(),
+                error: kind.to_string(),
             },
+            // Not judged by the checker (a recovery shows in the writes that follow).
+            TapEvent::Recovered => return,
             // Not part of the history format: the checker judges terms and writes, and a lost
             // connection shows in their outcomes.
             TapEvent::Connection(_) => return,
@@ -462,7 +464,7 @@ mod tests {
         sink.record(
             &node,
             &role,
-            &TapEvent::Failed(crate::core::FailureKind::Rejected),
+            &TapEvent::Failed(crate::core::FailureKind::PayloadTooLarge),
             now,
         );
         let lines = read(&path);

@@ -228,7 +228,7 @@ fn holder_info(role: &RoleName, entry: &Entry, epoch: u64) -> Option<HolderInfo>
     let state = match entry.operation {
         Operation::Put => KeyState::Held {
             revision: entry.revision,
-            value: HolderValue::parse(&entry.value),
+            value: HolderValue::parse_at(&entry.value, entry.revision),
         },
         Operation::Delete | Operation::Purge => return None,
     };

@@ -98,14 +98,24 @@ pub enum EventView {
         /// When.
         at: String,
     },
-    /// A role of the answering instance stopped because of a permanent error.
+    /// A role of the answering instance cannot campaign or renew because of a failure (it
+    /// keeps retrying).
     Failed {
         /// The role.
         role: String,
         /// The answering instance.
         instance: String,
-        /// The error (`permission_denied`, ...).
+        /// The error (`permission_denied`, `server_error 10047 (…)`, ...).
         error: String,
+        /// When.
+        at: String,
+    },
+    /// The failure last reported for a role of the answering instance is over.
+    Recovered {
+        /// The role.
+        role: String,
+        /// The answering instance.
+        instance: String,
         /// When.
         at: String,
     },
@@ -234,7 +244,12 @@ impl TransitionTracker {
             RoleEvent::Failed { role, kind } => Some(EventView::Failed {
                 role: role.to_string(),
                 instance,
-                error: kind.as_str().to_owned(),
+                error: kind.to_string(),
+                at,
+            }),
+            RoleEvent::Recovered { role } => Some(EventView::Recovered {
+                role: role.to_string(),
+                instance,
                 at,
             }),
         }

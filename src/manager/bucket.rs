@@ -25,7 +25,7 @@ pub(crate) async fn open(
     errors: &ServerErrors,
 ) -> Result<Opened, Error> {
     let js = jetstream::new(client.clone());
-    let denied = errors.permission_denied("$JS.API");
+    let denied = errors.permission_denied(vec![format!("$JS.API.STREAM.INFO.KV_{}", config.name)]);
     let kv = tokio::select! {
         r = js.get_key_value(&config.name) => r,
         () = denied => return Err(Error::PermissionDenied {

@@ -111,11 +111,18 @@ pub enum RoleEvent {
         /// The role where it was seen.
         role: RoleName,
     },
-    /// A role stopped because of a permanent error.
+    /// A role cannot campaign or renew because of this failure (a server condition, a
+    /// persistent failure); it keeps retrying and reports [`RoleEvent::Recovered`] when the
+    /// server answers normally again.
     Failed {
         /// The role.
         role: RoleName,
         /// The error.
         kind: FailureKind,
+    },
+    /// The failure last reported for the role is over.
+    Recovered {
+        /// The role.
+        role: RoleName,
     },
 }

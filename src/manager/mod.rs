@@ -360,6 +360,7 @@ impl RoleManagerBuilder {
             tap: Tap::new(sinks),
             placement: placement.clone(),
             flaws,
+            epoch: std::sync::atomic::AtomicU64::new(opened.epoch),
         });
         let cancel = CancellationToken::new();
         let manager = RoleManager {
@@ -508,6 +509,7 @@ impl RoleManager {
                 multiplier: r.multiplier,
                 jitter: r.jitter,
                 max_attempts: r.max_attempts,
+                ..RetryPolicy::default()
             })
             .drain_timeout(config.shutdown.drain_timeout)
             .validation_interval(config.fencing.validation_interval);
@@ -596,7 +598,9 @@ impl RoleManager {
             spec.timing,
             self.retry,
             spec.campaign,
-            self.epoch,
+            // Under the roles lock: the epoch of the bucket as it is now (P1), never the one
+            // read at start-up if the bucket was recreated since.
+            self.shared.epoch(),
             seed,
         );
         #[cfg(feature = "negative-controls")]

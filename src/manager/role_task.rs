@@ -395,15 +395,38 @@ impl RoleTask {
             }
             Action::Failed(kind) => {
                 self.tap(TapEvent::Failed(kind));
-                error!(
-                    error = kind.as_str(),
-                    "role failed permanently; not campaigning any more"
-                );
-                self.status
-                    .send_modify(|s| s.last_error = Some(kind.as_str().to_string()));
+                if kind.is_permanent() {
+                    error!(
+                        error = %self.shared.store.describe(kind),
+                        class = kind.class().as_str(),
+                        "role cannot campaign or renew; retrying slowly until fixed"
+                    );
+                } else {
+                    warn!(
+                        error = %self.shared.store.describe(kind),
+                        class = kind.class().as_str(),
+                        "role cannot campaign or renew; retrying with backoff"
+                    );
+                }
+                let text = self.shared.store.describe(kind);
+                self.status.send_modify(|s| {
+                    s.last_error = Some(text);
+                    s.failure = Some(kind);
+                });
                 self.shared.emit(RoleEvent::Failed {
                     role: self.role.clone(),
                     kind,
+                });
+            }
+            Action::Recovered => {
+                self.tap(TapEvent::Recovered);
+                info!("the server answers normally again");
+                self.status.send_modify(|s| {
+                    s.last_error = None;
+                    s.failure = None;
+                });
+                self.shared.emit(RoleEvent::Recovered {
+                    role: self.role.clone(),
                 });
             }
             Action::Notice(Notice::DuplicateInstance { other_incarnation }) => {

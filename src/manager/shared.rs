@@ -44,6 +44,11 @@ pub(crate) struct Shared {
     pub(crate) placement: Option<Arc<super::placement::PlacementShared>>,
     /// Deliberate breakage for the checker's negative controls (all off outside tests).
     pub(crate) flaws: Flaws,
+    /// The bucket's current epoch (P1): read at start-up, replaced when the watcher finds the
+    /// bucket recreated. Written and read only under the `roles` lock (see
+    /// [`Shared::reset_epoch`]), so a role added concurrently with a reset starts on the new
+    /// epoch or receives the reset.
+    pub(crate) epoch: std::sync::atomic::AtomicU64,
 }
 
 /// Negative-control switches of the driver (cargo feature `negative-controls`; always off
@@ -83,6 +88,22 @@ impl Shared {
         self.roles()
             .get(role)
             .is_some_and(|slot| slot.inbox.send(input).is_ok())
+    }
+
+    /// The bucket's current epoch; call with the `roles` lock held when the answer decides
+    /// which epoch a new role starts on.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A new bucket epoch (P1): records it and resets every managed role to it, under the
+    /// `roles` lock (a role added at the same time starts on the new epoch or gets the reset).
+    pub(crate) fn reset_epoch(&self, epoch: u64) {
+        let roles = self.roles();
+        self.epoch.store(epoch, std::sync::atomic::Ordering::SeqCst);
+        for slot in roles.values() {
+            let _ = slot.inbox.send(RoleInput::BucketReset(epoch));
+        }
     }
 
     /// Sends an input to every managed role.

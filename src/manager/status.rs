@@ -41,8 +41,13 @@ pub struct RoleStatus {
     pub connected: bool,
     /// How the server expires lease keys.
     pub ttl_mode: TtlMode,
-    /// The last permanent error, if the role stopped because of one.
+    /// What keeps this role from campaigning or renewing right now (a server error code, a
+    /// permission violation for the role's subject, a configuration error), in words with
+    /// the server's code and description; `None` once the server answers normally again.
+    /// The role keeps retrying meanwhile (never stopped for good).
     pub last_error: Option<String>,
+    /// The failure behind [`last_error`](Self::last_error), typed.
+    pub failure: Option<crate::core::FailureKind>,
     /// Whether another live process was seen using this instance id.
     pub duplicate_instance: bool,
     /// Where placement wants the role and why (`None` without placement, or when no live
@@ -67,6 +72,7 @@ impl RoleStatus {
             connected: false,
             ttl_mode,
             last_error: None,
+            failure: None,
             duplicate_instance: false,
             preferred: None,
         }

@@ -133,7 +133,11 @@ async fn check_bucket(shared: &Shared, bucket: &BucketRecovery, epoch: u64) -> u
             let now = u64::try_from(info.created.unix_timestamp_nanos()).unwrap_or(0);
             if now != epoch {
                 warn!(bucket = %bucket.config.name, "bucket was recreated; resetting all roles");
-                shared.broadcast(|| RoleInput::BucketReset(now));
+                shared.reset_epoch(now);
+                // The holders map restarts too: the new bucket's revisions start again at 1.
+                for tx in shared.holders().values() {
+                    tx.send_if_modified(|cur| cur.take().is_some());
+                }
             }
             now
         }
@@ -175,7 +179,7 @@ pub(crate) fn entry_state(entry: &Entry) -> KeyState {
     match entry.operation {
         Operation::Put => KeyState::Held {
             revision: entry.revision,
-            value: HolderValue::parse(&entry.value),
+            value: HolderValue::parse_at(&entry.value, entry.revision),
         },
         Operation::Delete => KeyState::Vacant {
             revision: entry.revision,

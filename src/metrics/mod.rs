@@ -26,7 +26,7 @@ pub mod names {
     pub const IS_LEADER: &str = "nats_roles_election_is_leader";
     /// Counter: state changes of a role (`from_state`, `to_state`, `reason`).
     pub const TRANSITIONS: &str = "nats_roles_election_transitions_total";
-    /// Counter: failed lease writes and permanent role failures (`error_type`).
+    /// Counter: failed lease writes and reported role failures (`error_type`).
     pub const FAILURES: &str = "nats_roles_election_failures_total";
     /// Histogram: duration of renewal writes in seconds (`status`).
     pub const HEARTBEAT_DURATION: &str = "nats_roles_election_heartbeat_duration_seconds";
@@ -57,8 +57,13 @@ pub mod names {
     /// `priority`, `share`, `draining`, `unhealthy`).
     pub const VOLUNTARY_MOVES: &str = "nats_roles_placement_voluntary_moves_total";
 
+    /// Gauge: 1 while the role cannot campaign or renew because of a server condition or a
+    /// persistent failure (`error_type`, `code`: the JetStream error code or `0`), with one
+    /// series at 0 (`error_type="none"`, `code="0"`) otherwise.
+    pub const ROLE_BLOCKED: &str = "nats_roles_election_role_blocked";
+
     /// Every name above.
-    pub const ALL: [&str; 15] = [
+    pub const ALL: [&str; 16] = [
         IS_LEADER,
         TRANSITIONS,
         FAILURES,
@@ -74,6 +79,7 @@ pub mod names {
         WATCHER_LAG,
         MEMBERS_SEEN,
         VOLUNTARY_MOVES,
+        ROLE_BLOCKED,
     ];
 }
 

@@ -8,7 +8,7 @@ use opentelemetry::metrics::{AsyncInstrument, Counter, Gauge, Histogram, Meter, 
 use tokio::time::Instant;
 
 use super::{LATENCY_BUCKETS, TERM_BUCKETS, names};
-use crate::core::{WriteKind, WriteOutcome};
+use crate::core::{FailureKind, WriteKind, WriteOutcome};
 use crate::names::{InstanceId, RoleName};
 use crate::status::RoleState;
 use crate::tap::{FencedRefusal, PlacementEvent, TapEvent, TapSink, WatcherEvent};
@@ -21,6 +21,8 @@ struct RoleGauges {
     connected: bool,
     /// When the held term's lease was last written (acquire or renewal).
     last_renewal: Option<Instant>,
+    /// The reported failure that keeps the role from campaigning or renewing.
+    failure: Option<FailureKind>,
 }
 
 /// The current state of every role, read by the observable gauges at collection time.
@@ -108,6 +110,27 @@ impl RoleMetrics {
                 })
                 .build()
         };
+        let blocked = {
+            let current = current.clone();
+            meter
+                .u64_observable_gauge(names::ROLE_BLOCKED)
+                .with_description(
+                    "1 while the role cannot campaign or renew because of a server condition or \
+                     a persistent failure (error_type, code), else 0",
+                )
+                .with_callback(move |o: &dyn AsyncInstrument<u64>| {
+                    for g in lock(&current).roles.values() {
+                        let (error_type, code) = g.failure.map_or(("none", 0), |f| {
+                            (f.as_str(), f.server_code().map_or(0, |c| c.0))
+                        });
+                        let mut labels = g.labels.clone();
+                        labels.push(KeyValue::new("error_type", error_type));
+                        labels.push(KeyValue::new("code", i64::from(code).to_string()));
+                        o.observe(u64::from(g.failure.is_some()), &labels);
+                    }
+                })
+                .build()
+        };
         let since_renewal = {
             let current = current.clone();
             meter
@@ -189,7 +212,7 @@ impl RoleMetrics {
                 .with_description("members the placement controller counts as live")
                 .build(),
             voluntary_moves,
-            _observed: vec![is_leader, connection, held],
+            _observed: vec![is_leader, connection, held, blocked],
             _observed_f64: since_renewal,
         }
     }
@@ -216,6 +239,7 @@ impl RoleMetrics {
                 leader: false,
                 connected: true,
                 last_renewal: None,
+                failure: None,
             });
         f(g);
     }
@@ -308,7 +332,11 @@ impl TapSink for RoleMetrics {
                 Err(FencedRefusal::Unknown) => self.failure(role, "timeout"),
                 Err(FencedRefusal::Failed(k)) => self.failure(role, k.as_str()),
             },
-            TapEvent::Failed(_) => self.failure(role, "role_failed"),
+            TapEvent::Failed(kind) => {
+                self.failure(role, "role_failed");
+                self.update(role, |g| g.failure = Some(*kind));
+            }
+            TapEvent::Recovered => self.update(role, |g| g.failure = None),
             TapEvent::Connection(up) => self.update(role, |g| g.connected = *up),
         }
     }

@@ -35,6 +35,14 @@ pub enum Kind {
     LeaderKill,
     /// 3-node cluster, R3 bucket: SIGSTOP the stream leader, then SIGCONT.
     LeaderPause,
+    /// 3-node cluster, R3 bucket: SIGKILL two of the three servers (quorum lost) for 3 × TTL,
+    /// restart them; every role must be held again within 2 × TTL of the stream having a
+    /// leader again.
+    QuorumLoss,
+    /// Single server: the bucket's `max_bytes` is lowered to what it holds (writes refused
+    /// with 10077 "maximum bytes exceeded") for 2-3 × TTL, then raised again; every role
+    /// must be held again within 2 × TTL of the raise, without a restart.
+    DiskFull,
     /// Partition the holder (both directions held), heal: held bytes arrive late.
     ProxyStall,
     /// Reset the holder's connections (TCP RST) several times.
@@ -65,6 +73,8 @@ impl Kind {
             Kind::ServerRestart => "server-restart".into(),
             Kind::LeaderKill => "leader-kill".into(),
             Kind::LeaderPause => "leader-pause".into(),
+            Kind::QuorumLoss => "quorum-loss".into(),
+            Kind::DiskFull => "disk-full".into(),
             Kind::ProxyStall => "proxy-stall".into(),
             Kind::ProxyReset => "proxy-reset".into(),
             Kind::ProxyOneway => "proxy-oneway".into(),
@@ -78,7 +88,10 @@ impl Kind {
     }
 
     fn cluster(self) -> bool {
-        matches!(self, Kind::LeaderKill | Kind::LeaderPause)
+        matches!(
+            self,
+            Kind::LeaderKill | Kind::LeaderPause | Kind::QuorumLoss
+        )
     }
 
     /// Whether a correct implementation must pass (false: the checker must flag it).
@@ -119,6 +132,9 @@ pub struct Outcome {
     pub elapsed: Duration,
     /// RSS (KiB) and fd samples per node, in sampling order.
     pub resources: BTreeMap<String, Vec<(u64, usize)>>,
+    /// Per round of a quorum-loss or disk-full trial: how long after the system healed (the
+    /// stream had a leader again, or `max_bytes` was raised) every role was held again.
+    pub recoveries: Vec<Duration>,
     /// Problems the harness itself saw (a node that did not exit cleanly, resource growth).
     pub harness_problems: Vec<String>,
 }
@@ -180,7 +196,9 @@ fn l1_bound_ms(kind: Kind) -> u64 {
     let ttl = ttl_ms(kind);
     match kind {
         Kind::ServerRestart | Kind::Mixed | Kind::Endurance => ttl + 12_000,
-        Kind::LeaderKill | Kind::LeaderPause => ttl + 20_000,
+        Kind::LeaderKill | Kind::LeaderPause | Kind::QuorumLoss => ttl + 20_000,
+        // Writes are refused while the stream is full: the backoff (at most 2.4 s) runs up.
+        Kind::DiskFull => ttl + 4_000,
         _ => ttl + 1_500,
     }
 }
@@ -467,6 +485,7 @@ pub async fn run(spec: Spec) -> Outcome {
 
     let mut resources = BTreeMap::new();
     let mut harness_problems = Vec::new();
+    let mut recoveries = Vec::new();
     for round in 0..spec.rounds {
         let fault = match kind {
             Kind::Mixed => {
@@ -494,6 +513,20 @@ pub async fn run(spec: Spec) -> Outcome {
             k => k,
         };
         one_round(&mut sys, fault, round, &mut rng).await;
+        if matches!(fault, Kind::QuorumLoss | Kind::DiskFull) {
+            // one_round returned when the system healed: every role held within 2 × TTL.
+            let healed = Instant::now();
+            let bound = sys.ttl() * 2;
+            if sys.wait_all_held(bound).await {
+                recoveries.push(healed.elapsed());
+            } else {
+                harness_problems.push(format!(
+                    "round {round} ({}): not every role was held within 2 x TTL ({bound:?}) of \
+                     the system healing",
+                    fault.name()
+                ));
+            }
+        }
         if !sys
             .wait_all_held(ms(l1_bound_ms(kind)) + Duration::from_secs(10))
             .await
@@ -559,6 +592,7 @@ pub async fn run(spec: Spec) -> Outcome {
         dir: dir.clone(),
         elapsed: started.elapsed(),
         resources,
+        recoveries,
         harness_problems,
     };
     if !outcome.as_expected() || !outcome.report.is_clean() {
@@ -650,6 +684,53 @@ async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: &mut StdRng
                 cluster.resume(i);
                 sys.log.fault("leader_resume", &target, Phase::End);
             }
+        }
+        Kind::QuorumLoss => {
+            // Two of three servers die: no stream leader, no meta leader. Returns once the
+            // stream has a leader again (quorum back).
+            let cluster = sys.cluster.as_mut().expect("cluster trial");
+            let first = rng.random_range(0..cluster.len());
+            let second = (first + rng.random_range(1..cluster.len())) % cluster.len();
+            let targets = format!(
+                "server:{}+server:{}",
+                cluster.node(first).name(),
+                cluster.node(second).name()
+            );
+            sys.log.fault("quorum_loss", &targets, Phase::Start);
+            cluster.kill(first);
+            cluster.kill(second);
+            sys.ttls(3.0).await;
+            let cluster = sys.cluster.as_mut().expect("cluster trial");
+            cluster.spawn_together(&[first, second]);
+            // Quorum is back when every node is healthy, they agree on a meta leader, and the
+            // bucket's stream has a leader (the survivor may report a stale one until then).
+            cluster.wait_ready().await;
+            stream_leader(&sys.js).await;
+            sys.log.fault("quorum_back", &targets, Phase::End);
+        }
+        Kind::DiskFull => {
+            // The operator's disk (or account limit) is full: the stream refuses new bytes.
+            let mut stream = sys
+                .js
+                .get_stream(format!("KV_{BUCKET}"))
+                .await
+                .expect("bucket stream");
+            let info = stream.info().await.expect("stream info").clone();
+            let mut config = info.config.clone();
+            let before = config.max_bytes;
+            config.max_bytes = i64::try_from(info.state.bytes).unwrap_or(i64::MAX).max(1);
+            sys.log.fault("disk_full", "server", Phase::Start);
+            sys.js
+                .update_stream(&config)
+                .await
+                .expect("lower max_bytes");
+            sys.ttls(rng.random_range(2.0..3.0)).await;
+            config.max_bytes = before;
+            sys.js
+                .update_stream(&config)
+                .await
+                .expect("raise max_bytes");
+            sys.log.fault("disk_freed", "server", Phase::End);
         }
         Kind::ProxyStall => {
             let i = sys.holder_target(rng).await;

@@ -407,6 +407,9 @@ pub struct NatsServer {
     child: Option<Child>,
     paused: bool,
     starts: u32,
+    /// The running process was started with ports `-1` (picked by the server): a config
+    /// reload must keep saying so (nats-server cannot reload a changed port).
+    running_on_picked_ports: bool,
 }
 
 impl NatsServer {
@@ -437,6 +440,7 @@ impl NatsServer {
         if let Err(e) = server.spawn() {
             panic!("{}", e.message());
         }
+        server.running_on_picked_ports = true;
         if let Err(e) = server.learn_ports().await {
             server.kill();
             panic!("{}", e.message());
@@ -474,6 +478,7 @@ impl NatsServer {
             child: None,
             paused: false,
             starts: 0,
+            running_on_picked_ports: false,
         };
         server.write_config(port == 0);
         server
@@ -481,6 +486,16 @@ impl NatsServer {
 
     /// Writes the config file. With `pick_ports` the server chooses its ports (`-1`) and
     /// reports them in a ports file in the temporary directory.
+    /// Replaces the `extra` part of the config and makes the running server reload it
+    /// (SIGHUP), as an operator fixing permissions would. The reload is asynchronous: wait for
+    /// its effect.
+    pub fn reload_with(&mut self, extra: &str) {
+        extra.clone_into(&mut self.extra);
+        self.write_config(self.running_on_picked_ports);
+        let pid = self.pid().expect("the server is running");
+        faults::signal(pid, libc::SIGHUP);
+    }
+
     fn write_config(&self, pick_ports: bool) {
         let mut conf = String::new();
         let port = |p: u16| {
@@ -520,6 +535,7 @@ impl NatsServer {
             self.name
         );
         self.starts += 1;
+        self.running_on_picked_ports = false;
         let mut log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -930,6 +946,20 @@ impl NatsCluster {
             }
         }
         self.wait_ready().await;
+    }
+
+    /// Starts the (killed) nodes `which` again together, with their ports and stores, without
+    /// waiting for them: when they are a majority (quorum loss) no single one becomes ready
+    /// before its peers are back. Wait with [`wait_ready`](Self::wait_ready) or for what the
+    /// test needs (a stream leader).
+    pub fn spawn_together(&mut self, which: &[usize]) {
+        for &i in which {
+            let node = &mut self.nodes[i];
+            node.kill();
+            if let Err(e) = node.spawn() {
+                panic!("spawn_together: {}", e.message());
+            }
+        }
     }
 
     /// SIGSTOPs node `i`.
