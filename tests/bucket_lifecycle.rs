@@ -1,5 +1,6 @@
 //! The bucket itself changing under the managers: deleted and recreated (new epoch), or
-//! configured with a `max_age` too short for the leases.
+//! configured with a `max_age` too short for the leases; and role timing checked before a role
+//! starts.
 
 mod support;
 
@@ -10,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use nats_roles::{
     Error, FencingToken, FnCallbacks, InstanceId, Leadership, RoleManager, RoleName, RoleSpec,
-    Timing,
+    Timing, TimingError,
 };
 use support::NatsServer;
 use support::roles::*;
@@ -139,4 +140,90 @@ async fn a_bucket_max_age_shorter_than_the_ttl_is_refused() {
         }
         other => panic!("expected BucketMaxAgeTooShort, got {other:?}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_timing_that_breaks_a_rule_is_refused_by_start_and_add_role() {
+    let server = NatsServer::start().await;
+    let client = support::connect(&server.url()).await;
+    let bad = [
+        (
+            Timing {
+                heartbeat: Duration::from_millis(400),
+                ..fast()
+            },
+            "heartbeat",
+        ),
+        (
+            Timing {
+                deadline_margin: f64::NAN,
+                ..fast()
+            },
+            "deadline_margin",
+        ),
+        (
+            Timing {
+                deadline_margin: 0.7,
+                ..fast()
+            },
+            "deadline_margin",
+        ),
+        (
+            Timing {
+                operation_timeout: Duration::from_millis(900),
+                ..fast()
+            },
+            "operation_timeout",
+        ),
+        (
+            Timing {
+                ttl: Duration::from_secs(31_557_600_000_000_000),
+                ..fast()
+            },
+            "ttl",
+        ),
+    ];
+    for (timing, field) in bad {
+        // start() refuses before touching the bucket (it does not exist).
+        let result = RoleManager::builder(client.clone(), inst("a"))
+            .bucket("timing-missing")
+            .role(RoleSpec::new(role("r")).timing(timing))
+            .start()
+            .await;
+        match result {
+            Err(Error::InvalidTiming { role, source }) => {
+                assert_eq!(role.as_str(), "r");
+                assert_eq!(source.field(), field, "{source}");
+            }
+            other => panic!("{timing:?}: expected InvalidTiming, got {other:?}"),
+        }
+    }
+    let manager = RoleManager::builder(client, inst("a"))
+        .bucket("timing")
+        .auto_create(1)
+        .start()
+        .await
+        .unwrap();
+    for (timing, field) in bad {
+        match manager.add_role(RoleSpec::new(role("r")).timing(timing)) {
+            Err(Error::InvalidTiming { source, .. }) => assert_eq!(source.field(), field),
+            other => panic!("{timing:?}: expected InvalidTiming, got {other:?}"),
+        }
+    }
+    assert!(manager.roles().is_empty(), "no invalid role was added");
+    let err = manager
+        .add_role(RoleSpec::new(role("r")).timing(Timing {
+            heartbeat: Duration::ZERO,
+            ..fast()
+        }))
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        Error::InvalidTiming {
+            source: TimingError::HeartbeatZero,
+            ..
+        }
+    ));
+    manager.add_role(spec(&role("r"))).expect("valid timing");
+    manager.shutdown(Duration::from_secs(5)).await.unwrap();
 }
