@@ -21,8 +21,12 @@ pub enum Error {
         /// Bucket name.
         bucket: String,
     },
-    /// The bucket expires entries by `max_age` (no per-key TTLs) and its `max_age` is shorter
-    /// than a role's TTL: the server would delete a live lease before its holder's deadline.
+    /// The bucket has a `max_age` shorter than the TTL of a role this instance campaigns for.
+    /// The server removes every entry `max_age` after it was written, whatever its per-key TTL
+    /// (in every TTL mode), so it would delete a live lease before its holder's deadline and a
+    /// second holder could be promoted while the first still acts. Returned by
+    /// [`RoleManagerBuilder::start`](crate::RoleManagerBuilder::start) and
+    /// [`RoleManager::add_role`](crate::RoleManager::add_role).
     #[error(
         "bucket {bucket:?} has max_age {max_age:?}, shorter than the TTL {ttl:?} of role {role}: \
          leases would vanish while held (raise max_age or lower the TTL)"

@@ -300,7 +300,8 @@ impl RoleManagerBuilder {
     /// # Errors
     /// [`Error::InvalidTiming`] (before connecting to the bucket) for a role whose timing breaks
     /// a rule of [`Timing::validate`]; [`Error::BucketNotFound`], [`Error::PermissionDenied`],
-    /// [`Error::JetStream`], or [`Error::RoleExists`] for a role given twice.
+    /// [`Error::JetStream`]; [`Error::BucketMaxAgeTooShort`] when the bucket's `max_age` is
+    /// shorter than a role's TTL; or [`Error::RoleExists`] for a role given twice.
     pub async fn start(self) -> Result<RoleManager, Error> {
         for spec in &self.roles {
             spec.validate()?;
@@ -576,19 +577,24 @@ impl RoleManager {
     ///
     /// # Errors
     /// [`Error::InvalidTiming`] if the role's timing breaks a rule of [`Timing::validate`];
-    /// [`Error::RoleExists`] if the role is already managed; [`Error::Stopped`] after shutdown.
+    /// [`Error::BucketMaxAgeTooShort`] if the bucket's `max_age` is shorter than the role's TTL
+    /// (a role this instance campaigns for); [`Error::RoleExists`] if the role is already
+    /// managed; [`Error::Stopped`] after shutdown.
     pub fn add_role(&self, spec: RoleSpec) -> Result<(), Error> {
         if self.cancel.is_cancelled() {
             return Err(Error::Stopped);
         }
         spec.validate()?;
+        // In every TTL mode: the server removes an entry `max_age` after it was written,
+        // whatever its per-key TTL, so a shorter `max_age` expires a live lease early and a
+        // second holder can be promoted before the first one's deadline (P3). An observer
+        // writes no lease.
         let store = &self.shared.store;
-        if store.ttl_mode() == crate::store::TtlMode::BucketMaxAge
-            && store.max_age() < spec.timing.ttl
-        {
+        let max_age = store.max_age();
+        if spec.campaign && !max_age.is_zero() && max_age < spec.timing.ttl {
             return Err(Error::BucketMaxAgeTooShort {
                 bucket: store.bucket().to_string(),
-                max_age: store.max_age(),
+                max_age,
                 ttl: spec.timing.ttl,
                 role: spec.name,
             });
