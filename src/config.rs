@@ -37,6 +37,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::Timing;
 use crate::names::{InstanceId, NameError, RoleName};
 
 mod telemetry;
@@ -45,6 +46,16 @@ pub use telemetry::{DEFAULT_SERVICE_NAME, LogFormat, OtlpConfig, OtlpProtocol, T
 /// Largest configuration document accepted by [`Config::from_yaml_str`] and
 /// [`Config::load`], in bytes (1 MiB).
 pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
+
+/// Longest accepted value of every duration setting that has no tighter bound
+/// of its own: 1 hour. It applies to `nats.ping_interval`, `nats.connect_timeout`,
+/// `nats.request_timeout`, `retry.initial_backoff`, `retry.max_backoff`,
+/// `health.interval`, `health.timeout`, `health.cooldown`,
+/// `fencing.validation_interval`, `shutdown.timeout`, `shutdown.drain_timeout`,
+/// the `placement` durations and `telemetry.otlp.export_interval` / `timeout`.
+/// Lease durations are bounded by [`Timing::MAX_TTL`] (`ttl`, `member_ttl`) and
+/// through the TTL (see [`Timing::validate`]).
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 
 /// Most entries allowed in [`InstanceConfig::meta`].
 pub const MAX_META_ENTRIES: usize = 32;
@@ -717,6 +728,20 @@ impl TimingConfig {
         }
     }
 
+    /// The library's [`Timing`] with these values (what [`Timing::validate`]
+    /// checks; `RoleManager::from_config` runs roles with it).
+    #[must_use]
+    pub fn timing(&self) -> Timing {
+        Timing {
+            ttl: self.ttl,
+            heartbeat: self.heartbeat,
+            deadline_margin: self.deadline_margin,
+            operation_timeout: self.operation_timeout,
+            disconnect_grace: self.disconnect_grace,
+            campaign_jitter: self.campaign_jitter,
+        }
+    }
+
     /// How long a holder may consider itself the holder after a successful
     /// write: `ttl × (1 − deadline_margin)`.
     ///
@@ -806,9 +831,21 @@ pub enum ConfigError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The configuration path names something other than a regular file (a
+    /// FIFO, socket, device or directory); returned by [`Config::load`]
+    /// without reading from it.
+    #[error("cannot read configuration file {}: it is {kind}, not a regular file", path.display())]
+    NotAFile {
+        /// The path given.
+        path: PathBuf,
+        /// What it is instead (e.g. `a FIFO (named pipe)`, `a directory`).
+        kind: &'static str,
+    },
     /// The input is not valid YAML, does not match the configuration's shape
-    /// (wrong type, unknown or duplicate key, missing role name), is too large,
-    /// or exceeds a parser resource budget (nesting, node or alias counts).
+    /// (wrong type, unknown or duplicate key, missing role name), is too large
+    /// (the message names its size), is not UTF-8 (line, column and byte
+    /// offset of the first invalid byte), or exceeds a parser resource budget
+    /// (nesting, node or alias counts).
     #[error("{}", display_parse(*line, *column, message))]
     Parse {
         /// 1-based line of the error, when known.
@@ -916,14 +953,116 @@ fn parse_error(err: &serde_saphyr::Error) -> ConfigError {
     }
 }
 
-fn too_large(len: usize) -> ConfigError {
+/// The configuration is `len` bytes long (or, when `at_least`, longer than that).
+fn too_large(len: u64, at_least: bool) -> ConfigError {
+    let size = if at_least {
+        format!("more than {}", fmt_size(len))
+    } else {
+        fmt_size(len)
+    };
     ConfigError::Parse {
         line: None,
         column: None,
         message: format!(
-            "the configuration is {len} bytes; at most {MAX_CONFIG_BYTES} are accepted"
+            "the configuration is {size}; at most {} are accepted",
+            fmt_size(MAX_CONFIG_BYTES as u64)
         ),
     }
+}
+
+/// `n` bytes, with the size in KiB/MiB/GiB when that is shorter to read.
+fn fmt_size(n: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    match UNITS.iter().find(|(_, unit)| n >= *unit) {
+        Some((name, unit)) if n.is_multiple_of(*unit) => format!("{n} bytes ({} {name})", n / unit),
+        Some((name, unit)) => format!("{n} bytes ({:.1} {name})", n as f64 / *unit as f64),
+        None => format!("{n} bytes"),
+    }
+}
+
+/// Where the first invalid UTF-8 sequence of `bytes` starts.
+fn invalid_utf8(bytes: &[u8], err: &std::str::Utf8Error) -> ConfigError {
+    let offset = err.valid_up_to();
+    let valid = std::str::from_utf8(bytes.get(..offset).unwrap_or_default()).unwrap_or_default();
+    let line = valid.matches('\n').count() + 1;
+    let column = valid
+        .rsplit('\n')
+        .next()
+        .map_or(0, |last| last.chars().count())
+        + 1;
+    let shown: Vec<String> = bytes
+        .iter()
+        .skip(offset)
+        .take(err.error_len().unwrap_or(1).max(1))
+        .map(|b| format!("0x{b:02x}"))
+        .collect();
+    ConfigError::Parse {
+        line: Some(line),
+        column: Some(column),
+        message: format!(
+            "the file is not valid UTF-8: invalid byte {} at byte offset {offset}",
+            shown.join(" ")
+        ),
+    }
+}
+
+/// What kind of file `file_type` is, for a message refusing it.
+fn file_kind(file_type: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if file_type.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if file_type.is_socket() {
+            return "a socket";
+        }
+        if file_type.is_char_device() {
+            return "a character device";
+        }
+        if file_type.is_block_device() {
+            return "a block device";
+        }
+    }
+    if file_type.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Opens `path` for reading only if it is a regular file (after following symlinks).
+///
+/// The type is checked with `stat` before opening, so that opening a FIFO without a writer
+/// cannot block; the file is opened non-blocking and checked again on the open descriptor, so
+/// a file swapped for a FIFO or device in between is refused as well. Returns the file and its
+/// size.
+fn open_regular(path: &Path) -> Result<(std::fs::File, u64), ConfigError> {
+    let io_error = |source| ConfigError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let not_a_file = |file_type| ConfigError::NotAFile {
+        path: path.to_owned(),
+        kind: file_kind(file_type),
+    };
+    let meta = std::fs::metadata(path).map_err(io_error)?;
+    if !meta.is_file() {
+        return Err(not_a_file(meta.file_type()));
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let file = options.open(path).map_err(io_error)?;
+    let meta = file.metadata().map_err(io_error)?;
+    if !meta.is_file() {
+        return Err(not_a_file(meta.file_type()));
+    }
+    Ok((file, meta.len()))
 }
 
 impl Config {
@@ -942,7 +1081,7 @@ impl Config {
     /// where it appears in `text`) when it breaks a rule.
     pub fn from_yaml_str(text: &str) -> Result<Config, ConfigError> {
         if text.len() > MAX_CONFIG_BYTES {
-            return Err(too_large(text.len()));
+            return Err(too_large(text.len() as u64, false));
         }
         let config: Config = serde_saphyr::from_str_with_options(text, parse_options())
             .map_err(|e| parse_error(&e))?;
@@ -962,24 +1101,37 @@ impl Config {
     /// Reads the YAML file at `path`, parses and validates it (see
     /// [`Config::from_yaml_str`]).
     ///
+    /// Only regular files (or symlinks to them) are read: a FIFO, socket,
+    /// device or directory is refused before it is opened for reading, so a
+    /// pipe without a writer cannot block the caller. A file larger than
+    /// [`MAX_CONFIG_BYTES`] is refused from its size, unread.
+    ///
     /// # Errors
-    /// [`ConfigError::Io`] naming `path` when the file cannot be read or is not
+    /// [`ConfigError::Io`] naming `path` when the file cannot be read;
+    /// [`ConfigError::NotAFile`] when it is not a regular file;
+    /// [`ConfigError::Parse`] with the size when it is too large, or with the
+    /// line, column and byte offset of the first invalid byte when it is not
     /// UTF-8; otherwise as [`Config::from_yaml_str`].
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let io_error = |source| ConfigError::Io {
             path: path.to_owned(),
             source,
         };
-        let file = std::fs::File::open(path).map_err(io_error)?;
-        let mut text = String::new();
-        let limit = u64::try_from(MAX_CONFIG_BYTES).unwrap_or(u64::MAX);
-        file.take(limit.saturating_add(1))
-            .read_to_string(&mut text)
-            .map_err(io_error)?;
-        if text.len() > MAX_CONFIG_BYTES {
-            return Err(too_large(text.len()));
+        let (file, len) = open_regular(path)?;
+        let limit = MAX_CONFIG_BYTES as u64;
+        if len > limit {
+            return Err(too_large(len, false));
         }
-        Config::from_yaml_str(&text)
+        let mut bytes = Vec::new();
+        file.take(limit.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(io_error)?;
+        if bytes.len() > MAX_CONFIG_BYTES {
+            // It grew after it was measured.
+            return Err(too_large(limit, true));
+        }
+        let text = std::str::from_utf8(&bytes).map_err(|e| invalid_utf8(&bytes, &e))?;
+        Config::from_yaml_str(text)
     }
 
     /// Checks every rule and reports all problems found, not just the first.
@@ -1135,6 +1287,20 @@ impl Problems {
         self.push_related(field, message, Vec::new());
     }
 
+    /// Reports `field` when `value` is longer than `max`.
+    fn at_most(&mut self, field: &str, value: Duration, max: Duration) {
+        if value > max {
+            self.push(
+                field,
+                format!(
+                    "{} is longer than the maximum {}",
+                    fmt_duration(value),
+                    fmt_duration(max)
+                ),
+            );
+        }
+    }
+
     fn push_related(
         &mut self,
         field: impl Into<String>,
@@ -1148,13 +1314,7 @@ impl Problems {
     }
 }
 
-fn fmt_duration(d: Duration) -> String {
-    if d.is_zero() {
-        "0s".to_owned()
-    } else {
-        humantime::format_duration(d).to_string()
-    }
-}
+use crate::error::fmt_duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TimingField {
@@ -1167,6 +1327,43 @@ enum TimingField {
 }
 
 impl TimingField {
+    const ALL: [TimingField; 6] = [
+        TimingField::Ttl,
+        TimingField::Heartbeat,
+        TimingField::DeadlineMargin,
+        TimingField::OperationTimeout,
+        TimingField::DisconnectGrace,
+        TimingField::CampaignJitter,
+    ];
+
+    /// The field called `name` ([`crate::error::TimingError::field`]); `ttl` for an unknown name.
+    fn named(name: &str) -> TimingField {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name() == name)
+            .unwrap_or(TimingField::Ttl)
+    }
+
+    /// The fields called `names`, as a static slice (the lists [`crate::error::TimingError::involved`]
+    /// returns).
+    fn all_named(names: &[&str]) -> &'static [TimingField] {
+        use TimingField::*;
+        match names {
+            ["heartbeat", "ttl"] => &[Heartbeat, Ttl],
+            ["operation_timeout", "ttl", "deadline_margin"] => {
+                &[OperationTimeout, Ttl, DeadlineMargin]
+            }
+            ["disconnect_grace", "ttl"] => &[DisconnectGrace, Ttl],
+            ["campaign_jitter", "heartbeat"] => &[CampaignJitter, Heartbeat],
+            ["heartbeat"] => &[Heartbeat],
+            ["deadline_margin"] => &[DeadlineMargin],
+            ["operation_timeout"] => &[OperationTimeout],
+            ["disconnect_grace"] => &[DisconnectGrace],
+            ["campaign_jitter"] => &[CampaignJitter],
+            _ => &[Ttl],
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             TimingField::Ttl => "ttl",
@@ -1200,105 +1397,28 @@ struct TimingIssue {
 
 fn timing_issues(t: &TimingConfig) -> Vec<TimingIssue> {
     use TimingField::*;
-    let mut issues = Vec::new();
-    let mut issue = |field, involved, message: String| {
-        issues.push(TimingIssue {
-            field,
-            involved,
-            message,
-        });
-    };
-
-    if t.ttl < Duration::from_secs(1) {
-        issue(
-            Ttl,
-            &[Ttl],
-            format!(
-                "{} is shorter than 1s (NATS per-key TTLs are whole seconds)",
-                fmt_duration(t.ttl)
-            ),
-        );
-    } else if t.ttl.subsec_nanos() != 0 {
-        issue(
-            Ttl,
-            &[Ttl],
-            format!(
-                "{} is not a whole number of seconds (NATS per-key TTLs are whole seconds)",
-                fmt_duration(t.ttl)
-            ),
-        );
-    }
-
-    let heartbeat_ok = !t.heartbeat.is_zero();
-    if !heartbeat_ok {
-        issue(
-            Heartbeat,
-            &[Heartbeat],
-            "must be greater than 0s".to_owned(),
-        );
-    } else if t.heartbeat.saturating_mul(3) > t.ttl {
-        issue(
-            Heartbeat,
-            &[Heartbeat, Ttl],
-            format!(
-                "{} is too long for ttl {}: at least 3 heartbeats must fit in the ttl",
-                fmt_duration(t.heartbeat),
-                fmt_duration(t.ttl)
-            ),
-        );
-    }
-
-    let margin = t.deadline_margin;
-    let margin_ok = margin > 0.0 && margin < 0.5;
-    if !margin_ok {
-        issue(
-            DeadlineMargin,
-            &[DeadlineMargin],
-            format!("{margin} is out of range: it must be greater than 0.0 and less than 0.5"),
-        );
-    }
-
-    if t.operation_timeout.is_zero() {
-        issue(
-            OperationTimeout,
-            &[OperationTimeout],
-            "must be greater than 0s".to_owned(),
-        );
-    } else if margin_ok && t.operation_timeout >= t.local_lease() {
-        issue(
-            OperationTimeout,
-            &[OperationTimeout, Ttl, DeadlineMargin],
-            format!(
-                "{} must be less than the local lease ttl × (1 − deadline_margin) = {} × (1 − {}) = {}",
-                fmt_duration(t.operation_timeout),
-                fmt_duration(t.ttl),
-                margin,
-                fmt_duration(t.local_lease())
-            ),
-        );
-    }
-
-    if t.disconnect_grace > t.ttl {
-        issue(
-            DisconnectGrace,
-            &[DisconnectGrace, Ttl],
-            format!(
-                "{} must not exceed ttl {}",
-                fmt_duration(t.disconnect_grace),
-                fmt_duration(t.ttl)
-            ),
-        );
-    }
-
-    if heartbeat_ok && t.campaign_jitter >= t.heartbeat {
-        issue(
-            CampaignJitter,
-            &[CampaignJitter, Heartbeat],
-            format!(
-                "{} must be less than heartbeat {}",
-                fmt_duration(t.campaign_jitter),
-                fmt_duration(t.heartbeat)
-            ),
+    let mut issues: Vec<TimingIssue> = t
+        .timing()
+        .problems()
+        .into_iter()
+        .map(|e| TimingIssue {
+            field: TimingField::named(e.field()),
+            involved: TimingField::all_named(e.involved()),
+            message: e.detail(),
+        })
+        .collect();
+    // The file format also wants the TTL the server is given (whole seconds) written exactly.
+    if (Timing::MIN_TTL..=Timing::MAX_TTL).contains(&t.ttl) && t.ttl.subsec_nanos() != 0 {
+        issues.insert(
+            0,
+            TimingIssue {
+                field: Ttl,
+                involved: &[Ttl],
+                message: format!(
+                    "{} is not a whole number of seconds (NATS per-key TTLs are whole seconds)",
+                    fmt_duration(t.ttl)
+                ),
+            },
         );
     }
     issues
@@ -1435,6 +1555,9 @@ impl Config {
                     .collect(),
             );
         }
+        p.at_most("nats.ping_interval", nats.ping_interval, MAX_DURATION);
+        p.at_most("nats.connect_timeout", nats.connect_timeout, MAX_DURATION);
+        p.at_most("nats.request_timeout", nats.request_timeout, MAX_DURATION);
         match (&nats.tls.cert_file, &nats.tls.key_file) {
             (Some(_), None) => p.push("nats.tls.cert_file", "cert_file is set but key_file is not"),
             (None, Some(_)) => p.push("nats.tls.key_file", "key_file is set but cert_file is not"),
@@ -1579,6 +1702,8 @@ impl Config {
         if r.initial_backoff.is_zero() {
             p.push("retry.initial_backoff", "must be greater than 0s");
         }
+        p.at_most("retry.initial_backoff", r.initial_backoff, MAX_DURATION);
+        p.at_most("retry.max_backoff", r.max_backoff, MAX_DURATION);
         if r.max_backoff < r.initial_backoff {
             p.push_related(
                 "retry.max_backoff",
@@ -1635,6 +1760,8 @@ impl Config {
                 vec!["health.interval".to_owned()],
             );
         }
+        p.at_most("health.interval", h.interval, MAX_DURATION);
+        p.at_most("health.cooldown", h.cooldown, MAX_DURATION);
         if h.failure_threshold == 0 {
             p.push("health.failure_threshold", "must be at least 1");
         }
@@ -1647,7 +1774,11 @@ impl Config {
                 "must be greater than 0s; omit it to disable background validation",
             );
         }
+        if let Some(interval) = self.fencing.validation_interval {
+            p.at_most("fencing.validation_interval", interval, MAX_DURATION);
+        }
         let s = &self.shutdown;
+        p.at_most("shutdown.timeout", s.timeout, MAX_DURATION);
         if s.drain_timeout > s.timeout {
             p.push_related(
                 "shutdown.drain_timeout",
@@ -1680,14 +1811,25 @@ impl Config {
         if c.move_interval.is_zero() {
             p.push("placement.move_interval", "must be greater than zero");
         }
+        for (field, value) in [
+            ("placement.stability_window", c.stability_window),
+            ("placement.leave_delay", c.leave_delay),
+            ("placement.claim_grace", c.claim_grace),
+            ("placement.cooldown", c.cooldown),
+            ("placement.move_interval", c.move_interval),
+        ] {
+            p.at_most(field, value, MAX_DURATION);
+        }
         if let Some(ttl) = c.member_ttl
-            && (ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0)
+            && (ttl < Timing::MIN_TTL || ttl > Timing::MAX_TTL || ttl.subsec_nanos() != 0)
         {
             p.push(
                 "placement.member_ttl",
                 format!(
-                    "{} must be a whole number of seconds, at least 1s",
-                    fmt_duration(ttl)
+                    "{} must be a whole number of seconds, at least {} and at most {}",
+                    fmt_duration(ttl),
+                    fmt_duration(Timing::MIN_TTL),
+                    fmt_duration(Timing::MAX_TTL)
                 ),
             );
         }
@@ -1916,8 +2058,12 @@ fn record(
 /// Locations of the values in `text`, or `None` if it cannot be parsed as a
 /// generic YAML tree.
 fn source_locations(text: &str) -> Option<LocationMap> {
+    // The tree is typeless: let `.nan` / `.inf` through so that a validation problem about
+    // them (e.g. `deadline_margin: .nan`) still gets its line and column.
+    let mut options = parse_options();
+    options.non_finite_float_policy = serde_saphyr::NonFiniteFloatPolicy::PassThrough;
     let root: serde_saphyr::Spanned<Node> =
-        serde_saphyr::from_str_with_options(text, parse_options()).ok()?;
+        serde_saphyr::from_str_with_options(text, options).ok()?;
     let mut out = HashMap::new();
     record(&root, &mut String::new(), &mut out);
     // The document itself is never a useful location.
@@ -3009,8 +3155,249 @@ roles:
             Config::load(&path),
             Err(ConfigError::Parse { .. })
         ));
+    }
+
+    #[test]
+    fn load_names_the_size_of_a_large_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("roles.yaml");
+        // 50 MB, sparse: never read.
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(50_000_000).unwrap();
+        let err = Config::load(&path).unwrap_err();
+        let shown = err.to_string();
+        assert!(
+            shown.contains("is 50000000 bytes (47.7 MiB); at most 1048576 bytes (1 MiB)"),
+            "{shown}"
+        );
+        file.set_len(MAX_CONFIG_BYTES as u64 + 1).unwrap();
+        let shown = Config::load(&path).unwrap_err().to_string();
+        assert!(shown.contains("is 1048577 bytes (1.0 MiB)"), "{shown}");
+        // Exactly the limit is read (and parsed: zero bytes are not YAML).
+        file.set_len(MAX_CONFIG_BYTES as u64).unwrap();
+        let shown = Config::load(&path).unwrap_err().to_string();
+        assert!(!shown.contains("at most"), "{shown}");
+    }
+
+    #[test]
+    fn load_points_at_the_first_invalid_utf8_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("roles.yaml");
         std::fs::write(&path, [0xff, 0xfe, b'\n']).unwrap();
-        assert!(matches!(Config::load(&path), Err(ConfigError::Io { .. })));
+        match Config::load(&path) {
+            Err(ConfigError::Parse {
+                line: Some(1),
+                column: Some(1),
+                message,
+            }) => assert!(
+                message.contains("not valid UTF-8: invalid byte 0xff at byte offset 0"),
+                "{message}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Multi-byte characters before it count as one column each.
+        let mut bytes = "timing:\n  ttl: 3s # é€\u{1F600} ".as_bytes().to_vec();
+        bytes.extend_from_slice(&[0xe2, 0x82, b'\n']);
+        std::fs::write(&path, &bytes).unwrap();
+        match Config::load(&path) {
+            Err(err @ ConfigError::Parse { .. }) => {
+                let shown = err.to_string();
+                assert!(
+                    shown.starts_with("invalid configuration at line 2, column 17: ")
+                        && shown.contains("invalid byte 0xe2 0x82 at byte offset 30"),
+                    "{shown}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// `Config::load(path)` on another thread: a load that blocks fails the test instead of
+    /// hanging it.
+    fn load_within_5s(path: &Path) -> Result<Config, ConfigError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let owned = path.to_owned();
+        std::thread::spawn(move || {
+            let _ = tx.send(Config::load(&owned));
+        });
+        rx.recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("Config::load({}) blocked", path.display()))
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn load_refuses_files_that_are_not_regular_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo.yaml");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let socket_path = dir.path().join("socket.yaml");
+        let _socket = std::os::unix::net::UnixListener::bind(&socket_path).unwrap();
+        // A symlink to a FIFO is a FIFO.
+        let link = dir.path().join("link.yaml");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        for (path, kind) in [
+            (fifo.as_path(), "a FIFO (named pipe)"),
+            (link.as_path(), "a FIFO (named pipe)"),
+            (socket_path.as_path(), "a socket"),
+            (Path::new("/dev/null"), "a character device"),
+            (dir.path(), "a directory"),
+        ] {
+            match load_within_5s(path) {
+                Err(err @ ConfigError::NotAFile { .. }) => {
+                    let shown = err.to_string();
+                    assert!(
+                        shown.contains(&format!("it is {kind}, not a regular file"))
+                            && shown.contains(&path.display().to_string()),
+                        "{shown}"
+                    );
+                }
+                other => panic!("{}: {other:?}", path.display()),
+            }
+        }
+        // A symlink to a regular file is read.
+        let file = dir.path().join("roles.yaml");
+        std::fs::write(&file, "roles:\n  - name: a\n").unwrap();
+        let link = dir.path().join("file-link.yaml");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert_eq!(load_within_5s(&link).unwrap().roles, [role("a")]);
+    }
+
+    #[test]
+    fn durations_have_upper_bounds_reported_with_their_location() {
+        // What the server cannot honour (nats-server overflows at ~240 years) is refused with
+        // the place it was written, never a panic or an overflow.
+        let problems = yaml_problems("timing:\n  ttl: 1000000000y\n");
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert_eq!(problems[0].field, "timing.ttl");
+        assert_eq!((problems[0].line, problems[0].column), (Some(2), Some(8)));
+        assert!(
+            problems[0]
+                .message
+                .contains("is longer than the maximum 1h"),
+            "{}",
+            problems[0]
+        );
+        let problems =
+            yaml_problems("roles:\n  - name: a\n    ttl: 3601s\n    heartbeat: 1000000000y\n");
+        let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            fields_of(&problems),
+            ["roles[0].ttl", "roles[0].heartbeat"],
+            "{shown:#?}"
+        );
+        assert_eq!(problems[0].line, Some(3), "{shown:#?}");
+        assert_eq!(problems[1].line, Some(4), "{shown:#?}");
+        // The maximum itself is accepted.
+        let c = with_timing(|t| t.ttl = Timing::MAX_TTL);
+        assert_eq!(fields(&c), Vec::<String>::new());
+
+        // Every other duration: at most MAX_DURATION, each named with its line.
+        let keys = [
+            ("nats", "ping_interval"),
+            ("nats", "connect_timeout"),
+            ("nats", "request_timeout"),
+            ("retry", "initial_backoff"),
+            ("retry", "max_backoff"),
+            ("health", "interval"),
+            ("health", "cooldown"),
+            ("fencing", "validation_interval"),
+            ("shutdown", "timeout"),
+            ("placement", "stability_window"),
+            ("placement", "leave_delay"),
+            ("placement", "claim_grace"),
+            ("placement", "cooldown"),
+            ("placement", "move_interval"),
+            ("placement", "member_ttl"),
+        ];
+        for (value, accepted) in [("1h", true), ("3601s", false), ("1000000000y", false)] {
+            for (section, key) in keys {
+                let mut yaml = format!("{section}:\n  {key}: {value}\n");
+                if key == "initial_backoff" {
+                    // max_backoff must not be shorter.
+                    yaml.push_str(&format!("  max_backoff: {value}\n"));
+                }
+                let result = Config::from_yaml_str(&yaml);
+                if accepted {
+                    assert!(result.is_ok(), "{yaml}: {result:?}");
+                    continue;
+                }
+                let problems = yaml_problems(&yaml);
+                let field = format!("{section}.{key}");
+                let p = problems
+                    .iter()
+                    .find(|p| p.field == field)
+                    .unwrap_or_else(|| panic!("{yaml}: {problems:#?}"));
+                assert_eq!(p.line, Some(2), "{p}");
+                assert!(
+                    p.message.contains("at most 1h") || p.message.contains("maximum 1h"),
+                    "{p}"
+                );
+            }
+        }
+        // Bounded through other rules: health.timeout ≤ interval, drain ≤ shutdown timeout.
+        let problems = yaml_problems("health:\n  timeout: 2h\nshutdown:\n  drain_timeout: 2h\n");
+        assert_eq!(
+            fields_of(&problems),
+            ["health.timeout", "shutdown.drain_timeout"]
+        );
+        let problems = yaml_problems(
+            "telemetry:\n  otlp:\n    endpoint: http://127.0.0.1:4318\n    export_interval: 2h\n    timeout: 1000000000y\n",
+        );
+        assert_eq!(
+            fields_of(&problems),
+            ["telemetry.otlp.export_interval", "telemetry.otlp.timeout"]
+        );
+        assert_eq!(problems[1].line, Some(5));
+    }
+
+    fn fields_of(problems: &[ConfigProblem]) -> Vec<&str> {
+        problems.iter().map(|p| p.field.as_str()).collect()
+    }
+
+    #[test]
+    fn non_finite_numbers_are_reported_with_their_location() {
+        for (yaml, field, line, column) in [
+            (
+                "timing:\n  deadline_margin: .nan\n",
+                "timing.deadline_margin",
+                2,
+                20,
+            ),
+            (
+                "timing:\n  deadline_margin: .inf\n",
+                "timing.deadline_margin",
+                2,
+                20,
+            ),
+            (
+                "timing:\n  deadline_margin: -.inf\n",
+                "timing.deadline_margin",
+                2,
+                20,
+            ),
+            ("retry:\n  multiplier: .inf\n", "retry.multiplier", 2, 15),
+            ("retry:\n  jitter: .NaN\n", "retry.jitter", 2, 11),
+            (
+                "roles:\n  - name: a\n    deadline_margin: .nan\n",
+                "roles[0].deadline_margin",
+                3,
+                22,
+            ),
+        ] {
+            let problems = yaml_problems(yaml);
+            assert_eq!(problems.len(), 1, "{yaml}: {problems:#?}");
+            let p = &problems[0];
+            assert_eq!(p.field, field, "{p}");
+            assert_eq!(
+                (p.line, p.column),
+                (Some(line), Some(column)),
+                "{yaml}: {p}"
+            );
+        }
     }
 
     proptest! {

@@ -21,8 +21,12 @@ pub enum Error {
         /// Bucket name.
         bucket: String,
     },
-    /// The bucket expires entries by `max_age` (no per-key TTLs) and its `max_age` is shorter
-    /// than a role's TTL: the server would delete a live lease before its holder's deadline.
+    /// The bucket has a `max_age` shorter than the TTL of a role this instance campaigns for.
+    /// The server removes every entry `max_age` after it was written, whatever its per-key TTL
+    /// (in every TTL mode), so it would delete a live lease before its holder's deadline and a
+    /// second holder could be promoted while the first still acts. Returned by
+    /// [`RoleManagerBuilder::start`](crate::RoleManagerBuilder::start) and
+    /// [`RoleManager::add_role`](crate::RoleManager::add_role).
     #[error(
         "bucket {bucket:?} has max_age {max_age:?}, shorter than the TTL {ttl:?} of role {role}: \
          leases would vanish while held (raise max_age or lower the TTL)"
@@ -36,6 +40,17 @@ pub enum Error {
         ttl: Duration,
         /// The role.
         role: RoleName,
+    },
+    /// A role's [`Timing`](crate::Timing) breaks a rule of [`Timing::validate`](crate::Timing::validate)
+    /// (returned by [`RoleManagerBuilder::start`](crate::RoleManagerBuilder::start) and
+    /// [`RoleManager::add_role`](crate::RoleManager::add_role) before anything is written).
+    #[error("invalid timing for role {role}: {source}")]
+    InvalidTiming {
+        /// The role.
+        role: RoleName,
+        /// The first rule broken.
+        #[source]
+        source: TimingError,
     },
     /// The NATS user lacks a permission the manager needs.
     #[error("permission denied by the NATS server: {detail}")]
@@ -86,6 +101,368 @@ impl Error {
             Self::Connect(_) | Self::JetStream(_) | Self::Timeout(_) => true,
             Self::Kv(kind) => !kind.is_permanent(),
             _ => false,
+        }
+    }
+}
+
+/// A lease [`Timing`](crate::Timing) that breaks a rule (see
+/// [`Timing::validate`](crate::Timing::validate)). The same rules apply to the YAML `timing`
+/// section and role overrides, where each one is reported with its line and column.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TimingError {
+    /// `ttl` is shorter than [`Timing::MIN_TTL`](crate::Timing::MIN_TTL) (1 s: NATS per-key
+    /// TTLs have one-second granularity).
+    #[error("ttl {} is shorter than 1s (NATS per-key TTLs are whole seconds)", fmt_duration(*ttl))]
+    TtlTooShort {
+        /// The TTL.
+        ttl: Duration,
+    },
+    /// `ttl` is longer than [`Timing::MAX_TTL`](crate::Timing::MAX_TTL) (1 hour).
+    #[error("ttl {} is longer than the maximum {}", fmt_duration(*ttl), fmt_duration(crate::Timing::MAX_TTL))]
+    TtlTooLong {
+        /// The TTL.
+        ttl: Duration,
+    },
+    /// `heartbeat` is zero.
+    #[error("heartbeat must be greater than 0s")]
+    HeartbeatZero,
+    /// Fewer than three heartbeats fit in the TTL (`3 × heartbeat > ttl`).
+    #[error(
+        "heartbeat {} is too long for ttl {}: at least 3 heartbeats must fit in the ttl",
+        fmt_duration(*heartbeat),
+        fmt_duration(*ttl)
+    )]
+    HeartbeatTooLong {
+        /// The heartbeat.
+        heartbeat: Duration,
+        /// The TTL.
+        ttl: Duration,
+    },
+    /// `deadline_margin` is not a number in `(0, 0.5)` (NaN and infinities included).
+    #[error(
+        "deadline_margin {margin} is out of range: it must be greater than 0.0 and less than 0.5"
+    )]
+    DeadlineMarginOutOfRange {
+        /// The margin.
+        margin: f64,
+    },
+    /// `operation_timeout` is zero.
+    #[error("operation_timeout must be greater than 0s")]
+    OperationTimeoutZero,
+    /// `operation_timeout` is not below the local lease `ttl × (1 − deadline_margin)`: not even
+    /// one renewal could complete before the holder's deadline.
+    #[error(
+        "operation_timeout {} must be less than the local lease ttl × (1 − deadline_margin) = {} × (1 − {margin}) = {}",
+        fmt_duration(*operation_timeout),
+        fmt_duration(*ttl),
+        fmt_duration(*local_lease)
+    )]
+    OperationTimeoutTooLong {
+        /// The operation timeout.
+        operation_timeout: Duration,
+        /// The TTL.
+        ttl: Duration,
+        /// The deadline margin.
+        margin: f64,
+        /// `ttl × (1 − deadline_margin)`.
+        local_lease: Duration,
+    },
+    /// `disconnect_grace` is longer than the TTL.
+    #[error(
+        "disconnect_grace {} must not exceed ttl {}",
+        fmt_duration(*disconnect_grace),
+        fmt_duration(*ttl)
+    )]
+    DisconnectGraceTooLong {
+        /// The grace.
+        disconnect_grace: Duration,
+        /// The TTL.
+        ttl: Duration,
+    },
+    /// `campaign_jitter` is not below `heartbeat`.
+    #[error(
+        "campaign_jitter {} must be less than heartbeat {}",
+        fmt_duration(*campaign_jitter),
+        fmt_duration(*heartbeat)
+    )]
+    CampaignJitterTooLong {
+        /// The jitter.
+        campaign_jitter: Duration,
+        /// The heartbeat.
+        heartbeat: Duration,
+    },
+}
+
+impl TimingError {
+    /// The field the rule is about (`ttl`, `heartbeat`, `deadline_margin`,
+    /// `operation_timeout`, `disconnect_grace` or `campaign_jitter`).
+    #[must_use]
+    pub fn field(&self) -> &'static str {
+        self.involved().first().copied().unwrap_or("ttl")
+    }
+
+    /// Every field the rule depends on, [`field`](Self::field) first.
+    #[must_use]
+    pub fn involved(&self) -> &'static [&'static str] {
+        match self {
+            Self::TtlTooShort { .. } | Self::TtlTooLong { .. } => &["ttl"],
+            Self::HeartbeatZero => &["heartbeat"],
+            Self::HeartbeatTooLong { .. } => &["heartbeat", "ttl"],
+            Self::DeadlineMarginOutOfRange { .. } => &["deadline_margin"],
+            Self::OperationTimeoutZero => &["operation_timeout"],
+            Self::OperationTimeoutTooLong { .. } => {
+                &["operation_timeout", "ttl", "deadline_margin"]
+            }
+            Self::DisconnectGraceTooLong { .. } => &["disconnect_grace", "ttl"],
+            Self::CampaignJitterTooLong { .. } => &["campaign_jitter", "heartbeat"],
+        }
+    }
+
+    /// The message without the leading field name (the YAML validation puts the field's path
+    /// there instead).
+    pub(crate) fn detail(&self) -> String {
+        let full = self.to_string();
+        full.strip_prefix(self.field())
+            .map_or_else(|| full.clone(), |rest| rest.trim_start().to_owned())
+    }
+}
+
+/// `d` in humantime notation (`0s` for zero).
+pub(crate) fn fmt_duration(d: Duration) -> String {
+    if d.is_zero() {
+        "0s".to_owned()
+    } else {
+        humantime::format_duration(d).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Timing;
+    use proptest::prelude::*;
+
+    fn with(f: impl FnOnce(&mut Timing)) -> Timing {
+        let mut t = Timing::default();
+        f(&mut t);
+        t
+    }
+
+    #[test]
+    fn default_timing_is_valid() {
+        assert_eq!(Timing::default().validate(), Ok(()));
+        assert!(Timing::default().problems().is_empty());
+    }
+
+    #[test]
+    fn each_rule_has_its_own_error() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        let cases: Vec<(Timing, TimingError)> = vec![
+            (
+                with(|t| {
+                    t.ttl = ms(900);
+                    t.heartbeat = ms(100);
+                    t.operation_timeout = ms(100);
+                    t.disconnect_grace = ms(100);
+                }),
+                TimingError::TtlTooShort { ttl: ms(900) },
+            ),
+            (
+                with(|t| t.ttl = s(3601)),
+                TimingError::TtlTooLong { ttl: s(3601) },
+            ),
+            (
+                with(|t| t.heartbeat = Duration::ZERO),
+                TimingError::HeartbeatZero,
+            ),
+            (
+                with(|t| t.heartbeat = ms(1001)),
+                TimingError::HeartbeatTooLong {
+                    heartbeat: ms(1001),
+                    ttl: s(3),
+                },
+            ),
+            (
+                with(|t| t.deadline_margin = 0.5),
+                TimingError::DeadlineMarginOutOfRange { margin: 0.5 },
+            ),
+            (
+                with(|t| t.deadline_margin = 0.0),
+                TimingError::DeadlineMarginOutOfRange { margin: 0.0 },
+            ),
+            (
+                with(|t| t.operation_timeout = Duration::ZERO),
+                TimingError::OperationTimeoutZero,
+            ),
+            (
+                with(|t| t.operation_timeout = ms(2700)),
+                TimingError::OperationTimeoutTooLong {
+                    operation_timeout: ms(2700),
+                    ttl: s(3),
+                    margin: 0.1,
+                    local_lease: ms(2700),
+                },
+            ),
+            (
+                with(|t| t.disconnect_grace = ms(3001)),
+                TimingError::DisconnectGraceTooLong {
+                    disconnect_grace: ms(3001),
+                    ttl: s(3),
+                },
+            ),
+            (
+                with(|t| t.campaign_jitter = ms(750)),
+                TimingError::CampaignJitterTooLong {
+                    campaign_jitter: ms(750),
+                    heartbeat: ms(750),
+                },
+            ),
+        ];
+        for (timing, expected) in cases {
+            assert_eq!(
+                timing.problems(),
+                std::slice::from_ref(&expected),
+                "{timing:?}"
+            );
+            assert_eq!(timing.validate(), Err(expected));
+        }
+        // The boundaries themselves are valid.
+        for ok in [
+            with(|t| {
+                t.ttl = Timing::MIN_TTL;
+                t.heartbeat = ms(333);
+                t.operation_timeout = ms(100);
+                t.disconnect_grace = ms(100);
+            }),
+            with(|t| t.ttl = Timing::MAX_TTL),
+            with(|t| t.heartbeat = s(1)),
+            with(|t| t.disconnect_grace = s(3)),
+            with(|t| t.operation_timeout = ms(2699)),
+            with(|t| t.deadline_margin = 0.49),
+            // Fractions of a second are fine in the library (sent rounded up).
+            with(|t| {
+                t.ttl = ms(1500);
+                t.heartbeat = ms(500);
+                t.disconnect_grace = s(1);
+            }),
+        ] {
+            assert_eq!(ok.validate(), Ok(()), "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn non_finite_margins_and_absurd_durations_are_errors_not_panics() {
+        for margin in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 1e-300] {
+            let t = with(|t| t.deadline_margin = margin);
+            let problems = t.problems();
+            if margin > 0.0 && margin < 0.5 {
+                assert_eq!(problems, [], "{margin}");
+            } else {
+                assert!(
+                    matches!(
+                        problems.as_slice(),
+                        [TimingError::DeadlineMarginOutOfRange { .. }]
+                    ),
+                    "{margin}: {problems:?}"
+                );
+            }
+        }
+        let t = Timing {
+            ttl: Duration::MAX,
+            heartbeat: Duration::MAX,
+            deadline_margin: 1e-300,
+            operation_timeout: Duration::MAX,
+            disconnect_grace: Duration::MAX,
+            campaign_jitter: Duration::MAX,
+        };
+        assert_eq!(
+            t.validate(),
+            Err(TimingError::TtlTooLong { ttl: Duration::MAX })
+        );
+        // 1000000000 years, as a YAML file could say.
+        let t = with(|t| t.ttl = Duration::from_secs(31_557_600_000_000_000));
+        assert!(matches!(t.validate(), Err(TimingError::TtlTooLong { .. })));
+    }
+
+    #[test]
+    fn all_problems_are_listed_and_the_first_is_returned() {
+        let t = Timing {
+            ttl: Duration::from_secs(2),
+            heartbeat: Duration::from_secs(1),
+            deadline_margin: f64::NAN,
+            operation_timeout: Duration::ZERO,
+            disconnect_grace: Duration::from_secs(3),
+            campaign_jitter: Duration::from_secs(1),
+        };
+        let problems = t.problems();
+        let fields: Vec<&str> = problems.iter().map(TimingError::field).collect();
+        assert_eq!(
+            fields,
+            [
+                "heartbeat",
+                "deadline_margin",
+                "operation_timeout",
+                "disconnect_grace",
+                "campaign_jitter"
+            ]
+        );
+        assert_eq!(t.validate(), Err(problems[0].clone()));
+    }
+
+    #[test]
+    fn messages_name_the_field_and_the_values() {
+        let e = with(|t| t.heartbeat = Duration::from_secs(2))
+            .validate()
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "heartbeat 2s is too long for ttl 3s: at least 3 heartbeats must fit in the ttl"
+        );
+        assert_eq!(
+            e.detail(),
+            "2s is too long for ttl 3s: at least 3 heartbeats must fit in the ttl"
+        );
+        assert_eq!(e.involved(), ["heartbeat", "ttl"]);
+        let e = with(|t| t.ttl = Duration::from_secs(7200))
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.to_string(), "ttl 2h is longer than the maximum 1h");
+        let e = Error::InvalidTiming {
+            role: crate::RoleName::new("r").unwrap(),
+            source: TimingError::HeartbeatZero,
+        };
+        assert_eq!(
+            e.to_string(),
+            "invalid timing for role r: heartbeat must be greater than 0s"
+        );
+        assert!(!e.is_transient());
+    }
+
+    proptest! {
+        #[test]
+        fn validation_never_panics(
+            ttl in any::<u64>(), ttl_nanos in 0u32..1_000_000_000,
+            heartbeat in any::<u64>(), margin in any::<f64>(),
+            op in any::<u64>(), grace in any::<u64>(), jitter in any::<u64>(),
+        ) {
+            let t = Timing {
+                ttl: Duration::new(ttl, ttl_nanos),
+                heartbeat: Duration::from_millis(heartbeat),
+                deadline_margin: margin,
+                operation_timeout: Duration::from_nanos(op),
+                disconnect_grace: Duration::from_secs(grace),
+                campaign_jitter: Duration::from_micros(jitter),
+            };
+            let problems = t.problems();
+            prop_assert_eq!(t.validate().err(), problems.first().cloned());
+            for p in &problems {
+                prop_assert!(!p.to_string().is_empty());
+            }
+            if problems.is_empty() {
+                prop_assert!(t.ttl <= Timing::MAX_TTL && t.local_lease() <= t.ttl);
+            }
         }
     }
 }

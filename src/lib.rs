@@ -87,7 +87,7 @@ pub mod while_leader;
 pub use callbacks::{Demotion, FnCallbacks, NoCallbacks, RoleCallbacks};
 pub use core::{DemoteReason, ReleaseReason, Timing};
 pub use election::Election;
-pub use error::Error;
+pub use error::{Error, TimingError};
 pub use leadership::Leadership;
 pub use manager::{
     HolderInfo, RoleEvent, RoleHandle, RoleManager, RoleManagerBuilder, RoleSpec, RoleStatus,

@@ -115,7 +115,10 @@ fn validate(path: &std::path::Path) -> ExitCode {
             println!("{}: ok", path.display());
             ExitCode::SUCCESS
         }
-        Err(err @ nats_roles::config::ConfigError::Io { .. }) => {
+        Err(
+            err @ (nats_roles::config::ConfigError::Io { .. }
+            | nats_roles::config::ConfigError::NotAFile { .. }),
+        ) => {
             // The message names the file already.
             eprintln!("{err}");
             ExitCode::from(EXIT_USAGE)

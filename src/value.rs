@@ -15,7 +15,8 @@ pub const VALUE_VERSION: u32 = 1;
 /// configured with). A value claiming more was not written by nats-roles: it is foreign, and
 /// followers judge it by their own TTL (protocol P2, P5), so a hostile value cannot block a
 /// role for longer than the observed-expiry backstop.
-pub const MAX_TTL_MS: u64 = 3_600_000;
+#[allow(clippy::cast_possible_truncation)] // one hour in ms fits in u64
+pub const MAX_TTL_MS: u64 = crate::core::Timing::MAX_TTL.as_millis() as u64;
 
 /// The JSON document a holder writes into its role key.
 ///

@@ -67,6 +67,11 @@ impl Out {
 
 /// Runs `nats-roles args...` with stdin from /dev/null and a clean environment plus `env`.
 async fn run(args: &[&str], env: &[(&str, &str)]) -> Out {
+    run_within(args, env, Duration::from_secs(20)).await
+}
+
+/// As [`run`], failing the test if the command has not finished after `limit`.
+async fn run_within(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Out {
     let mut cmd = Command::new(BIN);
     cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
     for var in ENV {
@@ -75,9 +80,9 @@ async fn run(args: &[&str], env: &[(&str, &str)]) -> Out {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = tokio::time::timeout(Duration::from_secs(20), cmd.output())
+    let out = tokio::time::timeout(limit, cmd.output())
         .await
-        .unwrap_or_else(|_| panic!("nats-roles {args:?} did not finish within 20 s"))
+        .unwrap_or_else(|_| panic!("nats-roles {args:?} did not finish within {limit:?}"))
         .unwrap_or_else(|e| panic!("run nats-roles {args:?}: {e}"));
     let out = Out {
         code: out.status.code(),
@@ -554,6 +559,118 @@ async fn validate_prints_every_problem_with_line_and_column() {
     );
     assert!(
         !out.stderr.contains("invalid configuration"),
+        "{}",
+        out.text()
+    );
+}
+
+/// A FIFO without a writer, a socket, a device or a directory given as the configuration file is
+/// refused at once (exit 2) by `validate`, `run` and the operator commands: none of them opens
+/// it for reading first (opening a FIFO without a writer blocks).
+#[cfg(unix)]
+#[tokio::test]
+async fn validate_and_run_refuse_files_that_are_not_regular_without_blocking() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("fifo.yaml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let socket = dir.path().join("socket.yaml");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind socket");
+    let quick = Duration::from_secs(5);
+    for (path, kind) in [
+        (fifo.as_path(), "a FIFO (named pipe)"),
+        (socket.as_path(), "a socket"),
+        (std::path::Path::new("/dev/zero"), "a character device"),
+        (dir.path(), "a directory"),
+    ] {
+        let path = path.to_str().expect("UTF-8 path");
+        let expected = format!("{path}: it is {kind}, not a regular file");
+        let commands: [&[&str]; 3] = [
+            &["validate", path],
+            &["run", "--config", path, "--instance-id", "a", "--no-http"],
+            &["status", "--config", path],
+        ];
+        for args in commands {
+            let out = run_within(args, &[], quick).await;
+            assert_eq!(out.code, Some(2), "{args:?}: {}", out.text());
+            assert!(out.stderr.contains(&expected), "{args:?}: {}", out.text());
+        }
+    }
+}
+
+/// Values the server cannot honour, non-finite numbers, invalid UTF-8 and oversized files: each
+/// message points at the place (line and column, byte offset) and names the right size.
+#[tokio::test]
+async fn validate_points_at_absurd_durations_non_finite_numbers_and_bad_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).expect("write");
+        path.to_str().expect("UTF-8 path").to_owned()
+    };
+    let cases = [
+        (
+            write("ttl.yaml", b"timing:\n  ttl: 1000000000y\n"),
+            vec!["timing.ttl: 1000000000years is longer than the maximum 1h (line 2, column 8)"],
+        ),
+        (
+            write(
+                "role.yaml",
+                b"roles:\n  - name: a\n    ttl: 2h\n    heartbeat: 10m\n    disconnect_grace: 1000000000y\n",
+            ),
+            vec![
+                "roles[0].ttl: 2h is longer than the maximum 1h (role \"a\") (line 3, column 10)",
+                "roles[0].disconnect_grace: 1000000000years must not exceed ttl 2h (role \"a\") (line 5, column 23)",
+            ],
+        ),
+        (
+            write("shutdown.yaml", b"shutdown:\n  timeout: 1000000000y\n  drain_timeout: 1000000000y\n"),
+            vec!["shutdown.timeout: 1000000000years is longer than the maximum 1h (line 2, column 12)"],
+        ),
+        (
+            write("nan.yaml", b"timing:\n  deadline_margin: .nan\n"),
+            vec!["timing.deadline_margin: NaN is out of range: it must be greater than 0.0 and less than 0.5 (line 2, column 20)"],
+        ),
+        (
+            write("inf.yaml", b"timing:\n  deadline_margin: .inf\n"),
+            vec!["timing.deadline_margin: inf is out of range: it must be greater than 0.0 and less than 0.5 (line 2, column 20)"],
+        ),
+        (
+            write("utf8.yaml", b"timing:\n  ttl: 3s\n  heartbeat: 1s \xff\n"),
+            vec!["invalid configuration at line 3, column 17: the file is not valid UTF-8: invalid byte 0xff at byte offset 34"],
+        ),
+    ];
+    for (path, expected) in &cases {
+        for args in [
+            vec!["validate", path.as_str()],
+            vec!["run", "--config", path, "--instance-id", "a", "--no-http"],
+        ] {
+            let out = run(&args, &[]).await;
+            assert_eq!(out.code, Some(2), "{args:?}: {}", out.text());
+            for line in expected {
+                assert!(
+                    out.stderr.contains(line),
+                    "{args:?}: {line:?} not in\n{}",
+                    out.text()
+                );
+            }
+        }
+    }
+
+    // 50 MB (sparse): the message names its real size, not the 1 MiB + 1 bytes read.
+    let big = dir.path().join("big.yaml");
+    std::fs::File::create(&big)
+        .and_then(|f| f.set_len(50_000_000))
+        .expect("sparse file");
+    let out = run(&["validate", big.to_str().expect("UTF-8 path")], &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.text());
+    assert!(
+        out.stderr.contains(
+            "the configuration is 50000000 bytes (47.7 MiB); at most 1048576 bytes (1 MiB) are accepted"
+        ),
         "{}",
         out.text()
     );

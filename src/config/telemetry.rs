@@ -152,6 +152,12 @@ impl Config {
         if o.timeout.is_zero() {
             p.push("telemetry.otlp.timeout", "must be greater than zero");
         }
+        p.at_most(
+            "telemetry.otlp.export_interval",
+            o.export_interval,
+            super::MAX_DURATION,
+        );
+        p.at_most("telemetry.otlp.timeout", o.timeout, super::MAX_DURATION);
         for (name, value) in &o.headers {
             let token = !name.is_empty()
                 && name

@@ -6,6 +6,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 pub use super::server_code::{FailureClass, ServerCode};
+use crate::error::TimingError;
 use crate::token::FencingToken;
 use crate::value::{HolderValue, LeaseValue};
 
@@ -27,6 +28,87 @@ pub struct Timing {
 }
 
 impl Timing {
+    /// Shortest accepted [`ttl`](Self::ttl): 1 s (NATS per-key TTLs have one-second
+    /// granularity).
+    pub const MIN_TTL: Duration = Duration::from_secs(1);
+
+    /// Longest accepted [`ttl`](Self::ttl): 1 hour. The server must be able to honour every TTL
+    /// (nats-server's expiry arithmetic overflows for TTLs of about 240 years), and a lease
+    /// written by another client that claims a longer TTL is not believed beyond it. The other
+    /// durations are bounded through the TTL: `heartbeat ≤ ttl / 3`, `disconnect_grace ≤ ttl`,
+    /// `operation_timeout` below the local lease, `campaign_jitter` below the heartbeat.
+    pub const MAX_TTL: Duration = Duration::from_secs(3600);
+
+    /// Checks the rules every role's timing must follow, the same as the YAML
+    /// configuration's `timing` section:
+    ///
+    /// - [`MIN_TTL`](Self::MIN_TTL) `≤ ttl ≤` [`MAX_TTL`](Self::MAX_TTL);
+    /// - `heartbeat > 0` and `3 × heartbeat ≤ ttl`;
+    /// - `0 < deadline_margin < 0.5` (a number: NaN and infinities are refused);
+    /// - `0 < operation_timeout <` the local lease `ttl × (1 − deadline_margin)`;
+    /// - `disconnect_grace ≤ ttl`;
+    /// - `campaign_jitter < heartbeat`.
+    ///
+    /// (The YAML configuration also requires a whole number of seconds for `ttl`; the library
+    /// accepts fractions and sends the per-key TTL rounded up.)
+    ///
+    /// # Errors
+    /// The first broken rule; [`Timing::problems`] lists all of them.
+    pub fn validate(&self) -> Result<(), TimingError> {
+        self.problems().into_iter().next().map_or(Ok(()), Err)
+    }
+
+    /// Every rule of [`Timing::validate`] this timing breaks (empty when valid).
+    #[must_use]
+    pub fn problems(&self) -> Vec<TimingError> {
+        let mut problems = Vec::new();
+        if self.ttl < Self::MIN_TTL {
+            problems.push(TimingError::TtlTooShort { ttl: self.ttl });
+        } else if self.ttl > Self::MAX_TTL {
+            problems.push(TimingError::TtlTooLong { ttl: self.ttl });
+        }
+        let heartbeat_ok = !self.heartbeat.is_zero();
+        if !heartbeat_ok {
+            problems.push(TimingError::HeartbeatZero);
+        } else if self.heartbeat.saturating_mul(3) > self.ttl {
+            problems.push(TimingError::HeartbeatTooLong {
+                heartbeat: self.heartbeat,
+                ttl: self.ttl,
+            });
+        }
+        let margin = self.deadline_margin;
+        let margin_ok = margin > 0.0 && margin < 0.5;
+        if !margin_ok {
+            problems.push(TimingError::DeadlineMarginOutOfRange { margin });
+        }
+        if self.operation_timeout.is_zero() {
+            problems.push(TimingError::OperationTimeoutZero);
+        } else if margin_ok
+            && self.ttl <= Self::MAX_TTL
+            && self.operation_timeout >= self.local_lease()
+        {
+            problems.push(TimingError::OperationTimeoutTooLong {
+                operation_timeout: self.operation_timeout,
+                ttl: self.ttl,
+                margin,
+                local_lease: self.local_lease(),
+            });
+        }
+        if self.disconnect_grace > self.ttl {
+            problems.push(TimingError::DisconnectGraceTooLong {
+                disconnect_grace: self.disconnect_grace,
+                ttl: self.ttl,
+            });
+        }
+        if heartbeat_ok && self.campaign_jitter >= self.heartbeat {
+            problems.push(TimingError::CampaignJitterTooLong {
+                campaign_jitter: self.campaign_jitter,
+                heartbeat: self.heartbeat,
+            });
+        }
+        problems
+    }
+
     /// `ttl × (1 − deadline_margin)`: how long after sending a successful write a holder may act.
     #[must_use]
     pub fn local_lease(&self) -> Duration {

@@ -117,11 +117,26 @@ impl RoleSpec {
         self
     }
 
-    /// Lease timing for this role.
+    /// Lease timing for this role. It is checked ([`Timing::validate`], the same rules as the
+    /// YAML configuration) when the role is started: [`RoleManagerBuilder::start`] and
+    /// [`RoleManager::add_role`] return [`Error::InvalidTiming`] for a timing that breaks one.
     #[must_use]
     pub fn timing(mut self, timing: Timing) -> Self {
         self.timing = timing;
         self
+    }
+
+    /// Checks the role's timing ([`Timing::validate`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidTiming`] naming the role and the first rule broken.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.timing
+            .validate()
+            .map_err(|source| Error::InvalidTiming {
+                role: self.name.clone(),
+                source,
+            })
     }
 
     /// Callbacks run on promotion and demotion.
@@ -283,9 +298,14 @@ impl RoleManagerBuilder {
     /// Opens (or creates) the bucket, starts the watcher and every role.
     ///
     /// # Errors
-    /// [`Error::BucketNotFound`], [`Error::PermissionDenied`], [`Error::JetStream`], or
-    /// [`Error::RoleExists`] for a role given twice.
+    /// [`Error::InvalidTiming`] (before connecting to the bucket) for a role whose timing breaks
+    /// a rule of [`Timing::validate`]; [`Error::BucketNotFound`], [`Error::PermissionDenied`],
+    /// [`Error::JetStream`]; [`Error::BucketMaxAgeTooShort`] when the bucket's `max_age` is
+    /// shorter than a role's TTL; or [`Error::RoleExists`] for a role given twice.
     pub async fn start(self) -> Result<RoleManager, Error> {
+        for spec in &self.roles {
+            spec.validate()?;
+        }
         #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
         let mut opened = bucket::open(&self.client, &self.bucket, &self.server_errors).await?;
         #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
@@ -558,18 +578,25 @@ impl RoleManager {
     /// Starts taking part in one more role.
     ///
     /// # Errors
-    /// [`Error::RoleExists`] if the role is already managed; [`Error::Stopped`] after shutdown.
+    /// [`Error::InvalidTiming`] if the role's timing breaks a rule of [`Timing::validate`];
+    /// [`Error::BucketMaxAgeTooShort`] if the bucket's `max_age` is shorter than the role's TTL
+    /// (a role this instance campaigns for); [`Error::RoleExists`] if the role is already
+    /// managed; [`Error::Stopped`] after shutdown.
     pub fn add_role(&self, spec: RoleSpec) -> Result<(), Error> {
         if self.cancel.is_cancelled() {
             return Err(Error::Stopped);
         }
+        spec.validate()?;
+        // In every TTL mode: the server removes an entry `max_age` after it was written,
+        // whatever its per-key TTL, so a shorter `max_age` expires a live lease early and a
+        // second holder can be promoted before the first one's deadline (P3). An observer
+        // writes no lease.
         let store = &self.shared.store;
-        if store.ttl_mode() == crate::store::TtlMode::BucketMaxAge
-            && store.max_age() < spec.timing.ttl
-        {
+        let max_age = store.max_age();
+        if spec.campaign && !max_age.is_zero() && max_age < spec.timing.ttl {
             return Err(Error::BucketMaxAgeTooShort {
                 bucket: store.bucket().to_string(),
-                max_age: store.max_age(),
+                max_age,
                 ttl: spec.timing.ttl,
                 role: spec.name,
             });
