@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use placement::{CLAIM_GRACE, TTL};
+use placement::{CLAIM_GRACE, STABILITY, TTL};
 use support::NatsServer;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nats-roles");
@@ -191,13 +191,7 @@ async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_w
     let cfg: Vec<(String, Option<i32>)> = names.iter().map(|r| (r.clone(), None)).collect();
     let token = "drain-test-admin-token";
     let config = placement::write_config(dir.path(), "all", &bucket, &cfg);
-    let yaml = std::fs::read_to_string(&config)
-        .expect("read config")
-        .replace(
-            "http:\n  enabled: false\n",
-            &format!("http:\n  listen: 127.0.0.1:0\n  admin_token: {token}\n"),
-        );
-    std::fs::write(&config, yaml).expect("write config");
+    placement::enable_admin_http(&config, token);
     let mut fleet = placement::Fleet::new(Path::new(BIN), &server.url(), dir);
     let ab = ["node-a", "node-b"];
     let t0 = Instant::now();
@@ -223,21 +217,7 @@ async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_w
         assert_eq!(reason, "share", "{role}: {before:?}");
     }
 
-    // node-a's dashboard port from its `http url=` line.
-    let stdout = fleet.dir.path().join("0-node-a.stdout");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let port: u16 = loop {
-        let text = std::fs::read_to_string(&stdout).unwrap_or_default();
-        if let Some(p) = text
-            .lines()
-            .find_map(|l| l.strip_prefix("http url=http://127.0.0.1:"))
-            .and_then(|rest| rest.trim_end_matches('/').parse().ok())
-        {
-            break p;
-        }
-        assert!(Instant::now() < deadline, "no http url line: {text}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let port = fleet.http_port("node-a").await;
     let auth = format!("Bearer {token}");
     let t = Instant::now();
     let (code, body) = instances::http(port, "POST", "/api/drain", &[("Authorization", &auth)], "")
@@ -409,6 +389,210 @@ async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the
         fleet.sigterm(id).await;
     }
     fleet.assert_no_overlap();
+}
+
+/// Issue 11 §4: a member that will not take a role (it released the role with a cooldown, or
+/// was evicted and stays away for one TTL) is not handed the role during that time. Before,
+/// the plan still preferred it: the other member held back for the claim grace (a vacancy of
+/// at least 300 ms), took the role, released it again by priority to the member that would not
+/// campaign, and took it back after another claim grace. Now the member publishes the role as
+/// unavailable in its membership record: the role goes to the other member at once, stays there
+/// for the whole cooldown, and comes back by graceful hand-over once the cooldown has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_cooling_down_a_role_is_not_handed_it_until_the_cooldown_ends() {
+    const COOLDOWN: Duration = Duration::from_secs(3);
+    let server = NatsServer::start().await;
+    let dir = tempfile::Builder::new()
+        .prefix("nats-roles-placement-")
+        .tempdir()
+        .expect("tempdir");
+    let bucket = format!("cool-{}", uuid::Uuid::new_v4().simple());
+    let names = placement::roles(4);
+    let token = "cooldown-test-admin-token";
+    // node-a prefers shard-00 (priority 10); everything else is spread.
+    let a_cfg: Vec<(String, Option<i32>)> = names
+        .iter()
+        .map(|r| (r.clone(), (r == "shard-00").then_some(10)))
+        .collect();
+    let b_cfg: Vec<(String, Option<i32>)> = names.iter().map(|r| (r.clone(), None)).collect();
+    let a_config = placement::write_config(dir.path(), "a", &bucket, &a_cfg);
+    placement::enable_admin_http(&a_config, token);
+    let b_config = placement::write_config(dir.path(), "b", &bucket, &b_cfg);
+    let mut fleet = placement::Fleet::new(Path::new(BIN), &server.url(), dir);
+    let ab = ["node-a", "node-b"];
+    let t0 = Instant::now();
+    fleet.start("node-a", &a_config);
+    fleet.start("node-b", &b_config);
+    let (rec, _watch) = placement::Recorder::start(&server.url(), &bucket).await;
+    placement::converge(
+        &rec,
+        4,
+        &ab,
+        t0,
+        Duration::from_secs(1),
+        Duration::from_secs(20),
+    )
+    .await;
+    let port = fleet.http_port("node-a").await;
+    let auth = format!("Bearer {token}");
+
+    // (what, admin action, how long node-a stays away from shard-00)
+    let actions = [
+        ("release", r#"{"cooldown":"3s"}"#, COOLDOWN),
+        ("evict", "", TTL),
+    ];
+    for (what, body, away) in actions {
+        assert_eq!(
+            rec.holders().get("shard-00").cloned().flatten().as_deref(),
+            Some("node-a"),
+            "before the {what}"
+        );
+        let t = Instant::now();
+        let path = format!("/api/roles/shard-00/{what}");
+        let (code, answer) =
+            instances::http(port, "POST", &path, &[("Authorization", &auth)], body)
+                .await
+                .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+        assert_eq!(code, 200, "{what}: {answer}");
+        // node-a takes the role back (priority) only once it is willing again.
+        let deadline = t + away + TTL * 3;
+        let back = loop {
+            let h = rec.holders();
+            if let Some(c) = rec
+                .moves_since(t)
+                .into_iter()
+                .find(|c| c.role == "shard-00" && c.holder.as_deref() == Some("node-a"))
+            {
+                break c.at;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "after the {what} node-a never took shard-00 back: {h:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let owners: Vec<String> = rec
+            .moves_since(t)
+            .into_iter()
+            .filter(|c| c.role == "shard-00" && c.at <= back)
+            .filter_map(|c| c.holder)
+            .collect();
+        assert_eq!(
+            owners,
+            ["node-b", "node-a"],
+            "after the {what}: shard-00 must go to node-b once, stay there and come back once"
+        );
+        let returned = back - t;
+        assert!(
+            returned >= away,
+            "after the {what} node-a got shard-00 back after {returned:?}, within {away:?}"
+        );
+        // No vacancy waited out a claim grace (nobody held back for node-a), none expired.
+        assert_handed_over(&rec, t);
+        eprintln!(
+            "{what}: vacancies {:?}; shard-00 back on node-a after {returned:?}",
+            rec.gaps_since(t)
+        );
+        placement::converge(
+            &rec,
+            4,
+            &ab,
+            t,
+            Duration::from_millis(500),
+            Duration::from_secs(10),
+        )
+        .await;
+    }
+    for id in ab {
+        fleet.sigterm(id).await;
+    }
+    fleet.assert_no_overlap();
+}
+
+/// Issue 11 §4: one role that nobody holds does not pause spreading of the other roles. Here
+/// no member may write `shard-05` (a permission the server denies everyone): before, the plan
+/// still preferred a member for it, and while a planned role had no holder no spreading move
+/// was made anywhere, so an instance that joined got nothing. Now the members publish the role
+/// as unavailable, and a vacancy only holds back moves of that role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_nobody_can_hold_does_not_pause_spreading_of_the_others() {
+    let bucket = "nohold";
+    let server = NatsServer::start_with_config(&format!(
+        r#"authorization {{
+  users = [
+    {{ user: test, password: t }}
+    {{
+      user: roles, password: r,
+      permissions: {{
+        publish: {{ allow: [">"], deny: ["$KV.{bucket}.role.shard-05"] }}
+        subscribe: {{ allow: [">"] }}
+      }}
+    }}
+  ]
+}}"#
+    ))
+    .await;
+    let dir = tempfile::Builder::new()
+        .prefix("nats-roles-placement-")
+        .tempdir()
+        .expect("tempdir");
+    let names = placement::roles(6);
+    let cfg: Vec<(String, Option<i32>)> = names.iter().map(|r| (r.clone(), None)).collect();
+    let config = placement::write_config(dir.path(), "all", bucket, &cfg);
+    let mut yaml = std::fs::read_to_string(&config).expect("read config");
+    yaml.push_str("nats:\n  user: roles\n  password: r\n");
+    std::fs::write(&config, yaml).expect("write config");
+    let mut fleet = placement::Fleet::new(Path::new(BIN), &server.url(), dir);
+    let ab = ["node-a", "node-b"];
+    let t0 = Instant::now();
+    for id in ab {
+        fleet.start(id, &config);
+    }
+    let test_client = support::connect_with(&server.url(), || {
+        async_nats::ConnectOptions::with_user_and_password("test".into(), "t".into())
+    })
+    .await;
+    let (rec, _watch) = placement::Recorder::start_on(test_client, bucket).await;
+    // Five roles can be held.
+    placement::converge(
+        &rec,
+        5,
+        &ab,
+        t0,
+        Duration::from_secs(1),
+        Duration::from_secs(20),
+    )
+    .await;
+
+    // node-c joins: it gets its share of the five although shard-05 stays vacant.
+    let t = Instant::now();
+    fleet.start("node-c", &config);
+    let abc = ["node-a", "node-b", "node-c"];
+    let last = placement::converge(
+        &rec,
+        5,
+        &abc,
+        t,
+        Duration::from_secs(1),
+        STABILITY + TTL * 3 + Duration::from_secs(2),
+    )
+    .await;
+    eprintln!("spread over 3 members {:?} after node-c started", last - t);
+    assert!(
+        !rec.holders().contains_key("shard-05"),
+        "shard-05 was written: {:?}",
+        rec.holders()
+    );
+    assert!(
+        !rec.moves_since(t).is_empty(),
+        "node-c got nothing: {:?}",
+        rec.holders()
+    );
+    assert_handed_over(&rec, t);
+    for id in abc {
+        fleet.sigterm(id).await;
+    }
+    fleet.assert_no_overlap_except(&["shard-05"]);
 }
 
 /// Every vacancy since `since` ended by a hand-over: none expired, none lasted the claim grace.

@@ -478,6 +478,17 @@ impl RoleMachine {
         self.campaign_delay
     }
 
+    /// When the cooldown this machine sits in ends (after a voluntary release with a cooldown,
+    /// or for one TTL after an eviction): it does not campaign before then. `None` outside a
+    /// cooldown.
+    #[must_use]
+    pub fn cooldown_until(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Cooldown { until } => Some(until),
+            _ => None,
+        }
+    }
+
     /// Stop: release if leading, then finish.
     pub fn handle_stop(&mut self, now: Instant) {
         self.check_deadline(now);

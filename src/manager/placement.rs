@@ -4,7 +4,7 @@
 //! voluntary graceful releases of roles the plan gives to someone else (one move in flight,
 //! a move budget per interval, a per-role cooldown, hysteresis for spreading).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -16,12 +16,13 @@ use tracing::{debug, error, info, warn};
 
 use super::role_task::RoleInput;
 use super::shared::Shared;
+use super::status::RoleStatus;
 use crate::config::{PlacementConfig, Takeover};
 use crate::core::{KeyState, ReleaseReason, WriteOutcome};
 use crate::names::{InstanceId, RoleName};
 use crate::placement::{
     Candidate, Held, MEMBER_PREFIX, MEMBER_VERSION, MemberRecord, Membership, MembershipTiming,
-    Placement, Preferred, ReleaseRules, choose_release, hold_back, plan,
+    Placement, Preferred, ReleaseRules, choose_release, hold_back, plan, vacancies_filled,
 };
 use crate::status::RoleState;
 use crate::tap::PlacementEvent;
@@ -64,6 +65,10 @@ struct Controller {
     /// Start of the current budget interval and moves made in it.
     budget: (Instant, u32),
     last: Placement,
+    /// Roles this instance will not take now (published in its record).
+    unavailable: BTreeSet<RoleName>,
+    /// Planned roles without a holder, and since when (this instance's view).
+    vacant_since: BTreeMap<RoleName, Instant>,
 }
 
 /// What the last stored membership record said (so a caller can wait until it is out).
@@ -116,6 +121,8 @@ impl PlacementShared {
                 in_flight: None,
                 budget: (Instant::now(), 0),
                 last: Placement::default(),
+                unavailable: BTreeSet::new(),
+                vacant_since: BTreeMap::new(),
             }),
             draining: watch::channel(draining).0,
             healthy: watch::channel(true).0,
@@ -164,20 +171,26 @@ impl PlacementShared {
 
     /// This instance's record as it should be stored now.
     fn record(&self, shared: &Shared) -> MemberRecord {
-        let roles = self
-            .state()
+        let state = self.state();
+        let roles: BTreeMap<RoleName, i32> = state
             .roles
             .iter()
             .filter(|(_, r)| r.campaign)
             .map(|(n, r)| (n.clone(), r.priority))
             .collect();
-        let pinned = self
-            .state()
+        let pinned = state
             .roles
             .iter()
             .filter(|(_, r)| r.campaign && r.takeover == Takeover::Never)
             .map(|(n, _)| n.clone())
             .collect();
+        let unavailable = state
+            .unavailable
+            .iter()
+            .filter(|r| roles.contains_key(*r))
+            .cloned()
+            .collect();
+        drop(state);
         MemberRecord {
             v: MEMBER_VERSION,
             instance: shared.instance.clone(),
@@ -186,6 +199,7 @@ impl PlacementShared {
             priority: self.settings.priority,
             roles,
             pinned,
+            unavailable,
             draining: *self.draining.borrow(),
             healthy: *self.healthy.borrow(),
             http: self.settings.http.clone(),
@@ -211,6 +225,15 @@ impl PlacementShared {
             .cloned()
             .collect()
     }
+}
+
+/// Whether this instance will not take a role now, from the role's status: it cools down
+/// (after a release with a cooldown, or an eviction), or its role task stopped on a failure
+/// (it cannot acquire the role). Published in the membership record so that the plan gives
+/// the role to someone else instead of handing it here and waiting a claim grace each time.
+fn declines(status: &RoleStatus, now: Instant) -> bool {
+    status.cooldown_until.is_some_and(|until| until > now)
+        || (status.state == RoleState::Stopped && status.last_error.is_some())
 }
 
 /// Heartbeat period of a record with this TTL.
@@ -291,8 +314,19 @@ pub(crate) fn replan(shared: &Shared, p: &PlacementShared, now: Instant) {
     let i_count = members.iter().any(|c| &c.id == me);
     let roles = shared.roles();
     let mut statuses: BTreeMap<&RoleName, RoleState> = BTreeMap::new();
+    let mut unavailable: BTreeSet<RoleName> = BTreeSet::new();
     for (name, slot) in roles.iter() {
-        statuses.insert(name, slot.status.borrow().state);
+        let status = slot.status.borrow();
+        statuses.insert(name, status.state);
+        if state.roles.get(name).is_some_and(|r| r.campaign) && declines(&status, now) {
+            unavailable.insert(name.clone());
+        }
+    }
+    if unavailable != state.unavailable {
+        // The record says what this instance will not take: rewritten at once.
+        debug!(?unavailable, "roles this instance will not take changed");
+        state.unavailable = unavailable;
+        p.record_changed.send_modify(|g| *g += 1);
     }
 
     // Hold-back and preference per own role.
@@ -332,6 +366,26 @@ pub(crate) fn replan(shared: &Shared, p: &PlacementShared, now: Instant) {
             state.in_flight = None;
         }
     }
+    // A planned role vacant for longer than a hand-over takes (the claim grace and one
+    // operation) is stuck: no target takes it. Hand-overs in flight hold spreading back; stuck
+    // vacancies do not (they are planned as taken by their target).
+    let vacant: BTreeSet<&RoleName> = placement
+        .preferred
+        .keys()
+        .filter(|r| !holders.contains_key(*r))
+        .collect();
+    state.vacant_since.retain(|r, _| vacant.contains(r));
+    for r in &vacant {
+        state.vacant_since.entry((*r).clone()).or_insert(now);
+    }
+    let hand_over = cfg.claim_grace + p.settings.operation_timeout;
+    let stuck: BTreeSet<RoleName> = state
+        .vacant_since
+        .iter()
+        .filter(|(_, since)| now >= **since + hand_over)
+        .map(|(r, _)| r.clone())
+        .collect();
+    let spread_settled = vacant.iter().all(|r| stuck.contains(*r));
     if now >= state.budget.0 + cfg.move_interval {
         state.budget = (now, 0);
     }
@@ -359,12 +413,22 @@ pub(crate) fn replan(shared: &Shared, p: &PlacementShared, now: Instant) {
         let rules = ReleaseRules {
             hysteresis: cfg.hysteresis as usize,
             cooldown: cfg.cooldown,
-            spread_settled: placement.preferred.keys().all(|r| holders.contains_key(r)),
+            spread_settled,
         };
+        // Releases are planned as if every stuck vacancy were taken by the member it goes
+        // to, so a role no one takes delays no move of another role.
+        let filled = vacancies_filled(
+            &holders,
+            &placement,
+            live_plan.as_ref(),
+            |i| state.membership.is_live(i, now),
+            |r| stuck.contains(r),
+        );
+        let filled_plan = (filled.len() != holders.len()).then(|| plan(&members, &filled));
         let pick = choose_release(
             me,
             &held,
-            &placement,
+            filled_plan.as_ref().unwrap_or(&placement),
             |i| state.membership.is_live(i, now),
             rules,
             now,

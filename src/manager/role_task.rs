@@ -518,10 +518,18 @@ impl RoleTask {
         let state = self.machine.state();
         let observed = self.machine.observed().cloned();
         let connected = *self.shared.connected.borrow();
+        let cooldown_until = self.machine.cooldown_until();
+        let placement = self.shared.placement.as_deref();
         self.status.send_if_modified(|s| {
             let before = s.clone();
             s.state = state;
             s.connected = connected;
+            s.cooldown_until = cooldown_until;
+            if let Some(p) = placement
+                .filter(|_| (s.cooldown_until, s.state) != (before.cooldown_until, before.state))
+            {
+                p.wake.notify_one(); // placement publishes the roles this instance will not take
+            }
             if let Some(obs) = &observed {
                 s.revision = obs.revision();
                 if state != RoleState::Leader {

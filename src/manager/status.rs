@@ -53,6 +53,11 @@ pub struct RoleStatus {
     /// Where placement wants the role and why (`None` without placement, or when no live
     /// member campaigns for it).
     pub preferred: Option<crate::placement::Preferred>,
+    /// Until when this instance stays away from the role: the end of the cooldown after a
+    /// voluntary release with a cooldown, or of the one TTL after an eviction (`None` when not
+    /// cooling down). Placement publishes it so no member hands the role to this instance
+    /// meanwhile (docs/placement.md).
+    pub cooldown_until: Option<tokio::time::Instant>,
 }
 
 impl RoleStatus {
@@ -75,6 +80,7 @@ impl RoleStatus {
             failure: None,
             duplicate_instance: false,
             preferred: None,
+            cooldown_until: None,
         }
     }
 

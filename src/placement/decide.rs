@@ -1,12 +1,28 @@
 //! The decisions an instance takes from the plan (pure): how long to hold back for a vacancy,
 //! and which held role to hand over next (docs/placement.md).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::plan::{Placement, Preferred, PreferredReason};
 use crate::names::{InstanceId, RoleName};
+
+/// The member a vacancy of one role goes to: the plan's preferred member if it is live,
+/// otherwise `fallback`'s (the plan without silent members) if that one is live, so a crashed
+/// member is never waited for.
+fn target<'p>(
+    preferred: Option<&'p Preferred>,
+    fallback: Option<&'p Preferred>,
+    is_live: impl Fn(&InstanceId) -> bool,
+) -> Option<&'p Preferred> {
+    let target = match preferred {
+        Some(p) if is_live(&p.instance) => Some(p),
+        _ => fallback,
+    };
+    target.filter(|t| is_live(&t.instance))
+}
 
 /// Hold-back for a vacancy of one role: `grace` when another live member is the target,
 /// else zero. The target is the plan's preferred member if it is live, otherwise `fallback`
@@ -19,14 +35,38 @@ pub fn hold_back(
     is_live: impl Fn(&InstanceId) -> bool,
     grace: Duration,
 ) -> Duration {
-    let target = match preferred {
-        Some(p) if is_live(&p.instance) => Some(p),
-        _ => fallback,
-    };
-    match target {
-        Some(t) if &t.instance != me && is_live(&t.instance) => grace,
+    match target(preferred, fallback, is_live) {
+        Some(t) if &t.instance != me => grace,
         _ => Duration::ZERO,
     }
+}
+
+/// The holders with the *stuck* vacancies filled: every role the plan has a preferred member
+/// for, that nobody holds and for which `stuck` is true (vacant for longer than a hand-over
+/// takes: it outlived the claim grace, so its target cannot or does not take it) counts as held
+/// by the member it goes to (the target of [`hold_back`]). Releases are decided on the plan of
+/// this state, and only the other vacancies (hand-overs in flight) hold back spreading (see
+/// [`ReleaseRules::spread_settled`]): a role that no one takes pauses no move of any other
+/// role. A vacancy with no live target stays vacant here.
+#[must_use]
+pub fn vacancies_filled(
+    holders: &BTreeMap<RoleName, InstanceId>,
+    placement: &Placement,
+    fallback: Option<&Placement>,
+    is_live: impl Fn(&InstanceId) -> bool,
+    stuck: impl Fn(&RoleName) -> bool,
+) -> BTreeMap<RoleName, InstanceId> {
+    let mut filled = holders.clone();
+    for (role, preferred) in &placement.preferred {
+        if holders.contains_key(role) || !stuck(role) {
+            continue;
+        }
+        let fallback = fallback.and_then(|f| f.preferred.get(role));
+        if let Some(t) = target(Some(preferred), fallback, &is_live) {
+            filled.insert(role.clone(), t.instance.clone());
+        }
+    }
+    filled
 }
 
 /// A role this instance holds, as the release decision sees it.
@@ -47,16 +87,18 @@ pub struct ReleaseRules {
     pub hysteresis: usize,
     /// No second voluntary move of a role within this.
     pub cooldown: Duration,
-    /// Whether spreading (`share`) moves may start: false while some planned role has no
-    /// holder (a hand-over in flight), since a plan computed from that passing state may
-    /// differ from the settled one and move a role back and forth.
+    /// Whether spreading (`share`) moves may start: false while a hand-over is in flight
+    /// (a planned role has been vacant for less than a hand-over takes), since a plan computed
+    /// from that passing state may differ from the settled one and move a role back and forth.
+    /// A vacancy that outlived that is stuck: it is filled by [`vacancies_filled`] instead and
+    /// pauses nothing.
     pub spread_settled: bool,
 }
 
 /// The held role to hand over next, if any, and to whom: a voluntary role, not moved within
 /// the cooldown, that the plan gives to another live member; for a `share` reason only while
 /// this instance holds more than its quota plus the hysteresis. Priority and health reasons
-/// first, then by name.
+/// first, then by name. Pass the plan of the [`vacancies_filled`] holders.
 #[must_use]
 pub fn choose_release<'a, 'p>(
     me: &InstanceId,
@@ -123,6 +165,34 @@ mod tests {
             hold_back(&me, Some(&dead), Some(&mine), live, GRACE),
             Duration::ZERO
         );
+    }
+
+    #[test]
+    fn stuck_vacancies_are_filled_by_the_member_they_go_to() {
+        let live = |i: &InstanceId| i.as_str() != "dead";
+        let holders = BTreeMap::from([(role("held"), id("c"))]);
+        let p = placement(
+            &[
+                ("held", pref("b", PreferredReason::Share)),
+                ("to-b", pref("b", PreferredReason::Share)),
+                ("to-dead", pref("dead", PreferredReason::Share)),
+                ("in-flight", pref("b", PreferredReason::Share)),
+            ],
+            0,
+        );
+        let stuck = |r: &RoleName| r.as_str() != "in-flight";
+        // A held role keeps its holder; a stuck vacancy goes to its live target; one preferred
+        // by a silent member stays vacant unless the plan without it has a live target; a
+        // hand-over in flight is left alone (it holds back spreading instead).
+        let filled = vacancies_filled(&holders, &p, None, live, stuck);
+        assert_eq!(
+            filled,
+            BTreeMap::from([(role("held"), id("c")), (role("to-b"), id("b"))])
+        );
+        let without_dead = placement(&[("to-dead", pref("a", PreferredReason::Share))], 0);
+        let filled = vacancies_filled(&holders, &p, Some(&without_dead), live, stuck);
+        assert_eq!(filled.get(&role("to-dead")), Some(&id("a")));
+        assert_eq!(filled.get(&role("in-flight")), None);
     }
 
     fn placement(prefs: &[(&str, Preferred)], my_quota: usize) -> Placement {

@@ -32,6 +32,12 @@ pub struct MemberRecord {
     /// role is planned where it is.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub pinned: BTreeSet<RoleName>,
+    /// Roles of `roles` it will not take now: it cools down after a release with a cooldown
+    /// or an eviction, or it cannot acquire them (a failure). The plan treats them as roles it
+    /// does not campaign for. A flag per role, no deadline (clocks differ between machines):
+    /// the record is rewritten when this set changes. Older readers ignore the field.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub unavailable: BTreeSet<RoleName>,
     /// Moving its roles away; preferred for nothing.
     #[serde(default)]
     pub draining: bool,
@@ -91,6 +97,7 @@ mod tests {
             priority: 0,
             roles: BTreeMap::from([(RoleName::new("r").expect("valid"), 5)]),
             pinned: BTreeSet::new(),
+            unavailable: BTreeSet::new(),
             draining: false,
             healthy: true,
             http: None,
@@ -103,6 +110,23 @@ mod tests {
     fn round_trips() {
         let r = record();
         assert_eq!(MemberRecord::parse("member.node-a", &r.to_bytes()), Some(r));
+    }
+
+    #[test]
+    fn unavailable_roles_are_optional_and_round_trip() {
+        // A record without the field (an older writer) has none.
+        let old =
+            br#"{"v":1,"instance":"node-a","incarnation":"00000000-0000-0000-0000-000000000000",
+            "weight":1,"priority":0,"roles":{"r":5},"heartbeat_ms":250}"#;
+        let parsed = MemberRecord::parse("member.node-a", old).expect("a version-1 record");
+        assert!(parsed.unavailable.is_empty());
+        // The field is left out while empty, so older readers see the same bytes as before.
+        assert!(!String::from_utf8_lossy(&record().to_bytes()).contains("unavailable"));
+        let mut r = record();
+        r.unavailable = [RoleName::new("r").expect("valid")].into();
+        let bytes = r.to_bytes();
+        assert!(String::from_utf8_lossy(&bytes).contains(r#""unavailable":["r"]"#));
+        assert_eq!(MemberRecord::parse("member.node-a", &bytes), Some(r));
     }
 
     #[test]

@@ -214,6 +214,7 @@ mod tests {
             priority: 0,
             roles: BTreeMap::new(),
             pinned: std::collections::BTreeSet::new(),
+            unavailable: std::collections::BTreeSet::new(),
             draining: false,
             healthy: true,
             http: None,

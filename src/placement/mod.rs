@@ -4,7 +4,7 @@
 //! `member.<instance>` ([`MemberRecord`]), the deterministic plan every instance computes from
 //! the same membership and holders ([`plan`]), and the membership table that applies the join
 //! stability window and the leave delay ([`Membership`]), and the decisions an instance takes
-//! from the plan ([`hold_back`], [`choose_release`]). The manager's placement controller
+//! from the plan ([`hold_back`], [`choose_release`], [`vacancies_filled`]). The manager's placement controller
 //! (`manager::placement`) drives them.
 
 mod balance;
@@ -15,7 +15,7 @@ mod membership;
 mod plan;
 mod quota;
 
-pub use decide::{Held, ReleaseRules, choose_release, hold_back};
+pub use decide::{Held, ReleaseRules, choose_release, hold_back, vacancies_filled};
 pub use member::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
 pub use membership::{Membership, MembershipTiming};
 pub use plan::{Candidate, Placement, Preferred, PreferredReason, plan};

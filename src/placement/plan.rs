@@ -2,6 +2,8 @@
 //! the membership and the current holders, so that every instance computes the same plan.
 //!
 //! Rules, strongest first (docs/placement.md):
+//! 0. **Unavailable**: a role a member will not take now (it cools down, or cannot acquire
+//!    it) is planned as one it does not campaign for.
 //! 1. **Health**: draining or unhealthy members are preferred for nothing.
 //! 2. **Pinned**: a role held by a member that never hands it over stays there.
 //! 3. **Priority**: among the members that campaign for a role, the highest priority wins.
@@ -19,6 +21,7 @@
 //!    they are closed along augmenting paths of role shifts (`balance`). A plan applied as it
 //!    is gives the same plan again (no moves).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
@@ -44,6 +47,9 @@ pub struct Candidate {
     pub roles: BTreeMap<RoleName, i32>,
     /// Roles it never hands over voluntarily (`takeover: never`).
     pub pinned: BTreeSet<RoleName>,
+    /// Roles of `roles` it will not take now (cooldown, failure): planned exactly as if it
+    /// did not campaign for them.
+    pub unavailable: BTreeSet<RoleName>,
 }
 
 impl From<&MemberRecord> for Candidate {
@@ -55,6 +61,7 @@ impl From<&MemberRecord> for Candidate {
             healthy: r.healthy,
             roles: r.roles.clone(),
             pinned: r.pinned.clone(),
+            unavailable: r.unavailable.clone(),
         }
     }
 }
@@ -62,6 +69,17 @@ impl From<&MemberRecord> for Candidate {
 impl Candidate {
     fn eligible(&self) -> bool {
         !self.draining && self.healthy
+    }
+
+    /// The member as the plan sees it: without the roles it will not take now.
+    fn willing(&self) -> Cow<'_, Candidate> {
+        if self.unavailable.is_empty() {
+            return Cow::Borrowed(self);
+        }
+        let mut c = self.clone();
+        c.roles.retain(|r, _| !self.unavailable.contains(r));
+        c.unavailable.clear();
+        Cow::Owned(c)
     }
 }
 
@@ -140,7 +158,10 @@ impl Placement {
 /// sorted order counts); `holders` maps roles to their current holder.
 #[must_use]
 pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> Placement {
-    let mut sorted: Vec<&Candidate> = members.iter().collect();
+    // 0: a role a member will not take now is planned as one it does not campaign for, so the
+    // others absorb it (quotas included) and nothing is handed to it.
+    let willing: Vec<Cow<'_, Candidate>> = members.iter().map(Candidate::willing).collect();
+    let mut sorted: Vec<&Candidate> = willing.iter().map(AsRef::as_ref).collect();
     sorted.sort_by(|a, b| a.id.cmp(&b.id));
     sorted.dedup_by(|a, b| a.id == b.id);
     let by_id: BTreeMap<&InstanceId, &Candidate> = sorted.iter().map(|c| (&c.id, *c)).collect();
@@ -327,7 +348,9 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::placement::{Held, ReleaseRules, choose_release, vacancies_filled};
     use proptest::prelude::*;
+    use std::time::Duration;
 
     fn id(i: usize) -> InstanceId {
         InstanceId::new(format!("node-{i}")).expect("valid")
@@ -345,6 +368,7 @@ mod tests {
             healthy: true,
             roles: (0..roles).map(|r| (role(r), prio)).collect(),
             pinned: BTreeSet::new(),
+            unavailable: BTreeSet::new(),
         }
     }
 
@@ -537,6 +561,77 @@ mod tests {
             prop_assert_eq!(moves(&again, &after, &live), 0, "plan {:?} then {:?}", p, again);
         }
 
+        /// A member that will not take some roles (cooldown, failure) is planned exactly as if
+        /// it did not campaign for them: none of them is given to it, the others absorb them
+        /// in their quotas, and the carried-out plan is its own plan (no hand-over to it and
+        /// back while it cools down).
+        #[test]
+        fn unavailable_roles_are_planned_as_roles_not_campaigned_for(
+            spec in proptest::collection::vec(
+                (proptest::collection::vec(any::<bool>(), 16), proptest::collection::vec(any::<bool>(), 16), 1u32..3, -1i32..2),
+                1..6,
+            ),
+            held in proptest::collection::vec(proptest::option::of(0usize..6), 16),
+            pins in proptest::collection::vec(any::<bool>(), 6),
+        ) {
+            let with: Vec<Candidate> = spec
+                .iter()
+                .enumerate()
+                .map(|(i, (on, off, w, prio))| {
+                    let roles: BTreeMap<RoleName, i32> = on
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, on)| **on)
+                        .map(|(r, _)| (role(r), if r % 3 == 0 { *prio } else { 0 }))
+                        .collect();
+                    Candidate {
+                        weight: *w,
+                        unavailable: roles
+                            .keys()
+                            .enumerate()
+                            .filter(|(k, _)| off[*k])
+                            .map(|(_, r)| r.clone())
+                            .collect(),
+                        pinned: if pins[i] { roles.keys().take(1).cloned().collect() } else { BTreeSet::new() },
+                        roles,
+                        ..member(i, 0, 0)
+                    }
+                })
+                .collect();
+            let without: Vec<Candidate> = with
+                .iter()
+                .map(|c| Candidate {
+                    roles: c
+                        .roles
+                        .iter()
+                        .filter(|(r, _)| !c.unavailable.contains(*r))
+                        .map(|(r, p)| (r.clone(), *p))
+                        .collect(),
+                    unavailable: BTreeSet::new(),
+                    ..c.clone()
+                })
+                .collect();
+            // A member holds a role it campaigns for (it may be the one cooling down: the
+            // lease is still there until its release is seen).
+            let holders: BTreeMap<RoleName, InstanceId> = held
+                .iter()
+                .enumerate()
+                .filter_map(|(ri, h)| {
+                    let c = with.get((*h)?)?;
+                    c.roles.contains_key(&role(ri)).then(|| (role(ri), c.id.clone()))
+                })
+                .collect();
+            let p = plan(&with, &holders);
+            prop_assert_eq!(&p, &plan(&without, &holders));
+            for (r, pref) in &p.preferred {
+                let c = with.iter().find(|c| c.id == pref.instance).expect("a member");
+                prop_assert!(!c.unavailable.contains(r), "{} given to {}, which will not take it", r, c.id);
+            }
+            let after = applied(&p);
+            let again = plan(&with, &after);
+            prop_assert_eq!(moves(&again, &after, &with), 0, "plan {:?} then {:?}", p, again);
+        }
+
         #[test]
         fn weighted_shares_follow_weights(weights in proptest::collection::vec(1u32..5, 1..5), r in 1usize..80) {
             let live: Vec<Candidate> = weights
@@ -570,6 +665,7 @@ mod tests {
                     healthy: !unhealthy[i],
                     roles: ps.iter().enumerate().map(|(r, p)| (role(r), *p)).collect(),
                     pinned: BTreeSet::new(),
+                    unavailable: BTreeSet::new(),
                 })
                 .collect();
             let holders: BTreeMap<RoleName, InstanceId> = held
@@ -683,10 +779,134 @@ mod tests {
                             "{case}: the vacancy of {r} goes to node-3"
                         );
                         holders.insert(r.clone(), id(3));
+                        // Releases are decided on the vacancy filled by its target: the state
+                        // right after the hand-over.
+                        assert_eq!(
+                            vacancies_filled(&vacant, &p, None, |_| true, |_| true),
+                            holders,
+                            "{case}: the vacancy of {r} filled"
+                        );
                     }
                 }
             }
         }
+    }
+
+    /// The defect of the issue: a member that released its priority role with a cooldown was
+    /// still preferred for it, so the role came back to it (hold-back, vacancy, released again)
+    /// for the whole cooldown. Now the role goes to the others, who absorb it in their shares,
+    /// and nothing moves until the cooldown ends; then the role returns by priority.
+    #[test]
+    fn a_member_cooling_down_a_role_is_not_handed_it_and_gets_it_back_after() {
+        let mut live: Vec<Candidate> = (0..3).map(|i| member(i, 9, 0)).collect();
+        live[0].roles.insert(role(0), 5);
+        let settled = applied(&plan(&live, &BTreeMap::new()));
+        assert_eq!(settled[&role(0)], id(0));
+        assert_eq!(
+            plan(&live, &settled).preferred[&role(0)].reason,
+            PreferredReason::Priority
+        );
+        // node-0 releases role 0 with a cooldown: its record lists the role as unavailable.
+        live[0].unavailable = [role(0)].into();
+        let mut vacant = settled.clone();
+        vacant.remove(&role(0));
+        let p = plan(&live, &vacant);
+        let to = p.preferred[&role(0)].instance.clone();
+        assert_ne!(to, id(0), "the vacancy goes to a member that takes it");
+        // Whoever takes it, the plan is stable for the whole cooldown and spread <= 1.
+        for taker in [id(1), id(2)] {
+            let mut h = vacant.clone();
+            h.insert(role(0), taker.clone());
+            let mut h = applied(&plan(&live, &h));
+            let p = plan(&live, &h);
+            assert_eq!(moves(&p, &h, &live), 0, "taken by {taker}: {p:?}");
+            assert_ne!(h[&role(0)], id(0));
+            let loads: Vec<usize> = (0..3).map(|i| p.load(&id(i))).collect();
+            assert!(loads.iter().max().unwrap_or(&0) - loads.iter().min().unwrap_or(&0) <= 1);
+            // The cooldown ends: role 0 goes back to node-0 by priority.
+            live[0].unavailable.clear();
+            let p = plan(&live, &h);
+            assert_eq!(
+                p.preferred[&role(0)],
+                Preferred {
+                    instance: id(0),
+                    reason: PreferredReason::Priority
+                }
+            );
+            h = applied(&p);
+            assert_eq!(moves(&plan(&live, &h), &h, &live), 0);
+            live[0].unavailable = [role(0)].into();
+        }
+        // A role only an unavailable member campaigns for has no preferred holder: nobody
+        // holds back for it and it blocks nothing.
+        let mut solo = member(3, 0, 0);
+        solo.roles.insert(role(20), 0);
+        solo.unavailable = [role(20)].into();
+        live.push(solo);
+        assert!(!plan(&live, &settled).preferred.contains_key(&role(20)));
+    }
+
+    /// The second defect of the issue: one vacant role stopped every spreading move for as
+    /// long as it stayed vacant. Releases are now decided on the plan with the stuck vacancies
+    /// filled by their targets, and only hand-overs in flight hold spreading back: a member
+    /// that joins gets its share while another role stays vacant, and nothing moved on that
+    /// plan moves back if the target takes the role after all.
+    #[test]
+    fn a_stuck_vacancy_delays_no_move_of_another_role() {
+        let mut live: Vec<Candidate> = (0..3).map(|i| member(i, 12, 0)).collect();
+        let settled = applied(&plan(&live, &BTreeMap::new()));
+        live.push(member(3, 12, 0));
+        // One role of node-0 is vacant (a hand-over in flight, or its target fails to take it).
+        let vacant_role = settled
+            .iter()
+            .find(|(_, h)| **h == id(0))
+            .map(|(r, _)| r.clone())
+            .expect("node-0 holds roles");
+        let mut holders = settled.clone();
+        holders.remove(&vacant_role);
+        let p = plan(&live, &holders);
+        let target = p.preferred[&vacant_role].instance.clone();
+        let filled = vacancies_filled(&holders, &p, None, |_| true, |_| true);
+        assert_eq!(filled.get(&vacant_role), Some(&target));
+        let fp = plan(&live, &filled);
+        let rules = ReleaseRules {
+            hysteresis: 0,
+            cooldown: Duration::from_secs(30),
+            // The vacancy is stuck: no hand-over is in flight.
+            spread_settled: true,
+        };
+        let now = tokio::time::Instant::now();
+        let mut releases = 0;
+        for m in 0..3 {
+            let mine: Vec<RoleName> = holders
+                .iter()
+                .filter(|(_, h)| **h == id(m))
+                .map(|(r, _)| r.clone())
+                .collect();
+            let held: Vec<Held<'_>> = mine
+                .iter()
+                .map(|r| Held {
+                    role: r,
+                    voluntary: true,
+                    moved_at: None,
+                })
+                .collect();
+            if let Some((r, to)) = choose_release(&id(m), &held, &fp, |_| true, rules, now) {
+                assert_ne!(r, &vacant_role);
+                assert_eq!(to.instance, id(3), "{r} moves to the member that joined");
+                assert_eq!(fp.preferred[r].instance, id(3));
+                releases += 1;
+            }
+        }
+        assert!(
+            releases > 0,
+            "the vacancy of {vacant_role} stopped all spreading"
+        );
+        // The filled plan is the plan once the target took the role: nothing moved on it is
+        // moved back.
+        let mut taken = holders.clone();
+        taken.insert(vacant_role.clone(), target);
+        assert_eq!(plan(&live, &taken), fp);
     }
 
     #[test]
