@@ -18,7 +18,7 @@ use super::role_task::RoleInput;
 use super::shared::Shared;
 use super::status::RoleStatus;
 use crate::config::{PlacementConfig, Takeover};
-use crate::core::{KeyState, ReleaseReason, WriteOutcome};
+use crate::core::{FailureKind, KeyState, ReleaseReason, WriteOutcome};
 use crate::names::{InstanceId, RoleName};
 use crate::placement::{
     Candidate, Held, MEMBER_PREFIX, MEMBER_VERSION, MemberRecord, Membership, MembershipTiming,
@@ -133,6 +133,11 @@ impl PlacementShared {
         }
     }
 
+    /// The bucket was recreated: the membership table accepts the new bucket's revisions.
+    pub(crate) fn bucket_reset(&self) {
+        self.state().membership.bucket_reset();
+    }
+
     fn state(&self) -> MutexGuard<'_, Controller> {
         self.state
             .lock()
@@ -233,7 +238,7 @@ impl PlacementShared {
 /// the role to someone else instead of handing it here and waiting a claim grace each time.
 fn declines(status: &RoleStatus, now: Instant) -> bool {
     status.cooldown_until.is_some_and(|until| until > now)
-        || (status.state == RoleState::Stopped && status.last_error.is_some())
+        || (!status.is_leader() && status.failure.is_some_and(FailureKind::is_permanent))
 }
 
 /// Heartbeat period of a record with this TTL.

@@ -138,6 +138,9 @@ async fn check_bucket(shared: &Shared, bucket: &BucketRecovery, epoch: u64) -> u
                 for tx in shared.holders().values() {
                     tx.send_if_modified(|cur| cur.take().is_some());
                 }
+                if let Some(p) = &shared.placement {
+                    p.bucket_reset();
+                }
             }
             now
         }

@@ -107,6 +107,18 @@ impl Membership {
         self.refresh(now);
     }
 
+    /// The bucket was recreated (P1): its revisions restart at 1, so every revision known is
+    /// forgotten (the records stay, as members, until the new bucket says otherwise) and the
+    /// new bucket's lower revisions are accepted.
+    pub fn bucket_reset(&mut self) {
+        for seen in self.present.values_mut() {
+            seen.revision = 0;
+        }
+        for (seen, _) in self.departed.values_mut() {
+            seen.revision = 0;
+        }
+    }
+
     /// A record disappeared: deleted on a graceful stop (gone at once) or expired (counted
     /// for the leave delay).
     pub fn observe_gone(&mut self, id: &InstanceId, expired: bool, revision: u64, now: Instant) {
@@ -231,6 +243,28 @@ mod tests {
         stability_window: Duration::from_secs(1),
         leave_delay: Duration::from_secs(2),
     };
+
+    #[test]
+    fn a_recreated_bucket_s_lower_revisions_are_accepted() {
+        let mut m = Membership::new(T);
+        let now = Instant::now();
+        let weighted = |weight| MemberRecord { weight, ..rec("a") };
+        m.observe_put(weighted(1), 50, now);
+        m.observe_put(weighted(2), 3, now);
+        assert_eq!(
+            m.record(&InstanceId::new("a").expect("valid"))
+                .map(|r| r.weight),
+            Some(1)
+        );
+        m.bucket_reset();
+        m.observe_put(weighted(2), 3, now);
+        assert_eq!(
+            m.record(&InstanceId::new("a").expect("valid"))
+                .map(|r| r.weight),
+            Some(2),
+            "the new bucket's revision 3 is newer than anything known"
+        );
+    }
 
     #[test]
     fn joins_count_after_a_quiet_stability_window() {
