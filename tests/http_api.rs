@@ -411,6 +411,146 @@ async fn every_endpoint_answers_with_json_and_the_right_status() {
     a.shutdown(WAIT).await.expect("clean shutdown");
 }
 
+/// Sends `body` (a stream) through the router; status, error code and how long it took.
+async fn call_streaming(
+    app: &Router,
+    uri: &str,
+    headers: &[(header::HeaderName, &str)],
+    body: Body,
+) -> (StatusCode, String, Duration) {
+    let mut req = Request::builder().method("POST").uri(uri);
+    for (name, value) in headers {
+        req = req.header(name, *value);
+    }
+    let req = req.body(body).expect("valid request");
+    let started = Instant::now();
+    let response = tokio::time::timeout(Duration::from_secs(3), app.clone().oneshot(req))
+        .await
+        .unwrap_or_else(|_| panic!("POST {uri} got no answer within 3 s"))
+        .unwrap_or_else(|e| match e {});
+    let took = started.elapsed();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .expect("body");
+    let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    (
+        status,
+        json["code"].as_str().unwrap_or_default().to_owned(),
+        took,
+    )
+}
+
+/// A request body whose bytes never arrive (a stalled upload).
+fn stalled_body() -> Body {
+    Body::from_stream(futures_util::stream::pending::<
+        Result<bytes::Bytes, std::io::Error>,
+    >())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_bodies_are_read_after_the_token_check_bounded_and_timed_out() {
+    let server = NatsServer::start().await;
+    let a = manager(&server.url(), "node-a", "bodies", &["alpha"], &[]).await;
+    until("node-a leads alpha", || a.is_leader(&role("alpha"))).await;
+    let timeout = Duration::from_millis(300);
+    let app = Api::new(
+        a.clone(),
+        ApiOptions::default()
+            .with_admin_token(Some(TOKEN.to_owned()))
+            .with_request_timeout(timeout),
+    )
+    .router();
+    let closed = Api::new(a.clone(), ApiOptions::default()).router();
+    let bearer = format!("Bearer {TOKEN}");
+    let big = "1900000";
+    for path in [
+        "/api/roles/alpha/release",
+        "/api/roles/alpha/evict",
+        "/api/drain",
+    ] {
+        // Refused at once, the (stalled, announced-large) body never read.
+        for (headers, want) in [
+            (vec![], "unauthorized"),
+            (
+                vec![(header::AUTHORIZATION, "Bearer wrong-token-0123456789")],
+                "unauthorized",
+            ),
+            (vec![(header::CONTENT_LENGTH, big)], "unauthorized"),
+        ] {
+            let (status, code, took) = call_streaming(&app, path, &headers, stalled_body()).await;
+            assert_eq!(
+                (status, code.as_str()),
+                (StatusCode::UNAUTHORIZED, want),
+                "{path}"
+            );
+            assert!(took < timeout, "{path}: refused after {took:?}");
+        }
+        let (status, code, _) = call_streaming(&closed, path, &[], stalled_body()).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::FORBIDDEN, "admin_disabled")
+        );
+        // Authorised: a body announced above the limit is refused unread ...
+        let (status, code, took) = call_streaming(
+            &app,
+            path,
+            &[
+                (header::AUTHORIZATION, &bearer),
+                (header::CONTENT_LENGTH, big),
+            ],
+            stalled_body(),
+        )
+        .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            "{path}"
+        );
+        assert!(took < timeout, "{path}: refused after {took:?}");
+        // ... and so is one that turns out larger (no Content-Length).
+        let padded = format!("{{{}}}", " ".repeat(5000));
+        let chunks = futures_util::stream::iter(
+            padded
+                .into_bytes()
+                .chunks(1000)
+                .map(|c| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(c)))
+                .collect::<Vec<_>>(),
+        );
+        let (status, code, _) = call_streaming(
+            &app,
+            path,
+            &[(header::AUTHORIZATION, &bearer)],
+            Body::from_stream(chunks),
+        )
+        .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            "{path}"
+        );
+        // A body that does not arrive: 408 after the request timeout.
+        let (status, code, took) = call_streaming(
+            &app,
+            path,
+            &[(header::AUTHORIZATION, &bearer)],
+            stalled_body(),
+        )
+        .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+            "{path}"
+        );
+        assert!(took >= timeout, "{path}: timed out after {took:?}");
+    }
+    assert!(
+        a.is_leader(&role("alpha")),
+        "a refused request changed nothing"
+    );
+    a.shutdown(WAIT).await.expect("clean shutdown");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_and_evict_move_roles_safely() {
     let server = NatsServer::start().await;

@@ -258,3 +258,99 @@ async fn three_instances_serve_what_the_kv_says() {
     )
     .await;
 }
+
+/// `VmRSS` of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("read /proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status"))
+}
+
+/// Uploads that announce 1.9 MB, send all but one byte and stall, without a token: the
+/// process refuses each before reading its body (401, connection closed), so its memory does
+/// not grow with them (before, each body was buffered: 150 such clients took 24 → 301 MiB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_unauthenticated_uploads_do_not_grow_memory() {
+    const CLIENTS: usize = 40;
+    const SIZE: usize = 1_900_000;
+    let server = NatsServer::start().await;
+    let mut d = Deployment::new(&server.url(), "uploads", &["alpha"], "");
+    d.env("NATS_ROLES_ADMIN_TOKEN", ADMIN);
+    let i = d.start("node-a").await;
+    let (pid, port) = (d.instances[i].pid(), d.instances[i].port);
+    // Warm up the paths a refusal takes, then take the baseline.
+    let (status, _) = http(port, "POST", "/api/roles/alpha/evict", &[], "")
+        .await
+        .expect("evict without a token");
+    assert_eq!(status, 401);
+    let before = rss_kib(pid);
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(tokio::spawn(async move {
+            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .expect("connect");
+            let head = format!(
+                "POST /api/roles/alpha/evict HTTP/1.1\r\nHost: x\r\n\
+                 Content-Type: application/json\r\nContent-Length: {SIZE}\r\n\r\n"
+            );
+            let mut upload = head.into_bytes();
+            upload.resize(upload.len() + SIZE - 1, b' ');
+            // The server may refuse (and close) long before the upload is written.
+            let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(&upload)).await;
+            // Stall: wait for the answer (or the end of the connection), never send the rest.
+            let mut answer = Vec::new();
+            let mut buf = [0u8; 1024];
+            let refused = tokio::time::timeout(Duration::from_secs(5), async {
+                loop {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => answer.extend_from_slice(&buf[..n]),
+                    }
+                }
+            })
+            .await
+            .is_ok();
+            (
+                refused,
+                String::from_utf8_lossy(&answer).into_owned(),
+                stream,
+            )
+        }));
+    }
+    let mut answers = Vec::new();
+    let mut open = Vec::new();
+    for client in clients {
+        let (refused, answer, stream) = client.await.expect("client task");
+        answers.push((refused, answer));
+        open.push(stream);
+    }
+    let after = rss_kib(pid);
+    let grown = after.saturating_sub(before);
+    println!("{CLIENTS} stalled uploads: VmRSS {before} -> {after} KiB");
+    assert!(
+        grown < 16 * 1024,
+        "{CLIENTS} stalled uploads grew the process from {before} to {after} KiB"
+    );
+    for (refused, answer) in &answers {
+        assert!(*refused, "a stalled upload was kept open without an answer");
+        assert!(
+            answer.is_empty() || answer.starts_with("HTTP/1.1 401"),
+            "{answer}"
+        );
+    }
+    assert!(
+        answers.iter().any(|(_, a)| a.starts_with("HTTP/1.1 401")),
+        "no refusal arrived: {answers:?}"
+    );
+    drop(open);
+    // Still serving.
+    let (status, body) = http(port, "GET", "/healthz", &[], "")
+        .await
+        .expect("healthz");
+    assert_eq!(status, 200, "{body}");
+}

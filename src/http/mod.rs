@@ -77,6 +77,9 @@ pub struct ApiOptions {
     pub missed_deadline_window: Duration,
     /// What `GET /metrics` serves; `None` (the default): 404.
     pub metrics: Option<MetricsText>,
+    /// An admin request's body must arrive within this time of its headers; otherwise the
+    /// request is answered `408`. Default: 10 s.
+    pub request_timeout: Duration,
 }
 
 impl Default for ApiOptions {
@@ -89,6 +92,7 @@ impl Default for ApiOptions {
             kv_timeout: Duration::from_secs(2),
             missed_deadline_window: Duration::from_secs(30),
             metrics: None,
+            request_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -105,6 +109,13 @@ impl ApiOptions {
     #[must_use]
     pub fn with_metrics(mut self, metrics: MetricsText) -> Self {
         self.metrics = Some(metrics);
+        self
+    }
+
+    /// Sets [`ApiOptions::request_timeout`] (builder style).
+    #[must_use]
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
         self
     }
 }
