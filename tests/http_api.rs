@@ -968,3 +968,212 @@ async fn readyz_fails_when_draining_or_disconnected() {
         StatusCode::OK
     );
 }
+
+/// Serves `options` for `manager` on a free loopback port; the port and the serving task.
+async fn serve(
+    manager: &Arc<RoleManager>,
+    options: ApiOptions,
+) -> (Api, u16, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let api = Api::new(manager.clone(), options);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let serving = tokio::spawn({
+        let api = api.clone();
+        async move { api.serve(listener).await }
+    });
+    (api, port, serving)
+}
+
+/// Reads from `stream` until the server closes it (EOF or reset), at most `limit`; what was
+/// read, or `None` if it is still open.
+async fn until_closed(stream: &mut tokio::net::TcpStream, limit: Duration) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    tokio::time::timeout(limit, async {
+        loop {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+            }
+        }
+    })
+    .await
+    .ok()
+    .map(|()| String::from_utf8_lossy(&got).into_owned())
+}
+
+/// `GET /healthz` on a new connection: the status line, or what went wrong.
+async fn healthz(port: u16) -> String {
+    use tokio::io::AsyncWriteExt;
+    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return "connect failed".to_owned();
+    };
+    if stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .is_err()
+    {
+        return "write failed".to_owned();
+    }
+    match until_closed(&mut stream, Duration::from_secs(2)).await {
+        Some(reply) => reply
+            .lines()
+            .next()
+            .unwrap_or("closed without an answer")
+            .to_owned(),
+        None => "no answer within 2 s".to_owned(),
+    }
+}
+
+/// Slowloris: a request whose headers trickle in is closed `request_timeout` after its first
+/// byte; an idle keep-alive connection (and a silent new one) after `idle_timeout`, not at the
+/// request timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_requests_and_idle_connections_are_closed() {
+    use tokio::io::AsyncWriteExt;
+    let server = NatsServer::start().await;
+    let a = manager(&server.url(), "node-a", "slow", &["alpha"], &[]).await;
+    let request = Duration::from_millis(400);
+    let idle = Duration::from_millis(1500);
+    let (api, port, serving) = serve(
+        &a,
+        ApiOptions::default()
+            .with_request_timeout(request)
+            .with_idle_timeout(idle),
+    )
+    .await;
+
+    // One header line every 100 ms, never the blank line that ends them.
+    let mut slow = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let started = Instant::now();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\n")
+        .await
+        .expect("request line");
+    let trickle = async {
+        for i in 0.. {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if slow
+                .write_all(format!("X-Slow-{i}: 1\r\n").as_bytes())
+                .await
+                .is_err()
+            {
+                return Instant::now();
+            }
+        }
+        Instant::now()
+    };
+    let cut = tokio::time::timeout(Duration::from_secs(3), trickle)
+        .await
+        .expect("a trickling request is cut off within 3 s")
+        - started;
+    assert!(
+        cut >= request && cut < request + Duration::from_millis(800),
+        "the slow request was cut after {cut:?}"
+    );
+
+    // Keep-alive: one request answered, then silence.
+    let mut kept = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let mut silent = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let opened = Instant::now();
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("request");
+    let mut head = [0u8; 12];
+    tokio::io::AsyncReadExt::read_exact(&mut kept, &mut head)
+        .await
+        .expect("the answer");
+    assert_eq!(&head, b"HTTP/1.1 200");
+    let answered = Instant::now();
+    for (what, stream, since) in [
+        ("idle keep-alive", &mut kept, answered),
+        ("silent", &mut silent, opened),
+    ] {
+        until_closed(stream, Duration::from_secs(4))
+            .await
+            .unwrap_or_else(|| panic!("the {what} connection is still open after 4 s"));
+        let after = since.elapsed();
+        assert!(
+            after >= idle - Duration::from_millis(50) && after < idle + Duration::from_secs(1),
+            "the {what} connection was closed after {after:?}"
+        );
+    }
+    assert_eq!(healthz(port).await, "HTTP/1.1 200 OK");
+    api.shutdown_token().cancel();
+    serving.await.expect("task").expect("serve");
+    a.shutdown(WAIT).await.expect("clean shutdown");
+}
+
+/// At the connection limit the connection idle the longest makes room for a new one, so a
+/// probe gets through however many idle connections are open; when every connection has a
+/// request in flight (event streams), a new one is answered 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = NatsServer::start().await;
+    let a = manager(&server.url(), "node-a", "full", &["alpha"], &[]).await;
+    let (api, port, serving) = serve(&a, ApiOptions::default().with_max_connections(4)).await;
+
+    let mut idle = Vec::new();
+    for _ in 0..10 {
+        idle.push(
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .expect("connect"),
+        );
+    }
+    assert_eq!(healthz(port).await, "HTTP/1.1 200 OK");
+    // The oldest were closed for the newer ones (the three newest may still be open).
+    for (i, stream) in idle.iter_mut().enumerate().take(7) {
+        assert!(
+            until_closed(stream, Duration::from_secs(2)).await.is_some(),
+            "idle connection {i} is still open"
+        );
+    }
+    drop(idle);
+
+    // Four event streams: every connection busy.
+    let mut streams = Vec::new();
+    for _ in 0..4 {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        s.write_all(b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("request");
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !String::from_utf8_lossy(&got).contains("\"type\":\"hello\"") {
+            let n = tokio::time::timeout(WAIT, s.read(&mut chunk))
+                .await
+                .expect("the hello event")
+                .expect("read");
+            assert!(n > 0, "an event stream was closed");
+            got.extend_from_slice(&chunk[..n]);
+        }
+        streams.push(s);
+    }
+    assert_eq!(healthz(port).await, "HTTP/1.1 503 Service Unavailable");
+    // One stream ends: room again.
+    drop(streams.pop());
+    let deadline = Instant::now() + WAIT;
+    while healthz(port).await != "HTTP/1.1 200 OK" {
+        assert!(Instant::now() < deadline, "no room after a stream ended");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    api.shutdown_token().cancel();
+    tokio::time::timeout(Duration::from_secs(3), serving)
+        .await
+        .expect("serve returns on shutdown with event streams open")
+        .expect("task")
+        .expect("serve");
+    a.shutdown(WAIT).await.expect("clean shutdown");
+}

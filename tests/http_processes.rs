@@ -354,3 +354,88 @@ async fn stalled_unauthenticated_uploads_do_not_grow_memory() {
         .expect("healthz");
     assert_eq!(status, 200, "{body}");
 }
+
+/// Sets the soft open-file limit (`RLIMIT_NOFILE`) of process `pid`.
+fn limit_open_files(pid: u32, soft: u64) {
+    let pid = libc::pid_t::try_from(pid).expect("a pid");
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `old` is a valid, writable rlimit and no new limit is passed.
+    let rc = unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, std::ptr::null(), &raw mut old) };
+    assert_eq!(rc, 0, "read the open-file limit of {pid}");
+    let new = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: `new` is a valid rlimit; the old value is not asked for.
+    let rc = unsafe {
+        libc::prlimit(
+            pid,
+            libc::RLIMIT_NOFILE,
+            &raw const new,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "set the open-file limit of {pid}");
+}
+
+/// Open file descriptors of process `pid`.
+fn open_files(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(Iterator::count)
+        .unwrap_or_default()
+}
+
+/// With a low open-file limit and far more idle connections open against it than it has
+/// descriptors, the process still answers `/healthz` (idle connections make room) and keeps
+/// its roles (NATS is left the descriptors it needs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_answers_under_a_low_open_file_limit() {
+    const LIMIT: u64 = 64;
+    const IDLE: usize = 200;
+    let server = NatsServer::start().await;
+    let mut d = Deployment::new(&server.url(), "fds", &["alpha"], "");
+    let i = d.start("node-a").await;
+    let (pid, port) = (d.instances[i].pid(), d.instances[i].port);
+    eventually("node-a holds alpha", Duration::from_secs(10), || async {
+        let list: RoleList = get_json(port, "/api/roles").await;
+        list.roles
+            .iter()
+            .any(|r| r.role == "alpha" && r.holder.as_deref() == Some("node-a"))
+            .then_some(())
+    })
+    .await;
+    let baseline = open_files(pid);
+    limit_open_files(pid, LIMIT);
+    let mut idle = Vec::new();
+    for n in 0..IDLE {
+        let connect = tokio::net::TcpStream::connect(("127.0.0.1", port));
+        match tokio::time::timeout(Duration::from_secs(2), connect).await {
+            Ok(Ok(stream)) => idle.push(stream),
+            Ok(Err(e)) => panic!("idle connection {n}: {e}"),
+            Err(_) => panic!(
+                "idle connection {n}: not accepted within 2 s ({LIMIT} files allowed, \
+                 {baseline} open before, {} now)",
+                open_files(pid)
+            ),
+        }
+    }
+    let (status, body) = http(port, "GET", "/healthz", &[], "")
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "/healthz with {IDLE} idle connections open and {LIMIT} files allowed \
+                 ({baseline} open before): {e}\n{}",
+                d.report()
+            )
+        });
+    assert_eq!(status, 200, "{body}");
+    let open = open_files(pid);
+    assert!(open <= LIMIT as usize, "{open} files open");
+    let (status, body) = http(port, "GET", "/readyz", &[], "").await.expect("readyz");
+    assert_eq!(status, 200, "{body}");
+    println!("open files: {baseline} before, {open} with {IDLE} idle connections");
+    drop(idle);
+}

@@ -40,8 +40,8 @@ mod events;
 mod metrics;
 mod probes;
 mod roles;
+mod server;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -77,9 +77,18 @@ pub struct ApiOptions {
     pub missed_deadline_window: Duration,
     /// What `GET /metrics` serves; `None` (the default): 404.
     pub metrics: Option<MetricsText>,
-    /// An admin request's body must arrive within this time of its headers; otherwise the
-    /// request is answered `408`. Default: 10 s.
+    /// A request's headers must arrive within this time of its first byte (else the
+    /// connection is closed), and an admin request's body within this time of its headers
+    /// (else `408`). Default: 10 s.
     pub request_timeout: Duration,
+    /// A connection with no request in flight and no byte of a next one is closed after this
+    /// long (idle keep-alive, or connected and silent). Default: 60 s.
+    pub idle_timeout: Duration,
+    /// Most connections served at once. [`Api::serve`] lowers it to half the process's
+    /// open-file limit (`RLIMIT_NOFILE`). When it is reached, the connection idle the longest
+    /// is closed to make room; when every connection has a request in flight, the new one is
+    /// answered `503` and closed. Default: 256.
+    pub max_connections: usize,
 }
 
 impl Default for ApiOptions {
@@ -93,6 +102,8 @@ impl Default for ApiOptions {
             missed_deadline_window: Duration::from_secs(30),
             metrics: None,
             request_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 256,
         }
     }
 }
@@ -116,6 +127,20 @@ impl ApiOptions {
     #[must_use]
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets [`ApiOptions::idle_timeout`] (builder style).
+    #[must_use]
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets [`ApiOptions::max_connections`] (builder style; at least 1 is used).
+    #[must_use]
+    pub fn with_max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max;
         self
     }
 }
@@ -213,18 +238,25 @@ impl Api {
             .with_state(self.clone())
     }
 
-    /// Serves [`Api::router`] on `listener` until the [shutdown token](Api::shutdown_token)
-    /// is cancelled (graceful: open SSE streams end at once, other requests finish).
+    /// Serves [`Api::router`] (HTTP/1.1) on `listener` until the
+    /// [shutdown token](Api::shutdown_token) is cancelled (graceful: idle connections close
+    /// and open SSE streams end at once, other requests finish).
+    ///
+    /// Connections are limited: see [`ApiOptions::request_timeout`],
+    /// [`ApiOptions::idle_timeout`] and [`ApiOptions::max_connections`]. `accept` errors
+    /// (such as running out of file descriptors) are logged and retried, never returned.
     ///
     /// # Errors
-    /// The I/O error that stopped the server.
+    /// None today; the `Result` leaves room for errors that stop the server.
     pub async fn serve(&self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-        let app = self
-            .router()
-            .into_make_service_with_connect_info::<SocketAddr>();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(self.inner.shutdown.clone().cancelled_owned())
-            .await
+        server::serve(
+            listener,
+            self.router(),
+            self.inner.options.clone(),
+            self.inner.shutdown.clone(),
+        )
+        .await;
+        Ok(())
     }
 
     fn options(&self) -> &ApiOptions {
