@@ -190,20 +190,53 @@ async fn every_endpoint_answers_with_json_and_the_right_status() {
     let app = api(&a, true).router();
     let mut seen = Vec::new();
 
-    // The dashboard: one self-contained page.
+    // The dashboard: one page, its script and its style, all from this origin; the CSP allows
+    // no inline code.
     let page = call(&app, &mut seen, "GET", "/", None, "").await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.body.contains("<title>nats-roles</title>"));
-    assert!(page.body.contains("new EventSource(\"api/events\")"));
     assert!(
-        !page.body.contains("http://") && !page.body.contains("https://"),
-        "external asset"
+        page.body
+            .contains(r#"<script src="dashboard.js"></script>"#)
     );
+    assert!(
+        page.body
+            .contains(r#"<link rel="stylesheet" href="dashboard.css">"#)
+    );
+    assert!(
+        !page.body.contains("<script>")
+            && !page.body.contains("<style")
+            && !page.body.contains(" style="),
+        "inline script or style"
+    );
+    let script = call(&app, &mut seen, "GET", "/dashboard.js", None, "").await;
+    assert_eq!(script.status, StatusCode::OK);
+    assert_eq!(
+        script.headers[header::CONTENT_TYPE],
+        "text/javascript; charset=utf-8"
+    );
+    assert!(script.body.contains("new EventSource(\"api/events\")"));
+    let style = call(&app, &mut seen, "GET", "/dashboard.css", None, "").await;
+    assert_eq!(style.status, StatusCode::OK);
+    assert_eq!(
+        style.headers[header::CONTENT_TYPE],
+        "text/css; charset=utf-8"
+    );
+    for asset in [&page.body, &script.body, &style.body] {
+        assert!(
+            !asset.contains("http://") && !asset.contains("https://"),
+            "external asset"
+        );
+    }
     let csp = page.headers[header::CONTENT_SECURITY_POLICY]
         .to_str()
         .unwrap_or_default();
     assert!(
-        csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"),
+        csp.contains("default-src 'none'")
+            && csp.contains("script-src 'self'")
+            && csp.contains("style-src 'self'")
+            && csp.contains("connect-src 'self'")
+            && !csp.contains("unsafe"),
         "{csp}"
     );
     assert_eq!(page.headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
@@ -1175,5 +1208,73 @@ async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
         .expect("serve returns on shutdown with event streams open")
         .expect("task")
         .expect("serve");
+    a.shutdown(WAIT).await.expect("clean shutdown");
+}
+
+/// A lease written by another client with 900 KB of metadata is shown capped in
+/// `/api/roles`, `/api/roles/{role}` and `/api/instances` (before, it was echoed verbatim).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_metadata_is_capped_in_every_view() {
+    let server = NatsServer::start().await;
+    let a = manager(&server.url(), "node-a", "hostile", &[], &["alpha"]).await;
+    let js = async_nats::jetstream::new(support::connect(&server.url()).await);
+    let kv = js.get_key_value("hostile").await.expect("the bucket");
+    let blob = "x".repeat(900 * 1024);
+    let mut meta = serde_json::Map::new();
+    meta.insert("blob".into(), blob.clone().into());
+    meta.insert(
+        "http".into(),
+        format!("http://intruder/{}", "p".repeat(1000)).into(),
+    );
+    meta.insert("k".repeat(5000), "v".into());
+    for n in 0..1000 {
+        meta.insert(format!("m{n:04}"), n.to_string().into());
+    }
+    let lease = serde_json::json!({
+        "v": 1,
+        "holder": "intruder",
+        "incarnation": uuid::Uuid::new_v4(),
+        "nonce": uuid::Uuid::new_v4(),
+        "priority": 0,
+        "ttl_ms": 3000,
+        "meta": meta,
+    });
+    kv.put(
+        "role.alpha",
+        serde_json::to_vec(&lease).expect("JSON").into(),
+    )
+    .await
+    .expect("put the foreign lease");
+    until("node-a sees the intruder", || {
+        a.holders()
+            .iter()
+            .any(|h| h.holder.as_ref().is_some_and(|i| i.as_str() == "intruder"))
+    })
+    .await;
+    let app = api(&a, false).router();
+    let mut seen = Vec::new();
+    for path in ["/api/roles", "/api/roles/alpha", "/api/instances"] {
+        let reply = call(&app, &mut seen, "GET", path, None, "").await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+        assert!(
+            reply.body.len() < 16 * 1024,
+            "{path}: {} bytes",
+            reply.body.len()
+        );
+        assert!(!reply.body.contains(&blob[..1024]), "{path}");
+    }
+    let view: RoleView = serde_json::from_str(&seen[1]).expect("a RoleView");
+    assert_eq!(view.holder.as_deref(), Some("intruder"));
+    assert!(view.meta_truncated);
+    assert_eq!(view.meta.len(), nats_roles::inspect::MAX_SHOWN_META);
+    assert!(view.meta["blob"].ends_with('…'));
+    assert_eq!(view.holder_url, None, "a cut URL is no link");
+    let list: InstanceList = serde_json::from_str(&seen[2]).expect("an InstanceList");
+    let intruder = list
+        .instances
+        .iter()
+        .find(|i| i.instance == "intruder")
+        .expect("the intruder is listed");
+    assert!(intruder.meta_truncated && intruder.url.is_none());
     a.shutdown(WAIT).await.expect("clean shutdown");
 }

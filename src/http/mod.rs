@@ -4,6 +4,7 @@
 //! | method and path                 | what                                                     |
 //! |---------------------------------|----------------------------------------------------------|
 //! | `GET /`                         | the dashboard (one HTML page, live through SSE)          |
+//! | `GET /dashboard.js`, `/dashboard.css` | the dashboard's script and style                   |
 //! | `GET /healthz`                  | 200 while the process runs                               |
 //! | `GET /readyz`                   | 200 when connected, caught up and no deadline was missed; 503 with reasons |
 //! | `GET /api/roles`                | every role in the bucket ([`RoleList`](crate::inspect::RoleList)) |
@@ -210,6 +211,8 @@ impl Api {
     pub fn router(&self) -> Router {
         Router::new()
             .route("/", get(dashboard::page))
+            .route("/dashboard.js", get(dashboard::script))
+            .route("/dashboard.css", get(dashboard::style))
             .route("/healthz", get(probes::healthz))
             .route("/readyz", get(probes::readyz))
             .route("/api/roles", get(roles::list))
