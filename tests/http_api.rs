@@ -1146,14 +1146,23 @@ async fn slow_requests_and_idle_connections_are_closed() {
 }
 
 /// At the connection limit the connection idle the longest makes room for a new one, so a
-/// probe gets through however many idle connections are open; when every connection has a
-/// request in flight (event streams), a new one is answered 503.
+/// probe gets through however many idle connections are open; at most half the connections
+/// may be event streams; when every connection has a request in flight, a new one is
+/// answered 503.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let server = NatsServer::start().await;
     let a = manager(&server.url(), "node-a", "full", &["alpha"], &[]).await;
-    let (api, port, serving) = serve(&a, ApiOptions::default().with_max_connections(4)).await;
+    let request_timeout = Duration::from_secs(1);
+    let (api, port, serving) = serve(
+        &a,
+        ApiOptions::default()
+            .with_max_connections(4)
+            .with_request_timeout(request_timeout)
+            .with_admin_token(Some(TOKEN.to_owned())),
+    )
+    .await;
 
     let mut idle = Vec::new();
     for _ in 0..10 {
@@ -1173,9 +1182,9 @@ async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
     }
     drop(idle);
 
-    // Four event streams: every connection busy.
+    // Two event streams (half the limit) ...
     let mut streams = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..2 {
         let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .expect("connect");
@@ -1194,20 +1203,65 @@ async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
         }
         streams.push(s);
     }
-    assert_eq!(healthz(port).await, "HTTP/1.1 503 Service Unavailable");
-    // One stream ends: room again.
-    drop(streams.pop());
-    let deadline = Instant::now() + WAIT;
-    while healthz(port).await != "HTTP/1.1 200 OK" {
-        assert!(Instant::now() < deadline, "no room after a stream ended");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    // ... and no more.
+    let mut third = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    third
+        .write_all(b"GET /api/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("request");
+    let reply = until_closed(&mut third, Duration::from_secs(2))
+        .await
+        .expect("the third stream is refused");
+    assert!(
+        reply.starts_with("HTTP/1.1 503") && reply.contains("too_many_streams"),
+        "{reply}"
+    );
+    assert_eq!(healthz(port).await, "HTTP/1.1 200 OK");
+
+    // Two admin uploads in flight (their bodies stall) fill the rest: a new connection is
+    // refused until they time out.
+    let mut uploads = Vec::new();
+    for _ in 0..2 {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        s.write_all(
+            format!(
+                "POST /api/drain HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+                 Content-Length: 20\r\nExpect: 100-continue\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .expect("request");
+        // The handler reads the body: the request is in flight.
+        let mut head = [0u8; 25];
+        tokio::time::timeout(WAIT, s.read_exact(&mut head))
+            .await
+            .expect("100 Continue")
+            .expect("read");
+        assert!(head.starts_with(b"HTTP/1.1 100 Continue"));
+        uploads.push(s);
     }
+    let refused_at = Instant::now();
+    assert_eq!(healthz(port).await, "HTTP/1.1 503 Service Unavailable");
+    for mut upload in uploads {
+        let reply = until_closed(&mut upload, WAIT)
+            .await
+            .expect("the stalled upload ends");
+        assert!(reply.contains("408 Request Timeout"), "{reply}");
+    }
+    assert!(refused_at.elapsed() < request_timeout + Duration::from_secs(1));
+    assert_eq!(healthz(port).await, "HTTP/1.1 200 OK");
     api.shutdown_token().cancel();
     tokio::time::timeout(Duration::from_secs(3), serving)
         .await
         .expect("serve returns on shutdown with event streams open")
         .expect("task")
         .expect("serve");
+    drop(streams);
     a.shutdown(WAIT).await.expect("clean shutdown");
 }
 

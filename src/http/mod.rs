@@ -44,7 +44,7 @@ mod roles;
 mod server;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -88,7 +88,8 @@ pub struct ApiOptions {
     /// Most connections served at once. [`Api::serve`] lowers it to half the process's
     /// open-file limit (`RLIMIT_NOFILE`). When it is reached, the connection idle the longest
     /// is closed to make room; when every connection has a request in flight, the new one is
-    /// answered `503` and closed. Default: 256.
+    /// answered `503` and closed. At most half of the limit may be `GET /api/events` streams
+    /// (`503 too_many_streams` beyond), so probes always find room. Default: 256.
     pub max_connections: usize,
 }
 
@@ -157,6 +158,8 @@ struct Inner {
     options: ApiOptions,
     shutdown: CancellationToken,
     draining: AtomicBool,
+    /// Open `GET /api/events` streams.
+    event_streams: AtomicUsize,
 }
 
 impl std::fmt::Debug for Api {
@@ -178,6 +181,7 @@ impl Api {
                 options,
                 shutdown: CancellationToken::new(),
                 draining: AtomicBool::new(false),
+                event_streams: AtomicUsize::new(0),
             }),
         }
     }
@@ -262,7 +266,28 @@ impl Api {
         Ok(())
     }
 
+    /// Counts an event stream in, unless half the connection limit is streaming already.
+    fn open_event_stream(&self) -> Option<EventStreamSlot> {
+        let max = (server::connection_limit(&self.inner.options) / 2).max(1);
+        self.inner
+            .event_streams
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| EventStreamSlot(self.clone()))
+    }
+
     fn options(&self) -> &ApiOptions {
         &self.inner.options
+    }
+}
+
+/// One open event stream, counted until dropped.
+struct EventStreamSlot(Api);
+
+impl Drop for EventStreamSlot {
+    fn drop(&mut self) {
+        self.0.inner.event_streams.fetch_sub(1, Ordering::AcqRel);
     }
 }
