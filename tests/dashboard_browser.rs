@@ -374,3 +374,162 @@ async fn the_dashboard_follows_a_hand_over_live() {
     }
     page.close().await.expect("close the browser");
 }
+
+/// A foreign lease for role `role` held by `holder` with metadata `meta`.
+async fn put_foreign_lease(
+    kv: &async_nats::jetstream::kv::Store,
+    role: &str,
+    holder: &str,
+    meta: Value,
+) {
+    let lease = json!({
+        "v": 1,
+        "holder": holder,
+        "incarnation": uuid::Uuid::new_v4(),
+        "nonce": uuid::Uuid::new_v4(),
+        "priority": 0,
+        "ttl_ms": 60_000,
+        "meta": meta,
+    });
+    kv.put(
+        format!("role.{role}"),
+        serde_json::to_vec(&lease).expect("JSON").into(),
+    )
+    .await
+    .expect("put a foreign lease");
+}
+
+/// Leases written by another client carry hostile metadata: a `javascript:` and a `data:`
+/// URL as `meta.http`, and 900 KB of text. The page links only the `https` holder, shows the
+/// others as plain text, stays small, and its CSP blocks injected inline script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_metadata_stays_inert_on_the_dashboard() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let driver = Driver::start(dir.path()).await;
+    let server = NatsServer::start().await;
+    let mut d = Deployment::new(&server.url(), "hostile", &["alpha"], "");
+    let a = d.start("node-a").await;
+    let js = async_nats::jetstream::new(support::connect(&server.url()).await);
+    let kv = eventually("the bucket", Duration::from_secs(10), || {
+        let js = js.clone();
+        async move { js.get_key_value("hostile").await.ok() }
+    })
+    .await;
+    put_foreign_lease(
+        &kv,
+        "beta",
+        "intruder-js",
+        json!({"http": "javascript:window.__pwned=1", "blob": "x".repeat(900 * 1024)}),
+    )
+    .await;
+    put_foreign_lease(
+        &kv,
+        "gamma",
+        "intruder-data",
+        json!({"http": "data:text/html,<script>window.__pwned=2</script>"}),
+    )
+    .await;
+    put_foreign_lease(
+        &kv,
+        "delta",
+        "plain-https",
+        json!({"http": "https://plain-https.test:8443/"}),
+    )
+    .await;
+
+    let page = browser(&driver, &dir.path().join("profile")).await;
+    page.goto(&d.instances[a].url)
+        .await
+        .expect("open the dashboard");
+    let want: BTreeMap<String, String> = [
+        ("alpha", "node-a"),
+        ("beta", "intruder-js"),
+        ("delta", "plain-https"),
+        ("gamma", "intruder-data"),
+    ]
+    .into_iter()
+    .map(|(r, h)| (r.to_owned(), h.to_owned()))
+    .collect();
+    eventually(
+        "every role with its holder on the page",
+        Duration::from_secs(10),
+        || async { (page_holders(&page).await == want).then_some(()) },
+    )
+    .await;
+    // Every link on the page is http(s); the https holder is linked (roles and instances).
+    let links = page
+        .execute(
+            "return [...document.querySelectorAll('a')].map(a => a.getAttribute('href'));",
+            vec![],
+        )
+        .await
+        .expect("links");
+    let links: Vec<String> = links
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    for href in &links {
+        assert!(
+            href.starts_with("http://") || href.starts_with("https://"),
+            "a non-http(s) link on the page: {href}"
+        );
+    }
+    assert_eq!(
+        links
+            .iter()
+            .filter(|h| *h == "https://plain-https.test:8443/")
+            .count(),
+        2,
+        "{links:?}"
+    );
+    let text = page
+        .execute("return document.body.innerText;", vec![])
+        .await
+        .expect("page text");
+    let text = text.as_str().unwrap_or_default();
+    assert!(text.len() < 64 * 1024, "{} bytes of text", text.len());
+    let pwned = page
+        .execute("return window.__pwned === undefined;", vec![])
+        .await
+        .expect("marker");
+    assert_eq!(pwned, json!(true));
+    // The page's CSP allows no inline script: an injected one does not run.
+    let injected = page
+        .execute(
+            "const s = document.createElement('script');
+             s.textContent = 'window.__inline = 1';
+             document.body.appendChild(s);
+             return window.__inline === undefined;",
+            vec![],
+        )
+        .await
+        .expect("inject");
+    assert_eq!(injected, json!(true), "inline script ran");
+    // The page itself works under that CSP: its script runs and its style applies.
+    eventually(
+        "the event stream is live",
+        Duration::from_secs(10),
+        || async {
+            let live = page
+                .execute("return document.body.dataset.live;", vec![])
+                .await
+                .ok()?;
+            (live == json!("true")).then_some(())
+        },
+    )
+    .await;
+    let styled = page
+        .execute(
+            "return getComputedStyle(document.querySelector('header')).display;",
+            vec![],
+        )
+        .await
+        .expect("style");
+    assert_eq!(styled, json!("flex"), "the stylesheet applies");
+    page.close().await.expect("close the browser");
+    drop(d);
+}

@@ -190,20 +190,53 @@ async fn every_endpoint_answers_with_json_and_the_right_status() {
     let app = api(&a, true).router();
     let mut seen = Vec::new();
 
-    // The dashboard: one self-contained page.
+    // The dashboard: one page, its script and its style, all from this origin; the CSP allows
+    // no inline code.
     let page = call(&app, &mut seen, "GET", "/", None, "").await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.body.contains("<title>nats-roles</title>"));
-    assert!(page.body.contains("new EventSource(\"api/events\")"));
     assert!(
-        !page.body.contains("http://") && !page.body.contains("https://"),
-        "external asset"
+        page.body
+            .contains(r#"<script src="dashboard.js"></script>"#)
     );
+    assert!(
+        page.body
+            .contains(r#"<link rel="stylesheet" href="dashboard.css">"#)
+    );
+    assert!(
+        !page.body.contains("<script>")
+            && !page.body.contains("<style")
+            && !page.body.contains(" style="),
+        "inline script or style"
+    );
+    let script = call(&app, &mut seen, "GET", "/dashboard.js", None, "").await;
+    assert_eq!(script.status, StatusCode::OK);
+    assert_eq!(
+        script.headers[header::CONTENT_TYPE],
+        "text/javascript; charset=utf-8"
+    );
+    assert!(script.body.contains("new EventSource(\"api/events\")"));
+    let style = call(&app, &mut seen, "GET", "/dashboard.css", None, "").await;
+    assert_eq!(style.status, StatusCode::OK);
+    assert_eq!(
+        style.headers[header::CONTENT_TYPE],
+        "text/css; charset=utf-8"
+    );
+    for asset in [&page.body, &script.body, &style.body] {
+        assert!(
+            !asset.contains("http://") && !asset.contains("https://"),
+            "external asset"
+        );
+    }
     let csp = page.headers[header::CONTENT_SECURITY_POLICY]
         .to_str()
         .unwrap_or_default();
     assert!(
-        csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"),
+        csp.contains("default-src 'none'")
+            && csp.contains("script-src 'self'")
+            && csp.contains("style-src 'self'")
+            && csp.contains("connect-src 'self'")
+            && !csp.contains("unsafe"),
         "{csp}"
     );
     assert_eq!(page.headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
@@ -408,6 +441,146 @@ async fn every_endpoint_answers_with_json_and_the_right_status() {
     .assert_error(StatusCode::FORBIDDEN, "admin_disabled");
 
     assert_no_secret(&seen, &secrets(&[&a]));
+    a.shutdown(WAIT).await.expect("clean shutdown");
+}
+
+/// Sends `body` (a stream) through the router; status, error code and how long it took.
+async fn call_streaming(
+    app: &Router,
+    uri: &str,
+    headers: &[(header::HeaderName, &str)],
+    body: Body,
+) -> (StatusCode, String, Duration) {
+    let mut req = Request::builder().method("POST").uri(uri);
+    for (name, value) in headers {
+        req = req.header(name, *value);
+    }
+    let req = req.body(body).expect("valid request");
+    let started = Instant::now();
+    let response = tokio::time::timeout(Duration::from_secs(3), app.clone().oneshot(req))
+        .await
+        .unwrap_or_else(|_| panic!("POST {uri} got no answer within 3 s"))
+        .unwrap_or_else(|e| match e {});
+    let took = started.elapsed();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .expect("body");
+    let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    (
+        status,
+        json["code"].as_str().unwrap_or_default().to_owned(),
+        took,
+    )
+}
+
+/// A request body whose bytes never arrive (a stalled upload).
+fn stalled_body() -> Body {
+    Body::from_stream(futures_util::stream::pending::<
+        Result<bytes::Bytes, std::io::Error>,
+    >())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_bodies_are_read_after_the_token_check_bounded_and_timed_out() {
+    let server = NatsServer::start().await;
+    let a = manager(&server.url(), "node-a", "bodies", &["alpha"], &[]).await;
+    until("node-a leads alpha", || a.is_leader(&role("alpha"))).await;
+    let timeout = Duration::from_millis(300);
+    let app = Api::new(
+        a.clone(),
+        ApiOptions::default()
+            .with_admin_token(Some(TOKEN.to_owned()))
+            .with_request_timeout(timeout),
+    )
+    .router();
+    let closed = Api::new(a.clone(), ApiOptions::default()).router();
+    let bearer = format!("Bearer {TOKEN}");
+    let big = "1900000";
+    for path in [
+        "/api/roles/alpha/release",
+        "/api/roles/alpha/evict",
+        "/api/drain",
+    ] {
+        // Refused at once, the (stalled, announced-large) body never read.
+        for (headers, want) in [
+            (vec![], "unauthorized"),
+            (
+                vec![(header::AUTHORIZATION, "Bearer wrong-token-0123456789")],
+                "unauthorized",
+            ),
+            (vec![(header::CONTENT_LENGTH, big)], "unauthorized"),
+        ] {
+            let (status, code, took) = call_streaming(&app, path, &headers, stalled_body()).await;
+            assert_eq!(
+                (status, code.as_str()),
+                (StatusCode::UNAUTHORIZED, want),
+                "{path}"
+            );
+            assert!(took < timeout, "{path}: refused after {took:?}");
+        }
+        let (status, code, _) = call_streaming(&closed, path, &[], stalled_body()).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::FORBIDDEN, "admin_disabled")
+        );
+        // Authorised: a body announced above the limit is refused unread ...
+        let (status, code, took) = call_streaming(
+            &app,
+            path,
+            &[
+                (header::AUTHORIZATION, &bearer),
+                (header::CONTENT_LENGTH, big),
+            ],
+            stalled_body(),
+        )
+        .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            "{path}"
+        );
+        assert!(took < timeout, "{path}: refused after {took:?}");
+        // ... and so is one that turns out larger (no Content-Length).
+        let padded = format!("{{{}}}", " ".repeat(5000));
+        let chunks = futures_util::stream::iter(
+            padded
+                .into_bytes()
+                .chunks(1000)
+                .map(|c| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(c)))
+                .collect::<Vec<_>>(),
+        );
+        let (status, code, _) = call_streaming(
+            &app,
+            path,
+            &[(header::AUTHORIZATION, &bearer)],
+            Body::from_stream(chunks),
+        )
+        .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            "{path}"
+        );
+        // A body that does not arrive: 408 after the request timeout.
+        let (status, code, took) = call_streaming(
+            &app,
+            path,
+            &[(header::AUTHORIZATION, &bearer)],
+            stalled_body(),
+        )
+        .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+            "{path}"
+        );
+        assert!(took >= timeout, "{path}: timed out after {took:?}");
+    }
+    assert!(
+        a.is_leader(&role("alpha")),
+        "a refused request changed nothing"
+    );
     a.shutdown(WAIT).await.expect("clean shutdown");
 }
 
@@ -827,4 +1000,333 @@ async fn readyz_fails_when_draining_or_disconnected() {
             .status,
         StatusCode::OK
     );
+}
+
+/// Serves `options` for `manager` on a free loopback port; the port and the serving task.
+async fn serve(
+    manager: &Arc<RoleManager>,
+    options: ApiOptions,
+) -> (Api, u16, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let api = Api::new(manager.clone(), options);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let serving = tokio::spawn({
+        let api = api.clone();
+        async move { api.serve(listener).await }
+    });
+    (api, port, serving)
+}
+
+/// Reads from `stream` until the server closes it (EOF or reset), at most `limit`; what was
+/// read, or `None` if it is still open.
+async fn until_closed(stream: &mut tokio::net::TcpStream, limit: Duration) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    tokio::time::timeout(limit, async {
+        loop {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+            }
+        }
+    })
+    .await
+    .ok()
+    .map(|()| String::from_utf8_lossy(&got).into_owned())
+}
+
+/// `GET /healthz` on a new connection: the status line, or what went wrong.
+async fn healthz(port: u16) -> String {
+    use tokio::io::AsyncWriteExt;
+    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return "connect failed".to_owned();
+    };
+    // A refused connection may be closed (and reset) before the request is written: its
+    // answer is still there to read.
+    let _ = stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await;
+    match until_closed(&mut stream, Duration::from_secs(2)).await {
+        Some(reply) => reply
+            .lines()
+            .next()
+            .unwrap_or("closed without an answer")
+            .to_owned(),
+        None => "no answer within 2 s".to_owned(),
+    }
+}
+
+/// Slowloris: a request whose headers trickle in is closed `request_timeout` after its first
+/// byte; an idle keep-alive connection (and a silent new one) after `idle_timeout`, not at the
+/// request timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_requests_and_idle_connections_are_closed() {
+    use tokio::io::AsyncWriteExt;
+    let server = NatsServer::start().await;
+    let a = manager(&server.url(), "node-a", "slow", &["alpha"], &[]).await;
+    let request = Duration::from_millis(400);
+    let idle = Duration::from_millis(1500);
+    let (api, port, serving) = serve(
+        &a,
+        ApiOptions::default()
+            .with_request_timeout(request)
+            .with_idle_timeout(idle),
+    )
+    .await;
+
+    // One header line every 50 ms, never the blank line that ends them.
+    let mut slow = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let started = Instant::now();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\n")
+        .await
+        .expect("request line");
+    let trickle = async {
+        for i in 0.. {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if slow
+                .write_all(format!("X-Slow-{i}: 1\r\n").as_bytes())
+                .await
+                .is_err()
+            {
+                return Instant::now();
+            }
+        }
+        Instant::now()
+    };
+    let cut = tokio::time::timeout(Duration::from_secs(3), trickle)
+        .await
+        .expect("a trickling request is cut off within 3 s")
+        - started;
+    assert!(
+        cut >= request && cut < request + Duration::from_millis(800),
+        "the slow request was cut after {cut:?}"
+    );
+
+    // Keep-alive: one request answered, then silence.
+    let mut kept = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let mut silent = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let opened = Instant::now();
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("request");
+    let mut head = [0u8; 12];
+    tokio::io::AsyncReadExt::read_exact(&mut kept, &mut head)
+        .await
+        .expect("the answer");
+    assert_eq!(&head, b"HTTP/1.1 200");
+    let answered = Instant::now();
+    for (what, stream, since) in [
+        ("idle keep-alive", &mut kept, answered),
+        ("silent", &mut silent, opened),
+    ] {
+        until_closed(stream, Duration::from_secs(4))
+            .await
+            .unwrap_or_else(|| panic!("the {what} connection is still open after 4 s"));
+        let after = since.elapsed();
+        assert!(
+            after >= idle - Duration::from_millis(50) && after < idle + Duration::from_secs(1),
+            "the {what} connection was closed after {after:?}"
+        );
+    }
+    assert_eq!(healthz(port).await, "HTTP/1.1 200 OK");
+    api.shutdown_token().cancel();
+    serving.await.expect("task").expect("serve");
+    a.shutdown(WAIT).await.expect("clean shutdown");
+}
+
+/// At the connection limit the connection idle the longest makes room for a new one, so a
+/// probe gets through however many idle connections are open; at most half the connections
+/// may be event streams; when every connection has a request in flight, a new one is
+/// answered 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = NatsServer::start().await;
+    let a = manager(&server.url(), "node-a", "full", &["alpha"], &[]).await;
+    let request_timeout = Duration::from_secs(1);
+    let (api, port, serving) = serve(
+        &a,
+        ApiOptions::default()
+            .with_max_connections(4)
+            .with_request_timeout(request_timeout)
+            .with_admin_token(Some(TOKEN.to_owned())),
+    )
+    .await;
+
+    let mut idle = Vec::new();
+    for _ in 0..10 {
+        idle.push(
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .expect("connect"),
+        );
+    }
+    assert_eq!(healthz(port).await, "HTTP/1.1 200 OK");
+    // The oldest were closed for the newer ones (the three newest may still be open).
+    for (i, stream) in idle.iter_mut().enumerate().take(7) {
+        assert!(
+            until_closed(stream, Duration::from_secs(2)).await.is_some(),
+            "idle connection {i} is still open"
+        );
+    }
+    drop(idle);
+
+    // Two event streams (half the limit) ...
+    let mut streams = Vec::new();
+    for _ in 0..2 {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        s.write_all(b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("request");
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !String::from_utf8_lossy(&got).contains("\"type\":\"hello\"") {
+            let n = tokio::time::timeout(WAIT, s.read(&mut chunk))
+                .await
+                .expect("the hello event")
+                .expect("read");
+            assert!(n > 0, "an event stream was closed");
+            got.extend_from_slice(&chunk[..n]);
+        }
+        streams.push(s);
+    }
+    // ... and no more.
+    let mut third = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    third
+        .write_all(b"GET /api/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("request");
+    let reply = until_closed(&mut third, Duration::from_secs(2))
+        .await
+        .expect("the third stream is refused");
+    assert!(
+        reply.starts_with("HTTP/1.1 503") && reply.contains("too_many_streams"),
+        "{reply}"
+    );
+    assert_eq!(healthz(port).await, "HTTP/1.1 200 OK");
+
+    // Two admin uploads in flight (their bodies stall) fill the rest: a new connection is
+    // refused until they time out.
+    let mut uploads = Vec::new();
+    for _ in 0..2 {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        s.write_all(
+            format!(
+                "POST /api/drain HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+                 Content-Length: 20\r\nExpect: 100-continue\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .expect("request");
+        // The handler reads the body: the request is in flight.
+        let mut head = [0u8; 25];
+        tokio::time::timeout(WAIT, s.read_exact(&mut head))
+            .await
+            .expect("100 Continue")
+            .expect("read");
+        assert!(head.starts_with(b"HTTP/1.1 100 Continue"));
+        uploads.push(s);
+    }
+    let refused_at = Instant::now();
+    assert_eq!(healthz(port).await, "HTTP/1.1 503 Service Unavailable");
+    for mut upload in uploads {
+        let reply = until_closed(&mut upload, WAIT)
+            .await
+            .expect("the stalled upload ends");
+        assert!(reply.contains("408 Request Timeout"), "{reply}");
+    }
+    assert!(refused_at.elapsed() < request_timeout + Duration::from_secs(1));
+    assert_eq!(healthz(port).await, "HTTP/1.1 200 OK");
+    api.shutdown_token().cancel();
+    tokio::time::timeout(Duration::from_secs(3), serving)
+        .await
+        .expect("serve returns on shutdown with event streams open")
+        .expect("task")
+        .expect("serve");
+    drop(streams);
+    a.shutdown(WAIT).await.expect("clean shutdown");
+}
+
+/// A lease written by another client with 900 KB of metadata is shown capped in
+/// `/api/roles`, `/api/roles/{role}` and `/api/instances` (before, it was echoed verbatim).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_metadata_is_capped_in_every_view() {
+    let server = NatsServer::start().await;
+    let a = manager(&server.url(), "node-a", "hostile", &[], &["alpha"]).await;
+    let js = async_nats::jetstream::new(support::connect(&server.url()).await);
+    let kv = js.get_key_value("hostile").await.expect("the bucket");
+    let blob = "x".repeat(900 * 1024);
+    let mut meta = serde_json::Map::new();
+    meta.insert("blob".into(), blob.clone().into());
+    meta.insert(
+        "http".into(),
+        format!("http://intruder/{}", "p".repeat(1000)).into(),
+    );
+    meta.insert("k".repeat(5000), "v".into());
+    for n in 0..1000 {
+        meta.insert(format!("m{n:04}"), n.to_string().into());
+    }
+    let lease = serde_json::json!({
+        "v": 1,
+        "holder": "intruder",
+        "incarnation": uuid::Uuid::new_v4(),
+        "nonce": uuid::Uuid::new_v4(),
+        "priority": 0,
+        "ttl_ms": 3000,
+        "meta": meta,
+    });
+    kv.put(
+        "role.alpha",
+        serde_json::to_vec(&lease).expect("JSON").into(),
+    )
+    .await
+    .expect("put the foreign lease");
+    until("node-a sees the intruder", || {
+        a.holders()
+            .iter()
+            .any(|h| h.holder.as_ref().is_some_and(|i| i.as_str() == "intruder"))
+    })
+    .await;
+    let app = api(&a, false).router();
+    let mut seen = Vec::new();
+    for path in ["/api/roles", "/api/roles/alpha", "/api/instances"] {
+        let reply = call(&app, &mut seen, "GET", path, None, "").await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+        assert!(
+            reply.body.len() < 16 * 1024,
+            "{path}: {} bytes",
+            reply.body.len()
+        );
+        assert!(!reply.body.contains(&blob[..1024]), "{path}");
+    }
+    let view: RoleView = serde_json::from_str(&seen[1]).expect("a RoleView");
+    assert_eq!(view.holder.as_deref(), Some("intruder"));
+    assert!(view.meta_truncated);
+    assert_eq!(view.meta.len(), nats_roles::inspect::MAX_SHOWN_META);
+    assert!(view.meta["blob"].ends_with('…'));
+    assert_eq!(view.holder_url, None, "a cut URL is no link");
+    let list: InstanceList = serde_json::from_str(&seen[2]).expect("an InstanceList");
+    let intruder = list
+        .instances
+        .iter()
+        .find(|i| i.instance == "intruder")
+        .expect("the intruder is listed");
+    assert!(intruder.meta_truncated && intruder.url.is_none());
+    a.shutdown(WAIT).await.expect("clean shutdown");
 }

@@ -258,3 +258,184 @@ async fn three_instances_serve_what_the_kv_says() {
     )
     .await;
 }
+
+/// `VmRSS` of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("read /proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status"))
+}
+
+/// Uploads that announce 1.9 MB, send all but one byte and stall, without a token: the
+/// process refuses each before reading its body (401, connection closed), so its memory does
+/// not grow with them (before, each body was buffered: 150 such clients took 24 → 301 MiB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_unauthenticated_uploads_do_not_grow_memory() {
+    const CLIENTS: usize = 40;
+    const SIZE: usize = 1_900_000;
+    let server = NatsServer::start().await;
+    let mut d = Deployment::new(&server.url(), "uploads", &["alpha"], "");
+    d.env("NATS_ROLES_ADMIN_TOKEN", ADMIN);
+    let i = d.start("node-a").await;
+    let (pid, port) = (d.instances[i].pid(), d.instances[i].port);
+    // Warm up the paths a refusal takes, then take the baseline.
+    let (status, _) = http(port, "POST", "/api/roles/alpha/evict", &[], "")
+        .await
+        .expect("evict without a token");
+    assert_eq!(status, 401);
+    let before = rss_kib(pid);
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(tokio::spawn(async move {
+            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .expect("connect");
+            let head = format!(
+                "POST /api/roles/alpha/evict HTTP/1.1\r\nHost: x\r\n\
+                 Content-Type: application/json\r\nContent-Length: {SIZE}\r\n\r\n"
+            );
+            let mut upload = head.into_bytes();
+            upload.resize(upload.len() + SIZE - 1, b' ');
+            // The server may refuse (and close) long before the upload is written.
+            let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(&upload)).await;
+            // Stall: wait for the answer (or the end of the connection), never send the rest.
+            let mut answer = Vec::new();
+            let mut buf = [0u8; 1024];
+            let refused = tokio::time::timeout(Duration::from_secs(5), async {
+                loop {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => answer.extend_from_slice(&buf[..n]),
+                    }
+                }
+            })
+            .await
+            .is_ok();
+            (
+                refused,
+                String::from_utf8_lossy(&answer).into_owned(),
+                stream,
+            )
+        }));
+    }
+    let mut answers = Vec::new();
+    let mut open = Vec::new();
+    for client in clients {
+        let (refused, answer, stream) = client.await.expect("client task");
+        answers.push((refused, answer));
+        open.push(stream);
+    }
+    let after = rss_kib(pid);
+    let grown = after.saturating_sub(before);
+    println!("{CLIENTS} stalled uploads: VmRSS {before} -> {after} KiB");
+    assert!(
+        grown < 16 * 1024,
+        "{CLIENTS} stalled uploads grew the process from {before} to {after} KiB"
+    );
+    for (refused, answer) in &answers {
+        assert!(*refused, "a stalled upload was kept open without an answer");
+        assert!(
+            answer.is_empty() || answer.starts_with("HTTP/1.1 401"),
+            "{answer}"
+        );
+    }
+    assert!(
+        answers.iter().any(|(_, a)| a.starts_with("HTTP/1.1 401")),
+        "no refusal arrived: {answers:?}"
+    );
+    drop(open);
+    // Still serving.
+    let (status, body) = http(port, "GET", "/healthz", &[], "")
+        .await
+        .expect("healthz");
+    assert_eq!(status, 200, "{body}");
+}
+
+/// Sets the soft open-file limit (`RLIMIT_NOFILE`) of process `pid`.
+fn limit_open_files(pid: u32, soft: u64) {
+    let pid = libc::pid_t::try_from(pid).expect("a pid");
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `old` is a valid, writable rlimit and no new limit is passed.
+    let rc = unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, std::ptr::null(), &raw mut old) };
+    assert_eq!(rc, 0, "read the open-file limit of {pid}");
+    let new = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: `new` is a valid rlimit; the old value is not asked for.
+    let rc = unsafe {
+        libc::prlimit(
+            pid,
+            libc::RLIMIT_NOFILE,
+            &raw const new,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "set the open-file limit of {pid}");
+}
+
+/// Open file descriptors of process `pid`.
+fn open_files(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(Iterator::count)
+        .unwrap_or_default()
+}
+
+/// With a low open-file limit and far more idle connections open against it than it has
+/// descriptors, the process still answers `/healthz` (idle connections make room) and keeps
+/// its roles (NATS is left the descriptors it needs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_answers_under_a_low_open_file_limit() {
+    const LIMIT: u64 = 64;
+    const IDLE: usize = 200;
+    let server = NatsServer::start().await;
+    let mut d = Deployment::new(&server.url(), "fds", &["alpha"], "");
+    let i = d.start("node-a").await;
+    let (pid, port) = (d.instances[i].pid(), d.instances[i].port);
+    eventually("node-a holds alpha", Duration::from_secs(10), || async {
+        let list: RoleList = get_json(port, "/api/roles").await;
+        list.roles
+            .iter()
+            .any(|r| r.role == "alpha" && r.holder.as_deref() == Some("node-a"))
+            .then_some(())
+    })
+    .await;
+    let baseline = open_files(pid);
+    limit_open_files(pid, LIMIT);
+    let mut idle = Vec::new();
+    for n in 0..IDLE {
+        let connect = tokio::net::TcpStream::connect(("127.0.0.1", port));
+        match tokio::time::timeout(Duration::from_secs(2), connect).await {
+            Ok(Ok(stream)) => idle.push(stream),
+            Ok(Err(e)) => panic!("idle connection {n}: {e}"),
+            Err(_) => panic!(
+                "idle connection {n}: not accepted within 2 s ({LIMIT} files allowed, \
+                 {baseline} open before, {} now)",
+                open_files(pid)
+            ),
+        }
+    }
+    let (status, body) = http(port, "GET", "/healthz", &[], "")
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "/healthz with {IDLE} idle connections open and {LIMIT} files allowed \
+                 ({baseline} open before): {e}\n{}",
+                d.report()
+            )
+        });
+    assert_eq!(status, 200, "{body}");
+    let open = open_files(pid);
+    assert!(open <= LIMIT as usize, "{open} files open");
+    let (status, body) = http(port, "GET", "/readyz", &[], "").await.expect("readyz");
+    assert_eq!(status, 200, "{body}");
+    println!("open files: {baseline} before, {open} with {IDLE} idle connections");
+    drop(idle);
+}

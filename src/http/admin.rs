@@ -5,9 +5,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{StatusCode, header};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +21,9 @@ use crate::names::RoleName;
 
 /// Longest cooldown a release accepts.
 const MAX_COOLDOWN: Duration = Duration::from_secs(24 * 3600);
+
+/// Largest admin request body, in bytes: the bodies are small JSON objects.
+pub(crate) const MAX_ADMIN_BODY: usize = 4 * 1024;
 
 /// Body of `POST /api/roles/{role}/release` (optional).
 #[derive(Debug, Default, Deserialize)]
@@ -50,6 +54,41 @@ pub(crate) struct Released {
     cooldown_ms: u64,
 }
 
+/// Reads an admin request's body, only ever after [`authorize`] accepted the caller: at most
+/// [`MAX_ADMIN_BODY`] bytes (413 `body_too_large` otherwise, before reading anything when the
+/// `Content-Length` says so), within the request timeout (408 `request_timeout`).
+async fn read_body(api: &Api, request: Request) -> Result<Bytes, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("admin request bodies are at most {MAX_ADMIN_BODY} bytes"),
+        )
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_ADMIN_BODY as u64) {
+        return Err(too_large());
+    }
+    let body: Body = request.into_body();
+    let timeout = api.options().request_timeout;
+    match tokio::time::timeout(timeout, Limited::new(body, MAX_ADMIN_BODY).collect()).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
+        Ok(Err(e)) => Err(ApiError::bad_request(format!(
+            "cannot read the request body: {e}"
+        ))),
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!("the request body did not arrive within {timeout:?}"),
+        )),
+    }
+}
+
 /// An empty body is the default; anything else must be a JSON object of `T`.
 fn parse_body<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
@@ -63,19 +102,21 @@ pub(crate) async fn release(
     State(api): State<Api>,
     Path(role): Path<String>,
     connect: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
-    headers: HeaderMap,
-    body: Bytes,
+    request: Request,
 ) -> Result<(StatusCode, Json<Released>), ApiError> {
-    let caller = Caller::new(connect, &headers);
+    let caller = Caller::new(connect, request.headers());
     let options = api.options();
     authorize(
         options.admin_token.as_deref(),
-        &headers,
+        request.headers(),
         &caller,
         "release",
         &role,
     )?;
-    let result = do_release(&api, &role, &body).await;
+    let result = match read_body(&api, request).await {
+        Ok(body) => do_release(&api, &role, &body).await,
+        Err(e) => Err(e),
+    };
     match &result {
         Ok((_, Json(r))) => audit(
             &caller,
@@ -161,18 +202,20 @@ pub(crate) async fn evict(
     State(api): State<Api>,
     Path(role): Path<String>,
     connect: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
-    headers: HeaderMap,
-    body: Bytes,
+    request: Request,
 ) -> Result<Json<Evicted>, ApiError> {
-    let caller = Caller::new(connect, &headers);
+    let caller = Caller::new(connect, request.headers());
     authorize(
         api.options().admin_token.as_deref(),
-        &headers,
+        request.headers(),
         &caller,
         "evict",
         &role,
     )?;
-    let result = do_evict(&api, &role, &body).await;
+    let result = match read_body(&api, request).await {
+        Ok(body) => do_evict(&api, &role, &body).await,
+        Err(e) => Err(e),
+    };
     match &result {
         Ok(Json(e)) => audit(
             &caller,
@@ -252,32 +295,34 @@ pub(crate) struct Drained {
 pub(crate) async fn drain(
     State(api): State<Api>,
     connect: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
-    headers: HeaderMap,
-    body: Bytes,
+    request: Request,
 ) -> Result<Json<Drained>, ApiError> {
-    let caller = Caller::new(connect, &headers);
+    let caller = Caller::new(connect, request.headers());
     authorize(
         api.options().admin_token.as_deref(),
-        &headers,
+        request.headers(),
         &caller,
         "drain",
         "-",
     )?;
-    let result = parse_body::<DrainBody>(&body).and_then(|b| {
-        let manager = api.manager();
-        if manager.set_draining(b.draining) {
-            Ok(Json(Drained {
-                instance: manager.instance_id().to_string(),
-                draining: b.draining,
-            }))
-        } else {
-            Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "placement_disabled",
-                "placement is not enabled on this instance",
-            ))
-        }
-    });
+    let body = read_body(&api, request).await;
+    let result = body
+        .and_then(|body| parse_body::<DrainBody>(&body))
+        .and_then(|b| {
+            let manager = api.manager();
+            if manager.set_draining(b.draining) {
+                Ok(Json(Drained {
+                    instance: manager.instance_id().to_string(),
+                    draining: b.draining,
+                }))
+            } else {
+                Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "placement_disabled",
+                    "placement is not enabled on this instance",
+                ))
+            }
+        });
     match &result {
         Ok(Json(d)) => audit(
             &caller,

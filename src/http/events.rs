@@ -9,14 +9,23 @@ use futures_util::{Stream, StreamExt, stream};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Api;
+use super::error::ApiError;
 use crate::inspect::{EventView, TransitionTracker, format_time};
+use axum::http::StatusCode;
 
 /// How soon a disconnected `EventSource` should reconnect.
 const RECONNECT: Duration = Duration::from_secs(1);
 
 pub(crate) async fn stream(
     State(api): State<Api>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let Some(slot) = api.open_event_stream() else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_streams",
+            "too many event streams are open; retry later",
+        ));
+    };
     let manager = api.manager().clone();
     // Subscribe before reading the holders: nothing falls between the two.
     let events = manager.events();
@@ -53,10 +62,14 @@ pub(crate) async fn stream(
     let first = sse_event(&hello).retry(RECONNECT);
     let body = stream::once(async move { first })
         .chain(transitions.map(|view| sse_event(&view)))
-        .map(Ok)
+        // The slot is freed when the stream is dropped.
+        .map(move |event| {
+            let _counted = &slot;
+            Ok(event)
+        })
         // An open stream must not keep graceful shutdown waiting.
         .take_until(api.shutdown_token().cancelled_owned());
-    Sse::new(body).keep_alive(KeepAlive::new().interval(api.options().keep_alive))
+    Ok(Sse::new(body).keep_alive(KeepAlive::new().interval(api.options().keep_alive)))
 }
 
 fn sse_event(view: &EventView) -> Event {

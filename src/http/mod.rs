@@ -4,6 +4,7 @@
 //! | method and path                 | what                                                     |
 //! |---------------------------------|----------------------------------------------------------|
 //! | `GET /`                         | the dashboard (one HTML page, live through SSE)          |
+//! | `GET /dashboard.js`, `/dashboard.css` | the dashboard's script and style                   |
 //! | `GET /healthz`                  | 200 while the process runs                               |
 //! | `GET /readyz`                   | 200 when connected, caught up and no deadline was missed; 503 with reasons |
 //! | `GET /api/roles`                | every role in the bucket ([`RoleList`](crate::inspect::RoleList)) |
@@ -40,10 +41,10 @@ mod events;
 mod metrics;
 mod probes;
 mod roles;
+mod server;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -77,6 +78,19 @@ pub struct ApiOptions {
     pub missed_deadline_window: Duration,
     /// What `GET /metrics` serves; `None` (the default): 404.
     pub metrics: Option<MetricsText>,
+    /// A request's headers must arrive within this time of its first byte (else the
+    /// connection is closed), and an admin request's body within this time of its headers
+    /// (else `408`). Default: 10 s.
+    pub request_timeout: Duration,
+    /// A connection with no request in flight and no byte of a next one is closed after this
+    /// long (idle keep-alive, or connected and silent). Default: 60 s.
+    pub idle_timeout: Duration,
+    /// Most connections served at once. [`Api::serve`] lowers it to half the process's
+    /// open-file limit (`RLIMIT_NOFILE`). When it is reached, the connection idle the longest
+    /// is closed to make room; when every connection has a request in flight, the new one is
+    /// answered `503` and closed. At most half of the limit may be `GET /api/events` streams
+    /// (`503 too_many_streams` beyond), so probes always find room. Default: 256.
+    pub max_connections: usize,
 }
 
 impl Default for ApiOptions {
@@ -89,6 +103,9 @@ impl Default for ApiOptions {
             kv_timeout: Duration::from_secs(2),
             missed_deadline_window: Duration::from_secs(30),
             metrics: None,
+            request_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 256,
         }
     }
 }
@@ -107,6 +124,27 @@ impl ApiOptions {
         self.metrics = Some(metrics);
         self
     }
+
+    /// Sets [`ApiOptions::request_timeout`] (builder style).
+    #[must_use]
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets [`ApiOptions::idle_timeout`] (builder style).
+    #[must_use]
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets [`ApiOptions::max_connections`] (builder style; at least 1 is used).
+    #[must_use]
+    pub fn with_max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max;
+        self
+    }
 }
 
 /// The HTTP API of one manager. Cheap to clone.
@@ -120,6 +158,8 @@ struct Inner {
     options: ApiOptions,
     shutdown: CancellationToken,
     draining: AtomicBool,
+    /// Open `GET /api/events` streams.
+    event_streams: AtomicUsize,
 }
 
 impl std::fmt::Debug for Api {
@@ -141,6 +181,7 @@ impl Api {
                 options,
                 shutdown: CancellationToken::new(),
                 draining: AtomicBool::new(false),
+                event_streams: AtomicUsize::new(0),
             }),
         }
     }
@@ -174,6 +215,8 @@ impl Api {
     pub fn router(&self) -> Router {
         Router::new()
             .route("/", get(dashboard::page))
+            .route("/dashboard.js", get(dashboard::script))
+            .route("/dashboard.css", get(dashboard::style))
             .route("/healthz", get(probes::healthz))
             .route("/readyz", get(probes::readyz))
             .route("/api/roles", get(roles::list))
@@ -202,21 +245,49 @@ impl Api {
             .with_state(self.clone())
     }
 
-    /// Serves [`Api::router`] on `listener` until the [shutdown token](Api::shutdown_token)
-    /// is cancelled (graceful: open SSE streams end at once, other requests finish).
+    /// Serves [`Api::router`] (HTTP/1.1) on `listener` until the
+    /// [shutdown token](Api::shutdown_token) is cancelled (graceful: idle connections close
+    /// and open SSE streams end at once, other requests finish).
+    ///
+    /// Connections are limited: see [`ApiOptions::request_timeout`],
+    /// [`ApiOptions::idle_timeout`] and [`ApiOptions::max_connections`]. `accept` errors
+    /// (such as running out of file descriptors) are logged and retried, never returned.
     ///
     /// # Errors
-    /// The I/O error that stopped the server.
+    /// None today; the `Result` leaves room for errors that stop the server.
     pub async fn serve(&self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-        let app = self
-            .router()
-            .into_make_service_with_connect_info::<SocketAddr>();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(self.inner.shutdown.clone().cancelled_owned())
-            .await
+        server::serve(
+            listener,
+            self.router(),
+            self.inner.options.clone(),
+            self.inner.shutdown.clone(),
+        )
+        .await;
+        Ok(())
+    }
+
+    /// Counts an event stream in, unless half the connection limit is streaming already.
+    fn open_event_stream(&self) -> Option<EventStreamSlot> {
+        let max = (server::connection_limit(&self.inner.options) / 2).max(1);
+        self.inner
+            .event_streams
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| EventStreamSlot(self.clone()))
     }
 
     fn options(&self) -> &ApiOptions {
         &self.inner.options
+    }
+}
+
+/// One open event stream, counted until dropped.
+struct EventStreamSlot(Api);
+
+impl Drop for EventStreamSlot {
+    fn drop(&mut self) {
+        self.0.inner.event_streams.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -22,6 +22,6 @@ pub use evict::{EvictError, Evicted, Expect, evict};
 pub use redact::redact_token;
 pub use transitions::{EventView, TransitionTracker};
 pub use view::{
-    HeldRole, HolderState, InstanceList, InstanceView, LocalView, RoleList, RoleView, format_time,
-    instances,
+    HeldRole, HolderState, InstanceList, InstanceView, LocalView, MAX_SHOWN_KEY, MAX_SHOWN_META,
+    MAX_SHOWN_VALUE, RoleList, RoleView, format_time, instances, shown_meta,
 };

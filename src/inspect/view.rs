@@ -51,10 +51,14 @@ pub struct RoleView {
     pub renewal_age_ms: Option<u64>,
     /// The holder's lease TTL in milliseconds.
     pub ttl_ms: Option<u64>,
-    /// The holder's dashboard (its `http` metadata), if it advertises one.
+    /// The holder's dashboard (its `http` metadata), if it advertises one of at most
+    /// [`MAX_SHOWN_VALUE`] bytes. Text from the bucket, not checked to be a URL.
     pub holder_url: Option<String>,
-    /// The holder's advertised metadata.
+    /// The holder's advertised metadata, capped: see [`shown_meta`].
     pub meta: BTreeMap<String, String>,
+    /// Whether `meta` was cut to the caps (entries left out, keys or values shortened).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub meta_truncated: bool,
     /// This instance's own view of the role; `None` when it does not take part in it (and
     /// always in `nats-roles status`, which is no instance).
     pub local: Option<LocalView>,
@@ -134,10 +138,14 @@ pub struct InstanceView {
     pub instance: String,
     /// Whether this is the instance that answered.
     pub this_instance: bool,
-    /// Its dashboard (`http` metadata), if advertised.
+    /// Its dashboard (`http` metadata), if it advertises one of at most [`MAX_SHOWN_VALUE`]
+    /// bytes. Text from the bucket, not checked to be a URL.
     pub url: Option<String>,
-    /// Its advertised metadata.
+    /// Its advertised metadata, capped: see [`shown_meta`].
     pub meta: BTreeMap<String, String>,
+    /// Whether `meta` was cut to the caps.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub meta_truncated: bool,
     /// The roles it holds, sorted by name.
     pub roles: Vec<HeldRole>,
 }
@@ -185,6 +193,68 @@ fn millis_between(earlier: SystemTime, later: SystemTime) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Most metadata entries a view shows (the first ones by key); the others are left out.
+pub const MAX_SHOWN_META: usize = 32;
+/// Longest metadata key a view shows, in bytes; a longer one is cut and ends in `…`.
+pub const MAX_SHOWN_KEY: usize = 64;
+/// Longest metadata value a view shows, in bytes; a longer one is cut and ends in `…`.
+pub const MAX_SHOWN_VALUE: usize = 256;
+
+/// What a view shows of metadata, which anyone who can write to the bucket controls: at most
+/// [`MAX_SHOWN_META`] entries, keys cut to [`MAX_SHOWN_KEY`] and values to
+/// [`MAX_SHOWN_VALUE`] bytes, control characters replaced by `�`. `true` when anything was
+/// cut or left out.
+#[must_use]
+pub fn shown_meta(meta: &BTreeMap<String, String>) -> (BTreeMap<String, String>, bool) {
+    let mut truncated = meta.len() > MAX_SHOWN_META;
+    let mut shown = BTreeMap::new();
+    for (key, value) in meta.iter().take(MAX_SHOWN_META) {
+        let (key, key_cut) = shown_text(key, MAX_SHOWN_KEY);
+        let (value, value_cut) = shown_text(value, MAX_SHOWN_VALUE);
+        truncated |= key_cut || value_cut;
+        // Two keys cut to the same text: the first one stays.
+        match shown.entry(key) {
+            std::collections::btree_map::Entry::Occupied(_) => truncated = true,
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert(value);
+            }
+        }
+    }
+    (shown, truncated)
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary, ending in `…`), control
+/// characters replaced by `�`; `true` if it was cut.
+fn shown_text(text: &str, max: usize) -> (String, bool) {
+    const MORE: char = '…';
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+            .collect()
+    };
+    if text.len() <= max {
+        return (clean(text), false);
+    }
+    let mut end = max.saturating_sub(MORE.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut cut = clean(&text[..end]);
+    // Replacement characters can be longer than what they replace.
+    while cut.len() + MORE.len_utf8() > max {
+        cut.pop();
+    }
+    cut.push(MORE);
+    (cut, true)
+}
+
+/// The `http` metadata as a dashboard link: only whole (never cut) values.
+fn shown_url(meta: &BTreeMap<String, String>) -> Option<String> {
+    meta.get("http")
+        .filter(|url| url.len() <= MAX_SHOWN_VALUE && !url.chars().any(char::is_control))
+        .cloned()
+}
+
 impl RoleView {
     /// A role nobody holds.
     #[must_use]
@@ -204,6 +274,7 @@ impl RoleView {
             ttl_ms: None,
             holder_url: None,
             meta: BTreeMap::new(),
+            meta_truncated: false,
             local: None,
             preferred: None,
             preferred_reason: None,
@@ -216,6 +287,7 @@ impl RoleView {
     #[must_use]
     pub fn held(info: &HolderInfo, observed: bool, now: SystemTime) -> Self {
         let since = info.acquired_at.or(observed.then_some(info.since));
+        let (meta, meta_truncated) = shown_meta(&info.meta);
         Self {
             role: info.role.to_string(),
             status: if info.foreign {
@@ -235,8 +307,9 @@ impl RoleView {
             ttl_ms: info
                 .ttl
                 .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-            holder_url: info.meta.get("http").cloned(),
-            meta: info.meta.clone(),
+            holder_url: shown_url(&info.meta),
+            meta,
+            meta_truncated,
             local: None,
             preferred: None,
             preferred_reason: None,
@@ -275,13 +348,15 @@ pub fn instances(
 ) -> Vec<InstanceView> {
     let mut by_id: BTreeMap<String, InstanceView> = BTreeMap::new();
     if let Some((id, meta)) = this {
+        let (shown, meta_truncated) = shown_meta(meta);
         by_id.insert(
             id.to_string(),
             InstanceView {
                 instance: id.to_string(),
                 this_instance: true,
-                url: meta.get("http").cloned(),
-                meta: meta.clone(),
+                url: shown_url(meta),
+                meta: shown,
+                meta_truncated,
                 roles: Vec::new(),
             },
         );
@@ -295,12 +370,13 @@ pub fn instances(
                 this_instance: false,
                 url: None,
                 meta: BTreeMap::new(),
+                meta_truncated: false,
                 roles: Vec::new(),
             });
         if !entry.this_instance {
             // Every lease carries the holder's metadata; any of them will do.
-            entry.url = info.meta.get("http").cloned();
-            entry.meta.clone_from(&info.meta);
+            entry.url = shown_url(&info.meta);
+            (entry.meta, entry.meta_truncated) = shown_meta(&info.meta);
         }
         entry.roles.push(HeldRole {
             role: info.role.to_string(),
@@ -387,6 +463,52 @@ mod tests {
         assert_eq!(roles, ["a", "b"]);
         assert!(list[2].this_instance && list[2].roles.is_empty());
         assert_eq!(list[2].url.as_deref(), Some("http://me"));
+    }
+
+    #[test]
+    fn foreign_metadata_is_shown_capped() {
+        let mut i = info("scheduler", "node-a", 41);
+        let huge = "x".repeat(900 * 1024);
+        i.meta.insert("blob".into(), huge.clone());
+        i.meta.insert("k".repeat(1000), "v".into());
+        i.meta.insert("esc".into(), "\u{1b}[31mred\u{7}".into());
+        i.meta.insert("d-wide".into(), "é".repeat(300));
+        i.meta
+            .insert("http".into(), format!("http://a/{}", "p".repeat(300)));
+        for n in 0..100 {
+            i.meta.insert(format!("m{n:03}"), n.to_string());
+        }
+        let v = RoleView::held(&i, false, SystemTime::UNIX_EPOCH);
+        assert!(v.meta_truncated);
+        assert_eq!(v.meta.len(), MAX_SHOWN_META);
+        assert!(
+            v.meta
+                .iter()
+                .all(|(k, v)| k.len() <= MAX_SHOWN_KEY && v.len() <= MAX_SHOWN_VALUE)
+        );
+        assert!(v.meta["blob"].ends_with('…') && v.meta["blob"].starts_with("xxx"));
+        assert_eq!(v.meta["esc"], "\u{fffd}[31mred\u{fffd}");
+        assert!(
+            v.meta["d-wide"].ends_with("é…"),
+            "cut on a character boundary"
+        );
+        assert_eq!(v.holder_url, None, "a cut URL is no link");
+        let json = serde_json::to_string(&v).unwrap();
+        assert!(json.len() < 16 * 1024, "{} bytes", json.len());
+        assert!(!json.contains(&huge[..1000]));
+        let list = instances(&[i], None);
+        assert!(list[0].meta_truncated && list[0].meta.len() == MAX_SHOWN_META);
+        assert_eq!(list[0].url, None);
+        // Ordinary metadata is shown as it is.
+        let plain = info("a", "node-b", 1);
+        let v = RoleView::held(&plain, false, SystemTime::UNIX_EPOCH);
+        assert!(!v.meta_truncated);
+        assert_eq!(v.meta, plain.meta);
+        assert!(
+            !serde_json::to_string(&v)
+                .unwrap()
+                .contains("meta_truncated")
+        );
     }
 
     #[test]

@@ -1,0 +1,264 @@
+// The dashboard's script (served as /dashboard.js: the page's CSP allows no inline script).
+"use strict";
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const NOTE_MS = 60000;
+  const rows = new Map();      // role -> {tr, cells}
+  const notes = new Map();     // role -> {text, until}
+  let me = null;
+
+  const el = (tag, cls, text) => {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = text;
+    return e;
+  };
+  const dur = (ms) => {
+    if (ms === null || ms === undefined) return "";
+    if (ms < 10000) return (ms / 1000).toFixed(1) + " s";
+    let s = Math.floor(ms / 1000);
+    const d = Math.floor(s / 86400); s -= d * 86400;
+    const h = Math.floor(s / 3600); s -= h * 3600;
+    const m = Math.floor(s / 60); s -= m * 60;
+    return (d ? d + "d " : "") + (d || h ? h + "h " : "") + (d || h || m ? m + "m " : "") + s + "s";
+  };
+  const clock = (iso) => { const t = new Date(iso); return isNaN(t) ? "" : t.toLocaleTimeString(); };
+  // Metadata comes from the bucket, which anyone with write access controls: only absolute
+  // http(s) URLs become links (never javascript:, data:, ...).
+  const link = (url, text) => {
+    let u = null;
+    try { u = new URL(url); } catch (e) { return null; }
+    if (u.protocol !== "http:" && u.protocol !== "https:") return null;
+    const a = el("a", null, text);
+    a.href = u.href;
+    a.rel = "noopener noreferrer";
+    return a;
+  };
+
+  function row(role) {
+    let r = rows.get(role);
+    if (r) return r;
+    const tr = el("tr");
+    tr.dataset.role = role;
+    const cells = {};
+    for (const name of ["role", "holder", "term", "token", "since", "renewed", "local"]) {
+      cells[name] = el("td", name);
+      tr.appendChild(cells[name]);
+    }
+    cells.term.classList.add("num");
+    cells.token.classList.add("mono");
+    cells.role.textContent = role;
+    r = { tr, cells };
+    rows.set(role, r);
+    return r;
+  }
+
+  function setHolder(r, holder, url, status) {
+    const c = r.cells.holder;
+    c.textContent = "";
+    if (status === "vacant" || (!holder && status !== "foreign")) {
+      c.appendChild(el("span", "vacant", "— vacant"));
+    } else if (!holder) {
+      c.appendChild(el("span", "muted", "foreign value"));
+    } else {
+      c.appendChild((url && link(url, holder)) || el("span", null, holder));
+    }
+    c.dataset.holder = holder || "";
+    const note = notes.get(r.tr.dataset.role);
+    if (note && note.until > Date.now()) c.appendChild(el("span", "note handover", note.text));
+  }
+
+  function renderRole(v) {
+    const r = row(v.role);
+    setHolder(r, v.holder, v.holder_url, v.status);
+    r.cells.term.textContent = v.term ?? "";
+    r.cells.token.textContent = v.token ?? "";
+    r.cells.since.textContent = dur(v.held_for_ms);
+    r.cells.renewed.textContent = "";
+    if (v.renewal_age_ms !== null && v.renewal_age_ms !== undefined) {
+      const box = el("span", "age");
+      const frac = v.ttl_ms ? Math.min(1, v.renewal_age_ms / v.ttl_ms) : 0;
+      const bar = el("span", "bar");
+      const fill = el("i", frac > 0.9 ? "bad" : frac > 0.5 ? "warn" : "");
+      fill.style.width = Math.max(4, Math.round(frac * 100)) + "%";
+      bar.appendChild(fill);
+      box.appendChild(bar);
+      box.appendChild(el("span", null, dur(v.renewal_age_ms) + " ago"));
+      r.cells.renewed.appendChild(box);
+    }
+    const l = v.local;
+    r.cells.local.textContent = "";
+    if (l) {
+      r.cells.local.appendChild(el("span", "state-" + l.state, l.state.toLowerCase()));
+      if (l.error) r.cells.local.appendChild(el("span", "note", "error: " + l.error));
+      if (l.duplicate_instance) r.cells.local.appendChild(el("span", "note", "duplicate instance id!"));
+    } else {
+      r.cells.local.appendChild(el("span", "muted", "—"));
+    }
+    if (v.preferred) {
+      // Placement: where the plan wants the role, and why (docs/placement.md).
+      r.cells.local.appendChild(el("span", "muted pref", "preferred: " + v.preferred + " (" + (v.preferred_reason || "") + ")"));
+    }
+  }
+
+  function renderRoles(list) {
+    $("bucket").textContent = list.bucket;
+    $("instance").textContent = list.instance || "";
+    me = list.instance;
+    const body = $("roles");
+    const seen = new Set();
+    for (const v of list.roles) { renderRole(v); seen.add(v.role); }
+    for (const [role, r] of rows) {
+      if (!seen.has(role)) { r.tr.remove(); rows.delete(role); }
+    }
+    const sorted = [...rows.keys()].sort();
+    sorted.forEach((role, i) => {
+      const tr = rows.get(role).tr;
+      if (body.children[i] !== tr) body.insertBefore(tr, body.children[i] || null);
+    });
+    $("no-roles").hidden = rows.size > 0;
+    const held = list.roles.filter((v) => v.status !== "vacant").length;
+    $("summary").textContent = list.roles.length + " roles · " + held + " held · " +
+      (list.roles.length - held) + " vacant";
+  }
+
+  function renderInstances(list) {
+    const box = $("instances");
+    box.textContent = "";
+    for (const i of list.instances) {
+      const card = el("div", "instance" + (i.this_instance ? " me" : ""));
+      card.dataset.instance = i.instance;
+      const a = i.url && !i.this_instance ? link(i.url, i.instance) : null;
+      if (a) {
+        const b = el("b");
+        b.appendChild(a);
+        card.appendChild(b);
+      } else {
+        card.appendChild(el("b", null, i.instance));
+      }
+      if (i.this_instance) card.appendChild(el("span", "pill", "this instance"));
+      card.appendChild(el("div", "muted", i.roles.length + (i.roles.length === 1 ? " role" : " roles")));
+      const chips = el("div", "chips");
+      for (const r of i.roles) chips.appendChild(el("span", "chip", r.role + " #" + (r.term ?? "?")));
+      card.appendChild(chips);
+      box.appendChild(card);
+    }
+  }
+
+  let refreshing = false, again = false;
+  async function refresh() {
+    if (refreshing) { again = true; return; }
+    refreshing = true;
+    try {
+      const [roles, instances, ready] = await Promise.all([
+        fetch("api/roles").then((r) => r.json()),
+        fetch("api/instances").then((r) => r.json()),
+        fetch("readyz").then((r) => r.json()),
+      ]);
+      renderRoles(roles);
+      renderInstances(instances);
+      const pill = $("ready");
+      pill.textContent = ready.status === "ready" ? "ready" : "not ready";
+      pill.className = "pill " + (ready.status === "ready" ? "good" : "bad");
+      pill.title = (ready.reasons || []).join("\n");
+    } catch (e) {
+      $("ready").textContent = "unreachable";
+      $("ready").className = "pill bad";
+    } finally {
+      refreshing = false;
+      if (again) { again = false; refresh(); }
+    }
+  }
+
+  function log(text, cls, at) {
+    const li = el("li", cls);
+    li.appendChild(el("time", null, clock(at)));
+    li.appendChild(document.createTextNode(text));
+    const ol = $("log");
+    ol.insertBefore(li, ol.firstChild);
+    while (ol.children.length > 50) ol.removeChild(ol.lastChild);
+    $("no-log").hidden = true;
+  }
+
+  function flash(role) {
+    const r = rows.get(role);
+    if (!r) return;
+    r.tr.classList.remove("flash");
+    void r.tr.offsetWidth; // restart the animation
+    r.tr.classList.add("flash");
+  }
+
+  function onEvent(ev) {
+    switch (ev.type) {
+      case "hello":
+        $("instance").textContent = ev.instance || "";
+        $("bucket").textContent = ev.bucket;
+        break;
+      case "holder": {
+        const r = row(ev.role);
+        if (ev.handover) {
+          const text = "handed over from " + ev.previous + " to " + ev.holder;
+          notes.set(ev.role, { text, until: Date.now() + NOTE_MS });
+          log(ev.role + ": " + text + " (term " + ev.term + ")", "handover", ev.at);
+        } else {
+          log(ev.role + ": " + (ev.holder || "a foreign value") + " holds it (term " + ev.term + ")", "", ev.at);
+        }
+        setHolder(r, ev.holder, null, ev.holder ? "held" : "foreign");
+        r.cells.term.textContent = ev.term ?? "";
+        r.cells.token.textContent = ev.token ?? "";
+        if (!r.tr.parentNode) $("roles").appendChild(r.tr);
+        flash(ev.role);
+        refresh();
+        break;
+      }
+      case "vacant": {
+        const r = row(ev.role);
+        setHolder(r, null, null, "vacant");
+        r.cells.term.textContent = "";
+        r.cells.token.textContent = "";
+        log(ev.role + ": vacant" + (ev.previous ? " (was " + ev.previous + ")" : ""), "", ev.at);
+        flash(ev.role);
+        refresh();
+        break;
+      }
+      case "promoted":
+        log(ev.role + ": " + ev.instance + " (this instance) promoted, term " + ev.term, "", ev.at);
+        break;
+      case "demoted":
+        log(ev.role + ": " + ev.instance + " (this instance) demoted, term " + ev.term + ", " + ev.reason, "", ev.at);
+        break;
+      case "duplicate_instance":
+        log(ev.role + ": another live process uses the id " + ev.instance + "!", "handover", ev.at);
+        break;
+      case "failed":
+        log(ev.role + ": failed: " + ev.error, "handover", ev.at);
+        break;
+      case "resync":
+        refresh();
+        break;
+    }
+  }
+
+  function connect() {
+    const es = new EventSource("api/events");
+    es.onopen = () => {
+      $("live").textContent = "live";
+      $("live").className = "pill good";
+      document.body.dataset.live = "true";
+      refresh();
+    };
+    es.onerror = () => {
+      $("live").textContent = "reconnecting";
+      $("live").className = "pill bad";
+      document.body.dataset.live = "false";
+    };
+    es.onmessage = (m) => {
+      try { onEvent(JSON.parse(m.data)); } catch (e) { /* ignore malformed events */ }
+    };
+  }
+
+  refresh();
+  connect();
+  // Renewal ages move with every heartbeat: re-read the list every second while visible.
+  setInterval(() => { if (!document.hidden) refresh(); }, 1000);
+})();
