@@ -251,7 +251,9 @@ impl Leadership {
     async fn fenced_put_inner(&self, key: &str, value: Bytes) -> Result<u64, Error> {
         let data_key = format!("{DATA_PREFIX}{}.{key}", self.inner.role);
         let fence_key = format!("{ROLE_PREFIX}{}", self.inner.role);
-        for _ in 0..3 {
+        let mut conflicts = 0;
+        let mut retries = 0;
+        loop {
             if !self.is_valid() {
                 return Err(self.fenced());
             }
@@ -267,22 +269,28 @@ impl Leadership {
                 .await;
             match outcome {
                 WriteOutcome::Ok { revision } => return Ok(revision),
-                WriteOutcome::Conflict | WriteOutcome::Retry => {
+                WriteOutcome::Conflict => {
                     // Either a renewal moved the revision (retry on the new one) or the term is
                     // over. Wait briefly for the renewal's acknowledgement to reach us.
+                    conflicts += 1;
                     if self.revision() == live.revision {
                         let changed = self.inner.live_changed.notified();
                         let _ = tokio::time::timeout(self.inner.operation_timeout, changed).await;
                     }
-                    if self.revision() == live.revision {
+                    if self.revision() == live.revision || conflicts >= MAX_FENCED_CONFLICTS {
                         return Err(self.fenced());
                     }
+                }
+                WriteOutcome::Retry => {
+                    // 10164 on a replicated stream: an in-flight conflict, not a verdict on
+                    // the term (P7). Retry while the term is valid, with a short backoff.
+                    retries += 1;
+                    tokio::time::sleep(retry_delay(retries)).await;
                 }
                 WriteOutcome::Unknown => return Err(Error::Timeout(timeout)),
                 WriteOutcome::Failed(kind) => return Err(Error::Kv(kind)),
             }
         }
-        Err(self.fenced())
     }
 
     fn fenced(&self) -> Error {
@@ -290,4 +298,17 @@ impl Leadership {
             role: self.inner.role.clone(),
         }
     }
+}
+
+/// Conflicts (10071) a fenced write tolerates in one call: each must be explained by a renewal
+/// that moved the lease's revision.
+const MAX_FENCED_CONFLICTS: u32 = 3;
+
+/// Backoff before retry number `n` (1-based) of a fenced write refused with 10164: 5 ms
+/// doubling up to 100 ms (the term's deadline bounds the loop).
+fn retry_delay(n: u32) -> Duration {
+    Duration::from_millis(
+        5u64.saturating_mul(1 << n.saturating_sub(1).min(5))
+            .min(100),
+    )
 }
