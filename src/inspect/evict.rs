@@ -128,6 +128,18 @@ pub enum EvictError {
         /// The timeout.
         timeout: Duration,
     },
+    /// The NATS server refused a permission the eviction needs (only from
+    /// [`Inspector::evict`](super::Inspector::evict) on a connection of its own, which can
+    /// tell the subject).
+    #[error("evicting role {role}: permission denied on {subject} ({operation})")]
+    PermissionDenied {
+        /// The role.
+        role: RoleName,
+        /// The subject the server refused.
+        subject: String,
+        /// `publish` or `subscribe`.
+        operation: &'static str,
+    },
     /// Reading or writing the bucket failed.
     #[error("evicting role {role} failed: {}", kind.as_str())]
     Kv {
