@@ -409,3 +409,32 @@ async fn the_documented_run_set_elects_and_hands_over() {
     }
     assert_eq!(violations(&server), Vec::<String>::new(), "{}", d.report());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Error messages that name the thing (issue 17, item 5)
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_missing_nkey_seed_file_is_named() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let seed = dir.path().join("no-such.nk");
+    let seed = seed.to_str().expect("UTF-8 path");
+    let mut cmd = Command::new(BIN);
+    cmd.args(["status", "--server", "nats://127.0.0.1:1", "--nkey", seed])
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    for var in ENV {
+        cmd.env_remove(var);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(20), cmd.output())
+        .await
+        .expect("finished")
+        .expect("ran");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("loading nkey seed file '{seed}'"))
+            && stderr.contains("No such file or directory"),
+        "{stderr}"
+    );
+}

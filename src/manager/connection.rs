@@ -72,7 +72,12 @@ pub(crate) async fn connect_observed(
             .map_err(|e| Error::Connect(Box::new(e)))?;
     }
     if let Some(path) = &nats.nkey_seed_file {
-        let seed = std::fs::read_to_string(path).map_err(|e| Error::Connect(Box::new(e)))?;
+        let seed = std::fs::read_to_string(path).map_err(|e| {
+            Error::Connect(Box::new(std::io::Error::new(
+                e.kind(),
+                format!("loading nkey seed file '{}': {e}", path.display()),
+            )))
+        })?;
         options = options.nkey(seed.trim().to_string());
     }
     if let (Some(user), Some(password)) = (&nats.user, &nats.password) {
