@@ -23,37 +23,13 @@
 //!   promoted within a few milliseconds.
 //!
 //! ## Quick start
-//! ```no_run
-//! use std::time::Duration;
-//! use nats_roles::{FnCallbacks, InstanceId, RoleManager, RoleName, RoleSpec};
-//!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let client = async_nats::connect("127.0.0.1:4222").await?;
-//! let scheduler = RoleName::new("scheduler")?;
-//! let manager = RoleManager::builder(client, InstanceId::new("node-a")?)
-//!     .auto_create(1)
-//!     .role(RoleSpec::new(scheduler.clone()).callbacks(FnCallbacks::new(
-//!         |leadership: nats_roles::Leadership| async move {
-//!             tokio::spawn(async move {
-//!                 while leadership.is_valid() {
-//!                     // leader-only work; stop when the term ends
-//!                     tokio::select! {
-//!                         () = leadership.cancelled() => break,
-//!                         () = tokio::time::sleep(Duration::from_millis(100)) => {}
-//!                     }
-//!                 }
-//!             });
-//!         },
-//!         |demotion: nats_roles::Demotion| async move {
-//!             eprintln!("lost {}: {}", demotion.leadership.role(), demotion.reason);
-//!         },
-//!     )))
-//!     .start()
-//!     .await?;
-//! // ... run the service ...
-//! manager.shutdown(Duration::from_secs(10)).await?;
-//! # Ok(()) }
-//! ```
+//! A complete program (`examples/quick_start.rs`, also in the README): it connects to
+//! `NATS_URL` (default `127.0.0.1:4222`) as `NATS_ROLES_INSTANCE_ID` (default `node-<pid>`),
+//! creates the bucket `roles` if it is missing (`auto_create(1)`; in production create it
+//! yourself) and holds the role `scheduler` until Ctrl-C. Run two copies with
+//! `cargo run --example quick_start` and stop the holder: the other one takes over within
+//! milliseconds.
+#![doc = concat!("```no_run\n", include_str!("../examples/quick_start.rs"), "```")]
 #![deny(missing_docs)]
 pub mod callbacks;
 pub mod config;

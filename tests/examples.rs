@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use support::NatsServer;
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 /// The compiled example `name` (built by `cargo build --all-targets`, which scripts/test.sh runs
@@ -101,4 +102,92 @@ async fn every_example_runs_against_a_real_server() {
         configured.contains("released scheduler (shutdown)"),
         "{configured}"
     );
+}
+
+/// The README's library example and the crate docs' quick start are examples/quick_start.rs,
+/// word for word, and it runs as written: two copies against a fresh server (no bucket yet),
+/// the first holds the role, Ctrl-C hands it to the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quick_start_of_the_readme_and_the_crate_docs_runs_as_written() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let code = std::fs::read_to_string(format!("{root}/examples/quick_start.rs"))
+        .expect("read examples/quick_start.rs");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).expect("read README.md");
+    let block = readme
+        .split("\n## The library\n")
+        .nth(1)
+        .and_then(|s| s.split("```rust,no_run\n").nth(1))
+        .and_then(|s| s.split("\n```\n").next())
+        .expect("a rust block in the README's library section");
+    assert_eq!(
+        format!("{block}\n"),
+        code,
+        "the README's library example differs from examples/quick_start.rs"
+    );
+    let lib = std::fs::read_to_string(format!("{root}/src/lib.rs")).expect("read src/lib.rs");
+    assert!(
+        lib.contains(r#"include_str!("../examples/quick_start.rs")"#),
+        "the crate docs' quick start is not examples/quick_start.rs"
+    );
+
+    let server = NatsServer::start().await;
+    let start = |id: &str| {
+        Command::new(example("quick_start"))
+            .env("NATS_URL", server.url())
+            .env("NATS_ROLES_INSTANCE_ID", id)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start quick_start")
+    };
+    let mut a = start("qs-a");
+    let mut a_out = BufReader::new(a.stdout.take().expect("stdout")).lines();
+    let line = next_line(&mut a_out).await;
+    assert_eq!(
+        line.split(" term ").next(),
+        Some("promoted: scheduler"),
+        "{line}"
+    );
+    let mut b = start("qs-b");
+    let mut b_out = BufReader::new(b.stdout.take().expect("stdout")).lines();
+    // qs-b waits as a candidate; Ctrl-C on qs-a hands the role over.
+    interrupt(&a);
+    assert_eq!(next_line(&mut a_out).await, "demoted: scheduler (shutdown)");
+    assert_eq!(next_line(&mut a_out).await, "stopped");
+    let status = tokio::time::timeout(Duration::from_secs(10), a.wait())
+        .await
+        .expect("qs-a exits")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+    let line = next_line(&mut b_out).await;
+    assert!(line.starts_with("promoted: scheduler term "), "{line}");
+    interrupt(&b);
+    assert_eq!(next_line(&mut b_out).await, "demoted: scheduler (shutdown)");
+    let status = tokio::time::timeout(Duration::from_secs(10), b.wait())
+        .await
+        .expect("qs-b exits")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+}
+
+/// The next stdout line (10 s at most).
+async fn next_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
+    tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("a line within 10 s")
+        .expect("read stdout")
+        .expect("stdout still open")
+}
+
+/// Ctrl-C (SIGINT) to a child process.
+fn interrupt(child: &tokio::process::Child) {
+    let pid = child.id().expect("running");
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -INT {pid}");
 }

@@ -299,6 +299,50 @@ async fn metrics_follow_a_failover_and_never_show_a_token() {
     }
 }
 
+/// A healthy instance that just started, with no failure and no term ended yet, already
+/// exports every metric the dashboard queries (zero series), so no panel shows "No data".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_instance_exports_every_metric_the_dashboard_queries() {
+    let server = NatsServer::start().await;
+    let mut d = Deployment::new(&server.url(), "obs-fresh", &["alpha"], FAST);
+    let a = d.start("node-a").await;
+    let port = d.instances[a].port;
+    let fresh = scrape_until("node-a leads", port, |s| is_leader(s, "alpha") == Some(1.0)).await;
+    let exported = fresh.names();
+    let missing: Vec<String> = dashboard_metrics()
+        .into_iter()
+        .filter(|name| !exported.contains(name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries {missing:?}, which a fresh instance does not export:\n{}",
+        fresh.body
+    );
+    for (name, labels) in [
+        (
+            "nats_roles_election_failures_total",
+            &[("role", "alpha"), ("error_type", "timeout")][..],
+        ),
+        (
+            "nats_roles_election_token_validation_failures_total",
+            &[("role", "alpha")],
+        ),
+        (
+            "nats_roles_election_leader_duration_seconds_count",
+            &[("role", "alpha")],
+        ),
+    ] {
+        assert_eq!(
+            fresh.sum(name, labels),
+            Some(0.0),
+            "{name}:\n{}",
+            fresh.body
+        );
+    }
+    d.terminate(a);
+    d.wait_exit(a, WAIT).await;
+}
+
 /// The metric names in every `expr` of the Grafana dashboard.
 fn dashboard_metrics() -> BTreeSet<String> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/dashboards/nats-roles.json");

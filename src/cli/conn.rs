@@ -111,21 +111,36 @@ impl ConnArgs {
         Ok(config)
     }
 
-    /// Connects and opens the bucket.
+    /// Connects and opens the bucket. A permission the NATS user lacks fails the command at
+    /// once, naming the subject ([`bucket_failure`]).
     pub(crate) async fn open(&self) -> Result<Inspector, Failure> {
         let config = self.config()?;
-        let (client, errors) = nats_roles::connect(&config.nats, "nats-roles-cli")
-            .await
-            .map_err(|e| Failure::Runtime(e.to_string()))?;
         let bucket = &config.bucket.name;
-        Inspector::open(&client, bucket, &errors, self.timeout)
+        Inspector::connect(&config.nats, "nats-roles-cli", bucket, self.timeout)
             .await
             .map_err(|e| match e {
                 nats_roles::Error::BucketNotFound { .. } => Failure::Runtime(format!(
                     "KV bucket {bucket:?} does not exist on {} (wrong --bucket?)",
                     config.nats.servers.join(",")
                 )),
-                e => Failure::Runtime(format!("bucket {bucket:?}: {e}")),
+                e @ nats_roles::Error::Connect(_) => Failure::Runtime(e.to_string()),
+                e => bucket_failure(bucket, e),
             })
     }
+}
+
+/// The failure of a command for an error reading or watching `bucket`.
+pub(crate) fn bucket_failure(bucket: &str, e: nats_roles::Error) -> Failure {
+    match e {
+        nats_roles::Error::PermissionDenied { detail } => Failure::Runtime(denied(bucket, &detail)),
+        e => Failure::Runtime(format!("bucket {bucket}: {e}")),
+    }
+}
+
+/// "permission denied on SUBJECT (publish)", and where the permission sets are.
+pub(crate) fn denied(bucket: &str, detail: &str) -> String {
+    format!(
+        "permission denied on {detail}: the NATS user lacks a permission this command needs on \
+         bucket {bucket} (docs/operations.md, \"A least-privilege NATS user\", lists them)"
+    )
 }

@@ -7,7 +7,7 @@ use nats_roles::RoleName;
 use nats_roles::inspect::{EvictError, Expect, RoleView};
 
 use super::Failure;
-use super::conn::ConnArgs;
+use super::conn::{ConnArgs, bucket_failure, denied};
 use super::table::age;
 
 /// Arguments of `evict`.
@@ -50,7 +50,7 @@ pub(crate) async fn run(args: EvictArgs) -> Result<(), Failure> {
         let holder = inspector
             .holder(&role)
             .await
-            .map_err(|e| Failure::Runtime(format!("bucket {bucket}: {e}")))?
+            .map_err(|e| bucket_failure(&bucket, e))?
             .ok_or_else(|| {
                 Failure::Runtime(format!(
                     "role {role} is not held in bucket {bucket}; nothing to evict"
@@ -97,6 +97,12 @@ pub(crate) async fn run(args: EvictArgs) -> Result<(), Failure> {
         }
         Err(e @ EvictError::UnknownRole { .. }) => Err(Failure::Runtime(format!(
             "{e} (bucket {bucket}); nothing evicted"
+        ))),
+        Err(EvictError::PermissionDenied {
+            subject, operation, ..
+        }) => Err(Failure::Runtime(format!(
+            "{}; nothing evicted",
+            denied(&bucket, &format!("{subject} ({operation})"))
         ))),
         Err(e) => Err(Failure::Runtime(e.to_string())),
     }

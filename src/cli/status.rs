@@ -9,7 +9,7 @@ use nats_roles::placement::{Candidate, plan};
 use nats_roles::{InstanceId, RoleName};
 
 use super::Failure;
-use super::conn::ConnArgs;
+use super::conn::{ConnArgs, bucket_failure};
 use super::table::{age, render};
 
 /// Arguments of `status`.
@@ -27,14 +27,14 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), Failure> {
     let holders = inspector
         .holders()
         .await
-        .map_err(|e| Failure::Runtime(format!("cannot read bucket {}: {e}", inspector.bucket())))?;
+        .map_err(|e| bucket_failure(inspector.bucket(), e))?;
     let now = SystemTime::now();
     // Placement (docs/placement.md): the plan over the members present now (no stability
     // window or leave delay: this is a snapshot, not an instance).
     let members = inspector
         .members()
         .await
-        .map_err(|e| Failure::Runtime(format!("cannot read bucket {}: {e}", inspector.bucket())))?;
+        .map_err(|e| bucket_failure(inspector.bucket(), e))?;
     let candidates: Vec<Candidate> = members.iter().map(Candidate::from).collect();
     let held: BTreeMap<RoleName, InstanceId> = holders
         .iter()

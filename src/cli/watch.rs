@@ -8,7 +8,7 @@ use nats_roles::RoleName;
 use nats_roles::inspect::{EventView, TransitionTracker, format_time, redact_token};
 
 use super::Failure;
-use super::conn::ConnArgs;
+use super::conn::{ConnArgs, bucket_failure};
 
 /// Arguments of `watch`.
 #[derive(clap::Args, Debug)]
@@ -26,7 +26,7 @@ pub(crate) struct WatchArgs {
 pub(crate) async fn run(args: WatchArgs) -> Result<(), Failure> {
     let inspector = args.conn.open().await?;
     let bucket = inspector.bucket().to_owned();
-    let runtime = |e: nats_roles::Error| Failure::Runtime(format!("bucket {bucket}: {e}"));
+    let runtime = |e: nats_roles::Error| bucket_failure(&bucket, e);
     // Watch first, then read: no change can fall between the two.
     let mut updates = inspector.watch().await.map_err(runtime)?;
     let holders = inspector.holders().await.map_err(runtime)?;

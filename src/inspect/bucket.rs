@@ -6,7 +6,9 @@ use std::time::{Duration, SystemTime};
 use async_nats::jetstream::kv::{Entry, Operation};
 use futures_util::{Stream, StreamExt, TryStreamExt};
 
+use super::denials::{Denials, Violation};
 use super::evict::{EvictError, Evicted, Expect, evict};
+use crate::config::NatsConfig;
 use crate::core::KeyState;
 use crate::error::Error;
 use crate::manager::HolderInfo;
@@ -32,12 +34,17 @@ pub struct HolderUpdate {
 
 /// The role keys of one bucket, read with a NATS connection of its own (what the operator
 /// commands use). Opening checks that the bucket exists; it never creates it.
+///
+/// Opened with [`Inspector::connect`], every operation fails at once with
+/// [`Error::PermissionDenied`] naming the subject when the server reports a permission
+/// violation on the connection, instead of timing out.
 pub struct Inspector {
     bucket: String,
     epoch: u64,
     kv: async_nats::jetstream::kv::Store,
     store: LeaseStore,
     timeout: Duration,
+    denials: Denials,
 }
 
 impl std::fmt::Debug for Inspector {
@@ -60,14 +67,54 @@ impl Inspector {
         errors: &ServerErrors,
         timeout: Duration,
     ) -> Result<Self, Error> {
-        let opened = open_bucket(client, bucket, errors).await?;
+        Self::open_with(client, bucket, errors, timeout, Denials::default()).await
+    }
+
+    /// Connects to NATS as `nats` says (client name `name` unless `nats.name` is set) and
+    /// opens `bucket` on that connection of its own. Any permission violation the server
+    /// reports on it fails the pending operation at once with [`Error::PermissionDenied`]
+    /// naming the subject (`detail`: `SUBJECT (publish)` or `SUBJECT (subscribe)`).
+    ///
+    /// # Errors
+    /// [`Error::Connect`], and those of [`Inspector::open`].
+    pub async fn connect(
+        nats: &NatsConfig,
+        name: &str,
+        bucket: &str,
+        timeout: Duration,
+    ) -> Result<Self, Error> {
+        let denials = Denials::default();
+        let (client, errors) = crate::manager::connect_observed(nats, name, {
+            let denials = denials.clone();
+            move |message| denials.note(message)
+        })
+        .await?;
+        Self::open_with(&client, bucket, &errors, timeout, denials).await
+    }
+
+    async fn open_with(
+        client: &async_nats::Client,
+        bucket: &str,
+        errors: &ServerErrors,
+        timeout: Duration,
+        denials: Denials,
+    ) -> Result<Self, Error> {
+        let opened = guarded(&denials, open_bucket(client, bucket, errors)).await?;
         Ok(Self {
             bucket: bucket.to_owned(),
             epoch: opened.epoch,
             kv: opened.kv,
             store: opened.store,
             timeout,
+            denials,
         })
+    }
+
+    /// The first permission violation the server reported on this inspector's connection
+    /// (only with [`Inspector::connect`]).
+    #[must_use]
+    pub fn permission_violation(&self) -> Option<Violation> {
+        self.denials.first()
     }
 
     /// The bucket name.
@@ -114,9 +161,12 @@ impl Inspector {
             .await?;
             Ok::<_, Error>(entries.into_iter().flatten().collect::<Vec<_>>())
         };
-        let mut out = tokio::time::timeout(self.timeout * 4, list)
-            .await
-            .map_err(|_| Error::Timeout(self.timeout * 4))??;
+        let mut out = guarded(&self.denials, async {
+            tokio::time::timeout(self.timeout * 4, list)
+                .await
+                .map_err(|_| Error::Timeout(self.timeout * 4))?
+        })
+        .await?;
         out.sort_by(|a: &HolderInfo, b| a.role.cmp(&b.role));
         Ok(out)
     }
@@ -157,9 +207,12 @@ impl Inspector {
             .await?;
             Ok::<_, Error>(records.into_iter().flatten().collect::<Vec<_>>())
         };
-        tokio::time::timeout(self.timeout * 4, list)
-            .await
-            .map_err(|_| Error::Timeout(self.timeout * 4))?
+        guarded(&self.denials, async {
+            tokio::time::timeout(self.timeout * 4, list)
+                .await
+                .map_err(|_| Error::Timeout(self.timeout * 4))?
+        })
+        .await
     }
 
     /// The holder of one role; `None` when it is vacant or was never written.
@@ -168,27 +221,33 @@ impl Inspector {
     /// [`Error::JetStream`] when the read fails; [`Error::Timeout`].
     pub async fn holder(&self, role: &RoleName) -> Result<Option<HolderInfo>, Error> {
         let key = format!("{ROLE_PREFIX}{role}");
-        let entry = tokio::time::timeout(self.timeout, self.kv.entry(key))
-            .await
-            .map_err(|_| Error::Timeout(self.timeout))?
-            .map_err(|e| Error::JetStream(Box::new(e)))?;
+        let entry = guarded(&self.denials, async {
+            tokio::time::timeout(self.timeout, self.kv.entry(key))
+                .await
+                .map_err(|_| Error::Timeout(self.timeout))?
+                .map_err(|e| Error::JetStream(Box::new(e)))
+        })
+        .await?;
         Ok(entry.and_then(|e| self.holder_of(role, &e)))
     }
 
     /// Changes of role keys from now on (no replay of the current state: combine with
     /// [`Inspector::holders`] read *after* this returns, and skip updates whose revision is
-    /// not newer than what was read). The stream ends with an error if the watch fails.
+    /// not newer than what was read). The stream ends with an error if the watch fails (or,
+    /// with [`Inspector::connect`], on a permission violation).
     ///
     /// # Errors
     /// [`Error::JetStream`] when the watch cannot be created.
     pub async fn watch(
         &self,
     ) -> Result<Pin<Box<dyn Stream<Item = Result<HolderUpdate, Error>> + Send>>, Error> {
-        let watch = self
-            .kv
-            .watch(format!("{ROLE_PREFIX}>"))
-            .await
-            .map_err(|e| Error::JetStream(Box::new(e)))?;
+        let watch = guarded(&self.denials, async {
+            self.kv
+                .watch(format!("{ROLE_PREFIX}>"))
+                .await
+                .map_err(|e| Error::JetStream(Box::new(e)))
+        })
+        .await?;
         let epoch = self.epoch;
         let updates = watch.filter_map(move |entry| {
             let update = match entry {
@@ -203,6 +262,18 @@ impl Inspector {
             };
             std::future::ready(update)
         });
+        // A violation ends the stream with its error (after the updates before it).
+        let updates = futures_util::stream::unfold(
+            Some((Box::pin(updates), Box::pin(self.denials.denied()))),
+            |state| async move {
+                let (mut updates, mut denied) = state?;
+                tokio::select! {
+                    biased;
+                    item = updates.next() => item.map(|item| (item, Some((updates, denied)))),
+                    v = &mut denied => Some((Err(permission_denied(&v)), None)),
+                }
+            },
+        );
         Ok(Box::pin(updates))
     }
 
@@ -211,11 +282,55 @@ impl Inspector {
     /// # Errors
     /// See [`EvictError`].
     pub async fn evict(&self, role: &RoleName, expect: Expect) -> Result<Evicted, EvictError> {
-        evict(&self.store, role, expect, self.timeout).await
+        let denied = |v: Violation| EvictError::PermissionDenied {
+            role: role.clone(),
+            subject: v.subject,
+            operation: v.operation,
+        };
+        let result = tokio::select! {
+            biased;
+            r = evict(&self.store, role, expect, self.timeout) => r,
+            v = self.denials.denied() => return Err(denied(v)),
+        };
+        match (result, self.denials.first()) {
+            // The store noticed first; name the subject it was denied on.
+            (
+                Err(EvictError::Kv {
+                    kind: crate::core::FailureKind::PermissionDenied,
+                    ..
+                }),
+                Some(v),
+            ) => Err(denied(v)),
+            (result, _) => result,
+        }
     }
 
     fn holder_of(&self, role: &RoleName, entry: &Entry) -> Option<HolderInfo> {
         holder_info(role, entry, self.epoch)
+    }
+}
+
+/// `Error::PermissionDenied` for a violation.
+fn permission_denied(v: &Violation) -> Error {
+    Error::PermissionDenied {
+        detail: v.to_string(),
+    }
+}
+
+/// Runs `op`, failing at once on a permission violation; a permission error of `op` itself
+/// is given the violation's subject.
+async fn guarded<T>(
+    denials: &Denials,
+    op: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    let result = tokio::select! {
+        biased;
+        r = op => r,
+        v = denials.denied() => return Err(permission_denied(&v)),
+    };
+    match (result, denials.first()) {
+        (Err(Error::PermissionDenied { .. }), Some(v)) => Err(permission_denied(&v)),
+        (result, _) => result,
     }
 }
 

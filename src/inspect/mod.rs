@@ -12,12 +12,14 @@
 //! Fencing tokens only ever appear redacted ([`redact_token`]).
 
 mod bucket;
+mod denials;
 mod evict;
 mod redact;
 mod transitions;
 mod view;
 
 pub use bucket::{HolderUpdate, Inspector};
+pub use denials::Violation;
 pub use evict::{EvictError, Evicted, Expect, evict};
 pub use redact::redact_token;
 pub use transitions::{EventView, TransitionTracker};

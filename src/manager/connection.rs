@@ -24,8 +24,20 @@ pub async fn connect(
     nats: &NatsConfig,
     default_name: &str,
 ) -> Result<(async_nats::Client, ServerErrors), Error> {
+    connect_observed(nats, default_name, |_| {}).await
+}
+
+/// [`connect`], also handing every server error message to `observe` (before it is recorded
+/// in the [`ServerErrors`]): a tool that owns its connection can fail on any permission
+/// violation (see `crate::inspect::Inspector::connect`).
+pub(crate) async fn connect_observed(
+    nats: &NatsConfig,
+    default_name: &str,
+    observe: impl Fn(&str) + Send + Sync + 'static,
+) -> Result<(async_nats::Client, ServerErrors), Error> {
     let errors = ServerErrors::default();
     let recorder = errors.clone();
+    let observe = Arc::new(observe);
     let mut options = async_nats::ConnectOptions::new()
         .name(
             nats.name
@@ -38,11 +50,14 @@ pub async fn connect(
         .max_reconnects(None)
         .event_callback(move |event| {
             let recorder = recorder.clone();
+            let observe = observe.clone();
             async move {
                 match event {
                     async_nats::Event::ServerError(err) => {
                         warn!(error = %err, "NATS server error");
-                        recorder.record(err.to_string());
+                        let message = err.to_string();
+                        observe(&message);
+                        recorder.record(message);
                     }
                     async_nats::Event::Disconnected => warn!("NATS connection lost"),
                     async_nats::Event::Connected => info!("NATS connected"),
@@ -57,7 +72,12 @@ pub async fn connect(
             .map_err(|e| Error::Connect(Box::new(e)))?;
     }
     if let Some(path) = &nats.nkey_seed_file {
-        let seed = std::fs::read_to_string(path).map_err(|e| Error::Connect(Box::new(e)))?;
+        let seed = std::fs::read_to_string(path).map_err(|e| {
+            Error::Connect(Box::new(std::io::Error::new(
+                e.kind(),
+                format!("loading nkey seed file '{}': {e}", path.display()),
+            )))
+        })?;
         options = options.nkey(seed.trim().to_string());
     }
     if let (Some(user), Some(password)) = (&nats.user, &nats.password) {

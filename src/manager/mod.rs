@@ -22,6 +22,7 @@ use tracing::{Instrument, info, warn};
 use uuid::Uuid;
 
 pub use connection::connect;
+pub(crate) use connection::connect_observed;
 pub use events::{HolderInfo, RoleEvent};
 pub use handle::RoleHandle;
 pub use status::RoleStatus;

@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{AsyncInstrument, Counter, Gauge, Histogram, Meter, ObservableGauge};
+use opentelemetry::metrics::{
+    AsyncInstrument, BoundHistogram, Counter, Gauge, Histogram, Meter, ObservableGauge,
+};
 use tokio::time::Instant;
 
 use super::{LATENCY_BUCKETS, TERM_BUCKETS, names};
@@ -29,6 +31,9 @@ struct RoleGauges {
 #[derive(Default)]
 struct Current {
     roles: HashMap<RoleName, RoleGauges>,
+    /// Roles whose counters and histograms have their zero series, with the histogram
+    /// bindings that keep those series (never removed: like counters, histograms stay).
+    zeroed: HashMap<RoleName, [BoundHistogram<f64>; 2]>,
     /// The manager stopped: the gauges observe nothing and no role is added back.
     closed: bool,
 }
@@ -244,11 +249,65 @@ impl RoleMetrics {
         f(g);
     }
 
+    /// Gives a role seen for the first time a zero series of every per-role counter and
+    /// histogram that only moves on trouble, on a renewal or at the end of a term
+    /// (`failures_total` per error type, `acquire_attempts_total` per status,
+    /// `token_validation_failures_total`, `heartbeat_duration_seconds{status="ok"}`,
+    /// `leader_duration_seconds`), so that dashboards and `rate()` have a series from the
+    /// start (Prometheus practice).
+    fn zero_series(&self, role: &RoleName) {
+        let mut current = lock(&self.current);
+        if current.closed || current.zeroed.contains_key(role) {
+            return;
+        }
+        for error_type in ERROR_TYPES {
+            self.failures.add(
+                0,
+                &self.labels(role, &[KeyValue::new("error_type", error_type)]),
+            );
+        }
+        for status in ["won", "lost", "retry", "unknown", "failed"] {
+            self.acquire_attempts
+                .add(0, &self.labels(role, &[KeyValue::new("status", status)]));
+        }
+        let labels = self.labels(role, &[]);
+        self.token_validation_failures.add(0, &labels);
+        let bound = [
+            self.leader_duration.bind(&labels),
+            self.heartbeat
+                .bind(&self.labels(role, &[KeyValue::new("status", "ok")])),
+        ];
+        current.zeroed.insert(role.clone(), bound);
+    }
+
     fn failure(&self, role: &RoleName, error_type: &'static str) {
         self.failures.add(
             1,
             &self.labels(role, &[KeyValue::new("error_type", error_type)]),
         );
+    }
+}
+
+/// Every `error_type` of `failures_total`: `timeout` (an unknown outcome), each
+/// [`FailureKind`], and `role_failed` (the role gave up).
+const ERROR_TYPES: [&str; 7] = [
+    "timeout",
+    kind_label(FailureKind::PermissionDenied),
+    kind_label(FailureKind::BucketNotFound),
+    kind_label(FailureKind::Unavailable),
+    kind_label(FailureKind::Rejected),
+    kind_label(FailureKind::GaveUp),
+    "role_failed",
+];
+
+/// [`FailureKind::as_str`], matched exhaustively so that a new kind cannot miss its zero series.
+const fn kind_label(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::PermissionDenied => "permission_denied",
+        FailureKind::BucketNotFound => "bucket_not_found",
+        FailureKind::Unavailable => "unavailable",
+        FailureKind::Rejected => "rejected",
+        FailureKind::GaveUp => "gave_up",
     }
 }
 
@@ -268,6 +327,7 @@ fn outcome_status(kind: WriteKind, outcome: WriteOutcome) -> &'static str {
 impl TapSink for RoleMetrics {
     fn record(&self, instance: &InstanceId, role: &RoleName, event: &TapEvent, at: Instant) {
         debug_assert_eq!(instance, &self.instance);
+        self.zero_series(role);
         match event {
             TapEvent::WriteInvoked { .. } => {}
             TapEvent::WriteCompleted {
@@ -598,6 +658,83 @@ mod tests {
         );
         // No token, epoch or nonce anywhere.
         assert!(!text.contains("c0ffee") && !text.contains("42."), "{text}");
+    }
+
+    #[test]
+    fn a_new_role_has_zero_series_of_what_only_moves_on_trouble() {
+        let (_provider, reader, m, i) = setup();
+        let r = RoleName::new("scheduler").expect("valid");
+        let labels = r#"bucket="roles",instance_id="node-a",role="scheduler""#;
+        m.record(
+            &i,
+            &r,
+            &TapEvent::StateChanged {
+                from: RoleState::Init,
+                to: RoleState::Candidate,
+                reason: None,
+            },
+            Instant::now(),
+        );
+        let text = reader.render().expect("render");
+        for error_type in ERROR_TYPES {
+            assert_eq!(
+                sample(
+                    &text,
+                    &format!(
+                        r#"nats_roles_election_failures_total{{bucket="roles",error_type="{error_type}",instance_id="node-a",role="scheduler"}}"#
+                    )
+                ),
+                Some(0.0),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            sample(
+                &text,
+                &format!("nats_roles_election_token_validation_failures_total{{{labels}}}")
+            ),
+            Some(0.0),
+            "{text}"
+        );
+        for series in [
+            format!("nats_roles_election_leader_duration_seconds_count{{{labels}}}"),
+            format!(
+                r#"nats_roles_election_heartbeat_duration_seconds_count{{{labels},status="ok"}}"#
+            ),
+            format!(r#"nats_roles_election_acquire_attempts_total{{{labels},status="won"}}"#),
+            format!(r#"nats_roles_election_leader_duration_seconds_bucket{{{labels},le="+Inf"}}"#),
+        ] {
+            assert_eq!(sample(&text, &series), Some(0.0), "{series}\n{text}");
+        }
+        // The first term that ends is counted on the same series.
+        m.record(
+            &i,
+            &r,
+            &TapEvent::Demoted {
+                token: crate::token::FencingToken::new(1, 2, Uuid::nil()),
+                reason: DemoteReason::Expired,
+                held: Duration::from_secs(3),
+            },
+            Instant::now(),
+        );
+        let text = reader.render().expect("render");
+        assert_eq!(
+            sample(
+                &text,
+                &format!("nats_roles_election_leader_duration_seconds_count{{{labels}}}")
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        for kind in [
+            FailureKind::PermissionDenied,
+            FailureKind::BucketNotFound,
+            FailureKind::Unavailable,
+            FailureKind::Rejected,
+            FailureKind::GaveUp,
+        ] {
+            assert_eq!(kind_label(kind), kind.as_str());
+        }
     }
 
     #[test]

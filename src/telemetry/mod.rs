@@ -69,6 +69,34 @@ pub struct Telemetry {
     meters: SdkMeterProvider,
     tracers: Option<SdkTracerProvider>,
     prometheus: PrometheusReader,
+    /// Where each OTLP signal goes, and why its latest export failed.
+    exports: Vec<Export>,
+}
+
+/// One OTLP signal's destination, for the shutdown message.
+#[derive(Debug)]
+struct Export {
+    /// `metrics` or `traces`.
+    signal: &'static str,
+    url: String,
+    last_error: otlp::LastError,
+}
+
+impl Export {
+    /// Says what could not be sent at exit, to where, and why: the reason of the latest
+    /// failed export when there is one (the SDK itself only says "Failed to shutdown").
+    fn warn_unsent(&self, what: &str, error: &dyn std::fmt::Display) {
+        let reason = self
+            .last_error
+            .get()
+            .unwrap_or_else(|| format!("the SDK reported: {error}"));
+        tracing::warn!(
+            signal = self.signal,
+            url = %self.url,
+            "could not send the {what} to the OTLP collector at {} before exit: {reason}",
+            self.url
+        );
+    }
 }
 
 impl Telemetry {
@@ -93,16 +121,22 @@ impl Telemetry {
             .with_resource(resource.clone())
             .with_reader(prometheus.clone());
         let mut tracers = None;
+        let mut exports = Vec::new();
+        let mut client = |signal: &'static str, url: &str, timeout| {
+            let client = otlp::RuntimeHttpClient::new(runtime.clone(), timeout, signal);
+            exports.push(Export {
+                signal,
+                url: url.to_owned(),
+                last_error: client.last_error(),
+            });
+            client
+        };
         if let Some(otlp) = &config.otlp {
             if otlp.metrics {
                 let url = otlp.signal_url("/v1/metrics");
                 let exporter = opentelemetry_otlp::MetricExporter::builder()
                     .with_http()
-                    .with_http_client(otlp::RuntimeHttpClient::new(
-                        runtime.clone(),
-                        otlp.timeout,
-                        "metrics",
-                    ))
+                    .with_http_client(client("metrics", &url, otlp.timeout))
                     .with_protocol(protocol(otlp))
                     .with_endpoint(url.clone())
                     .with_timeout(otlp.timeout)
@@ -123,11 +157,7 @@ impl Telemetry {
                 let url = otlp.signal_url("/v1/traces");
                 let exporter = opentelemetry_otlp::SpanExporter::builder()
                     .with_http()
-                    .with_http_client(otlp::RuntimeHttpClient::new(
-                        runtime.clone(),
-                        otlp.timeout,
-                        "traces",
-                    ))
+                    .with_http_client(client("traces", &url, otlp.timeout))
                     .with_protocol(protocol(otlp))
                     .with_endpoint(url.clone())
                     .with_timeout(otlp.timeout)
@@ -150,6 +180,7 @@ impl Telemetry {
             meters: meters.build(),
             tracers,
             prometheus,
+            exports,
         })
     }
 
@@ -183,15 +214,23 @@ impl Telemetry {
     }
 
     /// Exports what is pending and stops the exporters (blocks up to the export timeouts).
-    /// Errors are logged, not returned: they are of no use at exit.
+    /// Errors are logged, not returned: they are of no use at exit. A failure names what
+    /// could not be sent, the collector's URL and the reason (e.g. `connection refused`).
     pub fn shutdown(self) {
-        if let Some(tracers) = self.tracers
+        let export = |signal: &str| self.exports.iter().find(|e| e.signal == signal);
+        if let Some(tracers) = &self.tracers
             && let Err(e) = tracers.shutdown()
         {
-            tracing::warn!(error = %e, "trace export did not shut down cleanly");
+            match export("traces") {
+                Some(export) => export.warn_unsent("pending spans", &e),
+                None => tracing::warn!(error = %e, "trace export did not shut down cleanly"),
+            }
         }
         if let Err(e) = self.meters.shutdown() {
-            tracing::warn!(error = %e, "metric export did not shut down cleanly");
+            match export("metrics") {
+                Some(export) => export.warn_unsent("final metrics", &e),
+                None => tracing::warn!(error = %e, "metric export did not shut down cleanly"),
+            }
         }
     }
 }
@@ -208,4 +247,90 @@ fn headers(otlp: &OtlpConfig) -> HashMap<String, String> {
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex, PoisonError};
+    use std::time::Duration;
+
+    use opentelemetry::trace::{Span as _, Tracer as _};
+
+    use super::*;
+
+    /// A `tracing` writer collecting everything into a buffer.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// With the collector down, shutdown says what could not be sent, to which URL and why
+    /// (the SDK alone only says `InternalFailure("Failed to shutdown")`).
+    #[test]
+    fn a_failed_shutdown_names_what_was_not_sent_and_where() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let config = TelemetryConfig {
+            otlp: Some(OtlpConfig {
+                endpoint: format!("http://127.0.0.1:{port}"),
+                export_interval: Duration::from_secs(3600),
+                timeout: Duration::from_secs(1),
+                ..OtlpConfig::default()
+            }),
+            ..TelemetryConfig::default()
+        };
+        let logs = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer({
+                let logs = logs.clone();
+                move || logs.clone()
+            })
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let telemetry = Telemetry::new(&config, "node-a", runtime.handle()).expect("built");
+            let tracer = telemetry.tracer().expect("traces are exported");
+            tracer.start("a span nobody receives").end();
+            telemetry
+                .meter()
+                .u64_counter("nats_roles_test_total")
+                .build()
+                .add(1, &[]);
+            telemetry.shutdown();
+        });
+        let text = String::from_utf8_lossy(&logs.0.lock().expect("lock")).into_owned();
+        // The metrics' final export fails; the span batch's failure is not reported by the
+        // SDK's shutdown (and if it were, it would be named the same way).
+        let url = format!("http://127.0.0.1:{port}/v1/metrics");
+        let line = text
+            .lines()
+            .find(|l| l.contains("could not send the final metrics"))
+            .unwrap_or_else(|| panic!("no line about the final metrics:\n{text}"));
+        assert!(
+            line.contains(&format!("collector at {url} before exit")),
+            "{line}"
+        );
+        assert!(line.to_lowercase().contains("connection refused"), "{line}");
+        assert!(!text.contains("did not shut down cleanly"), "{text}");
+        assert!(!text.contains("Failed to shutdown"), "{text}");
+    }
 }

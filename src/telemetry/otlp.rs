@@ -9,8 +9,8 @@
 //! when exports start failing (with the reason) and when they work again: once per change, not
 //! once per export.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -33,6 +33,27 @@ pub(crate) struct RuntimeHttpClient {
     signal: &'static str,
     /// Whether the last export failed.
     failing: Arc<AtomicBool>,
+    /// Why the last export failed (`None` once one worked).
+    last_error: LastError,
+}
+
+/// Why the latest export of one signal failed, shared with [`super::Telemetry`] so that a
+/// failed shutdown can say what could not be sent and why.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LastError(Arc<Mutex<Option<String>>>);
+
+impl LastError {
+    fn set(&self, error: Option<String>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = error;
+    }
+
+    /// The reason of the latest failed export, if the latest export failed.
+    pub(crate) fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 impl std::fmt::Debug for RuntimeHttpClient {
@@ -58,7 +79,13 @@ impl RuntimeHttpClient {
             timeout,
             signal,
             failing: Arc::default(),
+            last_error: LastError::default(),
         }
+    }
+
+    /// Why its latest export failed, kept up to date as it exports.
+    pub(crate) fn last_error(&self) -> LastError {
+        self.last_error.clone()
     }
 
     /// Logs a change between working and failing exports.
@@ -68,6 +95,7 @@ impl RuntimeHttpClient {
             Ok(r) => Some(format!("the collector answered {}", r.status())),
             Err(e) => Some(chain(e.as_ref())),
         };
+        self.last_error.set(problem.clone());
         match problem {
             Some(error) => {
                 if !self.failing.swap(true, Ordering::Relaxed) {
