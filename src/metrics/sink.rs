@@ -289,13 +289,14 @@ impl RoleMetrics {
 }
 
 /// Every `error_type` of `failures_total`: `timeout` (an unknown outcome), each
-/// [`FailureKind`], and `role_failed` (the role gave up).
-const ERROR_TYPES: [&str; 7] = [
+/// [`FailureKind`], and `role_failed` (a failure was reported for the role).
+const ERROR_TYPES: [&str; 8] = [
     "timeout",
     kind_label(FailureKind::PermissionDenied),
     kind_label(FailureKind::BucketNotFound),
     kind_label(FailureKind::Unavailable),
-    kind_label(FailureKind::Rejected),
+    kind_label(FailureKind::PayloadTooLarge),
+    kind_label(FailureKind::Server(crate::core::ServerCode(0))),
     kind_label(FailureKind::GaveUp),
     "role_failed",
 ];
@@ -306,7 +307,8 @@ const fn kind_label(kind: FailureKind) -> &'static str {
         FailureKind::PermissionDenied => "permission_denied",
         FailureKind::BucketNotFound => "bucket_not_found",
         FailureKind::Unavailable => "unavailable",
-        FailureKind::Rejected => "rejected",
+        FailureKind::PayloadTooLarge => "payload_too_large",
+        FailureKind::Server(_) => "server_error",
         FailureKind::GaveUp => "gave_up",
     }
 }
@@ -730,7 +732,8 @@ mod tests {
             FailureKind::PermissionDenied,
             FailureKind::BucketNotFound,
             FailureKind::Unavailable,
-            FailureKind::Rejected,
+            FailureKind::PayloadTooLarge,
+            FailureKind::Server(crate::core::ServerCode(10077)),
             FailureKind::GaveUp,
         ] {
             assert_eq!(kind_label(kind), kind.as_str());
