@@ -453,7 +453,10 @@ fn print_event(event: &RoleEvent) {
                 h.role,
                 h.term.unwrap_or(h.revision)
             ),
-            None if h.foreign => format!("holder role={} holder=<foreign value>", h.role),
+            None if h.foreign => format!(
+                "holder role={} holder=<foreign value> revision={}",
+                h.role, h.revision
+            ),
             None => format!("vacant role={}", h.role),
         },
         RoleEvent::DuplicateInstance { role } => format!("duplicate-instance role={role}"),

@@ -377,6 +377,55 @@ async fn full_storage_heals_when_max_bytes_is_raised() {
 // 3. Foreign values
 // ---------------------------------------------------------------------------------------------
 
+/// A lease-shaped value written by another client with a term of 2^64 − 1 and a `ttl_ms` of
+/// 2^63 and no `Nats-TTL`: it is shown as foreign (flag and raw revision, never as a term, so
+/// displayed terms never go back), and the role is taken over after the follower's own backstop
+/// instead of never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
+    count_task_panics();
+    let server = NatsServer::start().await;
+    let client = connect(&server.url()).await;
+    let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_hostile")).await;
+    let r = role("x");
+    let hostile = serde_json::json!({
+        "v": 1,
+        "holder": "evil",
+        "incarnation": "5b0e1c52-0000-4000-8000-000000000001",
+        "nonce": "5b0e1c52-0000-4000-8000-000000000002",
+        "term": u64::MAX,
+        "priority": 0,
+        "ttl_ms": 1u64 << 63,
+    });
+    let hostile_rev = store
+        .put("role.x", serde_json::to_vec(&hostile).expect("json").into())
+        .await
+        .expect("hostile put");
+    let started = Instant::now();
+    let a = manager(&client, "node-a", "f_hostile", std::slice::from_ref(&r)).await;
+    let s = wait_status(&a, &r, Duration::from_millis(800), "foreign holder", |s| {
+        s.foreign_holder
+    })
+    .await;
+    assert_eq!(s.term, None, "a hostile term shown as the role's term: {s:?}");
+    assert_eq!(s.leader_id, None, "{s:?}");
+    assert_eq!(s.revision, hostile_rev);
+    let info = a
+        .holders()
+        .into_iter()
+        .find(|h| h.role == r)
+        .expect("holder info");
+    assert!(info.foreign && info.term.is_none(), "{info:?}");
+    // Taken over after the backstop on this follower's own TTL (not the hostile 2^63 ms).
+    let upper = 2 * TTL + HEARTBEAT + Duration::from_millis(500);
+    wait_until(upper, "the hostile-held role is taken over", || a.is_leader(&r)).await;
+    eprintln!("hostile lease taken over after {:?}", started.elapsed());
+    let term = a.status(&r).and_then(|s| s.term).expect("own term");
+    assert!(term > hostile_rev && term < 1_000, "term {term}");
+    a.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+    assert_no_task_panics();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
     count_task_panics();
