@@ -61,6 +61,9 @@ pub(crate) struct RoleMetrics {
     watcher_restarts: Counter<u64>,
     watcher_pending: Gauge<u64>,
     watcher_lag: Histogram<f64>,
+    /// Keeps a zero series of the watcher's delivery lag from the start (a fresh instance's
+    /// dashboard panel has data before the first delivery).
+    _watcher_lag_zero: BoundHistogram<f64>,
     members_seen: Gauge<u64>,
     voluntary_moves: Counter<u64>,
     /// Kept so the callbacks live as long as the sink.
@@ -151,6 +154,13 @@ impl RoleMetrics {
                 })
                 .build()
         };
+        let watcher_lag = meter
+            .f64_histogram(names::WATCHER_LAG)
+            .with_description("delivery time minus the entry's server timestamp")
+            .with_unit("s")
+            .with_boundaries(LATENCY_BUCKETS.to_vec())
+            .build();
+        let watcher_lag_zero = watcher_lag.bind(&instance_labels);
         let watcher_restarts = meter
             .u64_counter(names::WATCHER_RESTARTS)
             .with_description("bucket watcher restarts after errors")
@@ -206,12 +216,8 @@ impl RoleMetrics {
                 .u64_gauge(names::WATCHER_PENDING)
                 .with_description("entries pending behind the last one the watcher delivered")
                 .build(),
-            watcher_lag: meter
-                .f64_histogram(names::WATCHER_LAG)
-                .with_description("delivery time minus the entry's server timestamp")
-                .with_unit("s")
-                .with_boundaries(LATENCY_BUCKETS.to_vec())
-                .build(),
+            _watcher_lag_zero: watcher_lag_zero,
+            watcher_lag,
             members_seen: meter
                 .u64_gauge(names::MEMBERS_SEEN)
                 .with_description("members the placement controller counts as live")
