@@ -175,7 +175,11 @@ if [[ -n "${NATS_ROLES_BIN:-}" ]]; then
 else
     banner "building nats-roles (release)"
     cargo build --release --bin nats-roles
-    NATS_ROLES_BIN="$ROOT/target/release/nats-roles"
+    # Cargo's real output directory (CARGO_TARGET_DIR, .cargo/config.toml build.target-dir, ...).
+    TARGET_DIR="$(cargo metadata --format-version 1 --no-deps \
+        | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')" \
+        || die "cargo metadata failed: cannot find cargo's target directory"
+    NATS_ROLES_BIN="$TARGET_DIR/release/nats-roles"
 fi
 [[ -x "$NATS_ROLES_BIN" ]] || die "nats-roles binary not found at $NATS_ROLES_BIN"
 
@@ -259,7 +263,7 @@ pause_for 2
 start_instance node-b
 start_instance node-c
 say "dashboards: http://127.0.0.1:${HTTP_PORT[node-a]}/  http://127.0.0.1:${HTTP_PORT[node-b]}/  http://127.0.0.1:${HTTP_PORT[node-c]}/"
-say "from another terminal: target/release/nats-roles status -s $NATS_URL   (or watch)"
+say "from another terminal: $NATS_ROLES_BIN status -s $NATS_URL   (or watch)"
 
 pause_for 4
 report_exits

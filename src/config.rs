@@ -356,8 +356,14 @@ pub struct RetryConfig {
     /// Random variation of each delay as a ± fraction, `0.0..=1.0`.
     /// Default: `0.2`.
     pub jitter: f64,
-    /// Attempts before giving up; `0` means unlimited. Default: `0`.
+    /// Consecutive failed attempts after which the fast retries end and the role retries at
+    /// `persistent_interval` (never stopped); `0` means never. Default: `0`.
     pub max_attempts: u32,
+    /// Cadence of retries after a persistent failure (a permission violation for exactly the
+    /// role's subject, a configuration error, `max_attempts` reached); at least `100ms`.
+    /// Default: `10s`.
+    #[serde(with = "humantime_serde")]
+    pub persistent_interval: Duration,
 }
 
 impl Default for RetryConfig {
@@ -368,6 +374,7 @@ impl Default for RetryConfig {
             multiplier: 2.0,
             jitter: 0.2,
             max_attempts: 0,
+            persistent_interval: Duration::from_secs(10),
         }
     }
 }
@@ -1704,6 +1711,20 @@ impl Config {
         }
         p.at_most("retry.initial_backoff", r.initial_backoff, MAX_DURATION);
         p.at_most("retry.max_backoff", r.max_backoff, MAX_DURATION);
+        p.at_most(
+            "retry.persistent_interval",
+            r.persistent_interval,
+            MAX_DURATION,
+        );
+        if r.persistent_interval < Duration::from_millis(100) {
+            p.push(
+                "retry.persistent_interval",
+                format!(
+                    "{} is too short: persistent failures are retried slowly, at least 100ms",
+                    fmt_duration(r.persistent_interval)
+                ),
+            );
+        }
         if r.max_backoff < r.initial_backoff {
             p.push_related(
                 "retry.max_backoff",
@@ -2751,6 +2772,9 @@ roles:
         let mut c = Config::default();
         c.retry.max_backoff = Duration::from_millis(49);
         only_problem(&c, "retry.max_backoff");
+        let mut c = Config::default();
+        c.retry.persistent_interval = Duration::from_millis(99);
+        only_problem(&c, "retry.persistent_interval");
         for bad in [0.99, f64::NAN, f64::INFINITY] {
             let mut c = Config::default();
             c.retry.multiplier = bad;
@@ -3302,6 +3326,7 @@ roles:
             ("nats", "request_timeout"),
             ("retry", "initial_backoff"),
             ("retry", "max_backoff"),
+            ("retry", "persistent_interval"),
             ("health", "interval"),
             ("health", "cooldown"),
             ("fencing", "validation_interval"),

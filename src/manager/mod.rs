@@ -530,7 +530,7 @@ impl RoleManager {
                 multiplier: r.multiplier,
                 jitter: r.jitter,
                 max_attempts: r.max_attempts,
-                ..RetryPolicy::default()
+                persistent_interval: r.persistent_interval,
             })
             .drain_timeout(config.shutdown.drain_timeout)
             .validation_interval(config.fencing.validation_interval);
