@@ -407,7 +407,10 @@ async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
         s.foreign_holder
     })
     .await;
-    assert_eq!(s.term, None, "a hostile term shown as the role's term: {s:?}");
+    assert_eq!(
+        s.term, None,
+        "a hostile term shown as the role's term: {s:?}"
+    );
     assert_eq!(s.leader_id, None, "{s:?}");
     assert_eq!(s.revision, hostile_rev);
     let info = a
@@ -418,7 +421,10 @@ async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
     assert!(info.foreign && info.term.is_none(), "{info:?}");
     // Taken over after the backstop on this follower's own TTL (not the hostile 2^63 ms).
     let upper = 2 * TTL + HEARTBEAT + Duration::from_millis(500);
-    wait_until(upper, "the hostile-held role is taken over", || a.is_leader(&r)).await;
+    wait_until(upper, "the hostile-held role is taken over", || {
+        a.is_leader(&r)
+    })
+    .await;
     eprintln!("hostile lease taken over after {:?}", started.elapsed());
     let term = a.status(&r).and_then(|s| s.term).expect("own term");
     assert!(term > hostile_rev && term < 1_000, "term {term}");
