@@ -301,7 +301,8 @@ async fn full_storage_heals_when_max_bytes_is_raised() {
     for r in &names {
         builder = builder.role(RoleSpec::new(r.clone()).timing(timing));
     }
-    let m = builder.start().await.expect("start");
+    let m = Arc::new(builder.start().await.expect("start"));
+    let api = nats_roles::http::Api::new(m.clone(), nats_roles::http::ApiOptions::default());
     // Some roles are held, the others report the full stream with its code.
     let deadline = Instant::now() + Duration::from_secs(10);
     let blocked = loop {
@@ -330,6 +331,12 @@ async fn full_storage_heals_when_max_bytes_is_raised() {
             .collect::<Vec<_>>()
     );
     assert!(held < names.len(), "every role was stored in a full bucket");
+    // Readiness says so, with the code.
+    let readiness = api.readiness();
+    assert!(
+        !readiness.is_ready() && readiness.reasons.iter().any(|r| r.contains("10077")),
+        "{readiness:?}"
+    );
     for s in &blocked {
         let Some(FailureKind::Server(code)) = s.failure else {
             panic!("not a server code: {s:?}");
@@ -369,6 +376,12 @@ async fn full_storage_heals_when_max_bytes_is_raised() {
         "every role held {:?} after max_bytes was raised",
         raised.elapsed()
     );
+    let readiness = api.readiness();
+    assert!(
+        !readiness.reasons.iter().any(|r| r.contains("10077")),
+        "{readiness:?}"
+    );
+    drop(api);
     m.shutdown(Duration::from_secs(5)).await.expect("shutdown");
     assert_no_task_panics();
 }
@@ -429,6 +442,56 @@ async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
     let term = a.status(&r).and_then(|s| s.term).expect("own term");
     assert!(term > hostile_rev && term < 1_000, "term {term}");
     a.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+    assert_no_task_panics();
+}
+
+/// P5: a lease naming a live instance but written after that instance started (here by a
+/// foreign client; the same as a second process with the same id) is not adopted: the instance
+/// reports `duplicate_instance` and waits like any follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted() {
+    count_task_panics();
+    let server = NatsServer::start().await;
+    let client = connect(&server.url()).await;
+    let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_dup")).await;
+    let r = role("x");
+    let b = manager(&client, "node-b", "f_dup", std::slice::from_ref(&r)).await;
+    wait_status(&b, &r, Duration::from_secs(2), "node-b LEADER", |s| {
+        s.is_leader()
+    })
+    .await;
+    let a = manager(&client, "node-a", "f_dup", std::slice::from_ref(&r)).await;
+    wait_status(&a, &r, Duration::from_secs(2), "node-a follows", |s| {
+        s.leader_id.as_ref().is_some_and(|l| l.as_str() == "node-b")
+    })
+    .await;
+    // Another writer puts a lease naming node-a (another incarnation) after node-a started.
+    let twin = serde_json::json!({
+        "v": 1,
+        "holder": "node-a",
+        "incarnation": "5b0e1c52-0000-4000-8000-0000000000aa",
+        "nonce": "5b0e1c52-0000-4000-8000-0000000000bb",
+        "priority": 0,
+        "ttl_ms": 1000,
+    });
+    store
+        .put("role.x", serde_json::to_vec(&twin).expect("json").into())
+        .await
+        .expect("twin put");
+    let s = wait_status(&a, &r, Duration::from_secs(2), "duplicate reported", |s| {
+        s.duplicate_instance
+    })
+    .await;
+    assert!(
+        !s.is_leader(),
+        "adopted a lease written after it started: {s:?}"
+    );
+    // Not adopted at once: still not leader well within the backstop period.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!a.is_leader(&r), "adopted a duplicate's lease");
+    for m in [a, b] {
+        m.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+    }
     assert_no_task_panics();
 }
 
