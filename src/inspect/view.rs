@@ -59,8 +59,9 @@ pub struct RoleView {
     /// Whether `meta` was cut to the caps (entries left out, keys or values shortened).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub meta_truncated: bool,
-    /// This instance's own view of the role; `None` when it does not take part in it (and
+    /// This instance's own view of the role; absent when it does not take part in it (and
     /// always in `nats-roles status`, which is no instance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local: Option<LocalView>,
     /// Placement: the instance the plan prefers for the role (`None` without placement
     /// members, or when no live member campaigns for it); see docs/placement.md.
