@@ -704,6 +704,12 @@ impl RoleManager {
     /// Gives a held role up voluntarily (graceful hand-over) and does not campaign for it
     /// again for `cooldown`.
     ///
+    /// Not `async`: it only asks the role's task and returns at once, before the hand-over
+    /// (`on_demote`, then the lease delete) has happened. To wait for it, watch the role's
+    /// status ([`RoleManager::subscribe`]: `wait_for(|s| !s.is_leader())`) or
+    /// [`RoleManager::events`] (`Demoted` with reason `released`).
+    /// [`RoleManager::remove_role`] and [`RoleManager::shutdown`] do wait.
+    ///
     /// # Errors
     /// [`Error::UnknownRole`] if the role is not managed.
     pub fn release(&self, role: &RoleName, cooldown: Duration) -> Result<(), Error> {
