@@ -117,6 +117,11 @@ pub(crate) struct Advertised {
 }
 
 impl Advertised {
+    /// Until when the instance stays unhealthy at least (`None` when it is healthy).
+    pub(crate) fn until(&self) -> Option<std::time::Instant> {
+        self.until
+    }
+
     /// Records a release for ill health at `now`: unhealthy for at least `duration` (the
     /// roles' cooldown plus the time their release can take).
     pub(crate) fn released(&mut self, now: std::time::Instant, duration: std::time::Duration) {
@@ -133,6 +138,99 @@ impl Advertised {
             Some(_) => false,
             None => true,
         }
+    }
+}
+
+/// What the health checker says about this instance ([`crate::RoleManager::health`]): the
+/// verdict the instance acts on and publishes, and the checks behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HealthState {
+    /// Whether the instance is fit to hold roles. `false` from the moment
+    /// `failure_threshold` consecutive failed checks released every role (`reason=unhealthy`)
+    /// until the cooldown, plus the time a release can take, has passed *and* a check passes
+    /// again: meanwhile it takes no role (an instance that stays unhealthy releases again
+    /// every `failure_threshold` checks). The same as the `healthy` flag of its membership
+    /// record with placement. Failed checks below the threshold leave it `true`.
+    pub healthy: bool,
+    /// Failed checks in a row, the latest included (0 after a passing check).
+    pub consecutive_failures: u32,
+    /// When the first of those failed checks ended (`None` after a passing check).
+    pub failing_since: Option<std::time::SystemTime>,
+    /// While unhealthy: the earliest moment it can be healthy again, the end of the latest
+    /// release's cooldown plus the time the release can take (`None` when healthy).
+    pub cooldown_until: Option<tokio::time::Instant>,
+}
+
+impl Default for HealthState {
+    fn default() -> Self {
+        Self {
+            healthy: true,
+            consecutive_failures: 0,
+            failing_since: None,
+            cooldown_until: None,
+        }
+    }
+}
+
+impl HealthState {
+    /// Records one check's result, ended at `now`.
+    pub(crate) fn checked(&mut self, healthy: bool, now: std::time::SystemTime) {
+        if healthy {
+            self.consecutive_failures = 0;
+            self.failing_since = None;
+        } else {
+            self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+            self.failing_since.get_or_insert(now);
+        }
+    }
+
+    /// Why the instance takes no roles, in words (`None` when [`healthy`](Self::healthy)), e.g.
+    /// `unhealthy: the health check failed 4 times in a row (for 3 s); roles released,
+    /// cooling down for 7 s more`.
+    #[must_use]
+    pub fn reason(&self) -> Option<String> {
+        self.reason_at(std::time::SystemTime::now(), tokio::time::Instant::now())
+    }
+
+    fn reason_at(&self, wall: std::time::SystemTime, now: tokio::time::Instant) -> Option<String> {
+        if self.healthy {
+            return None;
+        }
+        let failing = self.failing_since.map(|since| {
+            let secs = wall
+                .duration_since(since)
+                .unwrap_or(Duration::ZERO)
+                .as_secs();
+            let what = match self.consecutive_failures {
+                1 => "failed once".to_owned(),
+                n => format!("failed {n} times in a row"),
+            };
+            format!("the health check {what} (for {secs} s)")
+        });
+        let cooling = self
+            .cooldown_until
+            .filter(|until| *until > now)
+            .map(|until| until - now);
+        let text = match (failing, cooling) {
+            (Some(f), Some(left)) => format!(
+                "{f}; roles released, cooling down for {:.1} s more",
+                left.as_secs_f64()
+            ),
+            (None, Some(left)) => format!(
+                "roles released after failed health checks, cooling down for {:.1} s more (the \
+                 last check passed)",
+                left.as_secs_f64()
+            ),
+            (Some(f), None) => format!(
+                "{f}; the cooldown is over, but the roles are released again while it keeps \
+                 failing"
+            ),
+            (None, None) => "roles released after failed health checks; the cooldown is over, \
+                             waiting for the next check"
+                .to_owned(),
+        };
+        Some(format!("unhealthy: {text}"))
     }
 }
 
@@ -158,6 +256,43 @@ mod tests {
         // Another release restarts it.
         a.released(t0 + 5 * s, s);
         assert!(!a.observe(true, t0 + 5 * s));
+    }
+
+    #[test]
+    fn the_health_state_counts_failures_and_says_why_it_is_unhealthy() {
+        let wall = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let now = tokio::time::Instant::now();
+        let s = Duration::from_secs(1);
+        let mut h = HealthState::default();
+        assert_eq!(h.reason_at(wall, now), None);
+        h.checked(false, wall);
+        h.checked(false, wall + s);
+        assert_eq!((h.consecutive_failures, h.failing_since), (2, Some(wall)));
+        // Below the threshold: still healthy, no reason.
+        assert_eq!(h.reason_at(wall + s, now), None);
+        h.healthy = false;
+        h.cooldown_until = Some(now + 7 * s);
+        h.checked(false, wall + 3 * s);
+        assert_eq!(
+            h.reason_at(wall + 3 * s, now).as_deref(),
+            Some(
+                "unhealthy: the health check failed 3 times in a row (for 3 s); roles released, \
+                 cooling down for 7.0 s more"
+            )
+        );
+        h.checked(true, wall + 4 * s);
+        assert_eq!((h.consecutive_failures, h.failing_since), (0, None));
+        let reason = h.reason_at(wall + 4 * s, now + s).unwrap_or_default();
+        assert!(
+            reason.contains("cooling down for 6.0 s more (the last check passed)"),
+            "{reason}"
+        );
+        h.checked(false, wall + 8 * s);
+        let reason = h.reason_at(wall + 9 * s, now + 8 * s).unwrap_or_default();
+        assert!(
+            reason.contains("failed once (for 1 s); the cooldown is over"),
+            "{reason}"
+        );
     }
 
     #[test]

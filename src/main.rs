@@ -393,11 +393,15 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         }
         None => None,
     };
-    // Subscribed before start: the roles won during start-up are printed too.
+    // Subscribed before start: the roles won during start-up are printed too, but only after
+    // the `http url=` line, which comes first (README).
     let mut events = builder.events();
+    let (url_printed, url_printed_rx) = tokio::sync::oneshot::channel::<()>();
     let printing = tokio_util::sync::CancellationToken::new();
     let stop_printing = printing.clone();
     let printer = tokio::spawn(async move {
+        // Sent once the URL line is out (or dropped when the start fails).
+        let _ = url_printed_rx.await;
         // One line per transition on stdout (logs go to stderr), for people and scripts.
         loop {
             tokio::select! {
@@ -419,6 +423,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     });
     let manager = Arc::new(builder.start().await.map_err(runtime)?);
     http.start(&manager, &config, telemetry);
+    let _ = url_printed.send(());
     shutdown_signal().await;
     info!("shutting down: releasing held roles");
     http.drain();

@@ -195,6 +195,14 @@ async fn status_lists_every_holder_as_a_table_or_json() {
     );
     assert!(alpha.renewal_age_ms.is_some() && alpha.held_for_ms.is_some());
     assert!(alpha.local.is_none());
+    // Not even as `"local": null` (docs/http-api.md: "without `local`").
+    let raw: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    for r in raw["roles"].as_array().expect("roles") {
+        assert!(
+            r.get("local").is_none(),
+            "a `local` key in status --json: {r}"
+        );
+    }
     for m in [&a, &b] {
         for r in m.roles() {
             let token = m.leadership(&r).expect("leading").token();
@@ -673,5 +681,37 @@ async fn validate_points_at_absurd_durations_non_finite_numbers_and_bad_bytes() 
         ),
         "{}",
         out.text()
+    );
+}
+
+/// `run` prints its `http url=` line first, before the transitions of the roles it wins while
+/// starting (README, docs/http-api.md): many roles, so that some are won while the manager
+/// still starts the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_prints_the_http_url_before_any_transition() {
+    const ROLES: usize = 200;
+    let server = NatsServer::start().await;
+    let names: Vec<String> = (0..ROLES).map(|i| format!("r{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut d = instances::Deployment::new(&server.url(), "url-first", &names, "");
+    let i = d.start("node-a").await;
+    let deadline = Instant::now() + WAIT;
+    let lines = loop {
+        let lines = d.instances[i].stdout();
+        let promoted = lines.iter().filter(|l| l.starts_with("promoted ")).count();
+        if promoted == ROLES {
+            break lines;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{promoted} of {ROLES} roles promoted\n{}",
+            d.report()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        lines[0].starts_with("http url="),
+        "the first stdout line is not the URL: {:?}",
+        &lines[..lines.len().min(3)]
     );
 }

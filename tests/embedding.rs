@@ -92,3 +92,59 @@ async fn handles_and_work_that_runs_only_while_leading() {
 
     manager.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+/// `RoleHandle::wait_leader` returns once the term is won, not after `on_promote` (as its docs
+/// say): here `on_promote` is held until the test lets it go, and `wait_leader` returns
+/// meanwhile with a valid term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_leader_returns_before_on_promote_has_finished() {
+    let server = NatsServer::start().await;
+    let client = support::connect(&server.url()).await;
+    let name = role("gate");
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
+    let entered_tx = Arc::new(std::sync::Mutex::new(Some(entered_tx)));
+    let finished = Arc::new(AtomicBool::new(false));
+    let (g, f) = (gate.clone(), finished.clone());
+    let callbacks = nats_roles::FnCallbacks::new(
+        move |_l| {
+            let (gate, finished, entered) = (g.clone(), f.clone(), entered_tx.clone());
+            async move {
+                if let Some(tx) = entered.lock().ok().and_then(|mut t| t.take()) {
+                    let _ = tx.send(());
+                }
+                gate.notified().await;
+                finished.store(true, Ordering::SeqCst);
+            }
+        },
+        |_d| async {},
+    );
+    let manager = RoleManager::builder(client, inst("waiter"))
+        .bucket("wait_leader")
+        .auto_create(1)
+        .role(spec(&name).callbacks(callbacks))
+        .start()
+        .await
+        .expect("manager starts");
+    let handle = manager.role(&name).expect("managed");
+    let term = tokio::time::timeout(Duration::from_secs(10), handle.wait_leader())
+        .await
+        .expect("won within 10 s")
+        .expect("a term");
+    assert!(term.is_valid());
+    // on_promote is running (or about to) and cannot have finished: it waits for the gate.
+    tokio::time::timeout(Duration::from_secs(10), entered_rx)
+        .await
+        .expect("on_promote called")
+        .expect("on_promote called");
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "on_promote finished before the gate opened"
+    );
+    gate.notify_one();
+    manager
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("clean shutdown");
+    assert!(finished.load(Ordering::SeqCst), "on_promote ran to its end");
+}

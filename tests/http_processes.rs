@@ -439,3 +439,123 @@ async fn healthz_answers_under_a_low_open_file_limit() {
     println!("open files: {baseline} before, {open} with {IDLE} idle connections");
     drop(idle);
 }
+
+/// `GET /readyz` of `port`: status and body as JSON.
+async fn readyz(port: u16) -> (u16, serde_json::Value) {
+    let (status, body) = http(port, "GET", "/readyz", &[], "")
+        .await
+        .unwrap_or_else(|e| panic!("GET /readyz: {e}"));
+    let json = serde_json::from_str(&body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"));
+    (status, json)
+}
+
+/// An instance whose health command fails `failure_threshold` times releases its roles and is
+/// not ready (503, `healthy: false`, the reason) while the check fails and during the
+/// cooldown, even after the check passes again; the role view says why too. Once the
+/// cooldown has passed and a check passes it is ready again and takes the role back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unhealthy_instance_is_not_ready_until_its_cooldown_passed_and_a_check_passes() {
+    let server = NatsServer::start().await;
+    let flags = tempfile::tempdir().expect("temporary directory");
+    let flag = flags.path().join("healthy");
+    std::fs::write(&flag, "").expect("write the health flag");
+    let extra = format!(
+        "health:\n  command: [\"test\", \"-e\", \"{}\"]\n  interval: 100ms\n  timeout: 100ms\n  \
+         failure_threshold: 2\n  cooldown: 1s\nshutdown:\n  drain_timeout: 200ms\n",
+        flag.display()
+    );
+    let mut d = Deployment::new(&server.url(), "health", &["alpha"], &extra);
+    let i = d.start("node-a").await;
+    let port = d.instances[i].port;
+    let promotions = |d: &Deployment| {
+        d.instances[i]
+            .stdout()
+            .iter()
+            .filter(|l| l.starts_with("promoted role=alpha "))
+            .count()
+    };
+    eventually("node-a holds alpha", Duration::from_secs(10), || {
+        let held = promotions(&d) == 1;
+        async move { held.then_some(()) }
+    })
+    .await;
+    let (status, ready) = readyz(port).await;
+    assert_eq!(
+        (status, &ready["healthy"]),
+        (200, &serde_json::json!(true)),
+        "{ready}"
+    );
+
+    // The check fails: after two failures the role is released and the instance not ready.
+    std::fs::remove_file(&flag).expect("remove the health flag");
+    let (ready, failed_at) = eventually(
+        "/readyz says unhealthy",
+        Duration::from_secs(10),
+        || async {
+            let (status, ready) = readyz(port).await;
+            (status == 503).then(|| (ready, std::time::Instant::now()))
+        },
+    )
+    .await;
+    assert_eq!(ready["healthy"], false, "{ready}");
+    let reasons = ready["reasons"].as_array().cloned().unwrap_or_default();
+    assert!(
+        reasons.iter().any(|r| r
+            .as_str()
+            .is_some_and(|r| r.starts_with("unhealthy: the health check failed"))),
+        "{ready}"
+    );
+    // The role view gives the same reason.
+    let role: serde_json::Value = get_json(port, "/api/roles/alpha").await;
+    assert!(
+        role["local"]["health"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("unhealthy: ")),
+        "{role}"
+    );
+    eventually(
+        "alpha released for ill health",
+        Duration::from_secs(5),
+        || {
+            let released = d.instances[i]
+                .stdout()
+                .iter()
+                .any(|l| l.starts_with("demoted role=alpha ") && l.ends_with(" reason=unhealthy"));
+            async move { released.then_some(()) }
+        },
+    )
+    .await;
+
+    // The check passes again, but the cooldown (1 s plus the release time) is still on.
+    std::fs::write(&flag, "").expect("write the health flag");
+    let (status, ready) = readyz(port).await;
+    assert_eq!(status, 503, "ready inside the cooldown: {ready}");
+    let reasons = ready["reasons"].to_string();
+    assert!(reasons.contains("cooling down for"), "{ready}");
+
+    // Ready again after the cooldown and a passing check; the role is taken back.
+    let ready = eventually("/readyz ready again", Duration::from_secs(10), || async {
+        let (status, ready) = readyz(port).await;
+        (status == 200).then_some(ready)
+    })
+    .await;
+    let unready_for = failed_at.elapsed();
+    assert_eq!(ready["healthy"], true, "{ready}");
+    assert_eq!(ready["reasons"], serde_json::json!([]), "{ready}");
+    let role: serde_json::Value = get_json(port, "/api/roles/alpha").await;
+    assert!(role["local"].get("health").is_none(), "{role}");
+    eventually("node-a holds alpha again", Duration::from_secs(10), || {
+        let again = promotions(&d) == 2;
+        async move { again.then_some(()) }
+    })
+    .await;
+    println!("not ready for {unready_for:?} (cooldown 1 s + release bound 1.2 s)");
+    assert!(
+        d.instances[i]
+            .stdout()
+            .first()
+            .is_some_and(|l| l.starts_with("http url=")),
+        "{}",
+        d.report()
+    );
+}

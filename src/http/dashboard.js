@@ -91,6 +91,7 @@
     if (l) {
       r.cells.local.appendChild(el("span", "state-" + l.state, l.state.toLowerCase()));
       if (l.error) r.cells.local.appendChild(el("span", "note", "error: " + l.error));
+      if (l.health) r.cells.local.appendChild(el("span", "note", l.health));
       if (l.duplicate_instance) r.cells.local.appendChild(el("span", "note", "duplicate instance id!"));
     } else {
       r.cells.local.appendChild(el("span", "muted", "—"));

@@ -23,6 +23,11 @@ pub struct Readiness {
     pub caught_up: bool,
     /// Whether the instance is shutting down.
     pub draining: bool,
+    /// Whether the health checker finds the instance fit to hold roles
+    /// ([`HealthState::healthy`](crate::health::HealthState::healthy)); absent without a
+    /// health checker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
     /// Why it is not ready (empty when ready).
     pub reasons: Vec<String>,
     /// The reasons in one line (present when not ready), like every error body.
@@ -42,10 +47,13 @@ impl Readiness {
 }
 
 impl Api {
-    /// The readiness of this instance: connected to NATS, bucket watcher caught up, no held
-    /// role past its deadline, no role that missed its deadline (renewals failing) within
-    /// [`missed_deadline_window`](super::ApiOptions::missed_deadline_window), no role stopped
-    /// by a permanent error, and not shutting down.
+    /// The readiness of this instance: connected to NATS, bucket watcher caught up, healthy
+    /// (no release for ill health in force, see
+    /// [`RoleManager::health`](crate::RoleManager::health)), no held role past its deadline,
+    /// no role that missed its deadline (renewals failing) within
+    /// [`missed_deadline_window`](super::ApiOptions::missed_deadline_window), no role that
+    /// cannot campaign or renew because of a failure (it keeps retrying; see
+    /// [`RoleStatus::last_error`](crate::RoleStatus::last_error)), and not shutting down.
     #[must_use]
     pub fn readiness(&self) -> Readiness {
         let manager = self.manager();
@@ -61,6 +69,10 @@ impl Api {
         }
         if !caught_up {
             reasons.push("the bucket watcher has not caught up yet".to_owned());
+        }
+        let health = manager.health();
+        if let Some(reason) = health.as_ref().and_then(crate::health::HealthState::reason) {
+            reasons.push(reason);
         }
         let now = SystemTime::now();
         let window = self.options().missed_deadline_window;
@@ -84,7 +96,9 @@ impl Api {
                 ));
             }
             if let Some(err) = &status.last_error {
-                reasons.push(format!("role {role}: stopped by a permanent error ({err})"));
+                reasons.push(format!(
+                    "role {role} cannot campaign or renew: {err} (retrying)"
+                ));
             }
         }
         let ready = reasons.is_empty();
@@ -93,6 +107,7 @@ impl Api {
             connected,
             caught_up,
             draining,
+            healthy: health.map(|h| h.healthy),
             error: (!ready).then(|| reasons.join("; ")),
             code: (!ready).then(|| "not_ready".to_owned()),
             reasons,

@@ -19,6 +19,7 @@ impl Api {
     pub fn roles(&self) -> RoleList {
         let manager = self.manager();
         let now = SystemTime::now();
+        let health = manager.health();
         let mut views: BTreeMap<RoleName, RoleView> = manager
             .holders()
             .iter()
@@ -28,7 +29,10 @@ impl Api {
             let view = views
                 .remove(&status.role)
                 .unwrap_or_else(|| RoleView::vacant(&status.role));
-            views.insert(status.role.clone(), view.with_local(&status));
+            views.insert(
+                status.role.clone(),
+                view.with_local(&status).with_health(health.as_ref()),
+            );
         }
         for (role, view) in &mut views {
             let preferred = manager.preferred(role);
@@ -59,7 +63,11 @@ impl Api {
             (None, Some(status)) => Some(RoleView::vacant(role).with_local(&status)),
             (held, None) => held,
         };
-        view.map(|v| v.with_preferred(preferred.as_ref()))
+        let health = manager.health();
+        view.map(|v| {
+            v.with_preferred(preferred.as_ref())
+                .with_health(health.as_ref())
+        })
     }
 
     /// Instances holding roles, and this one.

@@ -59,8 +59,9 @@ pub struct RoleView {
     /// Whether `meta` was cut to the caps (entries left out, keys or values shortened).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub meta_truncated: bool,
-    /// This instance's own view of the role; `None` when it does not take part in it (and
+    /// This instance's own view of the role; absent when it does not take part in it (and
     /// always in `nats-roles status`, which is no instance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local: Option<LocalView>,
     /// Placement: the instance the plan prefers for the role (`None` without placement
     /// members, or when no live member campaigns for it); see docs/placement.md.
@@ -83,8 +84,14 @@ pub struct LocalView {
     pub last_transition: String,
     /// Why this instance's last term ended (`shutdown`, `deadline_expired`, ...).
     pub last_demote_reason: Option<String>,
-    /// The permanent error that stopped the role, if any.
+    /// What keeps the role from campaigning or renewing right now
+    /// ([`RoleStatus::last_error`]); it keeps retrying. `None` once it recovered.
     pub error: Option<String>,
+    /// Why this instance takes no role for ill health ([`crate::health::HealthState::reason`]):
+    /// its health check failed `failure_threshold` times, its roles were released and it
+    /// cools down or keeps failing. Absent while healthy (or without a health check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<String>,
     /// Whether another live process was seen using this instance id.
     pub duplicate_instance: bool,
 }
@@ -333,8 +340,19 @@ impl RoleView {
             last_transition: format_time(status.last_transition),
             last_demote_reason: status.last_demote_reason.map(|r| r.as_str().to_owned()),
             error: status.last_error.clone(),
+            health: None,
             duplicate_instance: status.duplicate_instance,
         });
+        self
+    }
+
+    /// Adds why this instance takes no role for ill health to its own view of the role (only
+    /// with [`with_local`](Self::with_local); nothing while healthy).
+    #[must_use]
+    pub fn with_health(mut self, health: Option<&crate::health::HealthState>) -> Self {
+        if let Some(local) = &mut self.local {
+            local.health = health.and_then(crate::health::HealthState::reason);
+        }
         self
     }
 }

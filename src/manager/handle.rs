@@ -59,6 +59,13 @@ impl RoleHandle {
 
     /// Waits until this instance holds the role and returns the term. Returns `None` if the
     /// role stopped first.
+    ///
+    /// It returns as soon as the term is won (the status turns `LEADER`, the same moment as
+    /// [`RoleEvent::Promoted`](crate::RoleEvent::Promoted)), **not** after the role's
+    /// [`on_promote`](crate::RoleCallbacks::on_promote): the callbacks run on the role's own
+    /// task, concurrently, so `on_promote` may not have started or finished yet. To wait for
+    /// what `on_promote` sets up, have it signal (a channel, a `Notify`). The returned term
+    /// may also have ended already; check [`Leadership::is_valid`] before acting on it.
     pub async fn wait_leader(&self) -> Option<Leadership> {
         let mut rx = self.status.clone();
         loop {

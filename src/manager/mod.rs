@@ -31,7 +31,7 @@ use crate::callbacks::{NoCallbacks, RoleCallbacks};
 use crate::config::{Config, PlacementConfig, RoleConfig, Takeover, TimingConfig};
 use crate::core::{Identity, ReleaseReason, RetryPolicy, RoleMachine, Timing};
 use crate::error::Error;
-use crate::health::{Advertised, FailureCounter, HealthChecker, HealthPolicy};
+use crate::health::{Advertised, FailureCounter, HealthChecker, HealthPolicy, HealthState};
 use crate::leadership::Leadership;
 use crate::names::{InstanceId, RoleName};
 use crate::store::ServerErrors;
@@ -384,6 +384,10 @@ impl RoleManagerBuilder {
             epoch: std::sync::atomic::AtomicU64::new(opened.epoch),
         });
         let cancel = CancellationToken::new();
+        let health = self
+            .health
+            .as_ref()
+            .map(|_| watch::channel(HealthState::default()));
         let manager = RoleManager {
             shared: shared.clone(),
             cancel: cancel.clone(),
@@ -394,6 +398,7 @@ impl RoleManagerBuilder {
             validation_interval: self.validation_interval,
             seed: Mutex::new(incarnation.as_u64_pair().0),
             background: Mutex::new(Vec::new()),
+            health: health.as_ref().map(|(_, rx)| rx.clone()),
         };
         for spec in self.roles {
             manager.add_role(spec)?;
@@ -433,13 +438,14 @@ impl RoleManagerBuilder {
                     .instrument(span.clone()),
             ));
         }
-        if let Some((checker, policy)) = self.health {
+        if let (Some((checker, policy)), Some((state, _))) = (self.health, health) {
             background.push(tokio::spawn(
                 health_loop(
                     shared.clone(),
                     checker,
                     policy,
                     release_bound,
+                    state,
                     cancel.clone(),
                 )
                 .instrument(span),
@@ -472,6 +478,8 @@ pub struct RoleManager {
     validation_interval: Option<Duration>,
     seed: Mutex<u64>,
     background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The health checker's verdict (`None` without a health checker).
+    health: Option<watch::Receiver<HealthState>>,
 }
 
 impl std::fmt::Debug for RoleManager {
@@ -696,6 +704,12 @@ impl RoleManager {
     /// Gives a held role up voluntarily (graceful hand-over) and does not campaign for it
     /// again for `cooldown`.
     ///
+    /// Not `async`: it only asks the role's task and returns at once, before the hand-over
+    /// (`on_demote`, then the lease delete) has happened. To wait for it, watch the role's
+    /// status ([`RoleManager::subscribe`]: `wait_for(|s| !s.is_leader())`) or
+    /// [`RoleManager::events`] (`Demoted` with reason `released`).
+    /// [`RoleManager::remove_role`] and [`RoleManager::shutdown`] do wait.
+    ///
     /// # Errors
     /// [`Error::UnknownRole`] if the role is not managed.
     pub fn release(&self, role: &RoleName, cooldown: Duration) -> Result<(), Error> {
@@ -826,6 +840,15 @@ impl RoleManager {
         self.shared.placement.as_ref()?.preferred(role)
     }
 
+    /// What the health checker says about this instance: healthy or not, failing since when,
+    /// cooling down until when (`None` without a [`RoleManagerBuilder::health_checker`]).
+    /// While it is not [`healthy`](HealthState::healthy) its roles are released and it does
+    /// not campaign, and `/readyz` answers 503 with [`HealthState::reason`].
+    #[must_use]
+    pub fn health(&self) -> Option<HealthState> {
+        self.health.as_ref().map(|rx| rx.borrow().clone())
+    }
+
     /// Resolves once the watcher has delivered the bucket's current state.
     pub async fn caught_up(&self) {
         let mut rx = self.shared.caught_up.subscribe();
@@ -898,6 +921,7 @@ async fn health_loop(
     checker: Arc<dyn HealthChecker>,
     policy: HealthPolicy,
     release_bound: Duration,
+    state: watch::Sender<HealthState>,
     cancel: CancellationToken,
 ) {
     let mut failures = FailureCounter::default();
@@ -913,6 +937,7 @@ async fn health_loop(
         let healthy = tokio::time::timeout(policy.timeout, checker.check())
             .await
             .unwrap_or(false);
+        state.send_modify(|s| s.checked(healthy, std::time::SystemTime::now()));
         if failures.record(healthy, policy.failure_threshold) {
             warn!(
                 failures = policy.failure_threshold,
@@ -927,12 +952,26 @@ async fn health_loop(
             // The roles' cooldown starts when their release is done: after the drain of the
             // role work and the release write. Stay unhealthy in the record at least that long.
             advertised.released(Instant::now().into_std(), policy.cooldown + release_bound);
+            // Readiness says so before the roles go (docs/http-api.md).
+            publish(&state, &advertised);
             shared.broadcast(|| RoleInput::Release(ReleaseReason::Unhealthy, policy.cooldown));
-        } else if let Some(p) = &shared.placement {
+        } else {
             let flag = advertised.observe(healthy, Instant::now().into_std());
-            if flag {
+            publish(&state, &advertised);
+            if let Some(p) = shared.placement.as_ref().filter(|_| flag) {
                 p.healthy.send_if_modified(|h| !std::mem::replace(h, true));
             }
         }
     }
+}
+
+/// Publishes the verdict of `advertised` (healthy, or unhealthy until at least when).
+fn publish(state: &watch::Sender<HealthState>, advertised: &Advertised) {
+    let until = advertised.until();
+    state.send_if_modified(|s| {
+        let before = (s.healthy, s.cooldown_until);
+        s.healthy = until.is_none();
+        s.cooldown_until = until.map(Instant::from_std);
+        before != (s.healthy, s.cooldown_until)
+    });
 }
