@@ -1,0 +1,297 @@
+//! Regression tests of single machines: the machine bugs the simulation found.
+
+use std::time::Duration;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::core::backoff::RetryPolicy;
+use crate::core::machine::{Identity, RoleMachine};
+use crate::core::types::{
+    Action, FailureKind, KeyState, ReleaseReason, Timing, WriteKind, WriteOutcome,
+};
+use crate::names::InstanceId;
+use crate::value::{HolderValue, LeaseValue};
+
+use super::kv::EPOCH;
+
+/// A lone candidate with no campaign jitter, started at the returned instant.
+pub(super) fn lone() -> (RoleMachine, Instant) {
+    let id = Identity {
+        instance: InstanceId::new("solo").expect("valid instance id"),
+        incarnation: Uuid::from_u64_pair(1, 1),
+        priority: 0,
+        meta: std::collections::BTreeMap::new(),
+    };
+    let timing = Timing {
+        campaign_jitter: Duration::ZERO,
+        ..Timing::default()
+    };
+    let m = RoleMachine::new(id, timing, RetryPolicy::default(), true, EPOCH, 7);
+    (m, Instant::now())
+}
+
+/// Drains the actions; returns the op id of the last read or write.
+pub(super) fn last_op(m: &mut RoleMachine) -> Option<u64> {
+    let mut op = None;
+    while let Some(a) = m.poll_action() {
+        match a {
+            Action::Write(w) => op = Some(w.op),
+            Action::Read { op: o, .. } => op = Some(o),
+            _ => {}
+        }
+    }
+    op
+}
+
+/// Another holder's put at `revision`.
+pub(super) fn held_by_other(revision: u64) -> KeyState {
+    let value = LeaseValue {
+        v: crate::value::VALUE_VERSION,
+        holder: InstanceId::new("other").expect("valid instance id"),
+        incarnation: Uuid::from_u64_pair(2, 2),
+        nonce: Uuid::from_u64_pair(3, 3),
+        term: None,
+        priority: 0,
+        ttl_ms: 3_000,
+        meta: std::collections::BTreeMap::new(),
+        acquired_at: None,
+        renewed_at: None,
+    };
+    KeyState::Held {
+        revision,
+        value: HolderValue::Lease(Box::new(value)),
+    }
+}
+
+/// L1: a read fails, the watcher then shows a holder, later backstop reads fail too: after
+/// every input the timer must be in the future (a passed backoff once kept it in the past
+/// until the backstop, and a failed backstop read kept it at the passed backstop instant).
+#[test]
+fn candidate_timer_is_never_in_the_past_after_failed_reads() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    m.handle_read(
+        read,
+        Err(FailureKind::Unavailable),
+        t0 + Duration::from_millis(1),
+    );
+    let mut now = t0 + Duration::from_millis(2);
+    m.handle_observed(held_by_other(5), now);
+    let mut reads = 0;
+    for _ in 0..6 {
+        let t = m.poll_timeout().expect("a timer");
+        assert!(t > now, "timer {:?} before now: busy loop", now - t);
+        now = t;
+        m.handle_timeout(now);
+        if let Some(op) = last_op(&mut m) {
+            reads += 1;
+            now += Duration::from_millis(1);
+            m.handle_read(op, Err(FailureKind::Unavailable), now);
+        }
+    }
+    assert!(reads >= 2, "the backstop read is retried");
+}
+
+/// L1: a release with a short cooldown while an acquire is in flight must not ask for a timer
+/// that cannot do anything before the acquire's outcome arrives.
+#[test]
+fn cooldown_timer_waits_for_the_operation_in_flight() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    m.handle_read(read, Ok(KeyState::Absent), t0);
+    let acquire = last_op(&mut m).expect("an acquire");
+    m.handle_release(ReleaseReason::Requested, Duration::ZERO, t0);
+    let t = m.poll_timeout();
+    assert!(
+        t.is_none_or(|t| t > t0),
+        "timer at {t:?} while the acquire is in flight: busy loop"
+    );
+    m.handle_write(
+        acquire,
+        WriteOutcome::Conflict,
+        t0 + Duration::from_millis(5),
+    );
+    assert!(
+        m.poll_timeout().is_some() || m.has_pending(),
+        "idle for ever after the cooldown"
+    );
+}
+
+/// L1: stopping while an acquire's outcome is unknown reads the key; when that read fails the
+/// retry needs a timer, or the stop never finishes on a quiet key.
+#[test]
+fn stopping_retries_its_read_on_a_timer() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    m.handle_read(read, Ok(KeyState::Absent), t0);
+    let acquire = last_op(&mut m).expect("an acquire");
+    m.handle_stop(t0);
+    m.handle_write(acquire, WriteOutcome::Unknown, t0 + Duration::from_secs(1));
+    let check = last_op(&mut m).expect("a read of the unknown acquire");
+    m.handle_read(
+        check,
+        Err(FailureKind::Unavailable),
+        t0 + Duration::from_secs(1),
+    );
+    let retry = m
+        .poll_timeout()
+        .expect("a stopping machine must retry its read on a timer");
+    m.handle_timeout(retry);
+    let again = last_op(&mut m).expect("the read again");
+    m.handle_read(again, Ok(KeyState::Absent), retry);
+    assert!(m.is_stopped());
+}
+
+/// S2: an acquire acknowledged only after its deadline (the process was paused) must not
+/// promote a term that is already over; the machine re-acquires over its own put instead.
+#[test]
+fn late_acknowledged_acquire_is_not_promoted() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    m.handle_read(read, Ok(KeyState::Absent), t0);
+    let acquire = last_op(&mut m).expect("an acquire");
+    let late = t0 + Timing::default().local_lease() + Duration::from_millis(1);
+    m.handle_write(acquire, WriteOutcome::Ok { revision: 1 }, late);
+    let actions: Vec<Action> = std::iter::from_fn(|| m.poll_action()).collect();
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Promote { .. })),
+        "{actions:?}"
+    );
+    let again = actions.iter().find_map(|a| match a {
+        Action::Write(w) if w.kind == WriteKind::Acquire && w.expected == 1 => Some(w.op),
+        _ => None,
+    });
+    let again = again.expect("a re-acquire over the own put");
+    m.handle_write(again, WriteOutcome::Ok { revision: 2 }, late);
+    assert!(
+        std::iter::from_fn(|| m.poll_action()).any(
+            |a| matches!(a, Action::Promote { revision: 2, ref term } if term.deadline > late)
+        )
+    );
+}
+
+/// P5: a candidate that sees the winner's put before its own acquire's conflict arrives keeps
+/// that put: the observed-expiry backstop counts from the first sighting (the conflict once
+/// reset it, and a re-read reset it again, delaying a no-TTL fail-over by a heartbeat).
+#[test]
+fn backstop_counts_from_the_first_sighting_after_a_lost_race() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    m.handle_read(read, Ok(KeyState::Absent), t0);
+    let acquire = last_op(&mut m).expect("an acquire");
+    let seen = t0 + Duration::from_millis(1);
+    m.handle_observed(held_by_other(1), seen);
+    m.handle_write(
+        acquire,
+        WriteOutcome::Conflict,
+        seen + Duration::from_millis(1),
+    );
+    let timing = Timing::default();
+    assert_eq!(
+        m.poll_timeout(),
+        Some(seen + timing.ttl + timing.heartbeat + crate::core::machine::BACKSTOP_GRACE)
+    );
+}
+
+/// A follower that reads the key back as absent (purged without a marker it saw: `max_age`
+/// expiry without limit markers, an aged-out marker, a recreated bucket) treats it as a vacancy
+/// and acquires on revision 0, instead of ignoring the read and re-reading for ever.
+#[test]
+fn absent_read_after_a_known_revision_is_a_vacancy() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    m.handle_read(read, Ok(held_by_other(5)), t0);
+    // Nothing happens until the backstop; then a read.
+    let t = m.poll_timeout().expect("the backstop timer");
+    m.handle_timeout(t);
+    let read = last_op(&mut m).expect("a backstop read");
+    m.handle_read(read, Ok(KeyState::Absent), t);
+    let mut acquire = None;
+    while let Some(a) = m.poll_action() {
+        if let Action::Write(w) = a {
+            acquire = Some(w);
+        }
+    }
+    let acquire = acquire.expect("an acquire after an absent read");
+    assert_eq!(acquire.kind, WriteKind::Acquire);
+    assert_eq!(acquire.expected, 0);
+}
+
+/// A read older than what is known (a lagging replica) is not answered by an immediate new
+/// read: the next one waits (no busy loop).
+#[test]
+fn stale_read_is_not_retried_at_once() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    m.handle_read(read, Ok(held_by_other(9)), t0);
+    let t = m.poll_timeout().expect("the backstop timer");
+    m.handle_timeout(t);
+    let read = last_op(&mut m).expect("a backstop read");
+    m.handle_read(read, Ok(held_by_other(4)), t);
+    assert!(last_op(&mut m).is_none(), "no new operation at once");
+    let next = m.poll_timeout().expect("a retry timer");
+    assert!(next > t, "retry timer in the past: busy loop");
+}
+
+/// An evicted holder (its lease deleted by someone else) does not win the role straight back:
+/// it waits one TTL before campaigning again.
+#[test]
+fn evicted_holder_cools_down_for_one_ttl() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    m.handle_read(read, Ok(KeyState::Absent), t0);
+    let acquire = last_op(&mut m).expect("an acquire");
+    m.handle_write(acquire, WriteOutcome::Ok { revision: 3 }, t0);
+    assert!(m.term().is_some(), "promoted");
+    let now = t0 + Duration::from_millis(10);
+    m.handle_observed(
+        KeyState::Vacant {
+            revision: 4,
+            expired: false,
+        },
+        now,
+    );
+    assert!(m.term().is_none(), "demoted on eviction");
+    assert!(
+        last_op(&mut m).is_none(),
+        "no acquire right after the eviction"
+    );
+    let t = m.poll_timeout().expect("a cooldown timer");
+    assert!(
+        t >= now + Timing::default().ttl,
+        "cooldown shorter than one TTL"
+    );
+    m.handle_timeout(t);
+    assert!(
+        last_op(&mut m).is_some(),
+        "campaigns again after the cooldown"
+    );
+}
+
+/// A read sent before the winner's put was observed may come back "absent": it must not
+/// replace the newer observation (the follower would contend again, lose, and restart its
+/// backstop a heartbeat later — found by `live_without_network_faults`).
+#[test]
+fn absent_read_older_than_an_observation_is_ignored() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    let seen = t0 + Duration::from_millis(3);
+    m.handle_observed(held_by_other(1), seen);
+    m.handle_read(read, Ok(KeyState::Absent), t0 + Duration::from_millis(4));
+    assert!(last_op(&mut m).is_none(), "no acquire over a held key");
+    let timing = Timing::default();
+    assert_eq!(
+        m.poll_timeout(),
+        Some(seen + timing.ttl + timing.heartbeat + crate::core::machine::BACKSTOP_GRACE),
+        "the backstop counts from the observation"
+    );
+}

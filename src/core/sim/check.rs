@@ -1,0 +1,510 @@
+//! The simulation's invariant checker (names as in `docs/reliability.md`).
+
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::core::types::{Action, Term, WriteKind};
+
+use super::clock::{Clock, Nanos, secs};
+use super::kv::{EPOCH, Entry, EntryKind};
+use super::render::kind_name;
+use super::trace::{Rec, Seen, Trace};
+
+/// A broken invariant.
+#[derive(Debug, Clone)]
+pub(super) struct Violation {
+    pub(super) rule: &'static str,
+    pub(super) at: Nanos,
+    pub(super) node: Option<usize>,
+    pub(super) detail: String,
+}
+
+/// What to check.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct CheckOpts {
+    /// Negative control: count a machine as acting past its deadline (until it demotes).
+    pub(super) ignore_deadline: bool,
+    /// Longest stretch without an acting holder (fault-free runs).
+    pub(super) liveness: Option<Nanos>,
+    /// Longest time from a stop request to `Stopped` (fault-free runs).
+    pub(super) stop_bound: Option<Nanos>,
+}
+
+/// One term of one machine: acting in `[start, end)` (empty when `end <= start`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Tenure {
+    pub(super) node: usize,
+    pub(super) term: u64,
+    pub(super) nonce: Uuid,
+    pub(super) start: Nanos,
+    pub(super) end: Nanos,
+}
+
+/// Checks every invariant of a trace; returns the violations in time order.
+pub(super) fn check(trace: &Trace, opts: CheckOpts) -> Vec<Violation> {
+    let mut out = trace.errors.clone();
+    let mut tenures = Vec::new();
+    for n in 0..trace.nodes.len() {
+        tenures.extend(Walk::new(trace, n, opts, &mut out).run());
+    }
+    check_term_order(&tenures, &mut out);
+    check_exclusive(&tenures, &mut out);
+    check_key_held(trace, &tenures, &mut out);
+    if let Some(bound) = opts.liveness {
+        check_liveness(trace, &tenures, bound, &mut out);
+    }
+    out.sort_by_key(|v| v.at);
+    out
+}
+
+/// The term a machine leads, per its actions.
+#[derive(Debug)]
+pub(super) struct Lead {
+    pub(super) term: Term,
+    pub(super) start: Nanos,
+    /// Deadline in server time (as extended by renewals while still acting).
+    pub(super) until: Nanos,
+}
+
+/// Walks one machine's records: S3, S5, S6, L1's timer rules and its tenures.
+pub(super) struct Walk<'a> {
+    pub(super) trace: &'a Trace,
+    pub(super) node: usize,
+    pub(super) clock: Clock,
+    pub(super) opts: CheckOpts,
+    pub(super) out: &'a mut Vec<Violation>,
+    pub(super) lead: Option<Lead>,
+    /// Nonce of a term demoted with a drain: it keeps renewing until released.
+    pub(super) draining: Option<Uuid>,
+    pub(super) stopped: bool,
+    pub(super) stop_asked: Option<Nanos>,
+    /// The input the current records follow.
+    pub(super) last_input: Option<Seen>,
+    pub(super) tenures: Vec<Tenure>,
+}
+
+impl<'a> Walk<'a> {
+    pub(super) fn new(
+        trace: &'a Trace,
+        node: usize,
+        opts: CheckOpts,
+        out: &'a mut Vec<Violation>,
+    ) -> Self {
+        let clock = trace.nodes[node].clock;
+        Self {
+            trace,
+            node,
+            clock,
+            opts,
+            out,
+            lead: None,
+            draining: None,
+            stopped: false,
+            stop_asked: None,
+            last_input: None,
+            tenures: Vec::new(),
+        }
+    }
+
+    pub(super) fn flag(&mut self, rule: &'static str, at: Nanos, detail: String) {
+        self.out.push(Violation {
+            rule,
+            at,
+            node: Some(self.node),
+            detail,
+        });
+    }
+
+    pub(super) fn run(mut self) -> Vec<Tenure> {
+        let trace = self.trace;
+        for rec in &trace.nodes[self.node].recs {
+            match rec {
+                Rec::Input { g, what } => self.input(*g, *what),
+                Rec::Act { g, now, action } => self.action(*g, *now, action),
+                Rec::Idle {
+                    g,
+                    now,
+                    timeout,
+                    pending,
+                    stopped,
+                } => {
+                    self.idle(*g, *now, *timeout, *pending, *stopped);
+                }
+                Rec::Crash { g } => {
+                    self.close(*g);
+                    self.stop_asked = None;
+                }
+            }
+        }
+        self.close(trace.end);
+        self.check_stop_finished(trace.end);
+        self.tenures
+    }
+
+    pub(super) fn input(&mut self, g: Nanos, what: Seen) {
+        self.last_input = Some(what);
+        if what == Seen::Stop && self.stop_asked.is_none() && !self.stopped {
+            self.stop_asked = Some(g);
+        }
+    }
+
+    /// Ends the current tenure at `at` (a demote, a crash or the end of the run).
+    pub(super) fn close(&mut self, at: Nanos) {
+        if let Some(l) = self.lead.take() {
+            let end = if self.opts.ignore_deadline {
+                at
+            } else {
+                at.min(l.until)
+            };
+            let (term, nonce) = (l.term.token.term(), l.term.nonce);
+            self.tenures.push(Tenure {
+                node: self.node,
+                term,
+                nonce,
+                start: l.start,
+                end,
+            });
+        }
+    }
+
+    pub(super) fn action(&mut self, g: Nanos, now: Instant, action: &Action) {
+        match action {
+            Action::Promote { term, revision } => self.promote(g, term, *revision),
+            Action::Renewed { term, revision } => self.renewed(g, now, term, *revision),
+            Action::Demote { term, drain, .. } => {
+                self.demote(g, term);
+                self.draining = drain.then_some(term.nonce);
+            }
+            Action::Stopped => {
+                if self.lead.is_some() {
+                    self.flag("S6", g, "Stopped while leading (no Demote)".into());
+                    self.close(g);
+                }
+                self.check_stop_finished(g);
+                self.stopped = true;
+            }
+            Action::Write(_)
+            | Action::Read { .. }
+            | Action::Failed(_)
+            | Action::Recovered
+            | Action::Notice(_) => {}
+        }
+    }
+
+    pub(super) fn promote(&mut self, g: Nanos, term: &Term, revision: u64) {
+        if self.stopped {
+            self.flag("S6", g, format!("Promote of term {revision} after Stopped"));
+        }
+        if let Some(l) = &self.lead {
+            let old = l.term.token.term();
+            self.flag(
+                "S6",
+                g,
+                format!("Promote of term {revision} while leading term {old}"),
+            );
+            self.close(g);
+        }
+        if let Err(e) = self.acquired(term, revision) {
+            self.flag("S3", g, format!("Promote of term {revision}: {e}"));
+        }
+        let until = self.clock.global(term.deadline);
+        self.draining = None;
+        self.lead = Some(Lead {
+            term: term.clone(),
+            start: g,
+            until,
+        });
+    }
+
+    /// S3: the promote comes from this machine's winning acquire.
+    pub(super) fn acquired(&self, term: &Term, revision: u64) -> Result<(), String> {
+        if term.token.term() != revision || term.token.epoch() != EPOCH {
+            return Err(format!(
+                "token term {} / epoch {}",
+                term.token.term(),
+                term.token.epoch()
+            ));
+        }
+        if term.token.nonce() != term.nonce {
+            return Err("token nonce differs from the term's".into());
+        }
+        let e = self
+            .trace
+            .log
+            .iter()
+            .find(|e| e.rev == revision)
+            .ok_or("revision never stored")?;
+        if e.writer != Some((self.node, WriteKind::Acquire)) {
+            return Err(format!("revision stored by {:?}", e.writer));
+        }
+        match &e.kind {
+            EntryKind::Put(v) if v.nonce == term.nonce && v.term.is_none() => Ok(()),
+            other => Err(format!("stored entry is {other:?}")),
+        }
+    }
+
+    pub(super) fn renewed(&mut self, g: Nanos, now: Instant, term: &Term, revision: u64) {
+        let Some(l) = &mut self.lead else {
+            // A term demoted with a drain keeps its lease renewed until the release (P8);
+            // such renewals do not extend acting.
+            if self.draining != Some(term.nonce) {
+                self.flag(
+                    "S6",
+                    g,
+                    format!("Renewed (rev {revision}) while not leading"),
+                );
+            }
+            return self.check_renew_rev(g, term, revision);
+        };
+        if l.term.nonce != term.nonce || l.term.token != term.token {
+            return self.flag(
+                "S6",
+                g,
+                format!("Renewed (rev {revision}) for another term"),
+            );
+        }
+        let old = l.term.deadline;
+        l.term.deadline = term.deadline;
+        let acting = g < l.until;
+        if acting || self.opts.ignore_deadline {
+            l.until = l.until.max(self.clock.global(term.deadline));
+        }
+        if term.deadline < old {
+            self.flag(
+                "S5",
+                g,
+                format!("Renewed moved the deadline back (rev {revision})"),
+            );
+        }
+        if now >= old {
+            self.flag(
+                "S5",
+                g,
+                format!("Renewed (rev {revision}) after the deadline passed"),
+            );
+        }
+        self.check_renew_rev(g, term, revision);
+    }
+
+    /// S3: a renewal reports a revision this machine stored for the term.
+    pub(super) fn check_renew_rev(&mut self, g: Nanos, term: &Term, revision: u64) {
+        let ours = self.trace.log.iter().find(|e| e.rev == revision);
+        if ours.is_none_or(|e| {
+            e.nonce() != Some(term.nonce) || e.writer.is_none_or(|w| w.0 != self.node)
+        }) {
+            self.flag(
+                "S3",
+                g,
+                format!("Renewed at rev {revision}, not a put of this term"),
+            );
+        }
+    }
+
+    pub(super) fn demote(&mut self, g: Nanos, term: &Term) {
+        match &self.lead {
+            None => self.flag(
+                "S6",
+                g,
+                format!("Demote of term {} while not leading", term.token.term()),
+            ),
+            Some(l) if l.term.nonce != term.nonce => {
+                let (a, b) = (term.token.term(), l.term.token.term());
+                self.flag(
+                    "S6",
+                    g,
+                    format!("Demote of term {a} while leading term {b}"),
+                );
+            }
+            Some(_) => {}
+        }
+        self.close(g);
+    }
+
+    pub(super) fn idle(
+        &mut self,
+        g: Nanos,
+        now: Instant,
+        timeout: Option<Instant>,
+        pending: bool,
+        stopped: bool,
+    ) {
+        if let Some(l) = &self.lead {
+            // An ignored input (a stale acknowledgement) may leave the deadline overdue: the
+            // timer then fires at once and must demote.
+            let (term, deadline) = (l.term.token.term(), l.term.deadline);
+            if now >= deadline && self.last_input == Some(Seen::Timer) {
+                self.flag(
+                    "S5",
+                    g,
+                    format!("term {term}: deadline passed, timer fired, no Demote"),
+                );
+            } else if timeout.is_none_or(|t| t > deadline) {
+                self.flag("S5", g, format!("term {term}: no timer at the deadline"));
+            }
+        }
+        if self.last_input == Some(Seen::Timer) && timeout.is_some_and(|t| t <= now) {
+            self.flag(
+                "L1",
+                g,
+                "poll_timeout() still due after the timer fired (busy loop)".into(),
+            );
+        }
+        let campaign = self.trace.nodes[self.node].campaign;
+        if timeout.is_none() && campaign && !stopped && !pending {
+            self.flag(
+                "L1",
+                g,
+                "idle without a timer and without an operation in flight".into(),
+            );
+        }
+    }
+
+    /// A fault-free stop must finish within the stop bound.
+    pub(super) fn check_stop_finished(&mut self, at: Nanos) {
+        if let (Some(bound), Some(asked)) = (self.opts.stop_bound, self.stop_asked.take())
+            && at > asked + bound
+        {
+            let detail = format!(
+                "stop asked at {} took more than {}",
+                secs(asked),
+                secs(bound)
+            );
+            self.flag("L1", at, detail);
+        }
+    }
+}
+
+/// S2: terms strictly increase in promote order across all machines.
+pub(super) fn check_term_order(tenures: &[Tenure], out: &mut Vec<Violation>) {
+    let mut order: Vec<&Tenure> = tenures.iter().collect();
+    order.sort_by_key(|t| (t.start, t.term));
+    for w in order.windows(2) {
+        if w[1].term <= w[0].term {
+            let detail = format!(
+                "term {} (node {}) promoted after term {} (node {})",
+                w[1].term, w[1].node, w[0].term, w[0].node
+            );
+            out.push(Violation {
+                rule: "S2",
+                at: w[1].start,
+                node: Some(w[1].node),
+                detail,
+            });
+        }
+    }
+}
+
+/// S4: acting intervals of different machines never overlap.
+pub(super) fn check_exclusive(tenures: &[Tenure], out: &mut Vec<Violation>) {
+    let mut acting: Vec<&Tenure> = tenures.iter().filter(|t| t.end > t.start).collect();
+    acting.sort_by_key(|t| t.start);
+    let mut latest: Option<&Tenure> = None;
+    for t in acting {
+        if let Some(p) = latest
+            && t.start < p.end
+            && t.node != p.node
+        {
+            let detail = format!(
+                "node {} acts for term {} from {} while node {} acts for term {} until {}",
+                t.node,
+                t.term,
+                secs(t.start),
+                p.node,
+                p.term,
+                secs(p.end)
+            );
+            out.push(Violation {
+                rule: "S4",
+                at: t.start,
+                node: Some(t.node),
+                detail,
+            });
+        }
+        if latest.is_none_or(|p| t.end > p.end) {
+            latest = Some(t);
+        }
+    }
+}
+
+/// S4, seen on the key: while a machine acts, the key holds its term's put and nothing else
+/// is stored.
+pub(super) fn check_key_held(trace: &Trace, tenures: &[Tenure], out: &mut Vec<Violation>) {
+    for t in tenures.iter().filter(|t| t.end > t.start) {
+        let ours =
+            |e: &Entry| e.nonce() == Some(t.nonce) && e.writer.is_some_and(|w| w.0 == t.node);
+        // The entry in effect when the tenure starts, then every entry stored during it.
+        let first = trace.log.partition_point(|e| e.at <= t.start);
+        let last = trace.log.partition_point(|e| e.at < t.end);
+        let problem = match first.checked_sub(1) {
+            None => Some((t.start, "the key is absent".to_owned())),
+            Some(i) => trace.log[i..last].iter().find(|e| !ours(e)).map(|e| {
+                let what = format!(
+                    "rev {} at {} is {} by {:?}",
+                    e.rev,
+                    secs(e.at),
+                    kind_name(&e.kind),
+                    e.writer
+                );
+                (e.at.max(t.start), what)
+            }),
+        };
+        if let Some((at, what)) = problem {
+            let detail = format!(
+                "node {} acts for term {} in [{}, {}) but {what}",
+                t.node,
+                t.term,
+                secs(t.start),
+                secs(t.end)
+            );
+            out.push(Violation {
+                rule: "S4",
+                at,
+                node: Some(t.node),
+                detail,
+            });
+        }
+    }
+}
+
+/// L1: no stretch without an acting holder lasts longer than `bound` after its start or after
+/// the last fault within it (a crash can hit the winner of the next election before it
+/// learns that it won: its put then has to expire too).
+pub(super) fn check_liveness(
+    trace: &Trace,
+    tenures: &[Tenure],
+    bound: Nanos,
+    out: &mut Vec<Violation>,
+) {
+    let mut acting: Vec<&Tenure> = tenures.iter().filter(|t| t.end > t.start).collect();
+    acting.sort_by_key(|t| t.start);
+    let gap = |from: Nanos, to: Nanos, out: &mut Vec<Violation>| {
+        let last_fault = trace
+            .faults
+            .iter()
+            .map(|f| f.0)
+            .filter(|&f| f > from && f < to)
+            .max();
+        let since = last_fault.unwrap_or(from);
+        if to > since + bound {
+            let detail = format!(
+                "no holder from {} to {} ({} after the last fault or holder; bound {})",
+                secs(from),
+                secs(to),
+                secs(to - since),
+                secs(bound)
+            );
+            out.push(Violation {
+                rule: "L1",
+                at: from,
+                node: None,
+                detail,
+            });
+        }
+    };
+    let mut covered = 0;
+    for t in acting {
+        gap(covered, t.start, out);
+        covered = covered.max(t.end);
+    }
+    gap(covered, trace.end, out);
+}

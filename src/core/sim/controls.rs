@@ -1,0 +1,145 @@
+//! Negative controls: deliberately broken variants the checker must catch.
+
+use crate::core::backoff::SplitMix64;
+
+use super::check::CheckOpts;
+use super::clock::SEC;
+use super::kv::KvFlaws;
+use super::render::report;
+use super::rng::Rng;
+use super::scenario::{Fault, FaultKind, LIVENESS_SLACK, Net, Scenario, Target, TimingSpec};
+use super::world::run_checked;
+
+/// A fault-free scenario for the negative controls, derived from `seed`: `nodes.0` to
+/// `nodes.1` machines, every fault aimed at the holder.
+pub(super) fn control_scenario(
+    seed: u64,
+    nodes: (u64, u64),
+    hb_div: u32,
+    faults: &[Fault],
+) -> Scenario {
+    let mut r = Rng(SplitMix64::new(seed ^ 0x00c0_ffee));
+    Scenario {
+        seed,
+        nodes: usize::try_from(r.between(nodes.0, nodes.1 + 1)).unwrap_or(3),
+        observer: false,
+        immune: false,
+        timing: TimingSpec {
+            ttl_s: 2 + r.next() % 2,
+            hb_div,
+            margin_pct: 10,
+            op_pct: 40,
+            grace_pct: 70,
+            jitter_ms: r.next() % 5,
+        },
+        net: Net::default(),
+        drift: r.chance(50),
+        no_ttl: false,
+        validate: false,
+        faults: faults.to_vec(),
+    }
+}
+
+pub(super) fn at(permille: u64, kind: FaultKind) -> Fault {
+    Fault {
+        at_permille: permille,
+        kind,
+        target: Target::Leader,
+    }
+}
+
+/// Runs 100 seeds with and without a flaw; returns how many flawed runs broke one of
+/// `rules`. The runs without the flaw (and with `opts.ignore_deadline` off) must all pass.
+pub(super) fn catch_rate(
+    scenario: impl Fn(u64) -> Scenario,
+    flaws: KvFlaws,
+    opts: impl Fn(&Scenario) -> CheckOpts,
+    rules: &[&str],
+) -> usize {
+    (0..100u64)
+        .filter(|&seed| {
+            let sc = scenario(seed);
+            let opts = opts(&sc);
+            let baseline = CheckOpts {
+                ignore_deadline: false,
+                ..opts
+            };
+            let (trace, clean) = run_checked(&sc, KvFlaws::default(), baseline);
+            assert!(
+                clean.is_empty(),
+                "control baseline fails: {}",
+                report(&sc, &trace, &clean)
+            );
+            let (_, found) = run_checked(&sc, flaws, opts);
+            let caught = found.iter().any(|v| rules.contains(&v.rule));
+            if !caught && std::env::var_os("SIM_SHOW_MISSED").is_some() {
+                println!("missed seed {seed}: {found:?}");
+            }
+            caught
+        })
+        .count()
+}
+
+/// (a) A KV that ignores the expected revision lets several candidates win one vacancy.
+#[test]
+fn control_plain_put_breaks_exclusivity() {
+    let release = FaultKind::Release { cooldown_ms: 0 };
+    let faults = [
+        at(200, FaultKind::Crash),
+        at(400, release),
+        at(600, release),
+        at(800, release),
+    ];
+    let flaws = KvFlaws {
+        ignore_cas: true,
+        ..KvFlaws::default()
+    };
+    let scenario = |seed| control_scenario(seed, (3, 5), 4, &faults);
+    let caught = catch_rate(scenario, flaws, |_| CheckOpts::default(), &["S4"]);
+    println!("plain put: {caught}/100 runs caught");
+    assert!(caught >= 95, "only {caught}/100 runs caught");
+}
+
+/// (b) A KV that drops the TTL of renewals never expires a crashed holder's key: fail-over
+/// falls back to the follower backstop (TTL + heartbeat after the last sighting of the key),
+/// which the fault-free liveness bound (TTL + slack) rejects.
+#[test]
+fn control_renew_without_ttl_breaks_liveness() {
+    let faults = [
+        at(250, FaultKind::Crash),
+        at(500, FaultKind::Crash),
+        at(750, FaultKind::Crash),
+    ];
+    let flaws = KvFlaws {
+        no_ttl_on_renew: true,
+        ..KvFlaws::default()
+    };
+    // Without drift: a follower clock running fast shortens the backstop's wait in server time.
+    let scenario = |seed| Scenario {
+        drift: false,
+        ..control_scenario(seed, (5, 6), 3, &faults)
+    };
+    let opts = |sc: &Scenario| CheckOpts {
+        liveness: Some(sc.timing.ttl_s * SEC + LIVENESS_SLACK),
+        ..CheckOpts::default()
+    };
+    let caught = catch_rate(scenario, flaws, opts, &["L1"]);
+    println!("renew without TTL: {caught}/100 runs caught");
+    assert!(caught >= 95, "only {caught}/100 runs caught");
+}
+
+/// (c) Counting a paused holder as acting until it processes its demote (no local deadline)
+/// overlaps with the machine that took over after the key expired.
+#[test]
+fn control_no_local_deadline_breaks_exclusivity() {
+    let pause = FaultKind::Pause { ttl_pct: 200 };
+    let faults = [at(300, pause), at(650, pause)];
+    let scenario = |seed| control_scenario(seed, (3, 5), 4, &faults);
+    let opts = |_: &Scenario| CheckOpts {
+        ignore_deadline: true,
+        ..CheckOpts::default()
+    };
+    let caught = catch_rate(scenario, KvFlaws::default(), opts, &["S4"]);
+    println!("no local deadline: {caught}/100 runs caught");
+    assert!(caught >= 95, "only {caught}/100 runs caught");
+}

@@ -1,0 +1,189 @@
+//! What a run depends on: timing, network misbehaviour, faults, and the bounds they imply.
+
+use std::time::Duration;
+
+use crate::core::types::Timing;
+
+use super::check::CheckOpts;
+use super::clock::{MS, Nanos, PPM, SEC, scale};
+
+/// Timing of the role (all machines share it), in the units the config validates.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TimingSpec {
+    /// TTL in whole seconds.
+    pub(super) ttl_s: u64,
+    /// Heartbeat = TTL / `hb_div` (config: at least 3).
+    pub(super) hb_div: u32,
+    /// Deadline margin in percent (config: 0 < m < 50).
+    pub(super) margin_pct: u32,
+    /// Operation timeout in percent of the local lease (config: below it).
+    pub(super) op_pct: u32,
+    /// Disconnect grace in percent of the TTL (config: at most the TTL).
+    pub(super) grace_pct: u32,
+    /// Campaign jitter in ms (config: below the heartbeat).
+    pub(super) jitter_ms: u64,
+}
+
+impl TimingSpec {
+    pub(super) fn timing(self) -> Timing {
+        let ttl = Duration::from_secs(self.ttl_s);
+        let deadline_margin = f64::from(self.margin_pct) / 100.0;
+        let local = ttl.mul_f64(1.0 - deadline_margin);
+        let heartbeat = ttl / self.hb_div;
+        Timing {
+            ttl,
+            heartbeat,
+            deadline_margin,
+            operation_timeout: local.mul_f64(f64::from(self.op_pct) / 100.0),
+            disconnect_grace: ttl.mul_f64(f64::from(self.grace_pct) / 100.0),
+            campaign_jitter: Duration::from_millis(self.jitter_ms).min(heartbeat / 2),
+        }
+    }
+}
+
+/// Network and server misbehaviour, in percent per message.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Net {
+    /// A watcher event is lost.
+    pub(super) drop_pct: u32,
+    /// A watcher event arrives up to 2 × TTL late (order per watcher is kept).
+    pub(super) slow_pct: u32,
+    /// A write commits after its timeout (reported `Unknown`); a read times out.
+    pub(super) late_pct: u32,
+    /// A write is slow but in time: applied and acknowledged anywhere within its timeout.
+    pub(super) slow_write_pct: u32,
+    /// The acknowledgement of a stored write is lost (`Unknown`).
+    pub(super) lost_ack_pct: u32,
+    /// A write is rejected with 10164 without being stored (`Retry`).
+    pub(super) retry_pct: u32,
+    /// A read is served by a replica that lags up to 2 heartbeats behind.
+    pub(super) stale_pct: u32,
+    /// A read or write fails at once (`Unavailable`, not stored).
+    pub(super) fail_pct: u32,
+    /// The application's demote callback takes up to 2 × TTL instead of 10 ms.
+    pub(super) long_drain_pct: u32,
+}
+
+/// What a fault does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FaultKind {
+    /// The process dies: no more inputs, ever.
+    Crash,
+    /// A crashed node's instance starts again with a new incarnation.
+    Restart,
+    /// A crash, and the instance starts again (new incarnation) after `downtime_ms`.
+    Reboot { downtime_ms: u64 },
+    /// The process gets no inputs for `ttl_pct` % of the TTL, then everything queued.
+    Pause { ttl_pct: u64 },
+    /// The NATS connection is down for `ttl_pct` % of the TTL.
+    Disconnect { ttl_pct: u64 },
+    /// `handle_release` with this cooldown.
+    Release { cooldown_ms: u64 },
+    /// `handle_stop`.
+    Stop,
+    /// Placement hold-back: `handle_campaign_delay` with this delay.
+    CampaignDelay { delay_ms: u64 },
+}
+
+/// Whom a fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Target {
+    /// The acting holder (or the writer of the key's live put, or for a restart the last
+    /// crashed node).
+    Leader,
+    /// Node `i % nodes`.
+    Node(usize),
+}
+
+/// One fault at `at_permille` ‰ of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Fault {
+    pub(super) at_permille: u64,
+    pub(super) kind: FaultKind,
+    pub(super) target: Target,
+}
+
+/// Everything a run depends on.
+#[derive(Debug, Clone)]
+pub(super) struct Scenario {
+    /// Seeds every random choice of the run.
+    pub(super) seed: u64,
+    /// Number of machines at the start.
+    pub(super) nodes: usize,
+    /// Node 0 only observes (`campaign: false`).
+    pub(super) observer: bool,
+    /// The last node is never hit by a fault (a live candidate for the liveness check).
+    pub(super) immune: bool,
+    pub(super) timing: TimingSpec,
+    pub(super) net: Net,
+    /// Node clocks drift within the protocol's assumption.
+    pub(super) drift: bool,
+    /// The bucket has no per-message TTLs: fail-over relies on the follower backstop (P5).
+    pub(super) no_ttl: bool,
+    /// Holders validate their lease with a read every heartbeat (P6 background validation).
+    pub(super) validate: bool,
+    pub(super) faults: Vec<Fault>,
+}
+
+impl Scenario {
+    /// Simulated length of the run: 8 TTLs + 2 s.
+    pub(super) fn duration(&self) -> Nanos {
+        (8 * self.timing.ttl_s + 2) * SEC
+    }
+
+    /// No network faults, pauses or disconnects: only crashes, restarts, releases and stops.
+    pub(super) fn fault_free(&self) -> bool {
+        self.net == Net::default()
+            && self.faults.iter().all(|f| {
+                !matches!(
+                    f.kind,
+                    FaultKind::Pause { .. } | FaultKind::Disconnect { .. }
+                )
+            })
+    }
+
+    /// The checks that apply: liveness only for fault-free runs with a live candidate.
+    pub(super) fn check_opts(&self) -> CheckOpts {
+        let live = self.fault_free() && self.immune;
+        CheckOpts {
+            ignore_deadline: false,
+            liveness: live.then(|| self.failover_bound() + self.max_campaign_delay()),
+            stop_bound: live.then_some(STOP_BOUND + self.max_campaign_delay()),
+        }
+    }
+
+    /// The longest placement hold-back any node is given: it may delay a fail-over or a
+    /// hand-over by that much (availability comes back once it passed).
+    pub(super) fn max_campaign_delay(&self) -> Nanos {
+        self.faults
+            .iter()
+            .filter_map(|f| match f.kind {
+                FaultKind::CampaignDelay { delay_ms } => Some(delay_ms * MS),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Fault-free fail-over after a crash: the TTL (the server expires the key), or without
+    /// TTLs the backstop's TTL + heartbeat on the slowest follower clock.
+    pub(super) fn failover_bound(&self) -> Nanos {
+        let ttl = self.timing.ttl_s * SEC;
+        if !self.no_ttl {
+            return ttl + LIVENESS_SLACK;
+        }
+        let grace = u64::try_from(crate::core::machine::BACKSTOP_GRACE.as_nanos()).unwrap_or(0);
+        let wait = ttl + ttl / u64::from(self.timing.hb_div) + grace;
+        let slowest = if self.drift {
+            PPM - u64::from(self.timing.margin_pct) * 9_000
+        } else {
+            PPM
+        };
+        scale(wait, PPM, slowest, true) + LIVENESS_SLACK
+    }
+}
+
+/// Fault-free fail-over beyond the TTL: delivery + jitter + write + acknowledgement + drain.
+pub(super) const LIVENESS_SLACK: Nanos = 150 * MS;
+/// A fault-free stop (drain ≤ 10 ms, then a delete) finishes within this.
+pub(super) const STOP_BOUND: Nanos = 200 * MS;

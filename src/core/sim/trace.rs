@@ -1,0 +1,72 @@
+//! What a run records: each machine's inputs, actions and timers, the key's log, the faults.
+
+use tokio::time::Instant;
+
+use crate::core::types::{Action, WriteOutcome};
+
+use super::check::Violation;
+use super::clock::{Clock, Nanos};
+use super::kv::Entry;
+
+/// A compact record of an input, for checks and traces.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Seen {
+    Start,
+    Timer,
+    Observed(u64),
+    Write(u64, WriteOutcome),
+    Read(u64, Option<u64>),
+    Validated(u64),
+    Validate,
+    Drained,
+    Release,
+    CampaignDelay,
+    Stop,
+    Connection(bool),
+}
+
+/// One step of a machine's history (server time `g`, the machine's clock `now`).
+#[derive(Debug, Clone)]
+pub(super) enum Rec {
+    Input {
+        g: Nanos,
+        what: Seen,
+    },
+    Act {
+        g: Nanos,
+        now: Instant,
+        action: Action,
+    },
+    /// After the actions of an input: the machine's timer and whether an operation is in flight.
+    Idle {
+        g: Nanos,
+        now: Instant,
+        timeout: Option<Instant>,
+        pending: bool,
+        stopped: bool,
+    },
+    Crash {
+        g: Nanos,
+    },
+}
+
+/// The recorded history of one machine.
+#[derive(Debug, Clone)]
+pub(super) struct NodeTrace {
+    pub(super) name: String,
+    pub(super) campaign: bool,
+    pub(super) clock: Clock,
+    pub(super) recs: Vec<Rec>,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone)]
+pub(super) struct Trace {
+    pub(super) nodes: Vec<NodeTrace>,
+    pub(super) log: Vec<Entry>,
+    pub(super) end: Nanos,
+    /// Faults as applied: time and description.
+    pub(super) faults: Vec<(Nanos, String)>,
+    /// Problems of the run itself (livelock).
+    pub(super) errors: Vec<Violation>,
+}

@@ -1,0 +1,309 @@
+//! Per node: lifetimes, lease discipline (S5: acts only inside an open term, before its
+//! deadline; S6: `(promote … demote)*` with matching tokens) and the terms with their acting
+//! intervals.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::history::event::{Event, Source};
+
+use super::merge::Anchor;
+use super::report::Invariant;
+use super::{Checker, Ev, Life, MS, TermRec};
+impl<'a> Checker<'a> {
+    /// Per node: lifetimes, S5 and S6, and the terms with their acting intervals.
+    pub(super) fn nodes_pass(&mut self) {
+        let mut per_node: BTreeMap<String, Vec<Ev<'a>>> = BTreeMap::new();
+        for e in &self.all {
+            if e.rec.src == Source::Node {
+                per_node.entry(e.rec.node.clone()).or_default().push(*e);
+            }
+        }
+        for (node, evs) in per_node {
+            if evs
+                .iter()
+                .any(|e| matches!(e.rec.event, Event::Dropped { .. }))
+            {
+                self.incomplete.insert(node.clone());
+            }
+            // Split into lifetimes at each start.
+            let mut lives: Vec<(usize, usize)> = Vec::new();
+            let mut begin = 0;
+            for (i, e) in evs.iter().enumerate() {
+                if matches!(e.rec.event, Event::Start { .. }) && i > begin {
+                    lives.push((begin, i));
+                    begin = i;
+                }
+            }
+            lives.push((begin, evs.len()));
+            let mut out = Vec::new();
+            for (li, &(a, b)) in lives.iter().enumerate() {
+                let seg = &evs[a..b];
+                let next_start = lives.get(li + 1).map_or(u64::MAX, |&(na, _)| evs[na].t);
+                out.push(self.life(&node, seg, next_start));
+            }
+            self.lives.insert(node, out);
+        }
+    }
+
+    /// Walks one lifetime of a node.
+    pub(super) fn life(&mut self, node: &str, seg: &[Ev<'a>], next_start: u64) -> Life {
+        let first = seg.first().map_or(0, |e| e.t);
+        let last = seg.last().map_or(0, |e| e.t);
+        let clean = seg.iter().any(|e| matches!(e.rec.event, Event::Stop));
+        let killed = if clean {
+            None
+        } else {
+            self.kill_time(node, last, next_start)
+        };
+        let end = killed.unwrap_or(last).max(last);
+        // Until when a term still open here may have been acted on: the stop, the kill, or —
+        // when the process's fate is unknown (its last events may be lost) — the term's
+        // deadline, bounded by the next start of the node.
+        let act_limit = match (clean, killed) {
+            (true, _) => last,
+            (false, Some(k)) => k.max(last),
+            (false, None) => next_start,
+        };
+        let roles = match seg.first().map(|e| &e.rec.event) {
+            Some(Event::Start { roles, .. }) => roles.clone(),
+            _ => Vec::new(),
+        };
+        let judge = !self.incomplete.contains(node);
+        // Anchor of this lifetime, to map deadlines (node clock) like the stamps.
+        let anchor = match seg.first().map(|e| (e.rec.mono_ns, &e.rec.event)) {
+            Some((
+                fake,
+                Event::Start {
+                    clock_rate,
+                    real_mono_ns,
+                    ..
+                },
+            )) => Anchor {
+                rate: if *clock_rate > 0.0 { *clock_rate } else { 1.0 },
+                fake,
+                real: real_mono_ns.unwrap_or(fake),
+            },
+            _ => Anchor::IDENTITY,
+        };
+        struct Open {
+            token: (u64, u64),
+            promote_t: u64,
+            /// Deadline in the node's own clock.
+            deadline_raw: u64,
+            /// Set once the deadline passed without a renewal.
+            lapsed_at: Option<u64>,
+        }
+        let mut open: HashMap<String, Open> = HashMap::new();
+        let mut closed: HashMap<String, (u64, u64)> = HashMap::new();
+        let mut promoted: BTreeSet<(String, (u64, u64))> = BTreeSet::new();
+        for e in seg {
+            let Some(role) = e.rec.role.clone() else {
+                continue;
+            };
+            let raw = e.rec.mono_ns;
+            // A deadline that passed before this event ends acting there.
+            if let Some(o) = open.get_mut(&role)
+                && o.lapsed_at.is_none()
+                && raw >= o.deadline_raw
+            {
+                o.lapsed_at = Some(anchor.map(o.deadline_raw));
+            }
+            match &e.rec.event {
+                Event::Promote {
+                    epoch,
+                    term,
+                    deadline_ns,
+                } => {
+                    self.stats.promotes += 1;
+                    let token = (*epoch, *term);
+                    if let Some(prev) = open.remove(&role) {
+                        let end = prev.lapsed_at.unwrap_or(e.t).min(e.t);
+                        self.terms.push(TermRec {
+                            node: node.to_string(),
+                            role: role.clone(),
+                            token: prev.token,
+                            promote_t: prev.promote_t,
+                            act_end: end,
+                        });
+                        if judge {
+                            self.violate(
+                                Invariant::S6,
+                                Some(&role),
+                                vec![node.to_string()],
+                                vec![prev.token.1, *term],
+                                e.t,
+                                None,
+                                format!(
+                                    "{node} promoted term {term} while term {} was never demoted",
+                                    prev.token.1
+                                ),
+                            );
+                        }
+                    }
+                    promoted.insert((role.clone(), token));
+                    open.insert(
+                        role,
+                        Open {
+                            token,
+                            promote_t: e.t,
+                            deadline_raw: *deadline_ns,
+                            lapsed_at: None,
+                        },
+                    );
+                }
+                Event::Renew {
+                    epoch,
+                    term,
+                    deadline_ns,
+                } => {
+                    let token = (*epoch, *term);
+                    match open.get_mut(&role) {
+                        Some(o) if o.token == token && o.lapsed_at.is_none() => {
+                            o.deadline_raw = o.deadline_raw.max(*deadline_ns);
+                        }
+                        Some(o) if o.token == token => {}
+                        // Renewals continue while a released term drains.
+                        _ if closed.get(&role) == Some(&token) => {}
+                        _ if judge => self.violate(
+                            Invariant::S6,
+                            Some(&role),
+                            vec![node.to_string()],
+                            vec![*term],
+                            e.t,
+                            None,
+                            format!("{node} renewed term {term}, which it does not hold"),
+                        ),
+                        _ => {}
+                    }
+                }
+                Event::Demote {
+                    epoch,
+                    term,
+                    reason,
+                    ..
+                } => {
+                    self.stats.demotes += 1;
+                    let token = (*epoch, *term);
+                    match open.remove(&role) {
+                        Some(o) if o.token == token => {
+                            self.terms.push(TermRec {
+                                node: node.to_string(),
+                                role: role.clone(),
+                                token,
+                                promote_t: o.promote_t,
+                                act_end: o.lapsed_at.unwrap_or(e.t).min(e.t),
+                            });
+                            closed.insert(role, token);
+                        }
+                        other => {
+                            if let Some(o) = other {
+                                open.insert(role.clone(), o);
+                            }
+                            if judge {
+                                self.violate(
+                                    Invariant::S6,
+                                    Some(&role),
+                                    vec![node.to_string()],
+                                    vec![*term],
+                                    e.t,
+                                    None,
+                                    format!(
+                                        "{node} demoted term {term} ({reason}), which it does not hold"
+                                    ),
+                                );
+                            }
+                        }
+                    }
+                }
+                Event::Act {
+                    epoch,
+                    term,
+                    write_id,
+                } => {
+                    self.stats.acts += 1;
+                    if !judge {
+                        continue;
+                    }
+                    let token = (*epoch, *term);
+                    let problem = match open.get(&role) {
+                        Some(o) if o.token == token && raw < o.deadline_raw => None,
+                        Some(o) if o.token == token => Some(format!(
+                            "{node} acted (write {write_id}) in term {term} {:.3} ms after its deadline",
+                            (raw - o.deadline_raw) as f64 / MS
+                        )),
+                        _ => Some(format!(
+                            "{node} acted (write {write_id}) in term {term}, which it does not hold"
+                        )),
+                    };
+                    if let Some(msg) = problem {
+                        self.violate(
+                            Invariant::S5,
+                            Some(&role),
+                            vec![node.to_string()],
+                            vec![*term],
+                            e.t,
+                            None,
+                            msg,
+                        );
+                    }
+                }
+                Event::FencedWrite {
+                    epoch,
+                    term,
+                    accepted,
+                    unknown,
+                    ..
+                } => {
+                    if *accepted {
+                        self.stats.fenced_accepted += 1;
+                    } else if *unknown {
+                        self.stats.fenced_unknown += 1;
+                    } else {
+                        self.stats.fenced_refused += 1;
+                    }
+                    if judge && !promoted.contains(&(role.clone(), (*epoch, *term))) {
+                        self.violate(
+                            Invariant::S6,
+                            Some(&role),
+                            vec![node.to_string()],
+                            vec![*term],
+                            e.t,
+                            None,
+                            format!("{node} wrote fenced data in term {term}, never promoted"),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Terms still open at the end of the lifetime.
+        let mut rest: Vec<(String, Open)> = open.into_iter().collect();
+        rest.sort_by(|a, b| a.0.cmp(&b.0));
+        for (role, o) in rest {
+            let lapse = o.lapsed_at.unwrap_or_else(|| anchor.map(o.deadline_raw));
+            self.terms.push(TermRec {
+                node: node.to_string(),
+                role: role.clone(),
+                token: o.token,
+                promote_t: o.promote_t,
+                act_end: lapse.min(act_limit),
+            });
+            if clean && judge {
+                self.violate(
+                    Invariant::S6,
+                    Some(&role),
+                    vec![node.to_string()],
+                    vec![o.token.1],
+                    end,
+                    None,
+                    format!("{node} stopped cleanly with term {} still open", o.token.1),
+                );
+            }
+        }
+        Life {
+            start: first,
+            end,
+            roles,
+        }
+    }
+}
