@@ -36,7 +36,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::Timing;
+use crate::core::{RetryPolicy, Timing};
+use crate::health::HealthPolicy;
 use crate::names::{InstanceId, NameError, RoleName};
 
 mod env;
@@ -337,14 +338,23 @@ pub struct TimingConfig {
 }
 
 impl Default for TimingConfig {
+    /// The library's defaults ([`Timing::default`]).
     fn default() -> Self {
+        let Timing {
+            ttl,
+            heartbeat,
+            deadline_margin,
+            operation_timeout,
+            disconnect_grace,
+            campaign_jitter,
+        } = Timing::default();
         Self {
-            ttl: Duration::from_secs(3),
-            heartbeat: Duration::from_millis(750),
-            deadline_margin: 0.1,
-            operation_timeout: Duration::from_secs(1),
-            disconnect_grace: Duration::from_secs(2),
-            campaign_jitter: Duration::ZERO,
+            ttl,
+            heartbeat,
+            deadline_margin,
+            operation_timeout,
+            disconnect_grace,
+            campaign_jitter,
         }
     }
 }
@@ -376,14 +386,23 @@ pub struct RetryConfig {
 }
 
 impl Default for RetryConfig {
+    /// The library's defaults ([`RetryPolicy::default`]).
     fn default() -> Self {
+        let RetryPolicy {
+            initial,
+            max,
+            multiplier,
+            jitter,
+            max_attempts,
+            persistent_interval,
+        } = RetryPolicy::default();
         Self {
-            initial_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_secs(2),
-            multiplier: 2.0,
-            jitter: 0.2,
-            max_attempts: 0,
-            persistent_interval: Duration::from_secs(10),
+            initial_backoff: initial,
+            max_backoff: max,
+            multiplier,
+            jitter,
+            max_attempts,
+            persistent_interval,
         }
     }
 }
@@ -414,13 +433,20 @@ pub struct HealthConfig {
 }
 
 impl Default for HealthConfig {
+    /// No command; the library's defaults ([`HealthPolicy::default`]) for the rest.
     fn default() -> Self {
+        let HealthPolicy {
+            interval,
+            timeout,
+            failure_threshold,
+            cooldown,
+        } = HealthPolicy::default();
         Self {
             command: None,
-            interval: Duration::from_secs(1),
-            timeout: Duration::from_millis(500),
-            failure_threshold: 3,
-            cooldown: Duration::from_secs(10),
+            interval,
+            timeout,
+            failure_threshold,
+            cooldown,
         }
     }
 }
@@ -754,13 +780,7 @@ impl TimingConfig {
     /// NaN margin never yields a lease longer than `ttl`, and never panics).
     #[must_use]
     pub fn local_lease(&self) -> Duration {
-        let factor = 1.0 - self.deadline_margin;
-        if factor.is_nan() {
-            return Duration::ZERO;
-        }
-        let factor = factor.clamp(0.0, 1.0);
-        Duration::try_from_secs_f64(self.ttl.as_secs_f64() * factor)
-            .map_or(self.ttl, |lease| lease.min(self.ttl))
+        self.timing().local_lease()
     }
 
     /// The per-key TTL to give the server, in whole seconds (NATS per-message

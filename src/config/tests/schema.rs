@@ -198,6 +198,30 @@ fn timing_helpers() {
     );
 }
 
+/// The library's local lease (which `TimingConfig::local_lease` uses) is total: a NaN or
+/// out-of-range margin and the largest TTL give a lease within `0..=ttl`, never a panic.
+#[test]
+fn library_local_lease_never_panics() {
+    let t = Timing::default();
+    assert_eq!(t.local_lease(), Duration::from_millis(2700));
+    let nan = Timing {
+        deadline_margin: f64::NAN,
+        ..t
+    };
+    assert_eq!(nan.local_lease(), Duration::ZERO);
+    let negative = Timing {
+        deadline_margin: -3.0,
+        ..t
+    };
+    assert_eq!(negative.local_lease(), t.ttl);
+    let huge = Timing {
+        ttl: Duration::MAX,
+        deadline_margin: -3.0,
+        ..t
+    };
+    assert_eq!(huge.local_lease(), Duration::MAX);
+}
+
 #[test]
 fn role_defaults_and_priority() {
     let r = role("a");
