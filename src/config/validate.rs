@@ -186,39 +186,10 @@ pub(super) fn check_bucket_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks that `authority` (no scheme, no path) is `[user[:pass]@]host[:port]`
-/// with a non-empty host and, if given, a valid port.
-fn check_authority(authority: &str, port_required: bool) -> Result<(), String> {
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
-    // IPv6 literal: [::1]:4222
-    let (host, port) = if let Some(rest) = host_port.strip_prefix('[') {
-        let Some((host, after)) = rest.split_once(']') else {
-            return Err("has an unterminated IPv6 address".to_owned());
-        };
-        match after.strip_prefix(':') {
-            Some(port) => (host, Some(port)),
-            None if after.is_empty() => (host, None),
-            None => return Err("has unexpected characters after the IPv6 address".to_owned()),
-        }
-    } else {
-        match host_port.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (host_port, None),
-        }
-    };
-    if host.is_empty() {
-        return Err("has no host".to_owned());
-    }
-    match port {
-        Some(port) if port.parse::<u16>().map_or(true, |p| p == 0) => {
-            Err(format!("has an invalid port {port:?}"))
-        }
-        None if port_required => Err("needs a port (host:port) or a scheme".to_owned()),
-        _ => Ok(()),
-    }
-}
-
-/// A simple plausibility check of one server URL.
+/// Checks one server URL by parsing it as the NATS client does
+/// ([`async_nats::ServerAddr`]: scheme `nats`, `tls`, `ws` or `wss`, `nats://` assumed when
+/// there is none), and then requires a host, a port other than 0, and a port when no scheme
+/// is given.
 pub(super) fn check_server(server: &str) -> Result<(), String> {
     let describe = |why: String| format!("server {server:?} {why}");
     if server.is_empty() {
@@ -227,19 +198,39 @@ pub(super) fn check_server(server: &str) -> Result<(), String> {
     if server.chars().any(char::is_whitespace) {
         return Err(describe("contains whitespace".to_owned()));
     }
-    if let Some((scheme, rest)) = server.split_once("://") {
-        if !matches!(
-            scheme.to_ascii_lowercase().as_str(),
-            "nats" | "tls" | "ws" | "wss"
-        ) {
+    let scheme = server.split_once("://").map(|(scheme, _)| scheme);
+    let url = match server.parse::<async_nats::ServerAddr>() {
+        Ok(addr) => addr.into_inner(),
+        Err(_)
+            if scheme.is_some_and(|s| {
+                !matches!(
+                    s.to_ascii_lowercase().as_str(),
+                    "nats" | "tls" | "ws" | "wss"
+                )
+            }) =>
+        {
             return Err(describe(format!(
-                "has unsupported scheme {scheme:?}; use nats://, tls://, ws:// or wss://"
+                "has unsupported scheme {:?}; use nats://, tls://, ws:// or wss://",
+                scheme.unwrap_or_default()
             )));
         }
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        check_authority(authority, false).map_err(describe)
-    } else {
-        check_authority(server, true).map_err(describe)
+        Err(e) => {
+            let why = e.to_string();
+            let why = why
+                .strip_prefix("NATS server URL is invalid: ")
+                .unwrap_or(&why);
+            return Err(describe(format!("is not a valid server URL: {why}")));
+        }
+    };
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(describe("has no host".to_owned()));
+    }
+    match url.port() {
+        Some(0) => Err(describe("has an invalid port \"0\"".to_owned())),
+        None if scheme.is_none() => {
+            Err(describe("needs a port (host:port) or a scheme".to_owned()))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -561,3 +561,37 @@ fn non_finite_numbers_are_reported_with_their_location() {
         );
     }
 }
+
+/// Server URLs are parsed as the client parses them (`async_nats::ServerAddr`): a URL the
+/// client would refuse at connect time (a forbidden character in the host) is a problem of its
+/// field, with its line and column, in YAML and in `NATS_URL`.
+#[test]
+fn server_urls_are_parsed_as_the_client_parses_them() {
+    for bad in ["nats://a|b:4222", "a^b:4222", "tls://a<b"] {
+        assert!(
+            bad.parse::<async_nats::ServerAddr>().is_err(),
+            "{bad} parses"
+        );
+        let why = check_server(bad).expect_err(bad);
+        assert!(why.starts_with(&format!("server {bad:?} ")), "{why}");
+    }
+    let mut c = Config::default();
+    c.nats.servers = vec!["nats://ok:4222".into(), "nats://a|b:4222".into()];
+    let p = only_problem(&c, "nats.servers[1]");
+    assert!(p.message.contains("not a valid server URL"), "{p}");
+
+    let found = yaml_problems("nats:\n  servers:\n    - nats://ok:4222\n    - nats://a|b:4222\n");
+    let at: Vec<_> = found
+        .iter()
+        .map(|p| (p.field.as_str(), p.line, p.column))
+        .collect();
+    assert_eq!(at, [("nats.servers[1]", Some(4), Some(7))], "{found:#?}");
+
+    let mut c = Config::default();
+    let err = c
+        .apply_env(|name| (name == ENV_NATS_URL).then(|| "nats://ok, a|b:4222".to_owned()))
+        .unwrap_err();
+    let fields: Vec<_> = err.problems().iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(fields, [ENV_NATS_URL], "{err}");
+    assert_eq!(c.nats.servers, Config::default().nats.servers);
+}
