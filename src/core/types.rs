@@ -110,10 +110,18 @@ impl Timing {
     }
 
     /// `ttl × (1 − deadline_margin)`: how long after sending a successful write a holder may act.
+    ///
+    /// The factor is clamped to `0.0..=1.0` (an unvalidated, out-of-range or NaN margin never
+    /// yields a lease longer than `ttl`, and never panics).
     #[must_use]
     pub fn local_lease(&self) -> Duration {
-        self.ttl
-            .mul_f64((1.0 - self.deadline_margin).clamp(0.0, 1.0))
+        let factor = 1.0 - self.deadline_margin;
+        if factor.is_nan() {
+            return Duration::ZERO;
+        }
+        let factor = factor.clamp(0.0, 1.0);
+        Duration::try_from_secs_f64(self.ttl.as_secs_f64() * factor)
+            .map_or(self.ttl, |lease| lease.min(self.ttl))
     }
 }
 

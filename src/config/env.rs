@@ -1,0 +1,94 @@
+//! Overrides from environment variables.
+
+use std::path::PathBuf;
+
+use super::validate::{check_admin_token, check_bucket_name, check_server};
+use super::{
+    Config, ConfigError, ConfigProblem, ENV_ADMIN_TOKEN, ENV_BUCKET, ENV_INSTANCE_ID,
+    ENV_NATS_CREDS, ENV_NATS_URL, name_message,
+};
+use crate::names::InstanceId;
+
+impl Config {
+    /// Applies overrides from environment variables, read through `env` (so
+    /// callers and tests need not touch the process environment; pass
+    /// `|name| std::env::var(name).ok()` for the real one).
+    ///
+    /// - `NATS_URL`: comma-separated server URLs, replacing `nats.servers`;
+    /// - `NATS_CREDS`: credentials file, replacing `nats.creds_file`;
+    /// - `NATS_ROLES_INSTANCE_ID`: replacing `instance.id`;
+    /// - `NATS_ROLES_BUCKET`: replacing `bucket.name`;
+    /// - `NATS_ROLES_ADMIN_TOKEN`: replacing `http.admin_token`.
+    ///
+    /// Unset variables and variables whose value is empty or only whitespace
+    /// are ignored. Either all overrides are applied or, on error, none.
+    /// The result is not re-validated; call [`Config::validate`] afterwards.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] with one problem per invalid variable, each
+    /// naming the variable.
+    pub fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        let get = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        let mut problems = Vec::new();
+
+        let servers = get(ENV_NATS_URL).map(|value| {
+            let servers: Vec<String> = value
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect();
+            if servers.is_empty() {
+                problems.push(ConfigProblem::new(
+                    ENV_NATS_URL,
+                    format!("{value:?} contains no server URL"),
+                ));
+            }
+            for server in &servers {
+                if let Err(why) = check_server(server) {
+                    problems.push(ConfigProblem::new(ENV_NATS_URL, why));
+                }
+            }
+            servers
+        });
+        let creds = get(ENV_NATS_CREDS).map(|v| PathBuf::from(v.trim()));
+        let id = get(ENV_INSTANCE_ID).and_then(|v| match InstanceId::new(v.trim()) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                problems.push(ConfigProblem::new(
+                    ENV_INSTANCE_ID,
+                    name_message("instance id", v.trim(), &e),
+                ));
+                None
+            }
+        });
+        let bucket = get(ENV_BUCKET).map(|v| v.trim().to_owned());
+        if let Some(Err(why)) = bucket.as_deref().map(check_bucket_name) {
+            problems.push(ConfigProblem::new(ENV_BUCKET, why));
+        }
+        let admin_token = get(ENV_ADMIN_TOKEN).map(|t| t.trim().to_owned());
+        if let Some(Err(why)) = admin_token.as_deref().map(check_admin_token) {
+            problems.push(ConfigProblem::new(ENV_ADMIN_TOKEN, why));
+        }
+
+        if !problems.is_empty() {
+            return Err(ConfigError::Invalid(problems));
+        }
+        if let Some(servers) = servers {
+            self.nats.servers = servers;
+        }
+        if let Some(creds) = creds {
+            self.nats.creds_file = Some(creds);
+        }
+        if let Some(id) = id {
+            self.instance.id = Some(id);
+        }
+        if let Some(bucket) = bucket {
+            self.bucket.name = bucket;
+        }
+        if let Some(token) = admin_token {
+            self.http.admin_token = Some(token);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,684 @@
+//! Validation: every rule of the configuration, all problems reported at once.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::locate::LocationMap;
+use super::*;
+use crate::core::Timing;
+use crate::error::fmt_duration;
+
+/// A problem plus the paths of other YAML values involved in it, tried in
+/// order (after the problem's own field) when looking up its location.
+pub(super) struct Found {
+    pub(super) problem: ConfigProblem,
+    related: Vec<String>,
+}
+
+impl Found {
+    pub(super) fn locate(mut self, locations: Option<&LocationMap>) -> ConfigProblem {
+        if let Some((line, column)) =
+            locations.and_then(|map| map.find(&self.problem.field, &self.related))
+        {
+            self.problem.line = Some(line);
+            self.problem.column = Some(column);
+        }
+        self.problem
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Problems(Vec<Found>);
+
+impl Problems {
+    pub(super) fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.push_related(field, message, Vec::new());
+    }
+
+    /// Reports `field` when `value` is longer than `max`.
+    pub(super) fn at_most(&mut self, field: &str, value: Duration, max: Duration) {
+        if value > max {
+            self.push(
+                field,
+                format!(
+                    "{} is longer than the maximum {}",
+                    fmt_duration(value),
+                    fmt_duration(max)
+                ),
+            );
+        }
+    }
+
+    pub(super) fn push_related(
+        &mut self,
+        field: impl Into<String>,
+        message: impl Into<String>,
+        related: Vec<String>,
+    ) {
+        self.0.push(Found {
+            problem: ConfigProblem::new(field, message),
+            related,
+        });
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TimingField {
+    Ttl,
+    Heartbeat,
+    DeadlineMargin,
+    OperationTimeout,
+    DisconnectGrace,
+    CampaignJitter,
+}
+
+impl TimingField {
+    const ALL: [TimingField; 6] = [
+        TimingField::Ttl,
+        TimingField::Heartbeat,
+        TimingField::DeadlineMargin,
+        TimingField::OperationTimeout,
+        TimingField::DisconnectGrace,
+        TimingField::CampaignJitter,
+    ];
+
+    /// The field called `name` ([`crate::error::TimingError::field`]); `ttl` for an unknown name.
+    fn named(name: &str) -> TimingField {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name() == name)
+            .unwrap_or(TimingField::Ttl)
+    }
+
+    /// The fields called `names`, as a static slice (the lists [`crate::error::TimingError::involved`]
+    /// returns).
+    fn all_named(names: &[&str]) -> &'static [TimingField] {
+        use TimingField::*;
+        match names {
+            ["heartbeat", "ttl"] => &[Heartbeat, Ttl],
+            ["operation_timeout", "ttl", "deadline_margin"] => {
+                &[OperationTimeout, Ttl, DeadlineMargin]
+            }
+            ["disconnect_grace", "ttl"] => &[DisconnectGrace, Ttl],
+            ["campaign_jitter", "heartbeat"] => &[CampaignJitter, Heartbeat],
+            ["heartbeat"] => &[Heartbeat],
+            ["deadline_margin"] => &[DeadlineMargin],
+            ["operation_timeout"] => &[OperationTimeout],
+            ["disconnect_grace"] => &[DisconnectGrace],
+            ["campaign_jitter"] => &[CampaignJitter],
+            _ => &[Ttl],
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            TimingField::Ttl => "ttl",
+            TimingField::Heartbeat => "heartbeat",
+            TimingField::DeadlineMargin => "deadline_margin",
+            TimingField::OperationTimeout => "operation_timeout",
+            TimingField::DisconnectGrace => "disconnect_grace",
+            TimingField::CampaignJitter => "campaign_jitter",
+        }
+    }
+
+    fn value(self, t: &TimingConfig) -> String {
+        match self {
+            TimingField::Ttl => fmt_duration(t.ttl),
+            TimingField::Heartbeat => fmt_duration(t.heartbeat),
+            TimingField::DeadlineMargin => t.deadline_margin.to_string(),
+            TimingField::OperationTimeout => fmt_duration(t.operation_timeout),
+            TimingField::DisconnectGrace => fmt_duration(t.disconnect_grace),
+            TimingField::CampaignJitter => fmt_duration(t.campaign_jitter),
+        }
+    }
+}
+
+/// A broken timing rule: `field` is the value the message is about,
+/// `involved` every field the rule depends on (including `field`).
+struct TimingIssue {
+    field: TimingField,
+    involved: &'static [TimingField],
+    message: String,
+}
+
+fn timing_issues(t: &TimingConfig) -> Vec<TimingIssue> {
+    use TimingField::*;
+    let mut issues: Vec<TimingIssue> = t
+        .timing()
+        .problems()
+        .into_iter()
+        .map(|e| TimingIssue {
+            field: TimingField::named(e.field()),
+            involved: TimingField::all_named(e.involved()),
+            message: e.detail(),
+        })
+        .collect();
+    // The file format also wants the TTL the server is given (whole seconds) written exactly.
+    if (Timing::MIN_TTL..=Timing::MAX_TTL).contains(&t.ttl) && t.ttl.subsec_nanos() != 0 {
+        issues.insert(
+            0,
+            TimingIssue {
+                field: Ttl,
+                involved: &[Ttl],
+                message: format!(
+                    "{} is not a whole number of seconds (NATS per-key TTLs are whole seconds)",
+                    fmt_duration(t.ttl)
+                ),
+            },
+        );
+    }
+    issues
+}
+
+/// Checks a bucket name: non-empty, `[A-Za-z0-9_-]+`.
+pub(super) fn check_bucket_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("bucket name must not be empty".to_owned());
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        return Err(format!(
+            "bucket name {name:?} contains {c:?}; only ASCII letters, digits, '-' and '_' are allowed"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks one server URL by parsing it as the NATS client does
+/// ([`async_nats::ServerAddr`]: scheme `nats`, `tls`, `ws` or `wss`, `nats://` assumed when
+/// there is none), and then requires a host, a port other than 0, and a port when no scheme
+/// is given.
+pub(super) fn check_server(server: &str) -> Result<(), String> {
+    let describe = |why: String| format!("server {server:?} {why}");
+    if server.is_empty() {
+        return Err("server URL must not be empty".to_owned());
+    }
+    if server.chars().any(char::is_whitespace) {
+        return Err(describe("contains whitespace".to_owned()));
+    }
+    let scheme = server.split_once("://").map(|(scheme, _)| scheme);
+    let url = match server.parse::<async_nats::ServerAddr>() {
+        Ok(addr) => addr.into_inner(),
+        Err(_)
+            if scheme.is_some_and(|s| {
+                !matches!(
+                    s.to_ascii_lowercase().as_str(),
+                    "nats" | "tls" | "ws" | "wss"
+                )
+            }) =>
+        {
+            return Err(describe(format!(
+                "has unsupported scheme {:?}; use nats://, tls://, ws:// or wss://",
+                scheme.unwrap_or_default()
+            )));
+        }
+        Err(e) => {
+            let why = e.to_string();
+            let why = why
+                .strip_prefix("NATS server URL is invalid: ")
+                .unwrap_or(&why);
+            return Err(describe(format!("is not a valid server URL: {why}")));
+        }
+    };
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(describe("has no host".to_owned()));
+    }
+    match url.port() {
+        Some(0) => Err(describe("has an invalid port \"0\"".to_owned())),
+        None if scheme.is_none() => {
+            Err(describe("needs a port (host:port) or a scheme".to_owned()))
+        }
+        _ => Ok(()),
+    }
+}
+
+impl Config {
+    pub(super) fn collect_problems(&self) -> Vec<Found> {
+        let mut p = Problems::default();
+        self.check_nats(&mut p);
+        self.check_bucket(&mut p);
+        self.check_instance(&mut p);
+        self.check_timing(&mut p);
+        self.check_roles(&mut p);
+        self.check_retry(&mut p);
+        self.check_health(&mut p);
+        self.check_fencing_and_shutdown(&mut p);
+        self.check_http(&mut p);
+        self.check_telemetry(&mut p);
+        self.check_placement(&mut p);
+        p.0
+    }
+
+    fn check_nats(&self, p: &mut Problems) {
+        let nats = &self.nats;
+        if nats.servers.is_empty() {
+            p.push("nats.servers", "at least one server is required");
+        }
+        for (i, server) in nats.servers.iter().enumerate() {
+            if let Err(why) = check_server(server) {
+                p.push(format!("nats.servers[{i}]"), why);
+            }
+        }
+        match (&nats.user, &nats.password) {
+            (Some(_), None) => p.push("nats.user", "user is set but password is not"),
+            (None, Some(_)) => p.push("nats.password", "password is set but user is not"),
+            _ => {}
+        }
+        let mut methods = Vec::new();
+        if nats.creds_file.is_some() {
+            methods.push("creds_file");
+        }
+        if nats.nkey_seed_file.is_some() {
+            methods.push("nkey_seed_file");
+        }
+        if nats.user.is_some() || nats.password.is_some() {
+            methods.push("user/password");
+        }
+        if nats.token.is_some() {
+            methods.push("token");
+        }
+        if methods.len() > 1 {
+            p.push_related(
+                "nats",
+                format!(
+                    "more than one authentication method is configured ({}); use at most one",
+                    methods.join(", ")
+                ),
+                methods
+                    .iter()
+                    .map(|m| format!("nats.{}", m.split('/').next().unwrap_or(m)))
+                    .collect(),
+            );
+        }
+        p.at_most("nats.ping_interval", nats.ping_interval, MAX_DURATION);
+        p.at_most("nats.connect_timeout", nats.connect_timeout, MAX_DURATION);
+        p.at_most("nats.request_timeout", nats.request_timeout, MAX_DURATION);
+        match (&nats.tls.cert_file, &nats.tls.key_file) {
+            (Some(_), None) => p.push("nats.tls.cert_file", "cert_file is set but key_file is not"),
+            (None, Some(_)) => p.push("nats.tls.key_file", "key_file is set but cert_file is not"),
+            _ => {}
+        }
+    }
+
+    fn check_bucket(&self, p: &mut Problems) {
+        if let Err(why) = check_bucket_name(&self.bucket.name) {
+            p.push("bucket.name", why);
+        }
+        if !(1..=MAX_BUCKET_REPLICAS).contains(&self.bucket.replicas) {
+            p.push(
+                "bucket.replicas",
+                format!(
+                    "{} is out of range: it must be between 1 and {MAX_BUCKET_REPLICAS}",
+                    self.bucket.replicas
+                ),
+            );
+        }
+    }
+
+    fn check_instance(&self, p: &mut Problems) {
+        let meta = &self.instance.meta;
+        if meta.len() > MAX_META_ENTRIES {
+            p.push(
+                "instance.meta",
+                format!(
+                    "has {} entries; at most {MAX_META_ENTRIES} are allowed",
+                    meta.len()
+                ),
+            );
+        }
+        for (key, value) in meta {
+            if key.len() > MAX_META_LEN {
+                let shown: String = key.chars().take(32).collect();
+                p.push(
+                    "instance.meta",
+                    format!(
+                        "key {shown:?}... is {} bytes long; at most {MAX_META_LEN} are allowed",
+                        key.len()
+                    ),
+                );
+            } else if value.len() > MAX_META_LEN {
+                p.push(
+                    format!("instance.meta.{key}"),
+                    format!(
+                        "value is {} bytes long; at most {MAX_META_LEN} are allowed",
+                        value.len()
+                    ),
+                );
+            }
+        }
+    }
+
+    fn check_timing(&self, p: &mut Problems) {
+        for issue in timing_issues(&self.timing) {
+            p.push_related(
+                format!("timing.{}", issue.field.name()),
+                issue.message,
+                issue
+                    .involved
+                    .iter()
+                    .map(|f| format!("timing.{}", f.name()))
+                    .collect(),
+            );
+        }
+    }
+
+    fn check_roles(&self, p: &mut Problems) {
+        let mut first_index: HashMap<&RoleName, usize> = HashMap::new();
+        for (i, role) in self.roles.iter().enumerate() {
+            if let Some(first) = first_index.get(&role.name) {
+                p.push(
+                    format!("roles[{i}].name"),
+                    format!(
+                        "duplicate role name {:?}: roles[{first}] and roles[{i}] have the same name",
+                        role.name.as_str()
+                    ),
+                );
+            } else {
+                first_index.insert(&role.name, i);
+            }
+
+            // Rules whose fields are all inherited fail (and are reported) for
+            // the top-level timing already; report only those an override
+            // takes part in.
+            let effective = self.timing.for_role(role);
+            for issue in timing_issues(&effective) {
+                let overridden: Vec<TimingField> = issue
+                    .involved
+                    .iter()
+                    .copied()
+                    .filter(|f| role.overrides(*f))
+                    .collect();
+                let Some(&first_overridden) = overridden.first() else {
+                    continue;
+                };
+                let named = if role.overrides(issue.field) {
+                    issue.field
+                } else {
+                    first_overridden
+                };
+                let inherited: Vec<String> = issue
+                    .involved
+                    .iter()
+                    .filter(|f| !role.overrides(**f))
+                    .map(|f| {
+                        format!(
+                            "{} {} inherited from timing.{}",
+                            f.name(),
+                            f.value(&effective),
+                            f.name()
+                        )
+                    })
+                    .collect();
+                let mut message = if named == issue.field {
+                    issue.message
+                } else {
+                    format!("{} {}", issue.field.name(), issue.message)
+                };
+                message.push_str(&format!(" (role {:?}", role.name.as_str()));
+                for note in inherited {
+                    message.push_str("; ");
+                    message.push_str(&note);
+                }
+                message.push(')');
+                p.push_related(
+                    format!("roles[{i}].{}", named.name()),
+                    message,
+                    overridden
+                        .iter()
+                        .map(|f| format!("roles[{i}].{}", f.name()))
+                        .collect(),
+                );
+            }
+        }
+    }
+
+    fn check_retry(&self, p: &mut Problems) {
+        let r = &self.retry;
+        if r.initial_backoff.is_zero() {
+            p.push("retry.initial_backoff", "must be greater than 0s");
+        }
+        p.at_most("retry.initial_backoff", r.initial_backoff, MAX_DURATION);
+        p.at_most("retry.max_backoff", r.max_backoff, MAX_DURATION);
+        p.at_most(
+            "retry.persistent_interval",
+            r.persistent_interval,
+            MAX_DURATION,
+        );
+        if r.persistent_interval < Duration::from_millis(100) {
+            p.push(
+                "retry.persistent_interval",
+                format!(
+                    "{} is too short: persistent failures are retried slowly, at least 100ms",
+                    fmt_duration(r.persistent_interval)
+                ),
+            );
+        }
+        if r.max_backoff < r.initial_backoff {
+            p.push_related(
+                "retry.max_backoff",
+                format!(
+                    "{} must be at least initial_backoff {}",
+                    fmt_duration(r.max_backoff),
+                    fmt_duration(r.initial_backoff)
+                ),
+                vec!["retry.initial_backoff".to_owned()],
+            );
+        }
+        if !(r.multiplier.is_finite() && r.multiplier >= 1.0) {
+            p.push(
+                "retry.multiplier",
+                format!("{} must be a finite number of at least 1.0", r.multiplier),
+            );
+        }
+        if !(0.0..=1.0).contains(&r.jitter) {
+            p.push(
+                "retry.jitter",
+                format!(
+                    "{} is out of range: it must be between 0.0 and 1.0",
+                    r.jitter
+                ),
+            );
+        }
+    }
+
+    fn check_health(&self, p: &mut Problems) {
+        let h = &self.health;
+        match h.command.as_deref() {
+            Some([]) => p.push(
+                "health.command",
+                "must not be empty; omit it to disable health checking",
+            ),
+            Some([program, ..]) if program.is_empty() => {
+                p.push("health.command[0]", "the program must not be empty");
+            }
+            _ => {}
+        }
+        if h.interval.is_zero() {
+            p.push("health.interval", "must be greater than 0s");
+        }
+        if h.timeout.is_zero() {
+            p.push("health.timeout", "must be greater than 0s");
+        } else if h.timeout > h.interval {
+            p.push_related(
+                "health.timeout",
+                format!(
+                    "{} must not exceed interval {}",
+                    fmt_duration(h.timeout),
+                    fmt_duration(h.interval)
+                ),
+                vec!["health.interval".to_owned()],
+            );
+        }
+        p.at_most("health.interval", h.interval, MAX_DURATION);
+        p.at_most("health.cooldown", h.cooldown, MAX_DURATION);
+        if h.failure_threshold == 0 {
+            p.push("health.failure_threshold", "must be at least 1");
+        }
+    }
+
+    fn check_fencing_and_shutdown(&self, p: &mut Problems) {
+        if self.fencing.validation_interval == Some(Duration::ZERO) {
+            p.push(
+                "fencing.validation_interval",
+                "must be greater than 0s; omit it to disable background validation",
+            );
+        }
+        if let Some(interval) = self.fencing.validation_interval {
+            p.at_most("fencing.validation_interval", interval, MAX_DURATION);
+        }
+        let s = &self.shutdown;
+        p.at_most("shutdown.timeout", s.timeout, MAX_DURATION);
+        if s.drain_timeout > s.timeout {
+            p.push_related(
+                "shutdown.drain_timeout",
+                format!(
+                    "{} must not exceed timeout {}",
+                    fmt_duration(s.drain_timeout),
+                    fmt_duration(s.timeout)
+                ),
+                vec!["shutdown.timeout".to_owned()],
+            );
+        }
+    }
+}
+
+impl Config {
+    fn check_placement(&self, p: &mut Problems) {
+        let c = &self.placement;
+        if !(1..=1000).contains(&c.weight) {
+            p.push(
+                "placement.weight",
+                format!(
+                    "{} is out of range: it must be between 1 and 1000",
+                    c.weight
+                ),
+            );
+        }
+        if c.move_budget == 0 {
+            p.push("placement.move_budget", "must be at least 1");
+        }
+        if c.move_interval.is_zero() {
+            p.push("placement.move_interval", "must be greater than zero");
+        }
+        for (field, value) in [
+            ("placement.stability_window", c.stability_window),
+            ("placement.leave_delay", c.leave_delay),
+            ("placement.claim_grace", c.claim_grace),
+            ("placement.cooldown", c.cooldown),
+            ("placement.move_interval", c.move_interval),
+        ] {
+            p.at_most(field, value, MAX_DURATION);
+        }
+        if let Some(ttl) = c.member_ttl
+            && (ttl < Timing::MIN_TTL || ttl > Timing::MAX_TTL || ttl.subsec_nanos() != 0)
+        {
+            p.push(
+                "placement.member_ttl",
+                format!(
+                    "{} must be a whole number of seconds, at least {} and at most {}",
+                    fmt_duration(ttl),
+                    fmt_duration(Timing::MIN_TTL),
+                    fmt_duration(Timing::MAX_TTL)
+                ),
+            );
+        }
+    }
+
+    fn check_http(&self, p: &mut Problems) {
+        let h = &self.http;
+        if let Some(listen) = &h.listen
+            && let Err(why) = check_listen(listen)
+        {
+            p.push("http.listen", why);
+        }
+        if let Some(Err(why)) = h.admin_token.as_deref().map(check_admin_token) {
+            p.push("http.admin_token", why);
+        }
+    }
+}
+
+/// Checks an HTTP listen address: `IP:port` or `[IPv6]:port`.
+fn check_listen(listen: &str) -> Result<(), String> {
+    listen
+        .trim()
+        .parse::<std::net::SocketAddr>()
+        .map(|_| ())
+        .map_err(|_| {
+            format!(
+                "{} is not an IP:port address (e.g. \"127.0.0.1:8080\", \"0.0.0.0:8080\" \
+                 or \"[::1]:8080\"; port 0 picks a free port)",
+                shorten(listen)
+            )
+        })
+}
+
+/// Checks an admin bearer token (never echoes it).
+pub(super) fn check_admin_token(token: &str) -> Result<(), String> {
+    if token.chars().any(char::is_whitespace) {
+        return Err("must not contain whitespace".to_owned());
+    }
+    if token.len() < MIN_ADMIN_TOKEN_LEN {
+        return Err(format!(
+            "is {} bytes long; at least {MIN_ADMIN_TOKEN_LEN} are required (e.g. `openssl rand \
+             -hex 24`)",
+            token.len()
+        ));
+    }
+    Ok(())
+}
+
+impl RoleConfig {
+    fn overrides(&self, field: TimingField) -> bool {
+        match field {
+            TimingField::Ttl => self.ttl.is_some(),
+            TimingField::Heartbeat => self.heartbeat.is_some(),
+            TimingField::DeadlineMargin => self.deadline_margin.is_some(),
+            TimingField::OperationTimeout => self.operation_timeout.is_some(),
+            TimingField::DisconnectGrace => self.disconnect_grace.is_some(),
+            TimingField::CampaignJitter => self.campaign_jitter.is_some(),
+        }
+    }
+}
+
+impl Config {
+    /// Checks every rule and reports all problems found, not just the first.
+    ///
+    /// A missing `instance.id` is not a problem here (it is usually given on
+    /// the command line); use [`Config::require_instance_id`] once all sources
+    /// have been applied. No roles is not a problem either (roles may be added
+    /// at runtime).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] listing every problem. The problems carry no
+    /// line/column; [`Config::from_yaml_str`] and [`Config::load`] add them.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let problems = self.collect_problems();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(
+                problems.into_iter().map(|p| p.problem).collect(),
+            ))
+        }
+    }
+
+    /// This instance's id.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] with a problem for `instance.id` when no id was
+    /// configured (in YAML, on the command line, or via
+    /// `NATS_ROLES_INSTANCE_ID`).
+    pub fn require_instance_id(&self) -> Result<&InstanceId, ConfigError> {
+        self.instance.id.as_ref().ok_or_else(|| {
+            ConfigError::Invalid(vec![ConfigProblem::new(
+                "instance.id",
+                format!(
+                    "no instance id configured; set instance.id, pass it on the command line \
+                     or set {ENV_INSTANCE_ID}"
+                ),
+            )])
+        })
+    }
+}
