@@ -18,7 +18,10 @@
 #   NATS_ROLES_BIN     use this nats-roles binary instead of building target/release/nats-roles
 #   NATS_SERVER_BIN    use this nats-server instead of .tools/bin/nats-server
 #
-# The server's store and log live in .demo/port-<NATS_PORT>/ (the store is wiped at start; a
+# The console shows the demo's own lines ([demo] ...) and each instance's transitions (its stdout,
+# prefixed [node-a] ...); the instances' structured logs (their stderr, RUST_LOG filters them) go
+# to .demo/port-<NATS_PORT>/node-{a,b,c}.log, whose paths the demo prints (tail -f one to follow).
+# The server's store and log live in the same folder (the store and the logs are wiped at start; a
 # lock there refuses a second demo on the same port, demos on other ports can run side by side).
 # On exit, Ctrl-C or SIGTERM, every instance gets SIGTERM (SIGKILL after 10 s), then the server
 # is stopped.
@@ -46,6 +49,9 @@ DEMO_HTTP_PORT="${DEMO_HTTP_PORT:-8081}"
     || die "DEMO_HTTP_PORT must be a port number, got '$DEMO_HTTP_PORT'"
 declare -A HTTP_PORT=([node-a]=$DEMO_HTTP_PORT [node-b]=$((DEMO_HTTP_PORT + 1)) [node-c]=$((DEMO_HTTP_PORT + 2)))
 DEMO_DIR="$ROOT/.demo/port-$NATS_PORT"
+# Path of instance $1's log file, and the same relative to the repository (for the console).
+log_file() { printf '%s/%s.log' "$DEMO_DIR" "$1"; }
+rel() { printf '%s' "${1#"$ROOT"/}"; }
 if [[ -n "${DEMO_DURATION:-}" ]]; then
     [[ "$DEMO_DURATION" =~ ^[0-9]+$ ]] || die "DEMO_DURATION must be whole seconds, got '$DEMO_DURATION'"
 fi
@@ -102,6 +108,7 @@ cleanup() {
     set +e
     trap '' INT TERM
     alive "$SLEEP_PID" && kill "$SLEEP_PID" 2>/dev/null || true
+    report_exits
     local pids=()
     local name
     for name in "${!INSTANCE_PID[@]}"; do
@@ -118,7 +125,10 @@ cleanup() {
     if [[ -n "$NATS_PID" ]]; then
         # Give the output prefixers (sed) a moment to print the last lines; they exit on EOF.
         sleep 0.2
-        say "stopped; nats-server log: ${DEMO_DIR#"$ROOT"/}/nats-server.log"
+        say "stopped; nats-server log: $(rel "$DEMO_DIR/nats-server.log")"
+        if ((${#INSTANCE_PID[@]} > 0)); then
+            say "instance logs: $(rel "$(log_file node-a)") $(rel "$(log_file node-b)") $(rel "$(log_file node-c)")"
+        fi
     fi
 }
 
@@ -196,6 +206,9 @@ done
 
 rm -rf "$DEMO_DIR/store"
 : >"$DEMO_DIR/nats-server.log"
+for name in node-a node-b node-c; do
+    : >"$(log_file "$name")"
+done
 
 banner "starting nats-server on $NATS_URL (monitoring http://127.0.0.1:$NATS_MONITOR_PORT)"
 # setsid: a Ctrl-C in the terminal must not reach the server (nor the instances below) directly;
@@ -223,7 +236,8 @@ say "nats-server ready (pid $NATS_PID): $("$NATS_SERVER_BIN" --version)"
 # Instances
 # ---------------------------------------------------------------------------------------------
 
-# Starts instance $1; its stdout+stderr are prefixed with "[$1] ". Records the PID of
+# Starts instance $1; its stdout (the transitions) is prefixed with "[$1] " on the console, its
+# stderr (the structured logs) is appended to $(log_file $1) (a restart appends). Records the PID of
 # nats-roles itself: process substitution keeps $! pointing at it, not at sed, and setsid
 # (which execs in place: a background child of this shell is no group leader) keeps the PID
 # while taking the instance out of the terminal's process group, so it gets exactly one
@@ -233,9 +247,10 @@ start_instance() {
     local name=$1
     setsid "$NATS_ROLES_BIN" run --config "$DEMO_CONFIG" --instance-id "$name" \
         --server "$NATS_URL" --auto-create --http "127.0.0.1:${HTTP_PORT[$name]}" \
-        </dev/null > >(trap '' INT TERM; exec sed -u "s/^/[$name] /" 9>&-) 2>&1 9>&- &
+        </dev/null > >(trap '' INT TERM; exec sed -u "s/^/[$name] /" 9>&-) \
+        2>>"$(log_file "$name")" 9>&- &
     INSTANCE_PID[$name]=$!
-    say "started $name (pid ${INSTANCE_PID[$name]}), dashboard http://127.0.0.1:${HTTP_PORT[$name]}/"
+    say "started $name (pid ${INSTANCE_PID[$name]}), dashboard http://127.0.0.1:${HTTP_PORT[$name]}/, log $(rel "$(log_file "$name")")"
 }
 
 # Reports instances that exited on their own (once each).
@@ -248,6 +263,11 @@ report_exits() {
             status=0
             wait "$pid" 2>/dev/null || status=$?
             say "$name (pid $pid) exited with status $status"
+            if ((status != 0)); then
+                # Why is in its log (stderr), not on the console: show the end of it.
+                say "last lines of $(rel "$(log_file "$name")"):"
+                tail -n 20 "$(log_file "$name")" | sed "s/^/[$name] /"
+            fi
             INSTANCE_PID[$name]=""
         fi
     done
@@ -264,6 +284,7 @@ start_instance node-b
 start_instance node-c
 say "dashboards: http://127.0.0.1:${HTTP_PORT[node-a]}/  http://127.0.0.1:${HTTP_PORT[node-b]}/  http://127.0.0.1:${HTTP_PORT[node-c]}/"
 say "from another terminal: $NATS_ROLES_BIN status -s $NATS_URL   (or watch)"
+say "structured logs (not on this console): tail -f $(rel "$DEMO_DIR")/node-{a,b,c}.log"
 
 pause_for 4
 report_exits

@@ -72,6 +72,8 @@ fn api(manager: &Arc<RoleManager>, admin: bool) -> Api {
 }
 
 struct Reply {
+    /// `METHOD uri`, for assertion messages.
+    request: String,
     status: StatusCode,
     headers: axum::http::HeaderMap,
     body: String,
@@ -84,17 +86,18 @@ impl Reply {
 
     /// Asserts an error reply: status, JSON `{"error", "code"}`.
     fn assert_error(&self, status: StatusCode, code: &str) {
-        assert_eq!(self.status, status, "{}", self.body);
+        let what = format!("{}: {}", self.request, self.body);
+        assert_eq!(self.status, status, "{what}");
         let json = self.json();
-        assert_eq!(json["code"], code, "{}", self.body);
+        assert_eq!(json["code"], code, "{what}");
         assert!(
             json["error"].as_str().is_some_and(|e| !e.is_empty()),
-            "{}",
-            self.body
+            "{what}"
         );
         assert_eq!(
             self.headers.get(header::CONTENT_TYPE).map(|v| v.as_bytes()),
-            Some(&b"application/json"[..])
+            Some(&b"application/json"[..]),
+            "{what}"
         );
     }
 }
@@ -127,9 +130,35 @@ async fn call(
     let body = String::from_utf8(bytes.to_vec()).expect("UTF-8 body");
     seen.push(body.clone());
     Reply {
+        request: format!("{method} {uri}"),
         status,
         headers,
         body,
+    }
+}
+
+/// `GET uri` without a token.
+async fn get(app: &Router, seen: &mut Vec<String>, uri: &str) -> Reply {
+    call(app, seen, "GET", uri, None, "").await
+}
+
+/// `POST uri` with the admin token and `body`.
+async fn admin(app: &Router, seen: &mut Vec<String>, uri: &str, body: &str) -> Reply {
+    call(app, seen, "POST", uri, Some(TOKEN), body).await
+}
+
+/// A request that must be refused: method, URI, bearer token and body; then the HTTP status
+/// and the error `code` it must get.
+type Refusal<'a> = (&'a str, &'a str, Option<&'a str>, &'a str, u16, &'a str);
+
+/// Sends each request of `table` in order and asserts its error reply (see
+/// [`Reply::assert_error`]).
+async fn assert_refused(app: &Router, seen: &mut Vec<String>, table: &[Refusal<'_>]) {
+    for &(method, uri, token, body, status, code) in table {
+        let status = StatusCode::from_u16(status).expect("a status code");
+        call(app, seen, method, uri, token, body)
+            .await
+            .assert_error(status, code);
     }
 }
 
@@ -192,7 +221,7 @@ async fn every_endpoint_answers_with_json_and_the_right_status() {
 
     // The dashboard: one page, its script and its style, all from this origin; the CSP allows
     // no inline code.
-    let page = call(&app, &mut seen, "GET", "/", None, "").await;
+    let page = get(&app, &mut seen, "/").await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.body.contains("<title>nats-roles</title>"));
     assert!(
@@ -209,14 +238,14 @@ async fn every_endpoint_answers_with_json_and_the_right_status() {
             && !page.body.contains(" style="),
         "inline script or style"
     );
-    let script = call(&app, &mut seen, "GET", "/dashboard.js", None, "").await;
+    let script = get(&app, &mut seen, "/dashboard.js").await;
     assert_eq!(script.status, StatusCode::OK);
     assert_eq!(
         script.headers[header::CONTENT_TYPE],
         "text/javascript; charset=utf-8"
     );
     assert!(script.body.contains("new EventSource(\"api/events\")"));
-    let style = call(&app, &mut seen, "GET", "/dashboard.css", None, "").await;
+    let style = get(&app, &mut seen, "/dashboard.css").await;
     assert_eq!(style.status, StatusCode::OK);
     assert_eq!(
         style.headers[header::CONTENT_TYPE],
@@ -242,17 +271,17 @@ async fn every_endpoint_answers_with_json_and_the_right_status() {
     assert_eq!(page.headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
 
     // Probes.
-    let health = call(&app, &mut seen, "GET", "/healthz", None, "").await;
+    let health = get(&app, &mut seen, "/healthz").await;
     assert_eq!(
         (health.status, health.json()["status"].clone()),
         (StatusCode::OK, "ok".into())
     );
-    let ready = call(&app, &mut seen, "GET", "/readyz", None, "").await;
+    let ready = get(&app, &mut seen, "/readyz").await;
     assert_eq!(ready.status, StatusCode::OK, "{}", ready.body);
     assert_eq!(ready.json()["status"], "ready");
 
     // Roles: every role, with this instance's own state.
-    let list = call(&app, &mut seen, "GET", "/api/roles", None, "").await;
+    let list = get(&app, &mut seen, "/api/roles").await;
     assert_eq!(list.status, StatusCode::OK);
     let list: RoleList = serde_json::from_str(&list.body).expect("a RoleList");
     assert_eq!(
@@ -286,18 +315,12 @@ async fn every_endpoint_answers_with_json_and_the_right_status() {
         Some("FOLLOWER")
     );
 
-    let one = call(&app, &mut seen, "GET", "/api/roles/beta", None, "").await;
+    let one = get(&app, &mut seen, "/api/roles/beta").await;
     assert_eq!(one.status, StatusCode::OK);
     let beta: RoleView = serde_json::from_str(&one.body).expect("a RoleView");
     assert_eq!(beta.holder.as_deref(), Some("node-a"));
-    call(&app, &mut seen, "GET", "/api/roles/nope", None, "")
-        .await
-        .assert_error(StatusCode::NOT_FOUND, "unknown_role");
-    call(&app, &mut seen, "GET", "/api/roles/bad.name", None, "")
-        .await
-        .assert_error(StatusCode::BAD_REQUEST, "invalid_role_name");
 
-    let instances = call(&app, &mut seen, "GET", "/api/instances", None, "").await;
+    let instances = get(&app, &mut seen, "/api/instances").await;
     assert_eq!(instances.status, StatusCode::OK);
     let instances: InstanceList = serde_json::from_str(&instances.body).expect("an InstanceList");
     assert_eq!(instances.instances.len(), 1);
@@ -306,10 +329,7 @@ async fn every_endpoint_answers_with_json_and_the_right_status() {
     let held: Vec<&str> = me.roles.iter().map(|r| r.role.as_str()).collect();
     assert_eq!(held, ["alpha", "beta"]);
 
-    // Unknown paths, wrong methods.
-    call(&app, &mut seen, "GET", "/api/nothing", None, "")
-        .await
-        .assert_error(StatusCode::NOT_FOUND, "not_found");
+    // Unknown roles and paths, wrong methods (DELETE says what is allowed).
     let wrong = call(&app, &mut seen, "DELETE", "/api/roles", None, "").await;
     wrong.assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
     assert!(
@@ -318,100 +338,40 @@ async fn every_endpoint_answers_with_json_and_the_right_status() {
             .unwrap_or_default()
             .contains("GET")
     );
-    call(
-        &app,
-        &mut seen,
-        "GET",
-        "/api/roles/alpha/release",
-        Some(TOKEN),
-        "",
-    )
-    .await
-    .assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
-    call(&app, &mut seen, "POST", "/api/roles", None, "")
-        .await
-        .assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
-
-    // Admin: token missing or wrong (401 before anything else is looked at), bodies.
-    for path in [
-        "/api/roles/alpha/release",
-        "/api/roles/alpha/evict",
-        "/api/roles/nope/evict",
-    ] {
+    // Admin: a missing token is answered 401 with a challenge, before anything else is
+    // looked at (the role `nope` does not exist).
+    let (release, evict) = ("/api/roles/alpha/release", "/api/roles/alpha/evict");
+    for path in [release, evict, "/api/roles/nope/evict"] {
         let r = call(&app, &mut seen, "POST", path, None, "").await;
         r.assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
         assert!(r.headers.contains_key(header::WWW_AUTHENTICATE));
-        call(
-            &app,
-            &mut seen,
-            "POST",
-            path,
-            Some("wrong-token-0123456789"),
-            "",
-        )
-        .await
-        .assert_error(StatusCode::UNAUTHORIZED, "unauthorized");
     }
-    for body in [
-        "{",
-        "[1, 2]",
-        r#"{"cooldown": 5}"#,
-        r#"{"colldown": "5s"}"#,
-        r#"{"cooldown": "forever"}"#,
-    ] {
-        call(
-            &app,
-            &mut seen,
-            "POST",
-            "/api/roles/alpha/release",
-            Some(TOKEN),
-            body,
-        )
-        .await
-        .assert_error(StatusCode::BAD_REQUEST, "bad_request");
-    }
-    for body in ["not json", r#"{"revision": "7"}"#, r#"{"revison": 7}"#] {
-        call(
-            &app,
-            &mut seen,
-            "POST",
-            "/api/roles/alpha/evict",
-            Some(TOKEN),
-            body,
-        )
-        .await
-        .assert_error(StatusCode::BAD_REQUEST, "bad_request");
-    }
-    call(
-        &app,
-        &mut seen,
-        "POST",
-        "/api/roles/bad.name/evict",
-        Some(TOKEN),
-        "",
-    )
-    .await
-    .assert_error(StatusCode::BAD_REQUEST, "invalid_role_name");
-    call(
-        &app,
-        &mut seen,
-        "POST",
-        "/api/roles/nope/release",
-        Some(TOKEN),
-        "",
-    )
-    .await
-    .assert_error(StatusCode::NOT_FOUND, "unknown_role");
-    call(
-        &app,
-        &mut seen,
-        "POST",
-        "/api/roles/gamma/release",
-        Some(TOKEN),
-        "",
-    )
-    .await
-    .assert_error(StatusCode::CONFLICT, "not_leader");
+    let wrong_token = Some("wrong-token-0123456789");
+    #[rustfmt::skip]
+    let refusals: [Refusal; 19] = [
+        ("GET", "/api/roles/nope", None, "", 404, "unknown_role"),
+        ("GET", "/api/roles/bad.name", None, "", 400, "invalid_role_name"),
+        ("GET", "/api/nothing", None, "", 404, "not_found"),
+        ("GET", release, Some(TOKEN), "", 405, "method_not_allowed"),
+        ("POST", "/api/roles", None, "", 405, "method_not_allowed"),
+        // A wrong token: 401 too, whatever the role.
+        ("POST", release, wrong_token, "", 401, "unauthorized"),
+        ("POST", evict, wrong_token, "", 401, "unauthorized"),
+        ("POST", "/api/roles/nope/evict", wrong_token, "", 401, "unauthorized"),
+        // Bodies.
+        ("POST", release, Some(TOKEN), "{", 400, "bad_request"),
+        ("POST", release, Some(TOKEN), "[1, 2]", 400, "bad_request"),
+        ("POST", release, Some(TOKEN), r#"{"cooldown": 5}"#, 400, "bad_request"),
+        ("POST", release, Some(TOKEN), r#"{"colldown": "5s"}"#, 400, "bad_request"),
+        ("POST", release, Some(TOKEN), r#"{"cooldown": "forever"}"#, 400, "bad_request"),
+        ("POST", evict, Some(TOKEN), "not json", 400, "bad_request"),
+        ("POST", evict, Some(TOKEN), r#"{"revision": "7"}"#, 400, "bad_request"),
+        ("POST", evict, Some(TOKEN), r#"{"revison": 7}"#, 400, "bad_request"),
+        ("POST", "/api/roles/bad.name/evict", Some(TOKEN), "", 400, "invalid_role_name"),
+        ("POST", "/api/roles/nope/release", Some(TOKEN), "", 404, "unknown_role"),
+        ("POST", "/api/roles/gamma/release", Some(TOKEN), "", 409, "not_leader"),
+    ];
+    assert_refused(&app, &mut seen, &refusals).await;
     assert!(
         a.is_leader(&role("alpha")),
         "a refused request changed nothing"
@@ -419,26 +379,12 @@ async fn every_endpoint_answers_with_json_and_the_right_status() {
 
     // Admin actions are off without a configured token, whatever the request says.
     let closed = api(&a, false).router();
-    call(
-        &closed,
-        &mut seen,
-        "POST",
-        "/api/roles/alpha/release",
-        Some(TOKEN),
-        "",
-    )
-    .await
-    .assert_error(StatusCode::FORBIDDEN, "admin_disabled");
-    call(
-        &closed,
-        &mut seen,
-        "POST",
-        "/api/roles/alpha/evict",
-        None,
-        "",
-    )
-    .await
-    .assert_error(StatusCode::FORBIDDEN, "admin_disabled");
+    #[rustfmt::skip]
+    let refusals: [Refusal; 2] = [
+        ("POST", release, Some(TOKEN), "", 403, "admin_disabled"),
+        ("POST", evict, None, "", 403, "admin_disabled"),
+    ];
+    assert_refused(&closed, &mut seen, &refusals).await;
 
     assert_no_secret(&seen, &secrets(&[&a]));
     a.shutdown(WAIT).await.expect("clean shutdown");
@@ -481,6 +427,41 @@ fn stalled_body() -> Body {
     >())
 }
 
+/// A 5,002-byte JSON body sent in 1,000-byte chunks, without a Content-Length.
+fn oversized_body() -> Body {
+    let padded = format!("{{{}}}", " ".repeat(5000));
+    let chunks = futures_util::stream::iter(
+        padded
+            .into_bytes()
+            .chunks(1000)
+            .map(|c| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(c)))
+            .collect::<Vec<_>>(),
+    );
+    Body::from_stream(chunks)
+}
+
+/// When an answer must come, measured against the request timeout.
+#[derive(Clone, Copy, Debug)]
+enum Within {
+    /// Before it: refused without waiting for the body.
+    Before,
+    /// Not before it: the body was waited for.
+    After,
+    /// Whenever (the answer depends on reading the body).
+    Any,
+}
+
+/// An admin upload: the router, the request headers, the body; then the HTTP status and error
+/// code it must get, and when.
+type Upload<'a> = (
+    &'a Router,
+    Vec<(header::HeaderName, &'a str)>,
+    fn() -> Body,
+    u16,
+    &'a str,
+    Within,
+);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_bodies_are_read_after_the_token_check_bounded_and_timed_out() {
     let server = NatsServer::start().await;
@@ -496,86 +477,44 @@ async fn admin_bodies_are_read_after_the_token_check_bounded_and_timed_out() {
     .router();
     let closed = Api::new(a.clone(), ApiOptions::default()).router();
     let bearer = format!("Bearer {TOKEN}");
-    let big = "1900000";
+    let bearer = bearer.as_str();
+    let (auth, length, big) = (header::AUTHORIZATION, header::CONTENT_LENGTH, "1900000");
+    let wrong = "Bearer wrong-token-0123456789";
+    let stalled: fn() -> Body = stalled_body;
+    let oversized: fn() -> Body = oversized_body;
+    // Without a valid token (or with admin actions off) refused at once, the (stalled,
+    // announced-large) body never read; authorised, a body announced above the limit is
+    // refused unread, one that turns out larger (no Content-Length) is refused, and one that
+    // does not arrive gets 408 after the request timeout.
+    #[rustfmt::skip]
+    let table: [Upload; 7] = [
+        (&app, vec![], stalled, 401, "unauthorized", Within::Before),
+        (&app, vec![(auth.clone(), wrong)], stalled, 401, "unauthorized", Within::Before),
+        (&app, vec![(length.clone(), big)], stalled, 401, "unauthorized", Within::Before),
+        (&closed, vec![], stalled, 403, "admin_disabled", Within::Any),
+        (&app, vec![(auth.clone(), bearer), (length, big)], stalled, 413, "body_too_large", Within::Before),
+        (&app, vec![(auth.clone(), bearer)], oversized, 413, "body_too_large", Within::Any),
+        (&app, vec![(auth, bearer)], stalled, 408, "request_timeout", Within::After),
+    ];
     for path in [
         "/api/roles/alpha/release",
         "/api/roles/alpha/evict",
         "/api/drain",
     ] {
-        // Refused at once, the (stalled, announced-large) body never read.
-        for (headers, want) in [
-            (vec![], "unauthorized"),
-            (
-                vec![(header::AUTHORIZATION, "Bearer wrong-token-0123456789")],
-                "unauthorized",
-            ),
-            (vec![(header::CONTENT_LENGTH, big)], "unauthorized"),
-        ] {
-            let (status, code, took) = call_streaming(&app, path, &headers, stalled_body()).await;
+        for (n, (router, headers, body, status, code, within)) in table.iter().enumerate() {
+            let (got, got_code, took) = call_streaming(router, path, headers, body()).await;
+            let what = format!("{path}, case {n}: answered after {took:?}");
             assert_eq!(
-                (status, code.as_str()),
-                (StatusCode::UNAUTHORIZED, want),
-                "{path}"
+                (got.as_u16(), got_code.as_str()),
+                (*status, *code),
+                "{what}"
             );
-            assert!(took < timeout, "{path}: refused after {took:?}");
+            match within {
+                Within::Before => assert!(took < timeout, "{what}"),
+                Within::After => assert!(took >= timeout, "{what}"),
+                Within::Any => {}
+            }
         }
-        let (status, code, _) = call_streaming(&closed, path, &[], stalled_body()).await;
-        assert_eq!(
-            (status, code.as_str()),
-            (StatusCode::FORBIDDEN, "admin_disabled")
-        );
-        // Authorised: a body announced above the limit is refused unread ...
-        let (status, code, took) = call_streaming(
-            &app,
-            path,
-            &[
-                (header::AUTHORIZATION, &bearer),
-                (header::CONTENT_LENGTH, big),
-            ],
-            stalled_body(),
-        )
-        .await;
-        assert_eq!(
-            (status, code.as_str()),
-            (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
-            "{path}"
-        );
-        assert!(took < timeout, "{path}: refused after {took:?}");
-        // ... and so is one that turns out larger (no Content-Length).
-        let padded = format!("{{{}}}", " ".repeat(5000));
-        let chunks = futures_util::stream::iter(
-            padded
-                .into_bytes()
-                .chunks(1000)
-                .map(|c| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(c)))
-                .collect::<Vec<_>>(),
-        );
-        let (status, code, _) = call_streaming(
-            &app,
-            path,
-            &[(header::AUTHORIZATION, &bearer)],
-            Body::from_stream(chunks),
-        )
-        .await;
-        assert_eq!(
-            (status, code.as_str()),
-            (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
-            "{path}"
-        );
-        // A body that does not arrive: 408 after the request timeout.
-        let (status, code, took) = call_streaming(
-            &app,
-            path,
-            &[(header::AUTHORIZATION, &bearer)],
-            stalled_body(),
-        )
-        .await;
-        assert_eq!(
-            (status, code.as_str()),
-            (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
-            "{path}"
-        );
-        assert!(took >= timeout, "{path}: timed out after {took:?}");
     }
     assert!(
         a.is_leader(&role("alpha")),
@@ -600,15 +539,8 @@ async fn release_and_evict_move_roles_safely() {
     let mut b_events = b.events();
 
     // Release only where the role is held.
-    let r = call(
-        &app_b,
-        &mut seen,
-        "POST",
-        "/api/roles/alpha/release",
-        Some(TOKEN),
-        "",
-    )
-    .await;
+    let (release, evict) = ("/api/roles/alpha/release", "/api/roles/alpha/evict");
+    let r = admin(&app_b, &mut seen, release, "").await;
     r.assert_error(StatusCode::CONFLICT, "not_leader");
     assert!(
         r.json()["error"]
@@ -619,15 +551,7 @@ async fn release_and_evict_move_roles_safely() {
         r.body
     );
     let term_a = a.leadership(&role("alpha")).expect("a leads").term();
-    let r = call(
-        &app_a,
-        &mut seen,
-        "POST",
-        "/api/roles/alpha/release",
-        Some(TOKEN),
-        r#"{"cooldown": "1m"}"#,
-    )
-    .await;
+    let r = admin(&app_a, &mut seen, release, r#"{"cooldown": "1m"}"#).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     let json = r.json();
     assert_eq!(
@@ -640,12 +564,9 @@ async fn release_and_evict_move_roles_safely() {
     // (bounded) until node-a's view has caught up.
     let deadline = Instant::now() + WAIT;
     let view = loop {
-        let view: RoleView = serde_json::from_str(
-            &call(&app_a, &mut seen, "GET", "/api/roles/alpha", None, "")
-                .await
-                .body,
-        )
-        .expect("a RoleView");
+        let view: RoleView =
+            serde_json::from_str(&get(&app_a, &mut seen, "/api/roles/alpha").await.body)
+                .expect("a RoleView");
         if view.holder.as_deref() == Some("node-b") || Instant::now() >= deadline {
             break view;
         }
@@ -658,63 +579,28 @@ async fn release_and_evict_move_roles_safely() {
         "node-a cools down"
     );
 
-    // Evict: a stale revision or term is refused, nothing is deleted.
+    // Evict: a stale revision or term is refused, nothing is deleted; unknown and
+    // never-written roles.
     let term_b = b.leadership(&role("alpha")).expect("b leads").term();
-    let stale = format!(r#"{{"revision": {}}}"#, term_b.saturating_sub(1));
-    let r = call(
-        &app_a,
-        &mut seen,
-        "POST",
-        "/api/roles/alpha/evict",
-        Some(TOKEN),
-        &stale,
-    )
-    .await;
-    r.assert_error(StatusCode::CONFLICT, "revision_mismatch");
-    let stale = format!(r#"{{"term": {}}}"#, term_b + 1000);
-    let r = call(
-        &app_a,
-        &mut seen,
-        "POST",
-        "/api/roles/alpha/evict",
-        Some(TOKEN),
-        &stale,
-    )
-    .await;
-    r.assert_error(StatusCode::CONFLICT, "term_mismatch");
+    let stale_revision = format!(r#"{{"revision": {}}}"#, term_b.saturating_sub(1));
+    let stale_term = format!(r#"{{"term": {}}}"#, term_b + 1000);
+    #[rustfmt::skip]
+    let refusals: [Refusal; 4] = [
+        ("POST", evict, Some(TOKEN), &stale_revision, 409, "revision_mismatch"),
+        ("POST", evict, Some(TOKEN), &stale_term, 409, "term_mismatch"),
+        ("POST", "/api/roles/nope/evict", Some(TOKEN), "", 404, "unknown_role"),
+        ("POST", "/api/roles/ghost/evict", Some(TOKEN), "", 404, "unknown_role"),
+    ];
+    assert_refused(&app_a, &mut seen, &refusals).await;
     assert!(b.is_leader(&role("alpha")));
     assert_eq!(b.leadership(&role("alpha")).map(|l| l.term()), Some(term_b));
-    // Unknown and never-written roles.
-    call(
-        &app_a,
-        &mut seen,
-        "POST",
-        "/api/roles/nope/evict",
-        Some(TOKEN),
-        "",
-    )
-    .await
-    .assert_error(StatusCode::NOT_FOUND, "unknown_role");
-    call(
-        &app_a,
-        &mut seen,
-        "POST",
-        "/api/roles/ghost/evict",
-        Some(TOKEN),
-        "",
-    )
-    .await
-    .assert_error(StatusCode::NOT_FOUND, "unknown_role");
 
     // Evict node-b's term (from node-a's API: any instance can evict) at its current term.
-    let body = format!(r#"{{"term": {term_b}}}"#);
-    let r = call(
+    let r = admin(
         &app_a,
         &mut seen,
-        "POST",
-        "/api/roles/alpha/evict",
-        Some(TOKEN),
-        &body,
+        evict,
+        &format!(r#"{{"term": {term_b}}}"#),
     )
     .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
@@ -746,12 +632,10 @@ async fn release_and_evict_move_roles_safely() {
     .await;
 
     // A vacant role: released by its only candidate, which cools down.
-    let r = call(
+    let r = admin(
         &app_a,
         &mut seen,
-        "POST",
         "/api/roles/solo/release",
-        Some(TOKEN),
         r#"{"cooldown": "1m"}"#,
     )
     .await;
@@ -760,16 +644,9 @@ async fn release_and_evict_move_roles_safely() {
         b.holders().iter().all(|h| h.role.as_str() != "solo")
     })
     .await;
-    call(
-        &app_a,
-        &mut seen,
-        "POST",
-        "/api/roles/solo/evict",
-        Some(TOKEN),
-        "",
-    )
-    .await
-    .assert_error(StatusCode::CONFLICT, "not_held");
+    admin(&app_a, &mut seen, "/api/roles/solo/evict", "")
+        .await
+        .assert_error(StatusCode::CONFLICT, "not_held");
 
     let mut all = secrets_before;
     all.extend(secrets(&[&a, &b]));
@@ -903,54 +780,21 @@ async fn events_report_transitions_and_end_on_shutdown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_returns_on_shutdown_while_a_client_holds_an_event_stream() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
     let server = NatsServer::start().await;
     let a = manager(&server.url(), "node-a", "serve", &["alpha"], &[]).await;
-    let api = api(&a, false);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = listener.local_addr().expect("address").port();
-    let serving = tokio::spawn({
-        let api = api.clone();
-        async move { api.serve(listener).await }
-    });
-    let mut client = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    client
-        .write_all(b"GET /api/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
-        .await
-        .expect("request");
-    let mut received = Vec::new();
-    let mut chunk = [0u8; 4096];
-    while !String::from_utf8_lossy(&received).contains("\"type\":\"hello\"") {
-        let n = tokio::time::timeout(WAIT, client.read(&mut chunk))
-            .await
-            .expect("the hello event")
-            .expect("read");
-        assert!(n > 0, "closed early");
-        received.extend_from_slice(&chunk[..n]);
-    }
-    let started = Instant::now();
-    api.shutdown_token().cancel();
-    tokio::time::timeout(Duration::from_secs(3), serving)
-        .await
-        .expect("serve returned within 3 s although a client holds an event stream")
-        .expect("task")
-        .expect("serve");
-    // The client sees the end of the stream (the connection closes).
-    let eof = tokio::time::timeout(Duration::from_secs(2), async {
-        loop {
-            match client.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-    })
+    let (api, port, serving) = serve(&a, ApiOptions::default()).await;
+    let mut client = support::tcp::send(
+        port,
+        b"GET /api/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n",
+    )
     .await;
-    assert!(eof.is_ok(), "the client connection stayed open");
+    let mut received = Vec::new();
+    support::tcp::read_until(&mut client, &mut received, support::tcp::HELLO, WAIT).await;
+    let started = Instant::now();
+    stop_serving(&api, serving, "although a client holds an event stream").await;
+    // The client sees the end of the stream (the connection closes).
+    let eof = support::tcp::read_to_close(&mut client, &mut received, Duration::from_secs(2)).await;
+    assert!(eof, "the client connection stayed open");
     assert!(started.elapsed() < Duration::from_secs(3));
     a.shutdown(WAIT).await.expect("clean shutdown");
 }
@@ -962,29 +806,19 @@ async fn readyz_fails_when_draining_or_disconnected() {
     let mut seen = Vec::new();
     let draining = api(&a, false);
     let app = draining.router();
-    assert_eq!(
-        call(&app, &mut seen, "GET", "/readyz", None, "")
-            .await
-            .status,
-        StatusCode::OK
-    );
+    assert_eq!(get(&app, &mut seen, "/readyz").await.status, StatusCode::OK);
     draining.drain();
-    let r = call(&app, &mut seen, "GET", "/readyz", None, "").await;
+    let r = get(&app, &mut seen, "/readyz").await;
     r.assert_error(StatusCode::SERVICE_UNAVAILABLE, "not_ready");
     assert_eq!(r.json()["reasons"][0], "shutting down");
     assert_eq!(r.json()["draining"], true);
 
     let app = api(&a, false).router();
-    assert_eq!(
-        call(&app, &mut seen, "GET", "/readyz", None, "")
-            .await
-            .status,
-        StatusCode::OK
-    );
+    assert_eq!(get(&app, &mut seen, "/readyz").await.status, StatusCode::OK);
     server.kill();
     let deadline = Instant::now() + WAIT;
     let r = loop {
-        let r = call(&app, &mut seen, "GET", "/readyz", None, "").await;
+        let r = get(&app, &mut seen, "/readyz").await;
         if r.status != StatusCode::OK || Instant::now() > deadline {
             break r;
         }
@@ -995,9 +829,7 @@ async fn readyz_fails_when_draining_or_disconnected() {
     assert!(r.body.contains("not connected to NATS"), "{}", r.body);
     // The liveness probe does not care.
     assert_eq!(
-        call(&app, &mut seen, "GET", "/healthz", None, "")
-            .await
-            .status,
+        get(&app, &mut seen, "/healthz").await.status,
         StatusCode::OK
     );
 }
@@ -1072,23 +904,28 @@ async fn serve(
     (api, port, serving)
 }
 
+/// Shuts `api` down and asserts that its `serving` task returns `Ok` within 3 s (`when` says
+/// what else was going on).
+async fn stop_serving(
+    api: &Api,
+    serving: tokio::task::JoinHandle<std::io::Result<()>>,
+    when: &str,
+) {
+    api.shutdown_token().cancel();
+    tokio::time::timeout(Duration::from_secs(3), serving)
+        .await
+        .unwrap_or_else(|_| panic!("serve did not return within 3 s of shutdown {when}"))
+        .expect("task")
+        .expect("serve");
+}
+
 /// Reads from `stream` until the server closes it (EOF or reset), at most `limit`; what was
 /// read, or `None` if it is still open.
 async fn until_closed(stream: &mut tokio::net::TcpStream, limit: Duration) -> Option<String> {
-    use tokio::io::AsyncReadExt;
     let mut got = Vec::new();
-    let mut chunk = [0u8; 4096];
-    tokio::time::timeout(limit, async {
-        loop {
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => got.extend_from_slice(&chunk[..n]),
-            }
-        }
-    })
-    .await
-    .ok()
-    .map(|()| String::from_utf8_lossy(&got).into_owned())
+    support::tcp::read_to_close(stream, &mut got, limit)
+        .await
+        .then(|| String::from_utf8_lossy(&got).into_owned())
 }
 
 /// `GET /healthz` on a new connection: the status line, or what went wrong.
@@ -1131,9 +968,7 @@ async fn slow_requests_and_idle_connections_are_closed() {
     .await;
 
     // One header line every 50 ms, never the blank line that ends them.
-    let mut slow = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
+    let mut slow = support::tcp::connect(port).await;
     let started = Instant::now();
     slow.write_all(b"GET /healthz HTTP/1.1\r\n")
         .await
@@ -1161,12 +996,8 @@ async fn slow_requests_and_idle_connections_are_closed() {
     );
 
     // Keep-alive: one request answered, then silence.
-    let mut kept = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let mut silent = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
+    let mut kept = support::tcp::connect(port).await;
+    let mut silent = support::tcp::connect(port).await;
     let opened = Instant::now();
     kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
@@ -1191,8 +1022,7 @@ async fn slow_requests_and_idle_connections_are_closed() {
         );
     }
     assert_eq!(healthz(port).await, "HTTP/1.1 200 OK");
-    api.shutdown_token().cancel();
-    serving.await.expect("task").expect("serve");
+    stop_serving(&api, serving, "").await;
     a.shutdown(WAIT).await.expect("clean shutdown");
 }
 
@@ -1202,7 +1032,7 @@ async fn slow_requests_and_idle_connections_are_closed() {
 /// answered 503.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
     let server = NatsServer::start().await;
     let a = manager(&server.url(), "node-a", "full", &["alpha"], &[]).await;
     let request_timeout = Duration::from_secs(1);
@@ -1217,11 +1047,7 @@ async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
 
     let mut idle = Vec::new();
     for _ in 0..10 {
-        idle.push(
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .expect("connect"),
-        );
+        idle.push(support::tcp::connect(port).await);
     }
     assert_eq!(healthz(port).await, "HTTP/1.1 200 OK");
     // The oldest were closed for the newer ones (the three newest may still be open).
@@ -1236,32 +1062,16 @@ async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
     // Two event streams (half the limit) ...
     let mut streams = Vec::new();
     for _ in 0..2 {
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .expect("connect");
-        s.write_all(b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .expect("request");
-        let mut got = Vec::new();
-        let mut chunk = [0u8; 4096];
-        while !String::from_utf8_lossy(&got).contains("\"type\":\"hello\"") {
-            let n = tokio::time::timeout(WAIT, s.read(&mut chunk))
-                .await
-                .expect("the hello event")
-                .expect("read");
-            assert!(n > 0, "an event stream was closed");
-            got.extend_from_slice(&chunk[..n]);
-        }
+        let mut s = support::tcp::send(port, b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        support::tcp::read_until(&mut s, &mut Vec::new(), support::tcp::HELLO, WAIT).await;
         streams.push(s);
     }
     // ... and no more.
-    let mut third = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    third
-        .write_all(b"GET /api/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("request");
+    let mut third = support::tcp::send(
+        port,
+        b"GET /api/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
     let reply = until_closed(&mut third, Duration::from_secs(2))
         .await
         .expect("the third stream is refused");
@@ -1275,18 +1085,11 @@ async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
     // refused until they time out.
     let mut uploads = Vec::new();
     for _ in 0..2 {
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .expect("connect");
-        s.write_all(
-            format!(
-                "POST /api/drain HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
-                 Content-Length: 20\r\nExpect: 100-continue\r\n\r\n"
-            )
-            .as_bytes(),
-        )
-        .await
-        .expect("request");
+        let request = format!(
+            "POST /api/drain HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Length: 20\r\nExpect: 100-continue\r\n\r\n"
+        );
+        let mut s = support::tcp::send(port, request.as_bytes()).await;
         // The handler reads the body: the request is in flight.
         let mut head = [0u8; 25];
         tokio::time::timeout(WAIT, s.read_exact(&mut head))
@@ -1306,12 +1109,7 @@ async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
     }
     assert!(refused_at.elapsed() < request_timeout + Duration::from_secs(1));
     assert_eq!(healthz(port).await, "HTTP/1.1 200 OK");
-    api.shutdown_token().cancel();
-    tokio::time::timeout(Duration::from_secs(3), serving)
-        .await
-        .expect("serve returns on shutdown with event streams open")
-        .expect("task")
-        .expect("serve");
+    stop_serving(&api, serving, "with event streams open").await;
     drop(streams);
     a.shutdown(WAIT).await.expect("clean shutdown");
 }
@@ -1359,7 +1157,7 @@ async fn foreign_metadata_is_capped_in_every_view() {
     let app = api(&a, false).router();
     let mut seen = Vec::new();
     for path in ["/api/roles", "/api/roles/alpha", "/api/instances"] {
-        let reply = call(&app, &mut seen, "GET", path, None, "").await;
+        let reply = get(&app, &mut seen, path).await;
         assert_eq!(reply.status, StatusCode::OK, "{path}");
         assert!(
             reply.body.len() < 16 * 1024,

@@ -13,7 +13,7 @@ use async_nats::jetstream;
 use instances::{Deployment, eventually, get_json, http};
 use nats_roles::inspect::{InstanceList, RoleList};
 use support::NatsServer;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 const ROLES: [&str; 6] = [
     "scheduler",
@@ -51,6 +51,35 @@ async fn kv_holders(kv: &jetstream::kv::Store) -> BTreeMap<String, (String, u64,
     out
 }
 
+/// The bucket's holders once every role of [`ROLES`] is held (none by `not_by`) and each
+/// instance serving on `ports` shows the same holder and term for every role in `/api/roles`.
+async fn settled(
+    kv: jetstream::kv::Store,
+    ports: Vec<u16>,
+    not_by: Option<String>,
+) -> Option<BTreeMap<String, (String, u64, Option<String>)>> {
+    let stored = kv_holders(&kv).await;
+    if stored.len() != ROLES.len() || stored.values().any(|(h, _, _)| Some(h) == not_by.as_ref()) {
+        return None;
+    }
+    let want: BTreeMap<String, (String, u64)> = stored
+        .iter()
+        .map(|(r, (h, t, _))| (r.clone(), (h.clone(), *t)))
+        .collect();
+    for port in ports {
+        let list: RoleList = get_json(port, "/api/roles").await;
+        let seen: BTreeMap<String, (String, u64)> = list
+            .roles
+            .iter()
+            .filter_map(|r| Some((r.role.clone(), (r.holder.clone()?, r.term?))))
+            .collect();
+        if seen != want {
+            return None;
+        }
+    }
+    Some(stored)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_instances_serve_what_the_kv_says() {
     let server = NatsServer::start().await;
@@ -77,31 +106,7 @@ async fn three_instances_serve_what_the_kv_says() {
     let stored = eventually(
         "every instance agrees with the KV",
         Duration::from_secs(15),
-        || {
-            let (kv, ports) = (kv.clone(), ports.clone());
-            async move {
-                let stored = kv_holders(&kv).await;
-                if stored.len() != ROLES.len() {
-                    return None;
-                }
-                for port in ports {
-                    let list: RoleList = get_json(port, "/api/roles").await;
-                    let seen: BTreeMap<String, (String, u64)> = list
-                        .roles
-                        .iter()
-                        .filter_map(|r| Some((r.role.clone(), (r.holder.clone()?, r.term?))))
-                        .collect();
-                    let want: BTreeMap<String, (String, u64)> = stored
-                        .iter()
-                        .map(|(r, (h, t, _))| (r.clone(), (h.clone(), *t)))
-                        .collect();
-                    if seen != want {
-                        return None;
-                    }
-                }
-                Some(stored)
-            }
-        },
+        || settled(kv.clone(), ports.clone(), None),
     )
     .await;
     // Each holder advertises its real dashboard URL in the lease.
@@ -197,36 +202,22 @@ async fn three_instances_serve_what_the_kv_says() {
         .iter()
         .position(|i| stored.values().any(|(h, _, _)| *h == i.id))
         .expect("some instance holds roles");
-    let mut sse = tokio::net::TcpStream::connect(("127.0.0.1", ports[first]))
-        .await
-        .expect("connect");
-    sse.write_all(b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .expect("request");
+    let mut sse =
+        support::tcp::send(ports[first], b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n").await;
     let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&got).contains("\"type\":\"hello\"") {
-        let n = tokio::time::timeout(Duration::from_secs(5), sse.read(&mut buf))
-            .await
-            .expect("hello event")
-            .expect("read");
-        assert!(n > 0);
-        got.extend_from_slice(&buf[..n]);
-    }
+    support::tcp::read_until(
+        &mut sse,
+        &mut got,
+        support::tcp::HELLO,
+        Duration::from_secs(5),
+    )
+    .await;
     let started = tokio::time::Instant::now();
     d.terminate(first);
     let status = d.wait_exit(first, Duration::from_secs(8)).await;
     assert!(status.success(), "exit status {status}\n{}", d.report());
-    let rest = tokio::time::timeout(Duration::from_secs(2), async {
-        loop {
-            match sse.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => got.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await;
-    assert!(rest.is_ok(), "the event stream stayed open after exit");
+    let closed = support::tcp::read_to_close(&mut sse, &mut got, Duration::from_secs(2)).await;
+    assert!(closed, "the event stream stayed open after exit");
     let took = started.elapsed();
     assert!(took < Duration::from_secs(6), "shutdown took {took:?}");
     let text = String::from_utf8_lossy(&got);
@@ -241,22 +232,23 @@ async fn three_instances_serve_what_the_kv_says() {
     eventually(
         "the survivors hold every role",
         Duration::from_secs(10),
-        || {
-            let (kv, gone) = (kv.clone(), gone.clone());
-            async move {
-                let stored = kv_holders(&kv).await;
-                let list: RoleList = get_json(survivor, "/api/roles").await;
-                let ok = stored.len() == ROLES.len()
-                    && stored.values().all(|(h, _, _)| *h != gone)
-                    && list.roles.iter().all(|r| {
-                        stored.get(&r.role).map(|(h, t, _)| (Some(h), Some(*t)))
-                            == Some((r.holder.as_ref(), r.term))
-                    });
-                ok.then_some(())
-            }
-        },
+        || settled(kv.clone(), vec![survivor], Some(gone.clone())),
     )
     .await;
+}
+
+/// A nats-server and one `nats-roles run` process, `node-a`, taking part in role `alpha` in
+/// `bucket` (with `admin` as its admin token): the server, the deployment, the process's pid
+/// and HTTP port. Keep the first two until the end of the test (dropping them stops both).
+async fn node_a(bucket: &str, admin: Option<&str>) -> (NatsServer, Deployment, u32, u16) {
+    let server = NatsServer::start().await;
+    let mut d = Deployment::new(&server.url(), bucket, &["alpha"], "");
+    if let Some(token) = admin {
+        d.env("NATS_ROLES_ADMIN_TOKEN", token);
+    }
+    let i = d.start("node-a").await;
+    let (pid, port) = (d.instances[i].pid(), d.instances[i].port);
+    (server, d, pid, port)
 }
 
 /// `VmRSS` of process `pid`, in KiB.
@@ -277,11 +269,7 @@ fn rss_kib(pid: u32) -> u64 {
 async fn stalled_unauthenticated_uploads_do_not_grow_memory() {
     const CLIENTS: usize = 40;
     const SIZE: usize = 1_900_000;
-    let server = NatsServer::start().await;
-    let mut d = Deployment::new(&server.url(), "uploads", &["alpha"], "");
-    d.env("NATS_ROLES_ADMIN_TOKEN", ADMIN);
-    let i = d.start("node-a").await;
-    let (pid, port) = (d.instances[i].pid(), d.instances[i].port);
+    let (_server, _d, pid, port) = node_a("uploads", Some(ADMIN)).await;
     // Warm up the paths a refusal takes, then take the baseline.
     let (status, _) = http(port, "POST", "/api/roles/alpha/evict", &[], "")
         .await
@@ -291,9 +279,7 @@ async fn stalled_unauthenticated_uploads_do_not_grow_memory() {
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
         clients.push(tokio::spawn(async move {
-            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .expect("connect");
+            let mut stream = support::tcp::connect(port).await;
             let head = format!(
                 "POST /api/roles/alpha/evict HTTP/1.1\r\nHost: x\r\n\
                  Content-Type: application/json\r\nContent-Length: {SIZE}\r\n\r\n"
@@ -304,17 +290,8 @@ async fn stalled_unauthenticated_uploads_do_not_grow_memory() {
             let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(&upload)).await;
             // Stall: wait for the answer (or the end of the connection), never send the rest.
             let mut answer = Vec::new();
-            let mut buf = [0u8; 1024];
-            let refused = tokio::time::timeout(Duration::from_secs(5), async {
-                loop {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => answer.extend_from_slice(&buf[..n]),
-                    }
-                }
-            })
-            .await
-            .is_ok();
+            let refused =
+                support::tcp::read_to_close(&mut stream, &mut answer, Duration::from_secs(5)).await;
             (
                 refused,
                 String::from_utf8_lossy(&answer).into_owned(),
@@ -395,10 +372,7 @@ fn open_files(pid: u32) -> usize {
 async fn healthz_answers_under_a_low_open_file_limit() {
     const LIMIT: u64 = 64;
     const IDLE: usize = 200;
-    let server = NatsServer::start().await;
-    let mut d = Deployment::new(&server.url(), "fds", &["alpha"], "");
-    let i = d.start("node-a").await;
-    let (pid, port) = (d.instances[i].pid(), d.instances[i].port);
+    let (_server, d, pid, port) = node_a("fds", None).await;
     eventually("node-a holds alpha", Duration::from_secs(10), || async {
         let list: RoleList = get_json(port, "/api/roles").await;
         list.roles

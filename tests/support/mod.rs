@@ -8,6 +8,7 @@
 //! * [`NatsCluster`]: a JetStream cluster (normally 3 nodes, `n1`..`n3`) on loopback, with the
 //!   same per-node controls.
 //! * [`connect`]: an `async_nats` client with a short initial retry and fast reconnects.
+//! * [`tcp`]: reading raw HTTP answers (up to an SSE `hello`, or until the server closes).
 //!
 //! The binary comes from [`nats_server_bin`]: `NATS_SERVER_BIN`, else
 //! `.tools/bin/nats-server` (installed by `scripts/install-tools.sh`), else a recent enough
@@ -29,6 +30,7 @@
 pub mod faults;
 pub mod proxy;
 pub mod roles;
+pub mod tcp;
 
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
