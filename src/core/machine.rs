@@ -1034,6 +1034,13 @@ impl RoleMachine {
         }
     }
 
+    /// Revisions up to `revision` were already seen in this bucket (any key, P6): an acquire
+    /// acknowledged at or below it cannot have been stored in this bucket, so it is never
+    /// promoted (the driver checks the epoch). Call before [`RoleMachine::start`].
+    pub fn seed_high_water(&mut self, revision: u64) {
+        self.high_water = self.high_water.max(revision);
+    }
+
     /// Nonce of the acquire whose outcome is unknown (tests).
     #[cfg(test)]
     pub(crate) fn unknown_acquire_nonce(&self) -> Option<Uuid> {

@@ -465,3 +465,40 @@ fn only_a_lease_present_at_start_is_adopted() {
         "{actions:?}"
     );
 }
+
+/// P6: a role added to a manager that has already seen revision 50 in the bucket (any key)
+/// and whose acquire is acknowledged at revision 5 wrote into a recreated bucket the manager
+/// has not noticed yet: never promoted with the old epoch; the driver is asked to check it.
+#[test]
+fn an_acquire_below_the_bucket_s_known_revisions_is_not_promoted() {
+    let (mut m, t0) = machine();
+    m.seed_high_water(50);
+    let acquire = start_and_acquire(&mut m, t0);
+    m.handle_write(acquire, WriteOutcome::Ok { revision: 5 }, t0);
+    let actions = drain(&mut m);
+    assert!(
+        m.term().is_none(),
+        "promoted below the bucket's high-water mark"
+    );
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Notice(Notice::RevisionRegressed { .. }))),
+        "{actions:?}"
+    );
+    // The machine may try again on what it knew (a conflict now: the key moved on).
+    if let Some((op, _, _)) = write_of(&actions) {
+        m.handle_write(op, WriteOutcome::Conflict, t0);
+        assert!(m.term().is_none());
+        drain(&mut m);
+    }
+    // After the reset to the new epoch the role is acquired there.
+    m.handle_bucket_reset(EPOCH + 1, t0);
+    let read = op_of(&drain(&mut m)).expect("a read in the new bucket");
+    m.handle_read(read, Ok(KeyState::Absent), t0);
+    let (op, kind, _) = write_of(&drain(&mut m)).expect("an acquire");
+    assert_eq!(kind, WriteKind::Acquire);
+    m.handle_write(op, WriteOutcome::Ok { revision: 6 }, t0);
+    let term = m.term().expect("promoted in the new epoch");
+    assert_eq!(term.token.epoch(), EPOCH + 1);
+}

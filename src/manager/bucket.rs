@@ -16,6 +16,8 @@ pub(crate) struct Opened {
     pub(crate) store: LeaseStore,
     pub(crate) kv: kv::Store,
     pub(crate) epoch: u64,
+    /// The stream's last sequence when it was opened: every revision written later is larger.
+    pub(crate) last_revision: u64,
 }
 
 /// Opens the bucket; creates it when it is missing and `auto_create` is set (P1).
@@ -82,6 +84,7 @@ pub(crate) async fn open(
         store,
         kv,
         epoch,
+        last_revision: info.state.last_sequence,
     })
 }
 

@@ -382,6 +382,7 @@ impl RoleManagerBuilder {
             placement: placement.clone(),
             flaws,
             epoch: std::sync::atomic::AtomicU64::new(opened.epoch),
+            bucket_high_water: std::sync::atomic::AtomicU64::new(opened.last_revision),
         });
         let cancel = CancellationToken::new();
         let health = self
@@ -639,6 +640,10 @@ impl RoleManager {
             self.shared.epoch(),
             seed,
         );
+        // P6: every revision this manager saw in the bucket (any key) is below any write the
+        // new role makes there, so an acquire acknowledged at or below it was stored in a
+        // recreated bucket this manager has not noticed yet: never promoted, epoch checked.
+        machine.seed_high_water(self.shared.bucket_high_water());
         #[cfg(feature = "negative-controls")]
         if self.shared.flaws.no_local_deadline {
             machine.ignore_deadline_for_negative_control();

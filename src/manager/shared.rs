@@ -49,6 +49,10 @@ pub(crate) struct Shared {
     /// [`Shared::reset_epoch`]), so a role added concurrently with a reset starts on the new
     /// epoch or receives the reset.
     pub(crate) epoch: std::sync::atomic::AtomicU64,
+    /// The highest revision seen in the current bucket, any key (the stream's last sequence at
+    /// start-up, then every watcher entry); reset with the epoch. Seeds a new role's high-water
+    /// mark (P6).
+    pub(crate) bucket_high_water: std::sync::atomic::AtomicU64,
 }
 
 /// Negative-control switches of the driver (cargo feature `negative-controls`; always off
@@ -96,11 +100,25 @@ impl Shared {
         self.epoch.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// The highest revision seen in the current bucket (any key).
+    pub(crate) fn bucket_high_water(&self) -> u64 {
+        self.bucket_high_water
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The watcher saw `revision` in the current bucket.
+    pub(crate) fn saw_revision(&self, revision: u64) {
+        self.bucket_high_water
+            .fetch_max(revision, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// A new bucket epoch (P1): records it and resets every managed role to it, under the
     /// `roles` lock (a role added at the same time starts on the new epoch or gets the reset).
     pub(crate) fn reset_epoch(&self, epoch: u64) {
         let roles = self.roles();
         self.epoch.store(epoch, std::sync::atomic::Ordering::SeqCst);
+        self.bucket_high_water
+            .store(0, std::sync::atomic::Ordering::SeqCst);
         for slot in roles.values() {
             let _ = slot.inbox.send(RoleInput::BucketReset(epoch));
         }

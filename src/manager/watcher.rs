@@ -212,6 +212,9 @@ fn report_delivery(shared: &Shared, entry: &Entry) {
 }
 
 fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
+    if epoch == shared.epoch() {
+        shared.saw_revision(entry.revision);
+    }
     if entry.key.starts_with(crate::placement::MEMBER_PREFIX) {
         if let Some(p) = &shared.placement {
             super::placement::observe_member(shared, p, entry);
