@@ -426,12 +426,16 @@ async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
     );
     assert_eq!(s.leader_id, None, "{s:?}");
     assert_eq!(s.revision, hostile_rev);
-    let info = a
-        .holders()
-        .into_iter()
-        .find(|h| h.role == r)
+    // The watcher's view (which the API and the stdout lines show) says the same.
+    let mut observed = a.observe(&r);
+    let info = tokio::time::timeout(Duration::from_secs(2), observed.wait_for(|h| h.is_some()))
+        .await
+        .expect("the watcher reports the holder")
+        .expect("watch open")
+        .clone()
         .expect("holder info");
     assert!(info.foreign && info.term.is_none(), "{info:?}");
+    assert_eq!(info.revision, hostile_rev);
     // Taken over after the backstop on this follower's own TTL (not the hostile 2^63 ms).
     let upper = 2 * TTL + HEARTBEAT + Duration::from_millis(500);
     wait_until(upper, "the hostile-held role is taken over", || {
