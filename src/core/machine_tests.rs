@@ -56,11 +56,15 @@ fn write_of(actions: &[Action]) -> Option<(u64, WriteKind, u64)> {
 }
 
 fn lease(holder: &str, incarnation: u64, nonce: u64, term: Option<u64>) -> HolderValue {
+    lease_with_nonce(holder, incarnation, Uuid::from_u64_pair(nonce, nonce), term)
+}
+
+fn lease_with_nonce(holder: &str, incarnation: u64, nonce: Uuid, term: Option<u64>) -> HolderValue {
     HolderValue::Lease(Box::new(LeaseValue {
         v: crate::value::VALUE_VERSION,
         holder: InstanceId::new(holder).expect("valid instance id"),
         incarnation: Uuid::from_u64_pair(incarnation, incarnation),
-        nonce: Uuid::from_u64_pair(nonce, nonce),
+        nonce,
         term,
         priority: 0,
         ttl_ms: 3_000,
@@ -285,18 +289,7 @@ fn a_release_during_an_unknown_acquire_finds_and_deletes_it() {
     let ours = m
         .unknown_acquire_nonce()
         .expect("the unknown acquire's nonce");
-    let value = HolderValue::Lease(Box::new(LeaseValue {
-        v: crate::value::VALUE_VERSION,
-        holder: InstanceId::new("solo").expect("valid"),
-        incarnation: Uuid::from_u64_pair(1, 1),
-        nonce: ours,
-        term: None,
-        priority: 0,
-        ttl_ms: 3_000,
-        meta: std::collections::BTreeMap::new(),
-        acquired_at: None,
-        renewed_at: None,
-    }));
+    let value = lease_with_nonce("solo", 1, ours, None);
     m.handle_read(read, Ok(KeyState::Held { revision: 5, value }), now);
     let (_, kind, expected) = write_of(&drain(&mut m)).expect("the delete");
     assert_eq!((kind, expected), (WriteKind::Release, 5));
@@ -320,18 +313,7 @@ fn a_release_conflict_with_our_own_late_renewal_still_releases() {
     let read = op_of(&actions).expect("a re-read at once");
     assert!(m.poll_timeout().is_none_or(|t| t >= t0));
     // Our renewal of the same term committed late at revision 4.
-    let mine = HolderValue::Lease(Box::new(LeaseValue {
-        v: crate::value::VALUE_VERSION,
-        holder: InstanceId::new("solo").expect("valid"),
-        incarnation: Uuid::from_u64_pair(1, 1),
-        nonce,
-        term: Some(3),
-        priority: 0,
-        ttl_ms: 3_000,
-        meta: std::collections::BTreeMap::new(),
-        acquired_at: None,
-        renewed_at: None,
-    }));
+    let mine = lease_with_nonce("solo", 1, nonce, Some(3));
     m.handle_read(
         read,
         Ok(KeyState::Held {
