@@ -1,0 +1,318 @@
+//! [`RoleManagerBuilder`]: the connection, bucket and defaults of a manager, its roles and
+//! sinks; `start()` opens the bucket and spawns the watcher, the role tasks and the health task.
+
+use super::shared::{Flaws, Shared};
+use super::{
+    RoleEvent, RoleManager, RoleSpec, bucket, connection, health_task, placement, watcher,
+};
+use crate::config::PlacementConfig;
+use crate::core::{RetryPolicy, Timing};
+use crate::error::Error;
+use crate::health::{HealthChecker, HealthPolicy, HealthState};
+use crate::names::InstanceId;
+use crate::store::ServerErrors;
+use crate::tap::{Tap, TapSink};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info};
+use uuid::Uuid;
+
+/// Builds a [`RoleManager`].
+#[must_use = "a builder does nothing until start() is called"]
+pub struct RoleManagerBuilder {
+    pub(super) client: async_nats::Client,
+    pub(super) server_errors: ServerErrors,
+    pub(super) instance: InstanceId,
+    pub(super) bucket: crate::config::BucketConfig,
+    pub(super) priority: i32,
+    pub(super) meta: BTreeMap<String, String>,
+    pub(super) retry: RetryPolicy,
+    pub(super) drain_timeout: Duration,
+    pub(super) validation_interval: Option<Duration>,
+    pub(super) health: Option<(Arc<dyn HealthChecker>, HealthPolicy)>,
+    pub(super) roles: Vec<RoleSpec>,
+    pub(super) events: broadcast::Sender<RoleEvent>,
+    pub(super) tap_sinks: Vec<Arc<dyn TapSink>>,
+    pub(super) meter: Option<opentelemetry::metrics::Meter>,
+    pub(super) placement: Option<(PlacementConfig, Option<Duration>)>,
+    #[cfg(feature = "negative-controls")]
+    pub(super) negative: Option<crate::negative::NegativeControl>,
+}
+
+impl RoleManagerBuilder {
+    /// Records the manager's metrics ([`crate::metrics`]) with `meter` instead of
+    /// `opentelemetry::global::meter("nats-roles")` (which records nothing until the
+    /// application installs a global meter provider).
+    pub fn meter(mut self, meter: opentelemetry::metrics::Meter) -> Self {
+        self.meter = Some(meter);
+        self
+    }
+
+    /// Enables placement (docs/placement.md) when `config.enabled`: a membership record
+    /// `member.<instance>` with TTL `member_ttl` (default: the shortest role TTL), priority
+    /// takeover and load spreading by graceful hand-over.
+    pub fn placement(mut self, config: PlacementConfig, member_ttl: Option<Duration>) -> Self {
+        self.placement = config.enabled.then_some((config, member_ttl));
+        self
+    }
+
+    /// Test-only: run with one deliberately broken mode, which the history checker must flag.
+    #[cfg(feature = "negative-controls")]
+    #[doc(hidden)]
+    pub fn negative_control(mut self, mode: crate::negative::NegativeControl) -> Self {
+        self.negative = Some(mode);
+        self
+    }
+
+    /// Records this manager's history (lease writes, terms, fenced writes) with `recorder`
+    /// (format: `docs/reliability.md`). Without it nothing is recorded and nothing is paid.
+    pub fn history(self, recorder: crate::history::HistoryRecorder) -> Self {
+        self.tap_sink(Arc::new(recorder))
+    }
+
+    /// Adds a sink for the drivers' instrumentation events (history, metrics).
+    pub(crate) fn tap_sink(mut self, sink: Arc<dyn TapSink>) -> Self {
+        self.tap_sinks.push(sink);
+        self
+    }
+
+    /// Transitions of every role from the very start (the promotions of roles won while
+    /// [`RoleManagerBuilder::start`] runs included); [`RoleManager::events`] only sees what
+    /// happens after its call.
+    #[must_use]
+    pub fn events(&self) -> broadcast::Receiver<RoleEvent> {
+        self.events.subscribe()
+    }
+
+    /// The KV bucket (default `roles`).
+    pub fn bucket(mut self, name: impl Into<String>) -> Self {
+        self.bucket.name = name.into();
+        self
+    }
+
+    /// Create the bucket if it is missing, with this many replicas.
+    pub fn auto_create(mut self, replicas: usize) -> Self {
+        self.bucket.auto_create = true;
+        self.bucket.replicas = replicas;
+        self
+    }
+
+    /// Metadata written into every lease (host, HTTP address, ...).
+    pub fn meta(mut self, meta: BTreeMap<String, String>) -> Self {
+        self.meta = meta;
+        self
+    }
+
+    /// Retry policy for transient failures.
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Longest wait for `on_demote` during a graceful release.
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
+    /// Re-validate every held lease against the KV this often (protocol P6).
+    pub fn validation_interval(mut self, interval: Option<Duration>) -> Self {
+        self.validation_interval = interval;
+        self
+    }
+
+    /// Release all roles after repeated health-check failures.
+    pub fn health_checker(mut self, checker: impl HealthChecker, policy: HealthPolicy) -> Self {
+        self.health = Some((Arc::new(checker), policy));
+        self
+    }
+
+    /// Server errors seen on the connection (see [`connect`](super::connect)); enables fast permission errors.
+    pub fn server_errors(mut self, errors: ServerErrors) -> Self {
+        self.server_errors = errors;
+        self
+    }
+
+    /// Default priority of this instance's roles.
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Adds a role.
+    pub fn role(mut self, role: RoleSpec) -> Self {
+        self.roles.push(role);
+        self
+    }
+
+    /// Opens (or creates) the bucket, starts the watcher and every role.
+    ///
+    /// # Errors
+    /// [`Error::InvalidTiming`] (before connecting to the bucket) for a role whose timing breaks
+    /// a rule of [`Timing::validate`]; [`Error::BucketNotFound`], [`Error::PermissionDenied`],
+    /// [`Error::JetStream`]; [`Error::BucketMaxAgeTooShort`] when the bucket's `max_age` is
+    /// shorter than a role's TTL; or [`Error::RoleExists`] for a role given twice.
+    pub async fn start(self) -> Result<RoleManager, Error> {
+        for spec in &self.roles {
+            spec.validate()?;
+        }
+        #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
+        let mut opened = bucket::open(&self.client, &self.bucket, &self.server_errors).await?;
+        #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
+        let mut flaws = Flaws::default();
+        #[cfg(feature = "negative-controls")]
+        {
+            use crate::negative::NegativeControl as N;
+            if let Some(mode) = self.negative {
+                tracing::error!(
+                    ?mode,
+                    "negative control active: this manager is deliberately broken (test only)"
+                );
+            }
+            match self.negative {
+                Some(N::PlainPut) => opened.store.set_plain_put(),
+                Some(N::DropTtl) => flaws.drop_ttl = true,
+                Some(N::NoLocalDeadline) => flaws.no_local_deadline = true,
+                Some(N::SkipDemote) => flaws.skip_demote = true,
+                None => {}
+            }
+        }
+        // How long a release can take at most: the drain of the role work, then the write.
+        let release_bound = self.drain_timeout
+            + self
+                .roles
+                .iter()
+                .map(|r| r.timing.operation_timeout)
+                .max()
+                .unwrap_or(Timing::default().operation_timeout);
+        let placement = self.placement.clone().map(|(config, member_ttl)| {
+            let shortest = self.roles.iter().map(|r| r.timing.ttl).min();
+            let member_ttl = member_ttl
+                .or(shortest)
+                .unwrap_or(Timing::default().ttl)
+                .max(Duration::from_secs(1));
+            let operation_timeout = self
+                .roles
+                .iter()
+                .map(|r| r.timing.operation_timeout)
+                .min()
+                .unwrap_or(Timing::default().operation_timeout);
+            Arc::new(placement::PlacementShared::new(placement::Settings {
+                config,
+                member_ttl,
+                operation_timeout,
+                priority: self.priority,
+                http: self.meta.get("http").cloned(),
+            }))
+        });
+        let (connected_tx, connected_rx) = watch::channel(connection::is_connected(&self.client));
+        let incarnation = Uuid::new_v4();
+        let meter = self
+            .meter
+            .unwrap_or_else(|| opentelemetry::global::meter("nats-roles"));
+        let mut sinks = self.tap_sinks;
+        sinks.push(Arc::new(crate::metrics::RoleMetrics::new(
+            &meter,
+            &self.instance,
+            &self.bucket.name,
+        )));
+        let shared = Arc::new(Shared {
+            instance: self.instance.clone(),
+            incarnation,
+            store: opened.store.clone(),
+            drain_timeout: self.drain_timeout,
+            connected: connected_rx,
+            events: self.events,
+            roles: Mutex::new(HashMap::new()),
+            holders: Mutex::new(BTreeMap::new()),
+            caught_up: watch::channel(false).0,
+            bucket_check: tokio::sync::Notify::new(),
+            tap: Tap::new(sinks),
+            placement: placement.clone(),
+            flaws,
+            epoch: std::sync::atomic::AtomicU64::new(opened.epoch),
+            bucket_high_water: std::sync::atomic::AtomicU64::new(opened.last_revision),
+        });
+        let cancel = CancellationToken::new();
+        let health = self
+            .health
+            .as_ref()
+            .map(|_| watch::channel(HealthState::default()));
+        let manager = RoleManager {
+            shared: shared.clone(),
+            cancel: cancel.clone(),
+            epoch: opened.epoch,
+            retry: self.retry,
+            priority: self.priority,
+            meta: self.meta,
+            validation_interval: self.validation_interval,
+            seed: Mutex::new(incarnation.as_u64_pair().0),
+            background: Mutex::new(Vec::new()),
+            health: health.as_ref().map(|(_, rx)| rx.clone()),
+        };
+        for spec in self.roles {
+            manager.add_role(spec)?;
+        }
+        let span =
+            tracing::info_span!("manager", instance = %self.instance, bucket = %self.bucket.name);
+        let mut background = Vec::new();
+        background.push(tokio::spawn(
+            watcher::run(
+                shared.clone(),
+                opened.kv,
+                watcher::BucketRecovery {
+                    js: opened.js,
+                    config: self.bucket.clone(),
+                    epoch: opened.epoch,
+                },
+                cancel.clone(),
+            )
+            .instrument(span.clone()),
+        ));
+        background.push(tokio::spawn(
+            connection::monitor(
+                self.client.clone(),
+                shared.clone(),
+                connected_tx,
+                cancel.clone(),
+            )
+            .instrument(span.clone()),
+        ));
+        if let Some(p) = &placement {
+            background.push(tokio::spawn(
+                placement::run_heartbeat(shared.clone(), p.clone(), cancel.clone())
+                    .instrument(span.clone()),
+            ));
+            background.push(tokio::spawn(
+                placement::run_controller(shared.clone(), p.clone(), cancel.clone())
+                    .instrument(span.clone()),
+            ));
+        }
+        if let (Some((checker, policy)), Some((state, _))) = (self.health, health) {
+            background.push(tokio::spawn(
+                health_task::health_loop(
+                    shared.clone(),
+                    checker,
+                    policy,
+                    release_bound,
+                    state,
+                    cancel.clone(),
+                )
+                .instrument(span),
+            ));
+        }
+        if let Ok(mut b) = manager.background.lock() {
+            b.extend(background);
+        }
+        info!(
+            instance = %manager.shared.instance,
+            incarnation = %incarnation,
+            ttl_mode = ?opened.store.ttl_mode(),
+            "role manager started"
+        );
+        Ok(manager)
+    }
+}

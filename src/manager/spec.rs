@@ -1,0 +1,138 @@
+//! One role to take part in ([`RoleSpec`]): name, campaign or observe only, priority,
+//! timing, takeover and callbacks.
+
+use crate::callbacks::{NoCallbacks, RoleCallbacks};
+use crate::config::{Config, RoleConfig, Takeover, TimingConfig};
+use crate::core::Timing;
+use crate::error::Error;
+use crate::names::RoleName;
+use std::sync::Arc;
+
+/// One role to take part in.
+#[derive(Clone)]
+pub struct RoleSpec {
+    pub(super) name: RoleName,
+    pub(super) campaign: bool,
+    /// `None`: the manager's default priority.
+    pub(super) priority: Option<i32>,
+    pub(super) timing: Timing,
+    pub(super) takeover: Takeover,
+    pub(super) callbacks: Arc<dyn RoleCallbacks>,
+}
+
+impl std::fmt::Debug for RoleSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoleSpec")
+            .field("name", &self.name)
+            .field("campaign", &self.campaign)
+            .field("priority", &self.priority)
+            .field("timing", &self.timing)
+            .field("takeover", &self.takeover)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RoleSpec {
+    /// A role with default timing, priority 0, campaigning, no callbacks.
+    #[must_use]
+    pub fn new(name: RoleName) -> Self {
+        Self {
+            name,
+            campaign: true,
+            priority: None,
+            timing: timing_from(&TimingConfig::default()),
+            takeover: Takeover::Voluntary,
+            callbacks: Arc::new(NoCallbacks),
+        }
+    }
+
+    /// A role as declared in the configuration (timing overrides applied).
+    #[must_use]
+    pub fn from_config(role: &RoleConfig, config: &Config) -> Self {
+        Self {
+            name: role.name.clone(),
+            campaign: role.campaign,
+            priority: Some(role.effective_priority(&config.instance)),
+            timing: timing_from(&config.timing.for_role(role)),
+            takeover: role.takeover,
+            callbacks: Arc::new(NoCallbacks),
+        }
+    }
+
+    /// The role name.
+    #[must_use]
+    pub fn name(&self) -> &RoleName {
+        &self.name
+    }
+
+    /// Only observe the role: never campaign for it.
+    #[must_use]
+    pub fn observe_only(mut self) -> Self {
+        self.campaign = false;
+        self
+    }
+
+    /// Priority written into the lease (placement uses it); default: the manager's priority.
+    #[must_use]
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Whether placement may hand this role over to a preferred instance (default
+    /// [`Takeover::Voluntary`]; only with [`RoleManagerBuilder::placement`](super::RoleManagerBuilder::placement)).
+    #[must_use]
+    pub fn takeover(mut self, takeover: Takeover) -> Self {
+        self.takeover = takeover;
+        self
+    }
+
+    /// Lease timing for this role. It is checked ([`Timing::validate`], the same rules as the
+    /// YAML configuration) when the role is started: [`RoleManagerBuilder::start`](super::RoleManagerBuilder::start) and
+    /// [`RoleManager::add_role`](super::RoleManager::add_role) return [`Error::InvalidTiming`] for a timing that breaks one.
+    #[must_use]
+    pub fn timing(mut self, timing: Timing) -> Self {
+        self.timing = timing;
+        self
+    }
+
+    /// Checks the role's timing ([`Timing::validate`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidTiming`] naming the role and the first rule broken.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.timing
+            .validate()
+            .map_err(|source| Error::InvalidTiming {
+                role: self.name.clone(),
+                source,
+            })
+    }
+
+    /// Callbacks run on promotion and demotion.
+    #[must_use]
+    pub fn callbacks(mut self, callbacks: impl RoleCallbacks) -> Self {
+        self.callbacks = Arc::new(callbacks);
+        self
+    }
+
+    /// Callbacks shared with other roles.
+    #[must_use]
+    pub fn shared_callbacks(mut self, callbacks: Arc<dyn RoleCallbacks>) -> Self {
+        self.callbacks = callbacks;
+        self
+    }
+}
+
+/// Converts configuration timing into core timing.
+#[must_use]
+pub fn timing_from(t: &TimingConfig) -> Timing {
+    Timing {
+        ttl: t.ttl,
+        heartbeat: t.heartbeat,
+        deadline_margin: t.deadline_margin,
+        operation_timeout: t.operation_timeout,
+        disconnect_grace: t.disconnect_grace,
+        campaign_jitter: t.campaign_jitter,
+    }
+}
