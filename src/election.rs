@@ -78,6 +78,10 @@ impl Election {
 
     /// Gives the role up for `cooldown` (graceful hand-over).
     ///
+    /// Not `async`: it only asks the role's task and returns at once, before the hand-over
+    /// (`on_demote`, then the lease delete) has happened; wait on [`Election::subscribe`]
+    /// (`wait_for(|s| !s.is_leader())`) to know it is done.
+    ///
     /// # Errors
     /// [`Error::UnknownRole`] after shutdown.
     pub fn release(&self, cooldown: Duration) -> Result<(), Error> {
