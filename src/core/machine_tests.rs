@@ -74,11 +74,16 @@ fn lease_with_nonce(holder: &str, incarnation: u64, nonce: Uuid, term: Option<u6
     }))
 }
 
-/// Starts `m` on an absent key and returns the op id of its acquire.
-fn start_and_acquire(m: &mut RoleMachine, t0: Instant) -> u64 {
+/// Starts `m` and answers its first read with `state`.
+fn start_on(m: &mut RoleMachine, t0: Instant, state: KeyState) {
     m.start(t0);
     let read = op_of(&drain(m)).expect("a read");
-    m.handle_read(read, Ok(KeyState::Absent), t0);
+    m.handle_read(read, Ok(state), t0);
+}
+
+/// Starts `m` on an absent key and returns the op id of its acquire.
+fn start_and_acquire(m: &mut RoleMachine, t0: Instant) -> u64 {
+    start_on(m, t0, KeyState::Absent);
     let (op, kind, _) = write_of(&drain(m)).expect("an acquire");
     assert_eq!(kind, WriteKind::Acquire);
     op
@@ -402,30 +407,26 @@ fn only_a_lease_present_at_start_is_adopted() {
     let predecessor = lease("solo", 9, 9, Some(4));
     // Present at start: adopted.
     let (mut m, t0) = machine();
-    m.start(t0);
-    let read = op_of(&drain(&mut m)).expect("a read");
-    m.handle_read(
-        read,
-        Ok(KeyState::Held {
-            revision: 4,
-            value: predecessor.clone(),
-        }),
+    start_on(
+        &mut m,
         t0,
+        KeyState::Held {
+            revision: 4,
+            value: predecessor,
+        },
     );
     let (_, kind, expected) = write_of(&drain(&mut m)).expect("adoption");
     assert_eq!((kind, expected), (WriteKind::Acquire, 4));
 
     // Written after start (another process with our id took the role later): flagged.
     let (mut m, t0) = machine();
-    m.start(t0);
-    let read = op_of(&drain(&mut m)).expect("a read");
-    m.handle_read(
-        read,
-        Ok(KeyState::Held {
+    start_on(
+        &mut m,
+        t0,
+        KeyState::Held {
             revision: 2,
             value: lease("other", 2, 2, None),
-        }),
-        t0,
+        },
     );
     drain(&mut m);
     m.handle_observed(

@@ -12,6 +12,7 @@
 //! labels `role` (except the per-instance ones), `instance_id` and `bucket`. The list with
 //! units, labels and meaning is in `docs/observability.md`.
 
+mod labels;
 mod sink;
 
 pub(crate) use sink::RoleMetrics;
