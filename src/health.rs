@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 /// Decides whether this instance is fit to hold roles.
 pub trait HealthChecker: Send + Sync + 'static {
     /// Returns `true` when healthy. Called every `interval` with a timeout; a timeout counts as
@@ -9,16 +11,23 @@ pub trait HealthChecker: Send + Sync + 'static {
     fn check(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + '_>>;
 }
 
-/// How failures turn into releases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How failures turn into releases; the configuration's `health` section (besides its
+/// `command`). Every field is optional in YAML; a missing one takes its value from
+/// [`HealthPolicy::default`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct HealthPolicy {
-    /// Time between checks.
+    /// Interval between health checks; greater than zero. Default: `1s`.
+    #[serde(with = "humantime_serde")]
     pub interval: Duration,
-    /// Longest a single check may take.
+    /// Timeout of one health check; greater than zero and at most `interval`. Default: `500ms`.
+    #[serde(with = "humantime_serde")]
     pub timeout: Duration,
-    /// Consecutive failures that trigger a release of every held role.
+    /// Consecutive failures after which the instance is unhealthy and releases every held
+    /// role; at least `1`. Default: `3`.
     pub failure_threshold: u32,
-    /// How long released roles stay away before campaigning again.
+    /// Time after becoming unhealthy before contending for roles again. Default: `10s`.
+    #[serde(with = "humantime_serde")]
     pub cooldown: Duration,
 }
 

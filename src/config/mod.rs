@@ -31,25 +31,33 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::de::MapAccess;
+use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::core::{RetryPolicy, Timing};
-use crate::health::HealthPolicy;
+pub use crate::core::{RetryPolicy, Timing, TimingOverrides};
+pub use crate::health::HealthPolicy;
 use crate::names::{InstanceId, NameError, RoleName};
+use inline::{Extra, MainPart};
+use nats::Redacted;
 
 mod env;
 mod error;
+mod inline;
 mod load;
 mod locate;
+mod nats;
+mod roles;
 mod telemetry;
 #[cfg(test)]
 mod tests;
 mod validate;
 
 pub use error::{ConfigError, ConfigProblem};
+pub use nats::{NatsConfig, TlsConfig};
+pub use roles::{RoleConfig, Takeover};
 pub use telemetry::{DEFAULT_SERVICE_NAME, LogFormat, OtlpConfig, OtlpProtocol, TelemetryConfig};
 use validate::Problems;
 
@@ -120,11 +128,11 @@ pub struct Config {
     /// [`InstanceConfig::default()`] (no id, priority 0).
     pub instance: InstanceConfig,
     /// Lease timing for every role; each role may override individual values.
-    /// Default: [`TimingConfig::default()`] (ttl 3s, heartbeat 750ms).
-    pub timing: TimingConfig,
+    /// Default: [`Timing::default()`] (ttl 3s, heartbeat 750ms).
+    pub timing: Timing,
     /// Backoff for retrying failed NATS operations. Default:
-    /// [`RetryConfig::default()`].
-    pub retry: RetryConfig,
+    /// [`RetryPolicy::default()`].
+    pub retry: RetryPolicy,
     /// Optional health command gating whether this instance may hold roles.
     /// Default: [`HealthConfig::default()`] (no health checking).
     pub health: HealthConfig,
@@ -147,116 +155,6 @@ pub struct Config {
     /// The roles this instance takes part in. Default: empty (roles may also
     /// be added at runtime).
     pub roles: Vec<RoleConfig>,
-}
-
-/// How to connect to NATS.
-///
-/// At most one authentication method may be configured: `creds_file`,
-/// `nkey_seed_file`, `user` + `password`, or `token`. `Debug` output redacts
-/// `password` and `token`.
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct NatsConfig {
-    /// Server URLs (`nats://`, `tls://`, `ws://`, `wss://` or `host:port`).
-    /// Default: `["nats://127.0.0.1:4222"]`.
-    pub servers: Vec<String>,
-    /// Connection name shown by the server. Default: `None`, in which case the
-    /// manager uses `nats-roles/<instance id>`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Path of a NATS credentials (`.creds`) file. Default: `None`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub creds_file: Option<PathBuf>,
-    /// Path of a file holding an NKey seed. Default: `None`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nkey_seed_file: Option<PathBuf>,
-    /// User name; requires `password`. Default: `None`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    /// Password; requires `user`. Redacted in `Debug` output. Default: `None`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub password: Option<String>,
-    /// Authentication token. Redacted in `Debug` output. Default: `None`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub token: Option<String>,
-    /// TLS settings. Default: [`TlsConfig::default()`] (TLS not required, no
-    /// custom certificates).
-    pub tls: TlsConfig,
-    /// Interval of client pings to the server. Default: `1s`.
-    #[serde(with = "humantime_serde")]
-    pub ping_interval: Duration,
-    /// Timeout for establishing a connection. Default: `2s`.
-    #[serde(with = "humantime_serde")]
-    pub connect_timeout: Duration,
-    /// Timeout of JetStream API requests. Default: `2s`.
-    #[serde(with = "humantime_serde")]
-    pub request_timeout: Duration,
-}
-
-impl Default for NatsConfig {
-    fn default() -> Self {
-        Self {
-            servers: vec!["nats://127.0.0.1:4222".to_owned()],
-            name: None,
-            creds_file: None,
-            nkey_seed_file: None,
-            user: None,
-            password: None,
-            token: None,
-            tls: TlsConfig::default(),
-            ping_interval: Duration::from_secs(1),
-            connect_timeout: Duration::from_secs(2),
-            request_timeout: Duration::from_secs(2),
-        }
-    }
-}
-
-/// Debug-formats an optional secret as `Some("<redacted>")` or `None`.
-struct Redacted<'a>(&'a Option<String>);
-
-impl fmt::Debug for Redacted<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(_) => f.write_str("Some(\"<redacted>\")"),
-            None => f.write_str("None"),
-        }
-    }
-}
-
-impl fmt::Debug for NatsConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NatsConfig")
-            .field("servers", &self.servers)
-            .field("name", &self.name)
-            .field("creds_file", &self.creds_file)
-            .field("nkey_seed_file", &self.nkey_seed_file)
-            .field("user", &self.user)
-            .field("password", &Redacted(&self.password))
-            .field("token", &Redacted(&self.token))
-            .field("tls", &self.tls)
-            .field("ping_interval", &self.ping_interval)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("request_timeout", &self.request_timeout)
-            .finish()
-    }
-}
-
-/// TLS settings of the NATS connection.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(default, deny_unknown_fields)]
-pub struct TlsConfig {
-    /// Require TLS even for `nats://` URLs. Default: `false`.
-    pub required: bool,
-    /// PEM file with CA certificates to trust. Default: `None` (system roots).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ca_file: Option<PathBuf>,
-    /// PEM client certificate for mutual TLS; requires `key_file`.
-    /// Default: `None`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cert_file: Option<PathBuf>,
-    /// PEM private key of `cert_file`; requires `cert_file`. Default: `None`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key_file: Option<PathBuf>,
 }
 
 /// The JetStream KV bucket holding one key per role.
@@ -304,150 +202,52 @@ pub struct InstanceConfig {
     pub meta: BTreeMap<String, String>,
 }
 
-/// Lease timing. The top-level `timing` section applies to every role; each
-/// [`RoleConfig`] may override individual values.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TimingConfig {
-    /// Lifetime of a role key on the server without a heartbeat; a whole
-    /// number of seconds, at least `1s` and at least 3 × `heartbeat`.
-    /// Default: `3s`.
-    #[serde(with = "humantime_serde")]
-    pub ttl: Duration,
-    /// Interval at which the holder renews its role key; greater than zero.
-    /// Default: `750ms`.
-    #[serde(with = "humantime_serde")]
-    pub heartbeat: Duration,
-    /// Fraction of `ttl` by which the holder's local lease ends before the
-    /// server-side key expires, `0.0 < m < 0.5`. Default: `0.1`.
-    pub deadline_margin: f64,
-    /// Timeout of one KV write; greater than zero and less than
-    /// `ttl × (1 − deadline_margin)`. Default: `1s`.
-    #[serde(with = "humantime_serde")]
-    pub operation_timeout: Duration,
-    /// How long a holder keeps a role while disconnected from NATS before
-    /// demoting itself; at most `ttl`. Default: `2s`.
-    #[serde(with = "humantime_serde")]
-    pub disconnect_grace: Duration,
-    /// Maximum random delay before contending for a vacant role; less than
-    /// `heartbeat`. Default: `0s` (contend at once: the CAS picks one winner and losers'
-    /// conflicts are cheap; tokio timers round any delay up to whole milliseconds, so even a
-    /// sub-millisecond jitter costs 1–2 ms of hand-over). Raise it for very large herds.
-    #[serde(with = "humantime_serde")]
-    pub campaign_jitter: Duration,
-}
-
-impl Default for TimingConfig {
-    /// The library's defaults ([`Timing::default`]).
-    fn default() -> Self {
-        let Timing {
-            ttl,
-            heartbeat,
-            deadline_margin,
-            operation_timeout,
-            disconnect_grace,
-            campaign_jitter,
-        } = Timing::default();
-        Self {
-            ttl,
-            heartbeat,
-            deadline_margin,
-            operation_timeout,
-            disconnect_grace,
-            campaign_jitter,
-        }
-    }
-}
-
-/// Exponential backoff for retrying failed NATS operations.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RetryConfig {
-    /// First backoff delay; greater than zero. Default: `50ms`.
-    #[serde(with = "humantime_serde")]
-    pub initial_backoff: Duration,
-    /// Largest backoff delay; at least `initial_backoff`. Default: `2s`.
-    #[serde(with = "humantime_serde")]
-    pub max_backoff: Duration,
-    /// Factor applied to the delay after each failure; at least `1.0`.
-    /// Default: `2.0`.
-    pub multiplier: f64,
-    /// Random variation of each delay as a ± fraction, `0.0..=1.0`.
-    /// Default: `0.2`.
-    pub jitter: f64,
-    /// Consecutive failed attempts after which the fast retries end and the role retries at
-    /// `persistent_interval` (never stopped); `0` means never. Default: `0`.
-    pub max_attempts: u32,
-    /// Cadence of retries after a persistent failure (a permission violation for exactly the
-    /// role's subject, a configuration error, `max_attempts` reached); at least `100ms`.
-    /// Default: `10s`.
-    #[serde(with = "humantime_serde")]
-    pub persistent_interval: Duration,
-}
-
-impl Default for RetryConfig {
-    /// The library's defaults ([`RetryPolicy::default`]).
-    fn default() -> Self {
-        let RetryPolicy {
-            initial,
-            max,
-            multiplier,
-            jitter,
-            max_attempts,
-            persistent_interval,
-        } = RetryPolicy::default();
-        Self {
-            initial_backoff: initial,
-            max_backoff: max,
-            multiplier,
-            jitter,
-            max_attempts,
-            persistent_interval,
-        }
-    }
-}
-
 /// An optional health command: while it fails, this instance gives up and
-/// does not contend for roles.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+/// does not contend for roles. In YAML the [`HealthPolicy`] fields are written
+/// next to `command`.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct HealthConfig {
     /// Argument vector of the health command (exit status 0 = healthy); must
     /// not be empty when given. Default: `None` (no health checking).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
-    /// Interval between health checks; greater than zero. Default: `1s`.
-    #[serde(with = "humantime_serde")]
-    pub interval: Duration,
-    /// Timeout of one health check; greater than zero and at most `interval`.
-    /// Default: `500ms`.
-    #[serde(with = "humantime_serde")]
-    pub timeout: Duration,
-    /// Consecutive failures after which the instance is unhealthy; at least
-    /// `1`. Default: `3`.
-    pub failure_threshold: u32,
-    /// Time after becoming unhealthy before contending for roles again.
-    /// Default: `10s`.
-    #[serde(with = "humantime_serde")]
-    pub cooldown: Duration,
+    /// Interval, timeout, failure threshold and cooldown of the checks.
+    /// Default: [`HealthPolicy::default()`].
+    #[serde(flatten)]
+    pub policy: HealthPolicy,
 }
 
-impl Default for HealthConfig {
-    /// No command; the library's defaults ([`HealthPolicy::default`]) for the rest.
-    fn default() -> Self {
-        let HealthPolicy {
-            interval,
-            timeout,
-            failure_threshold,
-            cooldown,
-        } = HealthPolicy::default();
-        Self {
-            command: None,
-            interval,
-            timeout,
-            failure_threshold,
-            cooldown,
+/// The `command` entry of the `health` section.
+struct HealthCommand(Option<Vec<String>>);
+
+impl<'de> Extra<'de> for HealthCommand {
+    fn take<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
+        if key != "command" {
+            return Ok(false);
         }
+        self.0 = map.next_value()?;
+        Ok(true)
+    }
+}
+
+impl<'de> MainPart<'de> for HealthPolicy {
+    fn from<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        HealthPolicy::deserialize(d)
+    }
+}
+
+impl<'de> Deserialize<'de> for HealthConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        static FIELDS: OnceLock<Vec<&'static str>> = OnceLock::new();
+        let all = inline::joined(&FIELDS, || {
+            vec![&["command"], inline::fields(HealthPolicy::deserialize)]
+        });
+        let mut command = HealthCommand(None);
+        let policy = inline::split(d, "HealthConfig", &mut command, all)?;
+        Ok(HealthConfig {
+            command: command.0,
+            policy,
+        })
     }
 }
 
@@ -536,10 +336,6 @@ impl HttpConfig {
     }
 }
 
-fn default_true() -> bool {
-    true
-}
-
 /// `value` for an error message, shortened if it is long.
 fn shorten(value: &str) -> String {
     const SHOWN: usize = 64;
@@ -555,12 +351,6 @@ fn name_message(what: &str, value: &str, err: &NameError) -> String {
     format!("invalid {what} {}: {err}", shorten(value))
 }
 
-fn de_role_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RoleName, D::Error> {
-    let name = String::deserialize(d)?;
-    RoleName::new(name.as_str())
-        .map_err(|e| serde::de::Error::custom(name_message("role name", &name, &e)))
-}
-
 fn de_instance_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<InstanceId>, D::Error> {
     match Option::<String>::deserialize(d)? {
         None => Ok(None),
@@ -568,17 +358,6 @@ fn de_instance_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Insta
             .map(Some)
             .map_err(|e| serde::de::Error::custom(name_message("instance id", &id, &e))),
     }
-}
-
-/// Whether placement may move a role away from this instance voluntarily.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Takeover {
-    /// Hand the role over gracefully when placement prefers another instance. The default.
-    #[default]
-    Voluntary,
-    /// Never release the role for placement (it still moves on stop, failure or health).
-    Never,
 }
 
 /// Placement: membership records, priority takeover and load spreading
@@ -647,155 +426,6 @@ impl Default for PlacementConfig {
             hysteresis: 0,
             draining: false,
             member_ttl: None,
-        }
-    }
-}
-
-/// One role this instance takes part in. Timing fields left unset inherit the
-/// top-level [`TimingConfig`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RoleConfig {
-    /// The role's name. Required.
-    #[serde(deserialize_with = "de_role_name")]
-    pub name: RoleName,
-    /// Human-readable description. Default: `None`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Whether this instance contends for the role; `false` only observes who
-    /// holds it. Default: `true`.
-    #[serde(default = "default_true")]
-    pub campaign: bool,
-    /// Priority for this role, overriding [`InstanceConfig::priority`].
-    /// Default: `None` (use the instance priority).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub priority: Option<i32>,
-    /// Whether placement may hand this role over to a preferred instance.
-    /// Default: `voluntary`.
-    #[serde(default)]
-    pub takeover: Takeover,
-    /// Overrides [`TimingConfig::ttl`]. Default: `None` (inherit).
-    #[serde(
-        default,
-        with = "humantime_serde",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub ttl: Option<Duration>,
-    /// Overrides [`TimingConfig::heartbeat`]. Default: `None` (inherit).
-    #[serde(
-        default,
-        with = "humantime_serde",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub heartbeat: Option<Duration>,
-    /// Overrides [`TimingConfig::deadline_margin`]. Default: `None` (inherit).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deadline_margin: Option<f64>,
-    /// Overrides [`TimingConfig::operation_timeout`]. Default: `None`
-    /// (inherit).
-    #[serde(
-        default,
-        with = "humantime_serde",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub operation_timeout: Option<Duration>,
-    /// Overrides [`TimingConfig::disconnect_grace`]. Default: `None`
-    /// (inherit).
-    #[serde(
-        default,
-        with = "humantime_serde",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub disconnect_grace: Option<Duration>,
-    /// Overrides [`TimingConfig::campaign_jitter`]. Default: `None` (inherit).
-    #[serde(
-        default,
-        with = "humantime_serde",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub campaign_jitter: Option<Duration>,
-}
-
-impl RoleConfig {
-    /// A role named `name` that this instance contends for, with no priority
-    /// or timing overrides.
-    #[must_use]
-    pub fn new(name: RoleName) -> Self {
-        Self {
-            name,
-            description: None,
-            campaign: true,
-            priority: None,
-            takeover: Takeover::Voluntary,
-            ttl: None,
-            heartbeat: None,
-            deadline_margin: None,
-            operation_timeout: None,
-            disconnect_grace: None,
-            campaign_jitter: None,
-        }
-    }
-
-    /// This role's priority: its own `priority` if set, otherwise the
-    /// instance's.
-    #[must_use]
-    pub fn effective_priority(&self, instance: &InstanceConfig) -> i32 {
-        self.priority.unwrap_or(instance.priority)
-    }
-}
-
-impl TimingConfig {
-    /// The effective timing of `role`: `self` with the role's overrides
-    /// applied.
-    #[must_use]
-    pub fn for_role(&self, role: &RoleConfig) -> TimingConfig {
-        TimingConfig {
-            ttl: role.ttl.unwrap_or(self.ttl),
-            heartbeat: role.heartbeat.unwrap_or(self.heartbeat),
-            deadline_margin: role.deadline_margin.unwrap_or(self.deadline_margin),
-            operation_timeout: role.operation_timeout.unwrap_or(self.operation_timeout),
-            disconnect_grace: role.disconnect_grace.unwrap_or(self.disconnect_grace),
-            campaign_jitter: role.campaign_jitter.unwrap_or(self.campaign_jitter),
-        }
-    }
-
-    /// The library's [`Timing`] with these values (what [`Timing::validate`]
-    /// checks; `RoleManager::from_config` runs roles with it).
-    #[must_use]
-    pub fn timing(&self) -> Timing {
-        Timing {
-            ttl: self.ttl,
-            heartbeat: self.heartbeat,
-            deadline_margin: self.deadline_margin,
-            operation_timeout: self.operation_timeout,
-            disconnect_grace: self.disconnect_grace,
-            campaign_jitter: self.campaign_jitter,
-        }
-    }
-
-    /// How long a holder may consider itself the holder after a successful
-    /// write: `ttl × (1 − deadline_margin)`.
-    ///
-    /// The factor is clamped to `0.0..=1.0` (an unvalidated, out-of-range or
-    /// NaN margin never yields a lease longer than `ttl`, and never panics).
-    #[must_use]
-    pub fn local_lease(&self) -> Duration {
-        self.timing().local_lease()
-    }
-
-    /// The per-key TTL to give the server, in whole seconds (NATS per-message
-    /// TTLs have one-second granularity).
-    ///
-    /// [`Config::validate`] requires `ttl` to be a whole number of seconds, so
-    /// for a validated configuration this is exact; otherwise it rounds up,
-    /// so the server never expires a key before the holder's local lease ends.
-    #[must_use]
-    pub fn ttl_whole_seconds(&self) -> u64 {
-        let secs = self.ttl.as_secs();
-        if self.ttl.subsec_nanos() == 0 {
-            secs
-        } else {
-            secs.saturating_add(1)
         }
     }
 }

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use super::locate::LocationMap;
 use super::*;
-use crate::core::Timing;
 use crate::error::fmt_duration;
 
 /// A problem plus the paths of other YAML values involved in it, tried in
@@ -62,94 +61,33 @@ impl Problems {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TimingField {
-    Ttl,
-    Heartbeat,
-    DeadlineMargin,
-    OperationTimeout,
-    DisconnectGrace,
-    CampaignJitter,
-}
-
-impl TimingField {
-    const ALL: [TimingField; 6] = [
-        TimingField::Ttl,
-        TimingField::Heartbeat,
-        TimingField::DeadlineMargin,
-        TimingField::OperationTimeout,
-        TimingField::DisconnectGrace,
-        TimingField::CampaignJitter,
-    ];
-
-    /// The field called `name` ([`crate::error::TimingError::field`]); `ttl` for an unknown name.
-    fn named(name: &str) -> TimingField {
-        Self::ALL
-            .into_iter()
-            .find(|f| f.name() == name)
-            .unwrap_or(TimingField::Ttl)
-    }
-
-    /// The fields called `names`, as a static slice (the lists [`crate::error::TimingError::involved`]
-    /// returns).
-    fn all_named(names: &[&str]) -> &'static [TimingField] {
-        use TimingField::*;
-        match names {
-            ["heartbeat", "ttl"] => &[Heartbeat, Ttl],
-            ["operation_timeout", "ttl", "deadline_margin"] => {
-                &[OperationTimeout, Ttl, DeadlineMargin]
-            }
-            ["disconnect_grace", "ttl"] => &[DisconnectGrace, Ttl],
-            ["campaign_jitter", "heartbeat"] => &[CampaignJitter, Heartbeat],
-            ["heartbeat"] => &[Heartbeat],
-            ["deadline_margin"] => &[DeadlineMargin],
-            ["operation_timeout"] => &[OperationTimeout],
-            ["disconnect_grace"] => &[DisconnectGrace],
-            ["campaign_jitter"] => &[CampaignJitter],
-            _ => &[Ttl],
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            TimingField::Ttl => "ttl",
-            TimingField::Heartbeat => "heartbeat",
-            TimingField::DeadlineMargin => "deadline_margin",
-            TimingField::OperationTimeout => "operation_timeout",
-            TimingField::DisconnectGrace => "disconnect_grace",
-            TimingField::CampaignJitter => "campaign_jitter",
-        }
-    }
-
-    fn value(self, t: &TimingConfig) -> String {
-        match self {
-            TimingField::Ttl => fmt_duration(t.ttl),
-            TimingField::Heartbeat => fmt_duration(t.heartbeat),
-            TimingField::DeadlineMargin => t.deadline_margin.to_string(),
-            TimingField::OperationTimeout => fmt_duration(t.operation_timeout),
-            TimingField::DisconnectGrace => fmt_duration(t.disconnect_grace),
-            TimingField::CampaignJitter => fmt_duration(t.campaign_jitter),
-        }
+/// The value of the [`Timing`] field called `field`, as a message shows it.
+fn timing_value(t: &Timing, field: &str) -> String {
+    match field {
+        "heartbeat" => fmt_duration(t.heartbeat),
+        "deadline_margin" => t.deadline_margin.to_string(),
+        "operation_timeout" => fmt_duration(t.operation_timeout),
+        "disconnect_grace" => fmt_duration(t.disconnect_grace),
+        "campaign_jitter" => fmt_duration(t.campaign_jitter),
+        _ => fmt_duration(t.ttl),
     }
 }
 
 /// A broken timing rule: `field` is the value the message is about,
 /// `involved` every field the rule depends on (including `field`).
 struct TimingIssue {
-    field: TimingField,
-    involved: &'static [TimingField],
+    field: &'static str,
+    involved: &'static [&'static str],
     message: String,
 }
 
-fn timing_issues(t: &TimingConfig) -> Vec<TimingIssue> {
-    use TimingField::*;
+fn timing_issues(t: &Timing) -> Vec<TimingIssue> {
     let mut issues: Vec<TimingIssue> = t
-        .timing()
         .problems()
         .into_iter()
         .map(|e| TimingIssue {
-            field: TimingField::named(e.field()),
-            involved: TimingField::all_named(e.involved()),
+            field: e.field(),
+            involved: e.involved(),
             message: e.detail(),
         })
         .collect();
@@ -158,8 +96,8 @@ fn timing_issues(t: &TimingConfig) -> Vec<TimingIssue> {
         issues.insert(
             0,
             TimingIssue {
-                field: Ttl,
-                involved: &[Ttl],
+                field: "ttl",
+                involved: &["ttl"],
                 message: format!(
                     "{} is not a whole number of seconds (NATS per-key TTLs are whole seconds)",
                     fmt_duration(t.ttl)
@@ -353,12 +291,12 @@ impl Config {
     fn check_timing(&self, p: &mut Problems) {
         for issue in timing_issues(&self.timing) {
             p.push_related(
-                format!("timing.{}", issue.field.name()),
+                format!("timing.{}", issue.field),
                 issue.message,
                 issue
                     .involved
                     .iter()
-                    .map(|f| format!("timing.{}", f.name()))
+                    .map(|f| format!("timing.{f}"))
                     .collect(),
             );
         }
@@ -382,52 +320,40 @@ impl Config {
             // Rules whose fields are all inherited fail (and are reported) for
             // the top-level timing already; report only those an override
             // takes part in.
-            let effective = self.timing.for_role(role);
+            let effective = self.timing.with(&role.timing);
+            let overrides = |field: &str| role.timing.overrides(field);
             for issue in timing_issues(&effective) {
-                let overridden: Vec<TimingField> = issue
+                let overridden: Vec<&str> = issue
                     .involved
                     .iter()
                     .copied()
-                    .filter(|f| role.overrides(*f))
+                    .filter(|f| overrides(f))
                     .collect();
                 let Some(&first_overridden) = overridden.first() else {
                     continue;
                 };
-                let named = if role.overrides(issue.field) {
+                let named = if overrides(issue.field) {
                     issue.field
                 } else {
                     first_overridden
                 };
-                let inherited: Vec<String> = issue
-                    .involved
-                    .iter()
-                    .filter(|f| !role.overrides(**f))
-                    .map(|f| {
-                        format!(
-                            "{} {} inherited from timing.{}",
-                            f.name(),
-                            f.value(&effective),
-                            f.name()
-                        )
-                    })
-                    .collect();
                 let mut message = if named == issue.field {
                     issue.message
                 } else {
-                    format!("{} {}", issue.field.name(), issue.message)
+                    format!("{} {}", issue.field, issue.message)
                 };
                 message.push_str(&format!(" (role {:?}", role.name.as_str()));
-                for note in inherited {
-                    message.push_str("; ");
-                    message.push_str(&note);
+                for f in issue.involved.iter().filter(|f| !overrides(f)) {
+                    let value = timing_value(&effective, f);
+                    message.push_str(&format!("; {f} {value} inherited from timing.{f}"));
                 }
                 message.push(')');
                 p.push_related(
-                    format!("roles[{i}].{}", named.name()),
+                    format!("roles[{i}].{named}"),
                     message,
                     overridden
                         .iter()
-                        .map(|f| format!("roles[{i}].{}", f.name()))
+                        .map(|f| format!("roles[{i}].{f}"))
                         .collect(),
                 );
             }
@@ -436,11 +362,11 @@ impl Config {
 
     fn check_retry(&self, p: &mut Problems) {
         let r = &self.retry;
-        if r.initial_backoff.is_zero() {
+        if r.initial.is_zero() {
             p.push("retry.initial_backoff", "must be greater than 0s");
         }
-        p.at_most("retry.initial_backoff", r.initial_backoff, MAX_DURATION);
-        p.at_most("retry.max_backoff", r.max_backoff, MAX_DURATION);
+        p.at_most("retry.initial_backoff", r.initial, MAX_DURATION);
+        p.at_most("retry.max_backoff", r.max, MAX_DURATION);
         p.at_most(
             "retry.persistent_interval",
             r.persistent_interval,
@@ -455,13 +381,13 @@ impl Config {
                 ),
             );
         }
-        if r.max_backoff < r.initial_backoff {
+        if r.max < r.initial {
             p.push_related(
                 "retry.max_backoff",
                 format!(
                     "{} must be at least initial_backoff {}",
-                    fmt_duration(r.max_backoff),
-                    fmt_duration(r.initial_backoff)
+                    fmt_duration(r.max),
+                    fmt_duration(r.initial)
                 ),
                 vec!["retry.initial_backoff".to_owned()],
             );
@@ -484,8 +410,7 @@ impl Config {
     }
 
     fn check_health(&self, p: &mut Problems) {
-        let h = &self.health;
-        match h.command.as_deref() {
+        match self.health.command.as_deref() {
             Some([]) => p.push(
                 "health.command",
                 "must not be empty; omit it to disable health checking",
@@ -495,6 +420,7 @@ impl Config {
             }
             _ => {}
         }
+        let h = &self.health.policy;
         if h.interval.is_zero() {
             p.push("health.interval", "must be greater than 0s");
         }
@@ -627,19 +553,6 @@ pub(super) fn check_admin_token(token: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-impl RoleConfig {
-    fn overrides(&self, field: TimingField) -> bool {
-        match field {
-            TimingField::Ttl => self.ttl.is_some(),
-            TimingField::Heartbeat => self.heartbeat.is_some(),
-            TimingField::DeadlineMargin => self.deadline_margin.is_some(),
-            TimingField::OperationTimeout => self.operation_timeout.is_some(),
-            TimingField::DisconnectGrace => self.disconnect_grace.is_some(),
-            TimingField::CampaignJitter => self.campaign_jitter.is_some(),
-        }
-    }
 }
 
 impl Config {

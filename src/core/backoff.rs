@@ -2,23 +2,34 @@
 
 use std::time::Duration;
 
-/// Retry policy for transient failures (mirrors the `retry` config section).
-#[derive(Debug, Clone, Copy, PartialEq)]
+use serde::{Deserialize, Serialize};
+
+/// Retry policy for failed NATS operations: jittered exponential backoff; the configuration's
+/// `retry` section (where `initial` and `max` are called `initial_backoff` and `max_backoff`).
+/// Every field is optional in YAML; a missing one takes its value from
+/// [`RetryPolicy::default`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RetryPolicy {
-    /// First delay.
+    /// First backoff delay; greater than zero. Default: `50ms`.
+    #[serde(rename = "initial_backoff", with = "humantime_serde")]
     pub initial: Duration,
-    /// Largest delay.
+    /// Largest backoff delay; at least `initial`. Default: `2s`.
+    #[serde(rename = "max_backoff", with = "humantime_serde")]
     pub max: Duration,
-    /// Growth factor per attempt (>= 1).
+    /// Factor applied to the delay after each failure; at least `1.0`. Default: `2.0`.
     pub multiplier: f64,
-    /// Random spread, a fraction in 0..=1 (0.2 = ±20 %).
+    /// Random variation of each delay as a ± fraction, `0.0..=1.0` (0.2 = ±20 %).
+    /// Default: `0.2`.
     pub jitter: f64,
-    /// Consecutive failed acquire attempts after which the fast retries end; 0 = never. The
-    /// role is then reported (`gave_up`) and retried at the slow cadence, never stopped.
+    /// Consecutive failed attempts after which the fast retries end and the role retries at
+    /// `persistent_interval` (reported as `gave_up`, never stopped); `0` means never.
+    /// Default: `0`.
     pub max_attempts: u32,
     /// Cadence of retries after a persistent failure (a permission violation for exactly the
-    /// role's subject, a configuration error, `max_attempts` reached); up to a fifth more is
-    /// added at random. Default: 10 s.
+    /// role's subject, a configuration error, `max_attempts` reached); at least `100ms`; up to
+    /// a fifth more is added at random. Default: `10s`.
+    #[serde(with = "humantime_serde")]
     pub persistent_interval: Duration,
 }
 

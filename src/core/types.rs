@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -10,24 +11,126 @@ use crate::error::TimingError;
 use crate::token::FencingToken;
 use crate::value::{HolderValue, LeaseValue};
 
-/// Timing of one role's election (effective values after per-role overrides).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Timing of one role's election (effective values after per-role overrides); the
+/// configuration's `timing` section. Every field is optional in YAML; a missing one takes its
+/// value from [`Timing::default`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Timing {
-    /// Lease TTL written with every acquire/renew.
+    /// Lifetime of a role key on the server without a heartbeat (written with every
+    /// acquire/renew); at least `1s` and at least 3 × `heartbeat` (the configuration wants a
+    /// whole number of seconds). Default: `3s`.
+    #[serde(with = "humantime_serde")]
     pub ttl: Duration,
-    /// Renewal period.
+    /// Interval at which the holder renews its role key; greater than zero. Default: `750ms`.
+    #[serde(with = "humantime_serde")]
     pub heartbeat: Duration,
-    /// Fraction of the TTL the local deadline keeps in reserve (0 < m < 0.5).
+    /// Fraction of `ttl` by which the holder's local lease ends before the server-side key
+    /// expires, `0.0 < m < 0.5`. Default: `0.1`.
     pub deadline_margin: f64,
-    /// Longest wait for one KV write or read.
+    /// Timeout of one KV write or read; greater than zero and less than
+    /// `ttl × (1 − deadline_margin)`. Default: `1s`.
+    #[serde(with = "humantime_serde")]
     pub operation_timeout: Duration,
-    /// A leader demotes after this long without a connection.
+    /// How long a holder keeps a role while disconnected from NATS before demoting itself; at
+    /// most `ttl`. Default: `2s`.
+    #[serde(with = "humantime_serde")]
     pub disconnect_grace: Duration,
-    /// Largest random delay before contending for a vacancy.
+    /// Maximum random delay before contending for a vacant role; less than `heartbeat`.
+    /// Default: `0s` (contend at once: the CAS picks one winner and losers' conflicts are cheap;
+    /// tokio timers round any delay up to whole milliseconds, so even a sub-millisecond jitter
+    /// costs 1–2 ms of hand-over). Raise it for very large herds.
+    #[serde(with = "humantime_serde")]
     pub campaign_jitter: Duration,
 }
 
+/// Per-role overrides of [`Timing`]: every field set replaces the inherited value
+/// ([`Timing::with`]). In the configuration they are written inline in a role's entry.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TimingOverrides {
+    /// Overrides [`Timing::ttl`].
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<Duration>,
+    /// Overrides [`Timing::heartbeat`].
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<Duration>,
+    /// Overrides [`Timing::deadline_margin`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_margin: Option<f64>,
+    /// Overrides [`Timing::operation_timeout`].
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub operation_timeout: Option<Duration>,
+    /// Overrides [`Timing::disconnect_grace`].
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub disconnect_grace: Option<Duration>,
+    /// Overrides [`Timing::campaign_jitter`].
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub campaign_jitter: Option<Duration>,
+}
+
+impl TimingOverrides {
+    /// `self`, with the fields it leaves unset taken from `earlier`.
+    #[must_use]
+    pub fn or(self, earlier: TimingOverrides) -> TimingOverrides {
+        TimingOverrides {
+            ttl: self.ttl.or(earlier.ttl),
+            heartbeat: self.heartbeat.or(earlier.heartbeat),
+            deadline_margin: self.deadline_margin.or(earlier.deadline_margin),
+            operation_timeout: self.operation_timeout.or(earlier.operation_timeout),
+            disconnect_grace: self.disconnect_grace.or(earlier.disconnect_grace),
+            campaign_jitter: self.campaign_jitter.or(earlier.campaign_jitter),
+        }
+    }
+
+    /// Whether the field called `field` (a [`Timing`] field name, as in
+    /// [`TimingError::field`]) is overridden.
+    #[must_use]
+    pub fn overrides(&self, field: &str) -> bool {
+        match field {
+            "ttl" => self.ttl.is_some(),
+            "heartbeat" => self.heartbeat.is_some(),
+            "deadline_margin" => self.deadline_margin.is_some(),
+            "operation_timeout" => self.operation_timeout.is_some(),
+            "disconnect_grace" => self.disconnect_grace.is_some(),
+            "campaign_jitter" => self.campaign_jitter.is_some(),
+            _ => false,
+        }
+    }
+}
+
 impl Timing {
+    /// This timing with `overrides` applied: each field set there replaces the value here.
+    #[must_use]
+    pub fn with(&self, overrides: &TimingOverrides) -> Timing {
+        Timing {
+            ttl: overrides.ttl.unwrap_or(self.ttl),
+            heartbeat: overrides.heartbeat.unwrap_or(self.heartbeat),
+            deadline_margin: overrides.deadline_margin.unwrap_or(self.deadline_margin),
+            operation_timeout: overrides
+                .operation_timeout
+                .unwrap_or(self.operation_timeout),
+            disconnect_grace: overrides.disconnect_grace.unwrap_or(self.disconnect_grace),
+            campaign_jitter: overrides.campaign_jitter.unwrap_or(self.campaign_jitter),
+        }
+    }
+
+    /// The per-key TTL to give the server, in whole seconds (NATS per-message TTLs have
+    /// one-second granularity).
+    ///
+    /// The configuration requires `ttl` to be a whole number of seconds, so for a validated
+    /// configuration this is exact; otherwise it rounds up, so the server never expires a key
+    /// before the holder's local lease ends.
+    #[must_use]
+    pub fn ttl_whole_seconds(&self) -> u64 {
+        let secs = self.ttl.as_secs();
+        if self.ttl.subsec_nanos() == 0 {
+            secs
+        } else {
+            secs.saturating_add(1)
+        }
+    }
+
     /// Shortest accepted [`ttl`](Self::ttl): 1 s (NATS per-key TTLs have one-second
     /// granularity).
     pub const MIN_TTL: Duration = Duration::from_secs(1);

@@ -29,13 +29,13 @@ pub use connection::connect;
 pub(crate) use connection::connect_observed;
 pub use events::{HolderInfo, RoleEvent};
 pub use handle::RoleHandle;
-pub use spec::{RoleSpec, timing_from};
+pub use spec::RoleSpec;
 pub use status::RoleStatus;
 
 use crate::config::Config;
 use crate::core::{Identity, ReleaseReason, RetryPolicy, RoleMachine};
 use crate::error::Error;
-use crate::health::{HealthPolicy, HealthState};
+use crate::health::HealthState;
 use crate::leadership::Leadership;
 use crate::names::{InstanceId, RoleName};
 use crate::store::ServerErrors;
@@ -106,18 +106,10 @@ impl RoleManager {
     ) -> Result<RoleManagerBuilder, Error> {
         config.validate()?;
         let instance = config.require_instance_id()?.clone();
-        let r = &config.retry;
         let mut builder = Self::builder(client, instance)
             .server_errors(server_errors)
             .meta(config.instance.meta.clone())
-            .retry(RetryPolicy {
-                initial: r.initial_backoff,
-                max: r.max_backoff,
-                multiplier: r.multiplier,
-                jitter: r.jitter,
-                max_attempts: r.max_attempts,
-                persistent_interval: r.persistent_interval,
-            })
+            .retry(config.retry)
             .drain_timeout(config.shutdown.drain_timeout)
             .validation_interval(config.fencing.validation_interval);
         builder.bucket = config.bucket.clone();
@@ -127,16 +119,7 @@ impl RoleManager {
         if let Some(argv) = &config.health.command
             && let Some(checker) = crate::health::CommandHealthChecker::new(argv.clone())
         {
-            let h = &config.health;
-            builder = builder.health_checker(
-                checker,
-                HealthPolicy {
-                    interval: h.interval,
-                    timeout: h.timeout,
-                    failure_threshold: h.failure_threshold,
-                    cooldown: h.cooldown,
-                },
-            );
+            builder = builder.health_checker(checker, config.health.policy);
         }
         for role in &config.roles {
             builder = builder.role(RoleSpec::from_config(role, config));

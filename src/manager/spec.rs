@@ -2,7 +2,7 @@
 //! timing, takeover and callbacks.
 
 use crate::callbacks::{NoCallbacks, RoleCallbacks};
-use crate::config::{Config, RoleConfig, Takeover, TimingConfig};
+use crate::config::{Config, RoleConfig, Takeover};
 use crate::core::Timing;
 use crate::error::Error;
 use crate::names::RoleName;
@@ -40,7 +40,7 @@ impl RoleSpec {
             name,
             campaign: true,
             priority: None,
-            timing: timing_from(&TimingConfig::default()),
+            timing: Timing::default(),
             takeover: Takeover::Voluntary,
             callbacks: Arc::new(NoCallbacks),
         }
@@ -53,7 +53,7 @@ impl RoleSpec {
             name: role.name.clone(),
             campaign: role.campaign,
             priority: Some(role.effective_priority(&config.instance)),
-            timing: timing_from(&config.timing.for_role(role)),
+            timing: config.timing.with(&role.timing),
             takeover: role.takeover,
             callbacks: Arc::new(NoCallbacks),
         }
@@ -121,18 +121,5 @@ impl RoleSpec {
     pub fn shared_callbacks(mut self, callbacks: Arc<dyn RoleCallbacks>) -> Self {
         self.callbacks = callbacks;
         self
-    }
-}
-
-/// Converts configuration timing into core timing.
-#[must_use]
-pub fn timing_from(t: &TimingConfig) -> Timing {
-    Timing {
-        ttl: t.ttl,
-        heartbeat: t.heartbeat,
-        deadline_margin: t.deadline_margin,
-        operation_timeout: t.operation_timeout,
-        disconnect_grace: t.disconnect_grace,
-        campaign_jitter: t.campaign_jitter,
     }
 }

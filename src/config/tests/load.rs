@@ -13,6 +13,21 @@ fn unknown_keys_are_rejected_with_location() {
     let (line, _, message) = parse_err("roles:\n  - name: a\n    tll: 3s\n");
     assert_eq!(line, Some(3));
     assert!(message.contains("`tll`"), "{message}");
+    // Keys written inline (a role's timing overrides, the health policy next to `command`)
+    // are expected ones, and errors in them keep their location.
+    assert!(
+        message.contains("ttl") && message.contains("campaign_jitter"),
+        "{message}"
+    );
+    let (line, _, message) = parse_err("health:\n  interval: 1s\n  comand: [x]\n");
+    assert_eq!(line, Some(3));
+    assert!(
+        message.contains("`comand`") && message.contains("command"),
+        "{message}"
+    );
+    let (line, _, message) = parse_err("roles:\n  - name: a\n    heartbeat: soon\n");
+    assert_eq!(line, Some(3));
+    assert!(message.contains("duration"), "{message}");
     let (line, _, message) = parse_err("timing: {}\nbogus: 1\n");
     assert_eq!(line, Some(2));
     assert!(message.contains("`bogus`"), "{message}");

@@ -1,6 +1,7 @@
 //! Tests of the configuration: shared helpers, one module per concept.
 
 use super::*;
+use std::path::PathBuf;
 
 mod env;
 mod http;
@@ -53,7 +54,7 @@ fn parse_err(text: &str) -> (Option<usize>, Option<usize>, String) {
     }
 }
 
-fn with_timing(f: impl FnOnce(&mut TimingConfig)) -> Config {
+fn with_timing(f: impl FnOnce(&mut Timing)) -> Config {
     let mut config = Config::default();
     f(&mut config.timing);
     config

@@ -53,17 +53,17 @@ fn defaults_match_documentation() {
     assert_eq!(c.timing.operation_timeout, Duration::from_secs(1));
     assert_eq!(c.timing.disconnect_grace, Duration::from_secs(2));
     assert_eq!(c.timing.campaign_jitter, Duration::ZERO);
-    assert_eq!(c.retry.initial_backoff, Duration::from_millis(50));
-    assert_eq!(c.retry.max_backoff, Duration::from_secs(2));
+    assert_eq!(c.retry.initial, Duration::from_millis(50));
+    assert_eq!(c.retry.max, Duration::from_secs(2));
     assert_eq!(
         (c.retry.multiplier, c.retry.jitter, c.retry.max_attempts),
         (2.0, 0.2, 0)
     );
     assert_eq!(c.health.command, None);
-    assert_eq!(c.health.interval, Duration::from_secs(1));
-    assert_eq!(c.health.timeout, Duration::from_millis(500));
-    assert_eq!(c.health.failure_threshold, 3);
-    assert_eq!(c.health.cooldown, Duration::from_secs(10));
+    assert_eq!(c.health.policy.interval, Duration::from_secs(1));
+    assert_eq!(c.health.policy.timeout, Duration::from_millis(500));
+    assert_eq!(c.health.policy.failure_threshold, 3);
+    assert_eq!(c.health.policy.cooldown, Duration::from_secs(10));
     assert_eq!(c.fencing.validation_interval, None);
     assert_eq!(c.shutdown.timeout, Duration::from_secs(10));
     assert_eq!(c.shutdown.drain_timeout, Duration::from_secs(5));
@@ -120,8 +120,11 @@ fn full_sample_parses() {
     assert!(c.roles[0].campaign);
     assert_eq!(c.roles[0].effective_priority(&c.instance), 7);
     assert_eq!(c.roles[1].effective_priority(&c.instance), 10);
-    assert_eq!(c.roles[1].ttl, Some(Duration::from_secs(10)));
-    assert_eq!(c.roles[1].campaign_jitter, Some(Duration::from_millis(100)));
+    assert_eq!(c.roles[1].timing.ttl, Some(Duration::from_secs(10)));
+    assert_eq!(
+        c.roles[1].timing.campaign_jitter,
+        Some(Duration::from_millis(100))
+    );
     assert!(!c.roles[2].campaign);
 }
 
@@ -146,48 +149,32 @@ fn example_config_validates() {
     assert!((8..=12).contains(&c.roles.len()), "{} roles", c.roles.len());
     assert!(c.roles.iter().any(|r| !r.campaign));
     assert!(c.roles.iter().any(|r| r.priority.is_some()));
-    assert!(c.roles.iter().any(|r| r.ttl.is_some()));
+    assert!(c.roles.iter().any(|r| r.timing.ttl.is_some()));
 }
 
 // ----- timing helpers -----
 #[test]
 fn timing_helpers() {
-    let t = TimingConfig::default();
+    let t = Timing::default();
     assert_eq!(t.local_lease(), Duration::from_millis(2700));
     assert_eq!(t.ttl_whole_seconds(), 3);
-    let fractional = TimingConfig {
+    let fractional = Timing {
         ttl: Duration::from_millis(1500),
-        ..t.clone()
+        ..t
     };
     assert_eq!(fractional.ttl_whole_seconds(), 2);
-    let odd = TimingConfig {
-        deadline_margin: f64::NAN,
-        ..t.clone()
-    };
-    assert_eq!(odd.local_lease(), Duration::ZERO);
-    let odd = TimingConfig {
-        deadline_margin: -3.0,
-        ..t.clone()
-    };
-    assert_eq!(odd.local_lease(), t.ttl);
-    let odd = TimingConfig {
-        deadline_margin: 7.0,
-        ttl: Duration::MAX,
-        ..t.clone()
-    };
-    assert_eq!(odd.local_lease(), Duration::ZERO);
 
     let mut r = role("a");
-    assert_eq!(t.for_role(&r), t);
-    r.ttl = Some(Duration::from_secs(9));
-    r.heartbeat = Some(Duration::from_secs(2));
-    r.deadline_margin = Some(0.3);
-    r.operation_timeout = Some(Duration::from_secs(4));
-    r.disconnect_grace = Some(Duration::from_secs(5));
-    r.campaign_jitter = Some(Duration::from_millis(6));
+    assert_eq!(t.with(&r.timing), t);
+    r.timing.ttl = Some(Duration::from_secs(9));
+    r.timing.heartbeat = Some(Duration::from_secs(2));
+    r.timing.deadline_margin = Some(0.3);
+    r.timing.operation_timeout = Some(Duration::from_secs(4));
+    r.timing.disconnect_grace = Some(Duration::from_secs(5));
+    r.timing.campaign_jitter = Some(Duration::from_millis(6));
     assert_eq!(
-        t.for_role(&r),
-        TimingConfig {
+        t.with(&r.timing),
+        Timing {
             ttl: Duration::from_secs(9),
             heartbeat: Duration::from_secs(2),
             deadline_margin: 0.3,
@@ -198,28 +185,29 @@ fn timing_helpers() {
     );
 }
 
-/// The library's local lease (which `TimingConfig::local_lease` uses) is total: a NaN or
-/// out-of-range margin and the largest TTL give a lease within `0..=ttl`, never a panic.
+/// The local lease is total: a NaN or out-of-range margin and the largest TTL give a lease
+/// within `0..=ttl`, never a panic.
 #[test]
 fn library_local_lease_never_panics() {
     let t = Timing::default();
     assert_eq!(t.local_lease(), Duration::from_millis(2700));
-    let nan = Timing {
-        deadline_margin: f64::NAN,
-        ..t
-    };
-    assert_eq!(nan.local_lease(), Duration::ZERO);
-    let negative = Timing {
-        deadline_margin: -3.0,
-        ..t
-    };
-    assert_eq!(negative.local_lease(), t.ttl);
-    let huge = Timing {
-        ttl: Duration::MAX,
-        deadline_margin: -3.0,
-        ..t
-    };
-    assert_eq!(huge.local_lease(), Duration::MAX);
+    for (ttl, deadline_margin, lease) in [
+        (t.ttl, f64::NAN, Duration::ZERO),
+        (t.ttl, -3.0, t.ttl),
+        (Duration::MAX, -3.0, Duration::MAX),
+        (Duration::MAX, 7.0, Duration::ZERO),
+    ] {
+        let odd = Timing {
+            ttl,
+            deadline_margin,
+            ..t
+        };
+        assert_eq!(
+            odd.local_lease(),
+            lease,
+            "ttl {ttl:?}, margin {deadline_margin}"
+        );
+    }
 }
 
 #[test]

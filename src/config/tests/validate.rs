@@ -106,7 +106,7 @@ fn campaign_jitter_below_heartbeat() {
 // ----- timing rules (per role) -----
 #[test]
 fn role_ttl_override_is_named() {
-    let c = with_role(|r| r.ttl = Some(Duration::from_millis(1500)));
+    let c = with_role(|r| r.timing.ttl = Some(Duration::from_millis(1500)));
     let found = problems(&c);
     let p = found
         .iter()
@@ -131,7 +131,7 @@ fn role_ttl_override_is_named() {
 #[test]
 fn role_override_blamed_for_inherited_value() {
     // ttl override 2s makes the inherited heartbeat (750ms) too long.
-    let c = with_role(|r| r.ttl = Some(Duration::from_secs(2)));
+    let c = with_role(|r| r.timing.ttl = Some(Duration::from_secs(2)));
     let found = problems(&c);
     let heartbeat = found
         .iter()
@@ -157,38 +157,41 @@ fn role_override_blamed_for_inherited_value() {
 fn role_timing_rules_each_name_the_override() {
     type Case = (fn(&mut RoleConfig), &'static str);
     let cases: Vec<Case> = vec![
-        (|r| r.heartbeat = Some(Duration::ZERO), "roles[1].heartbeat"),
         (
-            |r| r.heartbeat = Some(Duration::from_secs(2)),
+            |r| r.timing.heartbeat = Some(Duration::ZERO),
             "roles[1].heartbeat",
         ),
         (
-            |r| r.deadline_margin = Some(0.5),
+            |r| r.timing.heartbeat = Some(Duration::from_secs(2)),
+            "roles[1].heartbeat",
+        ),
+        (
+            |r| r.timing.deadline_margin = Some(0.5),
             "roles[1].deadline_margin",
         ),
         (
-            |r| r.operation_timeout = Some(Duration::ZERO),
+            |r| r.timing.operation_timeout = Some(Duration::ZERO),
             "roles[1].operation_timeout",
         ),
         (
-            |r| r.operation_timeout = Some(Duration::from_secs(3)),
+            |r| r.timing.operation_timeout = Some(Duration::from_secs(3)),
             "roles[1].operation_timeout",
         ),
         (
-            |r| r.disconnect_grace = Some(Duration::from_secs(4)),
+            |r| r.timing.disconnect_grace = Some(Duration::from_secs(4)),
             "roles[1].disconnect_grace",
         ),
         (
-            |r| r.campaign_jitter = Some(Duration::from_secs(1)),
+            |r| r.timing.campaign_jitter = Some(Duration::from_secs(1)),
             "roles[1].campaign_jitter",
         ),
         // the margin makes the inherited operation_timeout (1s) too long: 3s × 0.6 = 1.8s is fine,
         // but with ttl 1s: 1s × 0.9 = 900ms < 1s.
         (
             |r| {
-                r.ttl = Some(Duration::from_secs(1));
-                r.heartbeat = Some(Duration::from_millis(300));
-                r.disconnect_grace = Some(Duration::from_secs(1));
+                r.timing.ttl = Some(Duration::from_secs(1));
+                r.timing.heartbeat = Some(Duration::from_millis(300));
+                r.timing.disconnect_grace = Some(Duration::from_secs(1));
             },
             "roles[1].ttl",
         ),
@@ -208,8 +211,8 @@ fn inherited_problems_are_reported_once() {
     // Both roles inherit the bad heartbeat: reported only for `timing`.
     assert_eq!(fields(&c), ["timing.heartbeat"]);
     // A role fixing it by override is fine; one breaking it differently is named.
-    c.roles[0].ttl = Some(Duration::from_secs(6));
-    c.roles[1].ttl = Some(Duration::from_secs(5));
+    c.roles[0].timing.ttl = Some(Duration::from_secs(6));
+    c.roles[1].timing.ttl = Some(Duration::from_secs(5));
     assert_eq!(fields(&c), ["timing.heartbeat", "roles[1].ttl"]);
 }
 
@@ -335,10 +338,10 @@ fn duplicate_role_names_name_both_indices() {
 #[test]
 fn retry_rules() {
     let mut c = Config::default();
-    c.retry.initial_backoff = Duration::ZERO;
+    c.retry.initial = Duration::ZERO;
     only_problem(&c, "retry.initial_backoff");
     let mut c = Config::default();
-    c.retry.max_backoff = Duration::from_millis(49);
+    c.retry.max = Duration::from_millis(49);
     only_problem(&c, "retry.max_backoff");
     let mut c = Config::default();
     c.retry.persistent_interval = Duration::from_millis(99);
@@ -356,7 +359,7 @@ fn retry_rules() {
     let mut c = Config::default();
     c.retry.multiplier = 1.0;
     c.retry.jitter = 0.0;
-    c.retry.max_backoff = c.retry.initial_backoff;
+    c.retry.max = c.retry.initial;
     assert_eq!(fields(&c), Vec::<String>::new());
     c.retry.jitter = 1.0;
     assert_eq!(fields(&c), Vec::<String>::new());
@@ -373,17 +376,17 @@ fn health_rules() {
     assert_eq!(fields(&c), Vec::<String>::new());
 
     let mut c = Config::default();
-    c.health.timeout = Duration::from_millis(1001);
+    c.health.policy.timeout = Duration::from_millis(1001);
     only_problem(&c, "health.timeout");
     let mut c = Config::default();
-    c.health.timeout = Duration::ZERO;
+    c.health.policy.timeout = Duration::ZERO;
     only_problem(&c, "health.timeout");
     let mut c = Config::default();
-    c.health.interval = Duration::ZERO;
-    c.health.timeout = Duration::ZERO;
+    c.health.policy.interval = Duration::ZERO;
+    c.health.policy.timeout = Duration::ZERO;
     assert_eq!(fields(&c), ["health.interval", "health.timeout"]);
     let mut c = Config::default();
-    c.health.failure_threshold = 0;
+    c.health.policy.failure_threshold = 0;
     only_problem(&c, "health.failure_threshold");
 }
 

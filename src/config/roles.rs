@@ -1,0 +1,123 @@
+//! One role of the configuration ([`RoleConfig`]): name, campaign, priority, takeover and the
+//! timing overrides written inline in the role's entry.
+
+use std::sync::OnceLock;
+
+use serde::de::MapAccess;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::inline::{self, Extra, MainPart};
+use super::{InstanceConfig, name_message};
+use crate::core::TimingOverrides;
+use crate::names::RoleName;
+
+/// Whether placement may move a role away from this instance voluntarily.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Takeover {
+    /// Hand the role over gracefully when placement prefers another instance. The default.
+    #[default]
+    Voluntary,
+    /// Never release the role for placement (it still moves on stop, failure or health).
+    Never,
+}
+
+/// One role this instance takes part in. Timing fields (`ttl`, `heartbeat`, ...) written in
+/// the role's entry override the top-level [`Timing`](crate::core::Timing) for this role.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct RoleConfig {
+    /// The role's name. Required.
+    #[serde(deserialize_with = "de_role_name")]
+    pub name: RoleName,
+    /// Human-readable description. Default: `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Whether this instance contends for the role; `false` only observes who
+    /// holds it. Default: `true`.
+    #[serde(default = "default_true")]
+    pub campaign: bool,
+    /// Priority for this role, overriding [`InstanceConfig::priority`].
+    /// Default: `None` (use the instance priority).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    /// Whether placement may hand this role over to a preferred instance.
+    /// Default: `voluntary`.
+    #[serde(default)]
+    pub takeover: Takeover,
+    /// Overrides of the top-level timing, written inline (`ttl: 5s` in the role's entry).
+    /// Default: none (inherit every value).
+    #[serde(flatten, skip_deserializing)]
+    pub timing: TimingOverrides,
+}
+
+impl RoleConfig {
+    /// A role named `name` that this instance contends for, with no priority
+    /// or timing overrides.
+    #[must_use]
+    pub fn new(name: RoleName) -> Self {
+        Self {
+            name,
+            description: None,
+            campaign: true,
+            priority: None,
+            takeover: Takeover::Voluntary,
+            timing: TimingOverrides::default(),
+        }
+    }
+
+    /// This role's priority: its own `priority` if set, otherwise the
+    /// instance's.
+    #[must_use]
+    pub fn effective_priority(&self, instance: &InstanceConfig) -> i32 {
+        self.priority.unwrap_or(instance.priority)
+    }
+}
+
+impl Serialize for RoleConfig {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        RoleConfig::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for RoleConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        static FIELDS: OnceLock<Vec<&'static str>> = OnceLock::new();
+        let all = inline::joined(&FIELDS, || {
+            vec![
+                inline::fields(<RoleConfig as MainPart>::from),
+                inline::fields(TimingOverrides::deserialize),
+            ]
+        });
+        let mut timing = TimingOverrides::default();
+        let role: RoleConfig = inline::split(d, "RoleConfig", &mut timing, all)?;
+        Ok(RoleConfig { timing, ..role })
+    }
+}
+
+impl<'de> MainPart<'de> for RoleConfig {
+    fn from<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        RoleConfig::deserialize(d)
+    }
+}
+
+impl<'de> Extra<'de> for TimingOverrides {
+    fn take<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
+        if !inline::fields(TimingOverrides::deserialize).contains(&key) {
+            return Ok(false);
+        }
+        let value: TimingOverrides = inline::one_entry(key, map)?;
+        *self = value.or(*self);
+        Ok(true)
+    }
+}
+
+fn de_role_name<'de, D: Deserializer<'de>>(d: D) -> Result<RoleName, D::Error> {
+    let name = String::deserialize(d)?;
+    RoleName::new(name.as_str())
+        .map_err(|e| serde::de::Error::custom(name_message("role name", &name, &e)))
+}
+
+fn default_true() -> bool {
+    true
+}
