@@ -463,24 +463,17 @@ mod tests {
 
     #[test]
     fn markers_are_vacancies() {
-        let mut h = HeaderMap::new();
-        h.insert(KV_OPERATION, "DEL");
-        assert_eq!(
-            key_state(5, &h, b""),
-            KeyState::Vacant {
-                revision: 5,
-                expired: false
-            }
-        );
-        let mut h = HeaderMap::new();
-        h.insert(MARKER_REASON, "MaxAge");
-        assert_eq!(
-            key_state(6, &h, b""),
-            KeyState::Vacant {
-                revision: 6,
-                expired: true
-            }
-        );
+        for (revision, header, value, expired) in [
+            (5, KV_OPERATION, "DEL", false),
+            (6, MARKER_REASON, "MaxAge", true),
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert(header, value);
+            assert_eq!(
+                key_state(revision, &h, b""),
+                KeyState::Vacant { revision, expired }
+            );
+        }
         let h = HeaderMap::new();
         assert!(matches!(
             key_state(7, &h, b"junk"),
