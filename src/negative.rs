@@ -1,7 +1,19 @@
 //! Negative controls: deliberately broken modes that the history checker must flag (cargo
 //! feature `negative-controls`; test-only, never for production).
+//!
+//! A mode lives only here: [`Flawed`] decorates the role drivers' backend (the lease store and
+//! the way terms reach the application), and the builder installs it only under the feature.
+//! The production types (store, state machine, driver) know nothing of it.
 
 use std::str::FromStr;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::time::Instant;
+
+use crate::core::{DemoteReason, WriteKind, WriteOutcome};
+use crate::manager::backend::{LeaseWrite, RoleBackend};
+use crate::store::LeaseStore;
 
 /// One deliberately broken mode of the library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,5 +70,67 @@ impl FromStr for NegativeControl {
 impl std::fmt::Display for NegativeControl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// How much later than its local deadline a `no-local-deadline` holder believes it may act.
+const DEADLINE_IGNORED_FOR: Duration = Duration::from_secs(3600);
+
+/// The lease store with one [`NegativeControl`] built in.
+#[derive(Debug, Clone)]
+pub(crate) struct Flawed {
+    store: LeaseStore,
+    mode: NegativeControl,
+}
+
+impl Flawed {
+    /// `store`, broken as `mode` says.
+    pub(crate) fn new(store: LeaseStore, mode: NegativeControl) -> Self {
+        tracing::error!(
+            ?mode,
+            "negative control active: this manager is deliberately broken (test only)"
+        );
+        Self { store, mode }
+    }
+}
+
+impl RoleBackend for Flawed {
+    fn write(
+        &self,
+        key: String,
+        mut write: LeaseWrite,
+        timeout: Duration,
+    ) -> BoxFuture<'static, WriteOutcome> {
+        let store = self.store.clone();
+        // `plain-put`: no expected-revision header.
+        let expected = (self.mode != NegativeControl::PlainPut).then_some(write.expected);
+        // `drop-ttl`: renewals without a TTL.
+        if self.mode == NegativeControl::DropTtl && write.kind == WriteKind::Renew {
+            write.ttl = None;
+        }
+        Box::pin(async move {
+            let delete = write.kind == WriteKind::Release;
+            store
+                .lease_write(&key, expected, write.ttl, write.payload, delete, timeout)
+                .await
+        })
+    }
+
+    /// `no-local-deadline`: the application may act for another hour.
+    fn handed_deadline(&self, deadline: Instant) -> Instant {
+        if self.mode == NegativeControl::NoLocalDeadline {
+            deadline + DEADLINE_IGNORED_FOR
+        } else {
+            deadline
+        }
+    }
+
+    /// `skip-demote`: no demotion is carried out; `no-local-deadline`: none at the deadline.
+    fn carries_out(&self, reason: DemoteReason) -> bool {
+        match self.mode {
+            NegativeControl::SkipDemote => false,
+            NegativeControl::NoLocalDeadline => reason != DemoteReason::DeadlineExpired,
+            NegativeControl::PlainPut | NegativeControl::DropTtl => true,
+        }
     }
 }

@@ -107,8 +107,6 @@ pub struct LeaseStore {
     errors: ServerErrors,
     /// The server's own description of each error code seen (bounded), for status texts.
     descriptions: ServerDescriptions,
-    /// Negative control: lease writes without the expected-revision header (test-only).
-    plain_put: bool,
 }
 
 impl std::fmt::Debug for LeaseStore {
@@ -138,7 +136,6 @@ impl LeaseStore {
             max_age,
             errors,
             descriptions: ServerDescriptions::default(),
-            plain_put: false,
         }
     }
 
@@ -178,12 +175,6 @@ impl LeaseStore {
         outcome
     }
 
-    /// Negative control: send lease writes as plain puts (no expected revision). Test-only.
-    #[cfg(feature = "negative-controls")]
-    pub(crate) fn set_plain_put(&mut self) {
-        self.plain_put = true;
-    }
-
     /// The bucket's `max_age` (zero = none).
     pub fn max_age(&self) -> Duration {
         self.max_age
@@ -216,8 +207,24 @@ impl LeaseStore {
         delete: bool,
         timeout: Duration,
     ) -> WriteOutcome {
+        self.lease_write(key, Some(expected), ttl, payload, delete, timeout)
+            .await
+    }
+
+    /// A lease write: [`LeaseStore::cas`] when `expected` is given, otherwise a plain put
+    /// whatever the key's last revision (which the election never sends, P3; the test-only
+    /// negative control `plain-put` does).
+    pub(crate) async fn lease_write(
+        &self,
+        key: &str,
+        expected: Option<u64>,
+        ttl: Option<Duration>,
+        payload: Bytes,
+        delete: bool,
+        timeout: Duration,
+    ) -> WriteOutcome {
         let mut headers = HeaderMap::new();
-        if !self.plain_put {
+        if let Some(expected) = expected {
             headers.insert(
                 EXPECTED_LAST_SUBJECT_SEQUENCE,
                 expected.to_string().as_str(),
@@ -456,24 +463,17 @@ mod tests {
 
     #[test]
     fn markers_are_vacancies() {
-        let mut h = HeaderMap::new();
-        h.insert(KV_OPERATION, "DEL");
-        assert_eq!(
-            key_state(5, &h, b""),
-            KeyState::Vacant {
-                revision: 5,
-                expired: false
-            }
-        );
-        let mut h = HeaderMap::new();
-        h.insert(MARKER_REASON, "MaxAge");
-        assert_eq!(
-            key_state(6, &h, b""),
-            KeyState::Vacant {
-                revision: 6,
-                expired: true
-            }
-        );
+        for (revision, header, value, expired) in [
+            (5, KV_OPERATION, "DEL", false),
+            (6, MARKER_REASON, "MaxAge", true),
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert(header, value);
+            assert_eq!(
+                key_state(revision, &h, b""),
+                KeyState::Vacant { revision, expired }
+            );
+        }
         let h = HeaderMap::new();
         assert!(matches!(
             key_state(7, &h, b"junk"),

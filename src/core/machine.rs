@@ -169,8 +169,6 @@ pub struct RoleMachine {
     /// Placement hold-back: contend for a vacancy only this long after first seeing it
     /// (another live instance is preferred for the role and should acquire first).
     campaign_delay: Duration,
-    /// Negative control: never demote at the local deadline (test-only).
-    ignore_deadline: bool,
     /// The failure last reported with [`Action::Failed`] and not yet followed by
     /// [`Action::Recovered`].
     reported_failure: Option<FailureKind>,
@@ -214,19 +212,10 @@ impl RoleMachine {
             high_water: 0,
             observed_during_read: false,
             campaign_delay: Duration::ZERO,
-            ignore_deadline: false,
             reported_failure: None,
             first_seen_rev: None,
             actions: VecDeque::new(),
         }
-    }
-
-    /// Negative control: the holder does not demote at its local deadline and keeps renewing
-    /// (test-only; the chaos suite's checker must flag it).
-    #[cfg(feature = "negative-controls")]
-    #[doc(hidden)]
-    pub fn ignore_deadline_for_negative_control(&mut self) {
-        self.ignore_deadline = true;
     }
 
     /// The public state of the role.
@@ -284,9 +273,7 @@ impl RoleMachine {
         let mut consider = |i: Instant| t = Some(t.map_or(i, |c| c.min(i)));
         match &self.phase {
             Phase::Leader(l) => {
-                if !self.ignore_deadline {
-                    consider(l.term.deadline);
-                }
+                consider(l.term.deadline);
                 if let Some(d) = l.disconnected_since {
                     consider(d + self.timing.disconnect_grace);
                 }
@@ -569,7 +556,7 @@ impl RoleMachine {
         let Phase::Leader(l) = &self.phase else {
             return;
         };
-        let reason = if now >= l.term.deadline && !self.ignore_deadline {
+        let reason = if now >= l.term.deadline {
             DemoteReason::DeadlineExpired
         } else if l
             .disconnected_since
@@ -1181,11 +1168,7 @@ impl RoleMachine {
         let Phase::Leader(l) = &self.phase else {
             return;
         };
-        let remaining = if self.ignore_deadline {
-            self.timing.operation_timeout
-        } else {
-            l.term.deadline.saturating_duration_since(now)
-        };
+        let remaining = l.term.deadline.saturating_duration_since(now);
         let timeout = self.timing.operation_timeout.min(remaining);
         if timeout.is_zero() {
             return;

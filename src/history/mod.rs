@@ -8,6 +8,7 @@
 
 pub mod clock;
 pub mod event;
+pub mod invariant;
 pub mod recorder;
 
 pub use clock::{mono_now_ns, real_mono_now_ns};

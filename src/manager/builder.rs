@@ -1,7 +1,8 @@
 //! [`RoleManagerBuilder`]: the connection, bucket and defaults of a manager, its roles and
 //! sinks; `start()` opens the bucket and spawns the watcher, the role tasks and the health task.
 
-use super::shared::{Flaws, Shared};
+use super::backend::RoleBackend;
+use super::shared::Shared;
 use super::{
     RoleEvent, RoleManager, RoleSpec, bucket, connection, health_task, placement, watcher,
 };
@@ -159,26 +160,12 @@ impl RoleManagerBuilder {
         for spec in &self.roles {
             spec.validate()?;
         }
+        let opened = bucket::open(&self.client, &self.bucket, &self.server_errors).await?;
         #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
-        let mut opened = bucket::open(&self.client, &self.bucket, &self.server_errors).await?;
-        #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
-        let mut flaws = Flaws::default();
+        let mut backend: Arc<dyn RoleBackend> = Arc::new(opened.store.clone());
         #[cfg(feature = "negative-controls")]
-        {
-            use crate::negative::NegativeControl as N;
-            if let Some(mode) = self.negative {
-                tracing::error!(
-                    ?mode,
-                    "negative control active: this manager is deliberately broken (test only)"
-                );
-            }
-            match self.negative {
-                Some(N::PlainPut) => opened.store.set_plain_put(),
-                Some(N::DropTtl) => flaws.drop_ttl = true,
-                Some(N::NoLocalDeadline) => flaws.no_local_deadline = true,
-                Some(N::SkipDemote) => flaws.skip_demote = true,
-                None => {}
-            }
+        if let Some(mode) = self.negative {
+            backend = Arc::new(crate::negative::Flawed::new(opened.store.clone(), mode));
         }
         // How long a release can take at most: the drain of the role work, then the write.
         let release_bound = self.drain_timeout
@@ -232,7 +219,7 @@ impl RoleManagerBuilder {
             bucket_check: tokio::sync::Notify::new(),
             tap: Tap::new(sinks),
             placement: placement.clone(),
-            flaws,
+            backend,
             epoch: std::sync::atomic::AtomicU64::new(opened.epoch),
             bucket_high_water: std::sync::atomic::AtomicU64::new(opened.last_revision),
         });

@@ -1,5 +1,6 @@
 //! [`RoleManager`]: many role elections over one NATS connection and one bucket watcher.
 
+pub(crate) mod backend;
 mod bucket;
 mod builder;
 mod connection;
@@ -189,7 +190,6 @@ impl RoleManager {
             priority: spec.priority.unwrap_or(self.priority),
             meta: self.meta.clone(),
         };
-        #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
         let mut machine = RoleMachine::new(
             identity,
             spec.timing,
@@ -204,10 +204,6 @@ impl RoleManager {
         // new role makes there, so an acquire acknowledged at or below it was stored in a
         // recreated bucket this manager has not noticed yet: never promoted, epoch checked.
         machine.seed_high_water(self.shared.bucket_high_water());
-        #[cfg(feature = "negative-controls")]
-        if self.shared.flaws.no_local_deadline {
-            machine.ignore_deadline_for_negative_control();
-        }
         let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
         let (status_tx, status_rx) = watch::channel(RoleStatus::new(
             spec.name.clone(),

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, warn};
 
+use super::backend::LeaseWrite;
 use super::events::RoleEvent;
 use super::shared::Shared;
 use super::status::RoleStatus;
@@ -197,11 +198,9 @@ impl RoleTask {
     ) {
         match action {
             Action::Write(req) => {
-                let store = self.shared.store.clone();
+                let backend = self.shared.backend.clone();
                 let key = key.to_string();
-                // Negative control `drop-ttl`: renewals without a TTL (test-only).
-                let ttl = (!(self.shared.flaws.drop_ttl && req.kind == WriteKind::Renew))
-                    .then_some(self.ttl);
+                let ttl = Some(self.ttl);
                 let op = req.op;
                 let payload = req.value.map(|mut v| {
                     let now = now_rfc3339();
@@ -218,7 +217,6 @@ impl RoleTask {
                     v.renewed_at = Some(now);
                     v.to_bytes()
                 });
-                let delete = req.kind == WriteKind::Release;
                 let kind = req.kind;
                 debug!(?kind, expected = req.expected, "write");
                 self.tap(TapEvent::WriteInvoked {
@@ -230,16 +228,13 @@ impl RoleTask {
                 ops.push(Box::pin(
                     async move {
                         let sent = Instant::now();
-                        let outcome = store
-                            .cas(
-                                &key,
-                                req.expected,
-                                ttl,
-                                payload.unwrap_or_default(),
-                                delete,
-                                req.timeout,
-                            )
-                            .await;
+                        let write = LeaseWrite {
+                            kind,
+                            expected: req.expected,
+                            ttl,
+                            payload: payload.unwrap_or_default(),
+                        };
+                        let outcome = backend.write(key, write, req.timeout).await;
                         tracing::Span::current().record("outcome", outcome_name(outcome));
                         (op, OpResult::Write(kind, outcome, sent.elapsed()))
                     }
@@ -325,9 +320,9 @@ impl RoleTask {
                 reason,
                 drain: wait,
             } => {
-                if self.shared.flaws.skip_demote {
-                    // Negative control `skip-demote`: the term stays open for the application
-                    // and the history (test-only).
+                if !self.shared.backend.carries_out(reason) {
+                    // The term stays open for the application and the history (only the
+                    // test-only negative controls do not carry demotions out).
                     set(&self.current, None);
                     self.promoted_at = None;
                     if wait {
@@ -497,14 +492,9 @@ impl RoleTask {
         );
     }
 
-    /// The deadline handed to the application: the term's, except under the negative control
-    /// `no-local-deadline` (test-only), where the holder may act for another hour.
+    /// The deadline handed to the application (the term's; see [`super::backend::RoleBackend`]).
     fn handed_deadline(&self, deadline: Instant) -> Instant {
-        if self.shared.flaws.no_local_deadline {
-            deadline + Duration::from_secs(3600)
-        } else {
-            deadline
-        }
+        self.shared.backend.handed_deadline(deadline)
     }
 
     /// Reports `event` to the manager's tap sinks.

@@ -42,8 +42,9 @@ pub(crate) struct Shared {
     pub(crate) tap: crate::tap::Tap,
     /// Placement (membership, plan), when enabled.
     pub(crate) placement: Option<Arc<super::placement::PlacementShared>>,
-    /// Deliberate breakage for the checker's negative controls (all off outside tests).
-    pub(crate) flaws: Flaws,
+    /// What the role drivers write leases with and hand terms on through (the store; decorated
+    /// only by the test-only negative controls).
+    pub(crate) backend: Arc<dyn super::backend::RoleBackend>,
     /// The bucket's current epoch (P1): read at start-up, replaced when the watcher finds the
     /// bucket recreated. Written and read only under the `roles` lock (see
     /// [`Shared::reset_epoch`]), so a role added concurrently with a reset starts on the new
@@ -53,18 +54,6 @@ pub(crate) struct Shared {
     /// start-up, then every watcher entry); reset with the epoch. Seeds a new role's high-water
     /// mark (P6).
     pub(crate) bucket_high_water: std::sync::atomic::AtomicU64,
-}
-
-/// Negative-control switches of the driver (cargo feature `negative-controls`; always off
-/// otherwise).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Flaws {
-    /// Renewals are written without `Nats-TTL`.
-    pub(crate) drop_ttl: bool,
-    /// The holder does not stop at its local deadline.
-    pub(crate) no_local_deadline: bool,
-    /// Demotions are neither recorded nor delivered to the application.
-    pub(crate) skip_demote: bool,
 }
 
 impl Shared {

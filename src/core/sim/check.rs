@@ -1,9 +1,10 @@
-//! The simulation's invariant checker (names as in `docs/reliability.md`).
+//! The simulation's invariant checker ([`Invariant`] IDs, as in `docs/reliability.md`).
 
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::core::types::{Action, Term, WriteKind};
+use crate::history::Invariant;
 
 use super::clock::{Clock, Nanos, secs};
 use super::kv::{EPOCH, Entry, EntryKind};
@@ -13,7 +14,7 @@ use super::trace::{Rec, Seen, Trace};
 /// A broken invariant.
 #[derive(Debug, Clone)]
 pub(super) struct Violation {
-    pub(super) rule: &'static str,
+    pub(super) rule: Invariant,
     pub(super) at: Nanos,
     pub(super) node: Option<usize>,
     pub(super) detail: String,
@@ -106,7 +107,7 @@ impl<'a> Walk<'a> {
         }
     }
 
-    pub(super) fn flag(&mut self, rule: &'static str, at: Nanos, detail: String) {
+    pub(super) fn flag(&mut self, rule: Invariant, at: Nanos, detail: String) {
         self.out.push(Violation {
             rule,
             at,
@@ -177,7 +178,7 @@ impl<'a> Walk<'a> {
             }
             Action::Stopped => {
                 if self.lead.is_some() {
-                    self.flag("S6", g, "Stopped while leading (no Demote)".into());
+                    self.flag(Invariant::S6, g, "Stopped while leading (no Demote)".into());
                     self.close(g);
                 }
                 self.check_stop_finished(g);
@@ -193,19 +194,23 @@ impl<'a> Walk<'a> {
 
     pub(super) fn promote(&mut self, g: Nanos, term: &Term, revision: u64) {
         if self.stopped {
-            self.flag("S6", g, format!("Promote of term {revision} after Stopped"));
+            self.flag(
+                Invariant::S6,
+                g,
+                format!("Promote of term {revision} after Stopped"),
+            );
         }
         if let Some(l) = &self.lead {
             let old = l.term.token.term();
             self.flag(
-                "S6",
+                Invariant::S6,
                 g,
                 format!("Promote of term {revision} while leading term {old}"),
             );
             self.close(g);
         }
         if let Err(e) = self.acquired(term, revision) {
-            self.flag("S3", g, format!("Promote of term {revision}: {e}"));
+            self.flag(Invariant::S3, g, format!("Promote of term {revision}: {e}"));
         }
         let until = self.clock.global(term.deadline);
         self.draining = None;
@@ -249,7 +254,7 @@ impl<'a> Walk<'a> {
             // such renewals do not extend acting.
             if self.draining != Some(term.nonce) {
                 self.flag(
-                    "S6",
+                    Invariant::S6,
                     g,
                     format!("Renewed (rev {revision}) while not leading"),
                 );
@@ -258,7 +263,7 @@ impl<'a> Walk<'a> {
         };
         if l.term.nonce != term.nonce || l.term.token != term.token {
             return self.flag(
-                "S6",
+                Invariant::S6,
                 g,
                 format!("Renewed (rev {revision}) for another term"),
             );
@@ -271,14 +276,14 @@ impl<'a> Walk<'a> {
         }
         if term.deadline < old {
             self.flag(
-                "S5",
+                Invariant::S5,
                 g,
                 format!("Renewed moved the deadline back (rev {revision})"),
             );
         }
         if now >= old {
             self.flag(
-                "S5",
+                Invariant::S5,
                 g,
                 format!("Renewed (rev {revision}) after the deadline passed"),
             );
@@ -293,7 +298,7 @@ impl<'a> Walk<'a> {
             e.nonce() != Some(term.nonce) || e.writer.is_none_or(|w| w.0 != self.node)
         }) {
             self.flag(
-                "S3",
+                Invariant::S3,
                 g,
                 format!("Renewed at rev {revision}, not a put of this term"),
             );
@@ -303,14 +308,14 @@ impl<'a> Walk<'a> {
     pub(super) fn demote(&mut self, g: Nanos, term: &Term) {
         match &self.lead {
             None => self.flag(
-                "S6",
+                Invariant::S6,
                 g,
                 format!("Demote of term {} while not leading", term.token.term()),
             ),
             Some(l) if l.term.nonce != term.nonce => {
                 let (a, b) = (term.token.term(), l.term.token.term());
                 self.flag(
-                    "S6",
+                    Invariant::S6,
                     g,
                     format!("Demote of term {a} while leading term {b}"),
                 );
@@ -334,17 +339,21 @@ impl<'a> Walk<'a> {
             let (term, deadline) = (l.term.token.term(), l.term.deadline);
             if now >= deadline && self.last_input == Some(Seen::Timer) {
                 self.flag(
-                    "S5",
+                    Invariant::S5,
                     g,
                     format!("term {term}: deadline passed, timer fired, no Demote"),
                 );
             } else if timeout.is_none_or(|t| t > deadline) {
-                self.flag("S5", g, format!("term {term}: no timer at the deadline"));
+                self.flag(
+                    Invariant::S5,
+                    g,
+                    format!("term {term}: no timer at the deadline"),
+                );
             }
         }
         if self.last_input == Some(Seen::Timer) && timeout.is_some_and(|t| t <= now) {
             self.flag(
-                "L1",
+                Invariant::L1,
                 g,
                 "poll_timeout() still due after the timer fired (busy loop)".into(),
             );
@@ -352,7 +361,7 @@ impl<'a> Walk<'a> {
         let campaign = self.trace.nodes[self.node].campaign;
         if timeout.is_none() && campaign && !stopped && !pending {
             self.flag(
-                "L1",
+                Invariant::L1,
                 g,
                 "idle without a timer and without an operation in flight".into(),
             );
@@ -369,7 +378,7 @@ impl<'a> Walk<'a> {
                 secs(asked),
                 secs(bound)
             );
-            self.flag("L1", at, detail);
+            self.flag(Invariant::L1, at, detail);
         }
     }
 }
@@ -385,7 +394,7 @@ pub(super) fn check_term_order(tenures: &[Tenure], out: &mut Vec<Violation>) {
                 w[1].term, w[1].node, w[0].term, w[0].node
             );
             out.push(Violation {
-                rule: "S2",
+                rule: Invariant::S2,
                 at: w[1].start,
                 node: Some(w[1].node),
                 detail,
@@ -414,7 +423,7 @@ pub(super) fn check_exclusive(tenures: &[Tenure], out: &mut Vec<Violation>) {
                 secs(p.end)
             );
             out.push(Violation {
-                rule: "S4",
+                rule: Invariant::S4,
                 at: t.start,
                 node: Some(t.node),
                 detail,
@@ -457,7 +466,7 @@ pub(super) fn check_key_held(trace: &Trace, tenures: &[Tenure], out: &mut Vec<Vi
                 secs(t.end)
             );
             out.push(Violation {
-                rule: "S4",
+                rule: Invariant::S4,
                 at,
                 node: Some(t.node),
                 detail,
@@ -494,7 +503,7 @@ pub(super) fn check_liveness(
                 secs(bound)
             );
             out.push(Violation {
-                rule: "L1",
+                rule: Invariant::L1,
                 at: from,
                 node: None,
                 detail,

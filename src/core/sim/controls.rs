@@ -9,6 +9,7 @@ use super::render::report;
 use super::rng::Rng;
 use super::scenario::{Fault, FaultKind, LIVENESS_SLACK, Net, Scenario, Target, TimingSpec};
 use super::world::run_checked;
+use crate::history::Invariant;
 
 /// A fault-free scenario for the negative controls, derived from `seed`: `nodes.0` to
 /// `nodes.1` machines, every fault aimed at the holder.
@@ -54,7 +55,7 @@ pub(super) fn catch_rate(
     scenario: impl Fn(u64) -> Scenario,
     flaws: KvFlaws,
     opts: impl Fn(&Scenario) -> CheckOpts,
-    rules: &[&str],
+    rules: &[Invariant],
 ) -> usize {
     (0..100u64)
         .filter(|&seed| {
@@ -95,7 +96,7 @@ fn control_plain_put_breaks_exclusivity() {
         ..KvFlaws::default()
     };
     let scenario = |seed| control_scenario(seed, (3, 5), 4, &faults);
-    let caught = catch_rate(scenario, flaws, |_| CheckOpts::default(), &["S4"]);
+    let caught = catch_rate(scenario, flaws, |_| CheckOpts::default(), &[Invariant::S4]);
     println!("plain put: {caught}/100 runs caught");
     assert!(caught >= 95, "only {caught}/100 runs caught");
 }
@@ -123,7 +124,7 @@ fn control_renew_without_ttl_breaks_liveness() {
         liveness: Some(sc.timing.ttl_s * SEC + LIVENESS_SLACK),
         ..CheckOpts::default()
     };
-    let caught = catch_rate(scenario, flaws, opts, &["L1"]);
+    let caught = catch_rate(scenario, flaws, opts, &[Invariant::L1]);
     println!("renew without TTL: {caught}/100 runs caught");
     assert!(caught >= 95, "only {caught}/100 runs caught");
 }
@@ -139,7 +140,7 @@ fn control_no_local_deadline_breaks_exclusivity() {
         ignore_deadline: true,
         ..CheckOpts::default()
     };
-    let caught = catch_rate(scenario, KvFlaws::default(), opts, &["S4"]);
+    let caught = catch_rate(scenario, KvFlaws::default(), opts, &[Invariant::S4]);
     println!("no local deadline: {caught}/100 runs caught");
     assert!(caught >= 95, "only {caught}/100 runs caught");
 }

@@ -16,8 +16,8 @@
 //! 0.9 × margin slow (P4), followers up to 0.9 × heartbeat / TTL fast (the backstop needs
 //! follower clocks faster than server time by less than heartbeat / TTL; P4 does not say so).
 //!
-//! [`check::check`] turns a [`trace::Trace`] into a list of [`check::Violation`]s, named as
-//! in `docs/reliability.md` (S1, L2 and L3 do not apply: the model has no fenced writes, and
+//! [`check::check`] turns a [`trace::Trace`] into a list of [`check::Violation`]s, named with
+//! the one list of IDs, [`crate::history::Invariant`], as in `docs/reliability.md` (S1, L2 and L3 do not apply: the model has no fenced writes, and
 //! fail-over figures and steady-state windows are the real-server checker's):
 //!
 //! * **S2** promote terms strictly increase across all machines, in promote order.
@@ -37,7 +37,8 @@
 //!   after its start or the last fault in it, and a stop finishes promptly. In every run, what
 //!   progress needs locally: after a timer fired, `poll_timeout()` is in the future (still due
 //!   is a busy loop in a real driver), and a campaigning machine that is not stopped and has no
-//!   operation in flight has a timer (otherwise it waits for events that may never come).
+//!   operation in flight has a timer (otherwise it waits for events that may never come); a
+//!   run that never ends (more events than the limit: livelock) is an L1 violation too.
 //!
 //! Negative controls run deliberately broken variants (a KV without CAS, a KV that drops the
 //! TTL of renewals, a harness without local deadlines) and require the checker to notice. A

@@ -80,14 +80,20 @@ pub(super) fn faults(all: bool) -> impl Strategy<Value = Vec<Fault>> {
     prop::collection::vec(fault, 0..=8)
 }
 
-/// Everything can go wrong.
-pub(super) fn faulty_scenario() -> impl Strategy<Value = Scenario> {
-    let flags = (
+/// The flags of a random scenario: an observer, clock drift, no per-key TTL (30 %),
+/// validation.
+fn scenario_flags() -> impl Strategy<Value = (bool, bool, bool, bool)> {
+    (
         any::<bool>(),
         any::<bool>(),
         prop::bool::weighted(0.3),
         any::<bool>(),
-    );
+    )
+}
+
+/// Everything can go wrong.
+pub(super) fn faulty_scenario() -> impl Strategy<Value = Scenario> {
+    let flags = scenario_flags();
     (
         any::<u64>(),
         2usize..=6,
@@ -114,12 +120,7 @@ pub(super) fn faulty_scenario() -> impl Strategy<Value = Scenario> {
 
 /// A perfect network; crashes, restarts, releases and stops; one node is never hit.
 pub(super) fn fault_free_scenario() -> impl Strategy<Value = Scenario> {
-    let flags = (
-        any::<bool>(),
-        any::<bool>(),
-        prop::bool::weighted(0.3),
-        any::<bool>(),
-    );
+    let flags = scenario_flags();
     (
         any::<u64>(),
         2usize..=6,

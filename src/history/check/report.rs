@@ -8,34 +8,7 @@ use serde::Serialize;
 use crate::history::event::{Event, Phase, TrialInfo};
 
 use super::Checker;
-/// A rule of `docs/reliability.md`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[non_exhaustive]
-pub enum Invariant {
-    /// Accepted fenced writes never go back in token order.
-    S1,
-    /// Promote tokens strictly increase per role; no token promoted twice.
-    S2,
-    /// One holder per revision.
-    S3,
-    /// Acting intervals of different nodes do not overlap.
-    S4,
-    /// Every act happens inside an open term, before its deadline.
-    S5,
-    /// Per node and role: (promote … demote)*, matching tokens, closed at a clean stop.
-    S6,
-    /// A role with a live candidate gets a holder within the bound.
-    L1,
-    /// No demotion in the steady-state window.
-    L3,
-}
-
-impl std::fmt::Display for Invariant {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{self:?}")
-    }
-}
-
+pub use crate::history::invariant::Invariant;
 /// One broken rule, with what is needed to find it in the history.
 #[derive(Debug, Clone, Serialize)]
 pub struct Violation {

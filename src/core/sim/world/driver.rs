@@ -66,19 +66,8 @@ impl Sim {
                 outcome: WriteOutcome::Ok { .. } | WriteOutcome::Conflict | WriteOutcome::Retry,
                 unknown_at,
             } => {
-                let outcome = WriteOutcome::Unknown;
                 let at = unknown_at.max(self.now);
-                self.push(
-                    at,
-                    Ev::Node(
-                        n,
-                        Input::Write {
-                            op,
-                            outcome,
-                            unknown_at,
-                        },
-                    ),
-                );
+                self.deliver_write(n, at, op, WriteOutcome::Unknown, unknown_at);
                 None
             }
             Input::Read { op, result: Ok(_) } => Some(Input::Read {

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use crate::core::backoff::{RetryPolicy, SplitMix64};
 use crate::core::machine::{Identity, RoleMachine};
 use crate::core::types::{FailureKind, KeyState, Timing, WriteOutcome, WriteRequest};
+use crate::history::Invariant;
 use crate::names::InstanceId;
 
 use super::check::{CheckOpts, Violation, check};
@@ -218,9 +219,9 @@ impl Sim {
             }
             events += 1;
             if events > EVENT_LIMIT {
-                let detail = format!("more than {EVENT_LIMIT} events: livelock");
+                let detail = format!("more than {EVENT_LIMIT} events: livelock (no progress)");
                 self.errors.push(Violation {
-                    rule: "SIM",
+                    rule: Invariant::L1,
                     at: q.at,
                     node: None,
                     detail,

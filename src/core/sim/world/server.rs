@@ -21,28 +21,29 @@ impl Sim {
         } else {
             (unknown_at, WriteOutcome::Unknown)
         };
-        self.push(
-            at,
-            Ev::Node(
-                n,
-                Input::Write {
-                    op,
-                    outcome,
-                    unknown_at,
-                },
-            ),
-        );
+        self.deliver_write(n, at, op, outcome, unknown_at);
     }
 
     /// Reports `Unknown` for `op` when its timeout passes.
     pub(super) fn unknown_at(&mut self, n: usize, op: u64, unknown_at: Nanos) {
-        let outcome = WriteOutcome::Unknown;
+        self.deliver_write(n, unknown_at, op, WriteOutcome::Unknown, unknown_at);
+    }
+
+    /// Hands node `n` the outcome of its write `op` at `at`.
+    pub(super) fn deliver_write(
+        &mut self,
+        n: usize,
+        at: Nanos,
+        op: u64,
+        outcome: WriteOutcome,
+        unknown_at: Nanos,
+    ) {
         let input = Input::Write {
             op,
             outcome,
             unknown_at,
         };
-        self.push(unknown_at, Ev::Node(n, input));
+        self.push(at, Ev::Node(n, input));
     }
 
     /// Queues a write for the server to apply at `at` (`ack`: delay of the acknowledgement).
