@@ -5,7 +5,8 @@
 //! 0. **Unavailable**: a role a member will not take now (it cools down, or cannot acquire
 //!    it) is planned as one it does not campaign for.
 //! 1. **Health**: draining or unhealthy members are preferred for nothing.
-//! 2. **Pinned**: a role held by a member that never hands it over stays there.
+//! 2. **Pinned**: a role held by a member that never hands it over stays there (where the
+//!    holder is tied for it, the quotas treat it as shared: see `pins` in [`plan`]).
 //! 3. **Priority**: among the members that campaign for a role, the highest priority wins.
 //! 4. **Share**: ties are spread by weighted fair share, per group of members connected by
 //!    shared roles. Every member gets a quota of `R × w / W` roles (R roles of its group, W
@@ -170,16 +171,16 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
     // 1 + 2: eligibility and priority.
     let mut fixed: BTreeMap<&RoleName, (&InstanceId, PreferredReason)> = BTreeMap::new();
     let mut shared: Vec<(&RoleName, Vec<&InstanceId>)> = Vec::new();
+    // Pinned roles whose holder is tied for them: they stay with it, but the quotas are
+    // computed as while the role was shared, so that a plan handing a role to a member that
+    // pins it is still its own plan once carried out.
+    let mut pins: BTreeMap<&RoleName, &InstanceId> = BTreeMap::new();
     for &role in &roles {
         // A role held by an eligible member that pins it stays there.
-        if let Some(h) = holders.get(role).and_then(|h| by_id.get(h))
-            && h.eligible()
-            && h.pinned.contains(role)
-            && h.roles.contains_key(role)
-        {
-            fixed.insert(role, (&h.id, PreferredReason::Pinned));
-            continue;
-        }
+        let pinned_by = holders
+            .get(role)
+            .and_then(|h| by_id.get(h))
+            .filter(|h| h.eligible() && h.pinned.contains(role) && h.roles.contains_key(role));
         let cands: Vec<(&InstanceId, i32)> = sorted
             .iter()
             .filter(|c| c.eligible())
@@ -193,6 +194,15 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
             .filter(|(_, p)| *p == top)
             .map(|(id, _)| *id)
             .collect();
+        if let Some(h) = pinned_by {
+            if tied.len() > 1 && tied.contains(&&h.id) {
+                pins.insert(role, &h.id);
+                shared.push((role, tied));
+            } else {
+                fixed.insert(role, (&h.id, PreferredReason::Pinned));
+            }
+            continue;
+        }
         match (cands.len(), tied.as_slice()) {
             (1, [only]) => {
                 fixed.insert(role, (only, PreferredReason::OnlyCandidate));
@@ -250,8 +260,15 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
 
     // Keep current holders within quota (highest rendezvous scores first).
     let mut assigned: BTreeMap<&RoleName, &InstanceId> = BTreeMap::new();
+    for (role, h) in &pins {
+        assigned.insert(role, h);
+        *load.entry(h).or_default() += 1;
+    }
     let mut keep: BTreeMap<&InstanceId, Vec<&RoleName>> = BTreeMap::new();
     for (role, tied) in &shared {
+        if pins.contains_key(role) {
+            continue;
+        }
         if let Some(h) = holders.get(*role)
             && let Some(h) = tied.iter().find(|t| **t == h)
         {
@@ -307,6 +324,7 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
 
     // Members campaigning for different roles: close the gaps the greedy pass left.
     let weights: BTreeMap<&InstanceId, u32> = pool.iter().map(|c| (&c.id, c.weight)).collect();
+    shared.retain(|(role, _)| !pins.contains_key(role));
     reach_quotas(&shared, &quota, &weights, holders, &mut assigned, &mut load);
 
     let mut preferred = BTreeMap::new();
@@ -329,7 +347,12 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
         );
     }
     for (role, id) in assigned {
-        let reason = reason_for(role, id, PreferredReason::Share);
+        let base = if pins.contains_key(role) {
+            PreferredReason::Pinned
+        } else {
+            PreferredReason::Share
+        };
+        let reason = reason_for(role, id, base);
         preferred.insert(
             role.clone(),
             Preferred {
