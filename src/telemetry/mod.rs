@@ -27,6 +27,8 @@
 
 mod otlp;
 pub mod prometheus;
+#[cfg(test)]
+mod test_support;
 
 use std::collections::HashMap;
 
@@ -134,19 +136,14 @@ impl Telemetry {
         if let Some(otlp) = &config.otlp {
             if otlp.metrics {
                 let url = otlp.signal_url("/v1/metrics");
-                let exporter = opentelemetry_otlp::MetricExporter::builder()
-                    .with_http()
-                    .with_http_client(client("metrics", &url, otlp.timeout))
-                    .with_protocol(protocol(otlp))
-                    .with_endpoint(url.clone())
-                    .with_timeout(otlp.timeout)
-                    .with_headers(headers(otlp))
-                    .build()
-                    .map_err(|e| TelemetryError::Exporter {
-                        signal: "metrics",
-                        url,
-                        message: e.to_string(),
-                    })?;
+                let exporter = http_export(
+                    opentelemetry_otlp::MetricExporter::builder().with_http(),
+                    client("metrics", &url, otlp.timeout),
+                    otlp,
+                    &url,
+                )
+                .build()
+                .map_err(|e| exporter_error("metrics", url, &e))?;
                 meters = meters.with_reader(
                     PeriodicReader::builder(exporter)
                         .with_interval(otlp.export_interval)
@@ -155,19 +152,14 @@ impl Telemetry {
             }
             if otlp.traces {
                 let url = otlp.signal_url("/v1/traces");
-                let exporter = opentelemetry_otlp::SpanExporter::builder()
-                    .with_http()
-                    .with_http_client(client("traces", &url, otlp.timeout))
-                    .with_protocol(protocol(otlp))
-                    .with_endpoint(url.clone())
-                    .with_timeout(otlp.timeout)
-                    .with_headers(headers(otlp))
-                    .build()
-                    .map_err(|e| TelemetryError::Exporter {
-                        signal: "traces",
-                        url,
-                        message: e.to_string(),
-                    })?;
+                let exporter = http_export(
+                    opentelemetry_otlp::SpanExporter::builder().with_http(),
+                    client("traces", &url, otlp.timeout),
+                    otlp,
+                    &url,
+                )
+                .build()
+                .map_err(|e| exporter_error("traces", url, &e))?;
                 tracers = Some(
                     SdkTracerProvider::builder()
                         .with_resource(resource)
@@ -235,6 +227,35 @@ impl Telemetry {
     }
 }
 
+/// Points an OTLP/HTTP exporter builder (of either signal) at `url` through `client`, with
+/// the protocol, timeout and headers of `otlp`.
+fn http_export<B: WithExportConfig + WithHttpConfig>(
+    builder: B,
+    client: otlp::RuntimeHttpClient,
+    otlp: &OtlpConfig,
+    url: &str,
+) -> B {
+    builder
+        .with_http_client(client)
+        .with_protocol(protocol(otlp))
+        .with_endpoint(url)
+        .with_timeout(otlp.timeout)
+        .with_headers(headers(otlp))
+}
+
+/// [`TelemetryError::Exporter`] for the `signal` exporter to `url` that the SDK could not build.
+fn exporter_error(
+    signal: &'static str,
+    url: String,
+    error: &dyn std::fmt::Display,
+) -> TelemetryError {
+    TelemetryError::Exporter {
+        signal,
+        url,
+        message: error.to_string(),
+    }
+}
+
 fn protocol(otlp: &OtlpConfig) -> Protocol {
     match otlp.protocol {
         OtlpProtocol::HttpProtobuf => Protocol::HttpBinary,
@@ -251,44 +272,19 @@ fn headers(otlp: &OtlpConfig) -> HashMap<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-    use std::sync::{Arc, Mutex, PoisonError};
     use std::time::Duration;
 
     use opentelemetry::trace::{Span as _, Tracer as _};
 
+    use super::test_support::{Captured, free_port, runtime};
     use super::*;
-
-    /// A `tracing` writer collecting everything into a buffer.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     /// With the collector down, shutdown says what could not be sent, to which URL and why
     /// (the SDK alone only says `InternalFailure("Failed to shutdown")`).
     #[test]
     fn a_failed_shutdown_names_what_was_not_sent_and_where() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let runtime = runtime();
+        let port = free_port();
         let config = TelemetryConfig {
             otlp: Some(OtlpConfig {
                 endpoint: format!("http://127.0.0.1:{port}"),
@@ -299,14 +295,7 @@ mod tests {
             ..TelemetryConfig::default()
         };
         let logs = Captured::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer({
-                let logs = logs.clone();
-                move || logs.clone()
-            })
-            .with_ansi(false)
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
+        logs.during(|| {
             let telemetry = Telemetry::new(&config, "node-a", runtime.handle()).expect("built");
             let tracer = telemetry.tracer().expect("traces are exported");
             tracer.start("a span nobody receives").end();
@@ -317,7 +306,7 @@ mod tests {
                 .add(1, &[]);
             telemetry.shutdown();
         });
-        let text = String::from_utf8_lossy(&logs.0.lock().expect("lock")).into_owned();
+        let text = logs.text();
         // The metrics' final export fails; the span batch's failure is not reported by the
         // SDK's shutdown (and if it were, it would be named the same way).
         let url = format!("http://127.0.0.1:{port}/v1/metrics");
