@@ -130,29 +130,39 @@ fn authorize(
     }
 }
 
+/// One audit line (target `audit`) at `$level` with the fields of docs/observability.md:
+/// `action`, `role`, `caller`, `forwarded_for`, `outcome` and any further ones given.
+macro_rules! audit_line {
+    ($level:ident, $message:literal, $caller:expr, $action:expr, $role:expr, $outcome:expr
+     $(, $field:ident = $value:expr)*) => {
+        tracing::$level!(
+            target: "audit",
+            action = $action,
+            role = $role,
+            caller = %$caller.addr,
+            forwarded_for = $caller.forwarded_for.as_deref().unwrap_or("-"),
+            outcome = $outcome,
+            $($field = $value,)*
+            $message
+        )
+    };
+}
+
+/// Writes the audit line of a refused admin request.
 fn audit_refused(caller: &Caller, action: &str, role: &str, outcome: &str) {
-    tracing::warn!(
-        target: "audit",
-        action,
-        role,
-        caller = %caller.addr,
-        forwarded_for = caller.forwarded_for.as_deref().unwrap_or("-"),
-        outcome,
-        "admin request refused"
-    );
+    audit_line!(warn, "admin request refused", caller, action, role, outcome);
 }
 
 /// Writes the audit line of an authorised admin action.
 fn audit(caller: &Caller, action: &str, role: &str, outcome: &str, detail: &str) {
-    tracing::info!(
-        target: "audit",
+    audit_line!(
+        info,
+        "admin action",
+        caller,
         action,
         role,
-        caller = %caller.addr,
-        forwarded_for = caller.forwarded_for.as_deref().unwrap_or("-"),
         outcome,
-        detail,
-        "admin action"
+        detail = detail
     );
 }
 
