@@ -124,26 +124,18 @@ impl Telemetry {
             .with_reader(prometheus.clone());
         let mut tracers = None;
         let mut exports = Vec::new();
-        let mut client = |signal: &'static str, url: &str, timeout| {
-            let client = otlp::RuntimeHttpClient::new(runtime.clone(), timeout, signal);
-            exports.push(Export {
-                signal,
-                url: url.to_owned(),
-                last_error: client.last_error(),
-            });
-            client
-        };
         if let Some(otlp) = &config.otlp {
+            let mut exporter = Exporters {
+                otlp,
+                runtime,
+                exports: &mut exports,
+            };
             if otlp.metrics {
-                let url = otlp.signal_url("/v1/metrics");
-                let exporter = http_export(
+                let exporter = exporter.http(
+                    "metrics",
                     opentelemetry_otlp::MetricExporter::builder().with_http(),
-                    client("metrics", &url, otlp.timeout),
-                    otlp,
-                    &url,
-                )
-                .build()
-                .map_err(|e| exporter_error("metrics", url, &e))?;
+                    |b| b.build(),
+                )?;
                 meters = meters.with_reader(
                     PeriodicReader::builder(exporter)
                         .with_interval(otlp.export_interval)
@@ -151,15 +143,11 @@ impl Telemetry {
                 );
             }
             if otlp.traces {
-                let url = otlp.signal_url("/v1/traces");
-                let exporter = http_export(
+                let exporter = exporter.http(
+                    "traces",
                     opentelemetry_otlp::SpanExporter::builder().with_http(),
-                    client("traces", &url, otlp.timeout),
-                    otlp,
-                    &url,
-                )
-                .build()
-                .map_err(|e| exporter_error("traces", url, &e))?;
+                    |b| b.build(),
+                )?;
                 tracers = Some(
                     SdkTracerProvider::builder()
                         .with_resource(resource)
@@ -227,32 +215,45 @@ impl Telemetry {
     }
 }
 
-/// Points an OTLP/HTTP exporter builder (of either signal) at `url` through `client`, with
-/// the protocol, timeout and headers of `otlp`.
-fn http_export<B: WithExportConfig + WithHttpConfig>(
-    builder: B,
-    client: otlp::RuntimeHttpClient,
-    otlp: &OtlpConfig,
-    url: &str,
-) -> B {
-    builder
-        .with_http_client(client)
-        .with_protocol(protocol(otlp))
-        .with_endpoint(url)
-        .with_timeout(otlp.timeout)
-        .with_headers(headers(otlp))
+/// Builds the OTLP/HTTP exporters of one [`OtlpConfig`], noting where each sends.
+struct Exporters<'a> {
+    otlp: &'a OtlpConfig,
+    runtime: &'a tokio::runtime::Handle,
+    exports: &'a mut Vec<Export>,
 }
 
-/// [`TelemetryError::Exporter`] for the `signal` exporter to `url` that the SDK could not build.
-fn exporter_error(
-    signal: &'static str,
-    url: String,
-    error: &dyn std::fmt::Display,
-) -> TelemetryError {
-    TelemetryError::Exporter {
-        signal,
-        url,
-        message: error.to_string(),
+impl Exporters<'_> {
+    /// The exporter of `signal` (`metrics` or `traces`, posting to `/v1/<signal>` under the
+    /// endpoint) that `build` makes of `builder` once it is pointed at the collector through
+    /// a [`otlp::RuntimeHttpClient`] with the protocol, timeout and headers of the config.
+    fn http<B, E>(
+        &mut self,
+        signal: &'static str,
+        builder: B,
+        build: impl FnOnce(B) -> Result<E, opentelemetry_otlp::ExporterBuildError>,
+    ) -> Result<E, TelemetryError>
+    where
+        B: WithExportConfig + WithHttpConfig,
+    {
+        let otlp = self.otlp;
+        let url = otlp.signal_url(&format!("/v1/{signal}"));
+        let client = otlp::RuntimeHttpClient::new(self.runtime.clone(), otlp.timeout, signal);
+        self.exports.push(Export {
+            signal,
+            url: url.clone(),
+            last_error: client.last_error(),
+        });
+        let builder = builder
+            .with_http_client(client)
+            .with_protocol(protocol(otlp))
+            .with_endpoint(url.clone())
+            .with_timeout(otlp.timeout)
+            .with_headers(headers(otlp));
+        build(builder).map_err(|e| TelemetryError::Exporter {
+            signal,
+            url,
+            message: e.to_string(),
+        })
     }
 }
 
