@@ -87,23 +87,31 @@ install_nats_server() {
     log "installed: $("$NATS_BIN" --version) -> ${NATS_BIN}"
 }
 
-install_chromium() {
-    if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
-        log "chromium and chromedriver already installed"
-        return 0
-    fi
+# apt_install OPTION PACKAGE...: installs Debian packages (as root, or through sudo) for the
+# command-line OPTION that asked for them (named in the error when neither is available).
+apt_install() {
+    local option="$1"
+    shift
     local sudo=""
     if [[ "$(id -u)" != "0" ]]; then
-        command -v sudo >/dev/null 2>&1 || die "--chromium needs root or sudo for apt-get"
+        command -v sudo >/dev/null 2>&1 || die "${option} needs root or sudo for apt-get"
         sudo="sudo"
     fi
     log "apt-get update"
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null \
         || die "apt-get update failed"
-    log "apt-get install chromium chromium-driver"
+    log "apt-get install $*"
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        chromium chromium-driver </dev/null \
-        || die "apt-get install chromium chromium-driver failed"
+        "$@" </dev/null \
+        || die "apt-get install $* failed"
+}
+
+install_chromium() {
+    if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+        log "chromium and chromedriver already installed"
+        return 0
+    fi
+    apt_install --chromium chromium chromium-driver
     log "installed: $(chromium --version 2>/dev/null || echo '?'); $(chromedriver --version 2>/dev/null || echo '?')"
 }
 
@@ -118,18 +126,7 @@ install_faketime() {
             return 0
         fi
     done
-    local sudo=""
-    if [[ "$(id -u)" != "0" ]]; then
-        command -v sudo >/dev/null 2>&1 || die "--faketime needs root or sudo for apt-get"
-        sudo="sudo"
-    fi
-    log "apt-get update"
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null \
-        || die "apt-get update failed"
-    log "apt-get install faketime"
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        faketime </dev/null \
-        || die "apt-get install faketime failed"
+    apt_install --faketime faketime
     log "installed: $(dpkg-query -W -f='${Package} ${Version}' libfaketime 2>/dev/null || echo '?')"
 }
 

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::Api;
-use super::auth::{Caller, audit, authorize};
+use super::auth::AdminCall;
 use super::error::ApiError;
 use super::roles::role_name;
 use crate::inspect::{EvictError, Evicted, Expect, evict as evict_lease};
@@ -54,7 +54,7 @@ pub(crate) struct Released {
     cooldown_ms: u64,
 }
 
-/// Reads an admin request's body, only ever after [`authorize`] accepted the caller: at most
+/// Reads an admin request's body, only ever after [`AdminCall::admit`] accepted the caller: at most
 /// [`MAX_ADMIN_BODY`] bytes (413 `body_too_large` otherwise, before reading anything when the
 /// `Content-Length` says so), within the request timeout (408 `request_timeout`).
 async fn read_body(api: &Api, request: Request) -> Result<Bytes, ApiError> {
@@ -104,30 +104,17 @@ pub(crate) async fn release(
     connect: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
     request: Request,
 ) -> Result<(StatusCode, Json<Released>), ApiError> {
-    let caller = Caller::new(connect, request.headers());
-    let options = api.options();
-    authorize(
-        options.admin_token.as_deref(),
-        request.headers(),
-        &caller,
-        "release",
-        &role,
-    )?;
+    let call = AdminCall::admit(&api, connect, &request, "release", &role)?;
     let result = match read_body(&api, request).await {
         Ok(body) => do_release(&api, &role, &body).await,
         Err(e) => Err(e),
     };
-    match &result {
-        Ok((_, Json(r))) => audit(
-            &caller,
-            "release",
-            &role,
+    call.audited(result, |(_, Json(r))| {
+        (
             if r.released { "released" } else { "releasing" },
-            &format!("term {}, cooldown {} ms", r.term, r.cooldown_ms),
-        ),
-        Err(e) => audit(&caller, "release", &role, e.code, &e.message),
-    }
-    result
+            format!("term {}, cooldown {} ms", r.term, r.cooldown_ms),
+        )
+    })
 }
 
 async fn do_release(
@@ -204,34 +191,22 @@ pub(crate) async fn evict(
     connect: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
     request: Request,
 ) -> Result<Json<Evicted>, ApiError> {
-    let caller = Caller::new(connect, request.headers());
-    authorize(
-        api.options().admin_token.as_deref(),
-        request.headers(),
-        &caller,
-        "evict",
-        &role,
-    )?;
+    let call = AdminCall::admit(&api, connect, &request, "evict", &role)?;
     let result = match read_body(&api, request).await {
         Ok(body) => do_evict(&api, &role, &body).await,
         Err(e) => Err(e),
     };
-    match &result {
-        Ok(Json(e)) => audit(
-            &caller,
-            "evict",
-            &role,
+    call.audited(result, |Json(e)| {
+        (
             "evicted",
-            &format!(
+            format!(
                 "holder {}, term {}, revision {}",
                 e.holder.as_deref().unwrap_or("<foreign value>"),
                 e.term.map_or_else(|| "?".to_owned(), |t| t.to_string()),
                 e.revision
             ),
-        ),
-        Err(e) => audit(&caller, "evict", &role, e.code, &e.message),
-    }
-    result
+        )
+    })
 }
 
 async fn do_evict(api: &Api, role: &str, body: &Bytes) -> Result<Json<Evicted>, ApiError> {
@@ -297,14 +272,7 @@ pub(crate) async fn drain(
     connect: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
     request: Request,
 ) -> Result<Json<Drained>, ApiError> {
-    let caller = Caller::new(connect, request.headers());
-    authorize(
-        api.options().admin_token.as_deref(),
-        request.headers(),
-        &caller,
-        "drain",
-        "-",
-    )?;
+    let call = AdminCall::admit(&api, connect, &request, "drain", "-")?;
     let body = read_body(&api, request).await;
     let result = body
         .and_then(|body| parse_body::<DrainBody>(&body))
@@ -323,15 +291,5 @@ pub(crate) async fn drain(
                 ))
             }
         });
-    match &result {
-        Ok(Json(d)) => audit(
-            &caller,
-            "drain",
-            "-",
-            "ok",
-            &format!("draining {}", d.draining),
-        ),
-        Err(e) => audit(&caller, "drain", "-", e.code, &e.message),
-    }
-    result
+    call.audited(result, |Json(d)| ("ok", format!("draining {}", d.draining)))
 }

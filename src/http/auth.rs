@@ -2,9 +2,10 @@
 
 use std::net::SocketAddr;
 
-use axum::extract::ConnectInfo;
+use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderMap, StatusCode, header};
 
+use super::Api;
 use super::error::ApiError;
 
 /// Who called, for the audit log: the peer address (and an `X-Forwarded-For` header, logged
@@ -30,9 +31,62 @@ impl Caller {
     }
 }
 
+/// One admin request on its way: who asked for which action on which role (`-` for none),
+/// once [`authorize`] accepted them; [`AdminCall::audited`] writes its audit line.
+#[derive(Debug)]
+pub(crate) struct AdminCall<'a> {
+    caller: Caller,
+    action: &'static str,
+    role: &'a str,
+}
+
+impl<'a> AdminCall<'a> {
+    /// Admits `request` for `action` on `role` if it carries `api`'s admin token (an audit
+    /// line and the error response otherwise).
+    pub(crate) fn admit(
+        api: &Api,
+        connect: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
+        request: &Request,
+        action: &'static str,
+        role: &'a str,
+    ) -> Result<Self, ApiError> {
+        let headers = request.headers();
+        let caller = Caller::new(connect, headers);
+        authorize(
+            api.options().admin_token.as_deref(),
+            headers,
+            &caller,
+            action,
+            role,
+        )?;
+        Ok(Self {
+            caller,
+            action,
+            role,
+        })
+    }
+
+    /// Writes the audit line of `result` (its outcome and detail from `done` when it
+    /// worked, the error's code and message otherwise) and gives it back.
+    pub(crate) fn audited<T>(
+        &self,
+        result: Result<T, ApiError>,
+        done: impl FnOnce(&T) -> (&'static str, String),
+    ) -> Result<T, ApiError> {
+        match &result {
+            Ok(answer) => {
+                let (outcome, detail) = done(answer);
+                audit(&self.caller, self.action, self.role, outcome, &detail);
+            }
+            Err(e) => audit(&self.caller, self.action, self.role, e.code, &e.message),
+        }
+        result
+    }
+}
+
 /// Checks the `Authorization: Bearer <token>` header against the configured admin token;
 /// writes an audit line for refusals.
-pub(crate) fn authorize(
+fn authorize(
     configured: Option<&str>,
     headers: &HeaderMap,
     caller: &Caller,
@@ -76,29 +130,39 @@ pub(crate) fn authorize(
     }
 }
 
+/// One audit line (target `audit`) at `$level` with the fields of docs/observability.md:
+/// `action`, `role`, `caller`, `forwarded_for`, `outcome` and any further ones given.
+macro_rules! audit_line {
+    ($level:ident, $message:literal, $caller:expr, $action:expr, $role:expr, $outcome:expr
+     $(, $field:ident = $value:expr)*) => {
+        tracing::$level!(
+            target: "audit",
+            action = $action,
+            role = $role,
+            caller = %$caller.addr,
+            forwarded_for = $caller.forwarded_for.as_deref().unwrap_or("-"),
+            outcome = $outcome,
+            $($field = $value,)*
+            $message
+        )
+    };
+}
+
+/// Writes the audit line of a refused admin request.
 fn audit_refused(caller: &Caller, action: &str, role: &str, outcome: &str) {
-    tracing::warn!(
-        target: "audit",
-        action,
-        role,
-        caller = %caller.addr,
-        forwarded_for = caller.forwarded_for.as_deref().unwrap_or("-"),
-        outcome,
-        "admin request refused"
-    );
+    audit_line!(warn, "admin request refused", caller, action, role, outcome);
 }
 
 /// Writes the audit line of an authorised admin action.
-pub(crate) fn audit(caller: &Caller, action: &str, role: &str, outcome: &str, detail: &str) {
-    tracing::info!(
-        target: "audit",
+fn audit(caller: &Caller, action: &str, role: &str, outcome: &str, detail: &str) {
+    audit_line!(
+        info,
+        "admin action",
+        caller,
         action,
         role,
-        caller = %caller.addr,
-        forwarded_for = caller.forwarded_for.as_deref().unwrap_or("-"),
         outcome,
-        detail,
-        "admin action"
+        detail = detail
     );
 }
 

@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderName, HeaderValue, header};
 use axum::routing::{get, post};
 use tokio_util::sync::CancellationToken;
 use tower_http::set_header::SetResponseHeaderLayer;
@@ -147,6 +147,13 @@ impl ApiOptions {
     }
 }
 
+/// Headers set on every response that has none of its own.
+const RESPONSE_HEADERS: [(HeaderName, &str); 3] = [
+    (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    (header::CACHE_CONTROL, "no-store"),
+    (header::REFERRER_POLICY, "no-referrer"),
+];
+
 /// The HTTP API of one manager. Cheap to clone.
 #[derive(Clone)]
 pub struct Api {
@@ -213,7 +220,7 @@ impl Api {
 
     /// The router with every endpoint (state included).
     pub fn router(&self) -> Router {
-        Router::new()
+        let router = Router::new()
             .route("/", get(dashboard::page))
             .route("/dashboard.js", get(dashboard::script))
             .route("/dashboard.css", get(dashboard::style))
@@ -229,19 +236,15 @@ impl Api {
             .route("/metrics", get(metrics::scrape))
             .fallback(error::no_route)
             // After the routes: it applies to the routes present.
-            .method_not_allowed_fallback(error::wrong_method)
-            .layer(SetResponseHeaderLayer::if_not_present(
-                header::X_CONTENT_TYPE_OPTIONS,
-                HeaderValue::from_static("nosniff"),
-            ))
-            .layer(SetResponseHeaderLayer::if_not_present(
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("no-store"),
-            ))
-            .layer(SetResponseHeaderLayer::if_not_present(
-                header::REFERRER_POLICY,
-                HeaderValue::from_static("no-referrer"),
-            ))
+            .method_not_allowed_fallback(error::wrong_method);
+        RESPONSE_HEADERS
+            .into_iter()
+            .fold(router, |router, (name, value)| {
+                router.layer(SetResponseHeaderLayer::if_not_present(
+                    name,
+                    HeaderValue::from_static(value),
+                ))
+            })
             .with_state(self.clone())
     }
 

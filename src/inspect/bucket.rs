@@ -134,39 +134,9 @@ impl Inspector {
     /// # Errors
     /// [`Error::JetStream`] when listing or reading the keys fails; [`Error::Timeout`].
     pub async fn holders(&self) -> Result<Vec<HolderInfo>, Error> {
-        let list = async {
-            let keys: Vec<String> = self
-                .kv
-                .keys()
-                .await
-                .map_err(|e| Error::JetStream(Box::new(e)))?
-                .try_collect()
-                .await
-                .map_err(|e| Error::JetStream(Box::new(e)))?;
-            // A few reads in flight at once: one round trip per role adds up over a WAN.
-            let entries: Vec<_> = futures_util::stream::iter(
-                keys.iter()
-                    .filter_map(|key| Some((role_of(key)?, key.clone()))),
-            )
-            .map(|(role, key)| async move {
-                let entry = self
-                    .kv
-                    .entry(key)
-                    .await
-                    .map_err(|e| Error::JetStream(Box::new(e)))?;
-                Ok::<_, Error>(entry.and_then(|e| self.holder_of(&role, &e)))
-            })
-            .buffered(READS_IN_FLIGHT)
-            .try_collect()
+        let mut out = self
+            .read_keys(role_of, |role, entry| self.holder_of(&role, &entry))
             .await?;
-            Ok::<_, Error>(entries.into_iter().flatten().collect::<Vec<_>>())
-        };
-        let mut out = guarded(&self.denials, async {
-            tokio::time::timeout(self.timeout * 4, list)
-                .await
-                .map_err(|_| Error::Timeout(self.timeout * 4))?
-        })
-        .await?;
         out.sort_by(|a: &HolderInfo, b| a.role.cmp(&b.role));
         Ok(out)
     }
@@ -178,6 +148,26 @@ impl Inspector {
     /// [`Error::JetStream`] when listing or reading the keys fails; [`Error::Timeout`].
     pub async fn members(&self) -> Result<Vec<crate::placement::MemberRecord>, Error> {
         use crate::placement::{MEMBER_PREFIX, MemberRecord};
+        self.read_keys(
+            |key| key.starts_with(MEMBER_PREFIX).then(|| key.to_owned()),
+            |key, entry| {
+                (entry.operation == Operation::Put)
+                    .then(|| MemberRecord::parse(&key, &entry.value))
+                    .flatten()
+            },
+        )
+        .await
+    }
+
+    /// Lists the bucket's keys, reads those `select` picks (a few reads in flight at once:
+    /// one round trip per key adds up over a WAN) and keeps what `parse` makes of their
+    /// entries, in key order; the whole is bounded by four read timeouts.
+    async fn read_keys<S, T>(
+        &self,
+        select: impl Fn(&str) -> Option<S>,
+        parse: impl Fn(S, Entry) -> Option<T>,
+    ) -> Result<Vec<T>, Error> {
+        let parse = &parse;
         let list = async {
             let keys: Vec<String> = self
                 .kv
@@ -187,25 +177,22 @@ impl Inspector {
                 .try_collect()
                 .await
                 .map_err(|e| Error::JetStream(Box::new(e)))?;
-            let records: Vec<Option<MemberRecord>> = futures_util::stream::iter(
-                keys.into_iter().filter(|k| k.starts_with(MEMBER_PREFIX)),
+            let entries: Vec<Option<T>> = futures_util::stream::iter(
+                keys.into_iter()
+                    .filter_map(|key| Some((select(&key)?, key))),
             )
-            .map(|key| async move {
+            .map(|(selected, key)| async move {
                 let entry = self
                     .kv
-                    .entry(key.clone())
+                    .entry(key)
                     .await
                     .map_err(|e| Error::JetStream(Box::new(e)))?;
-                Ok::<_, Error>(
-                    entry
-                        .filter(|e| e.operation == Operation::Put)
-                        .and_then(|e| MemberRecord::parse(&key, &e.value)),
-                )
+                Ok::<_, Error>(entry.and_then(|e| parse(selected, e)))
             })
             .buffered(READS_IN_FLIGHT)
             .try_collect()
             .await?;
-            Ok::<_, Error>(records.into_iter().flatten().collect::<Vec<_>>())
+            Ok::<_, Error>(entries.into_iter().flatten().collect::<Vec<_>>())
         };
         guarded(&self.denials, async {
             tokio::time::timeout(self.timeout * 4, list)

@@ -45,6 +45,34 @@ fn lock(current: &Mutex<Current>) -> MutexGuard<'_, Current> {
     current.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A counter named `name` on `meter`.
+fn counter(meter: &Meter, name: &'static str, description: &'static str) -> Counter<u64> {
+    meter
+        .u64_counter(name)
+        .with_description(description)
+        .build()
+}
+
+/// A gauge named `name` on `meter`.
+fn gauge(meter: &Meter, name: &'static str, description: &'static str) -> Gauge<u64> {
+    meter.u64_gauge(name).with_description(description).build()
+}
+
+/// A histogram of seconds named `name` on `meter`, with bucket boundaries `buckets`.
+fn seconds_histogram(
+    meter: &Meter,
+    name: &'static str,
+    description: &'static str,
+    buckets: &[f64],
+) -> Histogram<f64> {
+    meter
+        .f64_histogram(name)
+        .with_description(description)
+        .with_unit("s")
+        .with_boundaries(buckets.to_vec())
+        .build()
+}
+
 /// Records one manager's events as metrics. The gauges observe a shared map; a stopped role
 /// is removed from it, so its gauge series disappear.
 pub(crate) struct RoleMetrics {
@@ -155,23 +183,25 @@ impl RoleMetrics {
                 })
                 .build()
         };
-        let watcher_lag = meter
-            .f64_histogram(names::WATCHER_LAG)
-            .with_description("delivery time minus the entry's server timestamp")
-            .with_unit("s")
-            .with_boundaries(LATENCY_BUCKETS.to_vec())
-            .build();
+        let watcher_lag = seconds_histogram(
+            meter,
+            names::WATCHER_LAG,
+            "delivery time minus the entry's server timestamp",
+            &LATENCY_BUCKETS,
+        );
         let watcher_lag_zero = watcher_lag.bind(&instance_labels);
-        let watcher_restarts = meter
-            .u64_counter(names::WATCHER_RESTARTS)
-            .with_description("bucket watcher restarts after errors")
-            .build();
+        let watcher_restarts = counter(
+            meter,
+            names::WATCHER_RESTARTS,
+            "bucket watcher restarts after errors",
+        );
         // Present from the start (at 0), so that rate() and dashboards work before a restart.
         watcher_restarts.add(0, &instance_labels);
-        let voluntary_moves = meter
-            .u64_counter(names::VOLUNTARY_MOVES)
-            .with_description("roles handed over voluntarily by placement")
-            .build();
+        let voluntary_moves = counter(
+            meter,
+            names::VOLUNTARY_MOVES,
+            "roles handed over voluntarily by placement",
+        );
         for reason in ["priority", "share", "draining", "unhealthy"] {
             let mut labels = instance_labels.clone();
             labels.push(KeyValue::new("reason", reason));
@@ -182,47 +212,47 @@ impl RoleMetrics {
             bucket: bucket.to_owned(),
             instance_labels,
             current,
-            transitions: meter
-                .u64_counter(names::TRANSITIONS)
-                .with_description("state changes of a role on this instance")
-                .build(),
-            failures: meter
-                .u64_counter(names::FAILURES)
-                .with_description(
-                    "failed lease and fenced writes by error type; role_failed: the role gave up",
-                )
-                .build(),
-            heartbeat: meter
-                .f64_histogram(names::HEARTBEAT_DURATION)
-                .with_description("duration of renewal writes by outcome")
-                .with_unit("s")
-                .with_boundaries(LATENCY_BUCKETS.to_vec())
-                .build(),
-            leader_duration: meter
-                .f64_histogram(names::LEADER_DURATION)
-                .with_description("how long terms lasted (recorded when a term ends)")
-                .with_unit("s")
-                .with_boundaries(TERM_BUCKETS.to_vec())
-                .build(),
-            acquire_attempts: meter
-                .u64_counter(names::ACQUIRE_ATTEMPTS)
-                .with_description("acquire writes by outcome")
-                .build(),
-            token_validation_failures: meter
-                .u64_counter(names::TOKEN_VALIDATION_FAILURES)
-                .with_description("fenced writes refused because the term was over")
-                .build(),
+            transitions: counter(
+                meter,
+                names::TRANSITIONS,
+                "state changes of a role on this instance",
+            ),
+            failures: counter(
+                meter,
+                names::FAILURES,
+                "failed lease and fenced writes by error type; role_failed: the role gave up",
+            ),
+            heartbeat: seconds_histogram(
+                meter,
+                names::HEARTBEAT_DURATION,
+                "duration of renewal writes by outcome",
+                &LATENCY_BUCKETS,
+            ),
+            leader_duration: seconds_histogram(
+                meter,
+                names::LEADER_DURATION,
+                "how long terms lasted (recorded when a term ends)",
+                &TERM_BUCKETS,
+            ),
+            acquire_attempts: counter(meter, names::ACQUIRE_ATTEMPTS, "acquire writes by outcome"),
+            token_validation_failures: counter(
+                meter,
+                names::TOKEN_VALIDATION_FAILURES,
+                "fenced writes refused because the term was over",
+            ),
             watcher_restarts,
-            watcher_pending: meter
-                .u64_gauge(names::WATCHER_PENDING)
-                .with_description("entries pending behind the last one the watcher delivered")
-                .build(),
+            watcher_pending: gauge(
+                meter,
+                names::WATCHER_PENDING,
+                "entries pending behind the last one the watcher delivered",
+            ),
             _watcher_lag_zero: watcher_lag_zero,
             watcher_lag,
-            members_seen: meter
-                .u64_gauge(names::MEMBERS_SEEN)
-                .with_description("members the placement controller counts as live")
-                .build(),
+            members_seen: gauge(
+                meter,
+                names::MEMBERS_SEEN,
+                "members the placement controller counts as live",
+            ),
             voluntary_moves,
             _observed: vec![is_leader, connection, held, blocked],
             _observed_f64: since_renewal,

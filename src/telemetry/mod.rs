@@ -27,6 +27,8 @@
 
 mod otlp;
 pub mod prometheus;
+#[cfg(test)]
+mod test_support;
 
 use std::collections::HashMap;
 
@@ -122,31 +124,18 @@ impl Telemetry {
             .with_reader(prometheus.clone());
         let mut tracers = None;
         let mut exports = Vec::new();
-        let mut client = |signal: &'static str, url: &str, timeout| {
-            let client = otlp::RuntimeHttpClient::new(runtime.clone(), timeout, signal);
-            exports.push(Export {
-                signal,
-                url: url.to_owned(),
-                last_error: client.last_error(),
-            });
-            client
-        };
         if let Some(otlp) = &config.otlp {
+            let mut exporter = Exporters {
+                otlp,
+                runtime,
+                exports: &mut exports,
+            };
             if otlp.metrics {
-                let url = otlp.signal_url("/v1/metrics");
-                let exporter = opentelemetry_otlp::MetricExporter::builder()
-                    .with_http()
-                    .with_http_client(client("metrics", &url, otlp.timeout))
-                    .with_protocol(protocol(otlp))
-                    .with_endpoint(url.clone())
-                    .with_timeout(otlp.timeout)
-                    .with_headers(headers(otlp))
-                    .build()
-                    .map_err(|e| TelemetryError::Exporter {
-                        signal: "metrics",
-                        url,
-                        message: e.to_string(),
-                    })?;
+                let exporter = exporter.http(
+                    "metrics",
+                    opentelemetry_otlp::MetricExporter::builder().with_http(),
+                    |b| b.build(),
+                )?;
                 meters = meters.with_reader(
                     PeriodicReader::builder(exporter)
                         .with_interval(otlp.export_interval)
@@ -154,20 +143,11 @@ impl Telemetry {
                 );
             }
             if otlp.traces {
-                let url = otlp.signal_url("/v1/traces");
-                let exporter = opentelemetry_otlp::SpanExporter::builder()
-                    .with_http()
-                    .with_http_client(client("traces", &url, otlp.timeout))
-                    .with_protocol(protocol(otlp))
-                    .with_endpoint(url.clone())
-                    .with_timeout(otlp.timeout)
-                    .with_headers(headers(otlp))
-                    .build()
-                    .map_err(|e| TelemetryError::Exporter {
-                        signal: "traces",
-                        url,
-                        message: e.to_string(),
-                    })?;
+                let exporter = exporter.http(
+                    "traces",
+                    opentelemetry_otlp::SpanExporter::builder().with_http(),
+                    |b| b.build(),
+                )?;
                 tracers = Some(
                     SdkTracerProvider::builder()
                         .with_resource(resource)
@@ -235,6 +215,48 @@ impl Telemetry {
     }
 }
 
+/// Builds the OTLP/HTTP exporters of one [`OtlpConfig`], noting where each sends.
+struct Exporters<'a> {
+    otlp: &'a OtlpConfig,
+    runtime: &'a tokio::runtime::Handle,
+    exports: &'a mut Vec<Export>,
+}
+
+impl Exporters<'_> {
+    /// The exporter of `signal` (`metrics` or `traces`, posting to `/v1/<signal>` under the
+    /// endpoint) that `build` makes of `builder` once it is pointed at the collector through
+    /// a [`otlp::RuntimeHttpClient`] with the protocol, timeout and headers of the config.
+    fn http<B, E>(
+        &mut self,
+        signal: &'static str,
+        builder: B,
+        build: impl FnOnce(B) -> Result<E, opentelemetry_otlp::ExporterBuildError>,
+    ) -> Result<E, TelemetryError>
+    where
+        B: WithExportConfig + WithHttpConfig,
+    {
+        let otlp = self.otlp;
+        let url = otlp.signal_url(&format!("/v1/{signal}"));
+        let client = otlp::RuntimeHttpClient::new(self.runtime.clone(), otlp.timeout, signal);
+        self.exports.push(Export {
+            signal,
+            url: url.clone(),
+            last_error: client.last_error(),
+        });
+        let builder = builder
+            .with_http_client(client)
+            .with_protocol(protocol(otlp))
+            .with_endpoint(url.clone())
+            .with_timeout(otlp.timeout)
+            .with_headers(headers(otlp));
+        build(builder).map_err(|e| TelemetryError::Exporter {
+            signal,
+            url,
+            message: e.to_string(),
+        })
+    }
+}
+
 fn protocol(otlp: &OtlpConfig) -> Protocol {
     match otlp.protocol {
         OtlpProtocol::HttpProtobuf => Protocol::HttpBinary,
@@ -251,44 +273,19 @@ fn headers(otlp: &OtlpConfig) -> HashMap<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-    use std::sync::{Arc, Mutex, PoisonError};
     use std::time::Duration;
 
     use opentelemetry::trace::{Span as _, Tracer as _};
 
+    use super::test_support::{Captured, free_port, runtime};
     use super::*;
-
-    /// A `tracing` writer collecting everything into a buffer.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     /// With the collector down, shutdown says what could not be sent, to which URL and why
     /// (the SDK alone only says `InternalFailure("Failed to shutdown")`).
     #[test]
     fn a_failed_shutdown_names_what_was_not_sent_and_where() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let runtime = runtime();
+        let port = free_port();
         let config = TelemetryConfig {
             otlp: Some(OtlpConfig {
                 endpoint: format!("http://127.0.0.1:{port}"),
@@ -299,14 +296,7 @@ mod tests {
             ..TelemetryConfig::default()
         };
         let logs = Captured::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer({
-                let logs = logs.clone();
-                move || logs.clone()
-            })
-            .with_ansi(false)
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
+        logs.during(|| {
             let telemetry = Telemetry::new(&config, "node-a", runtime.handle()).expect("built");
             let tracer = telemetry.tracer().expect("traces are exported");
             tracer.start("a span nobody receives").end();
@@ -317,7 +307,7 @@ mod tests {
                 .add(1, &[]);
             telemetry.shutdown();
         });
-        let text = String::from_utf8_lossy(&logs.0.lock().expect("lock")).into_owned();
+        let text = logs.text();
         // The metrics' final export fails; the span batch's failure is not reported by the
         // SDK's shutdown (and if it were, it would be named the same way).
         let url = format!("http://127.0.0.1:{port}/v1/metrics");

@@ -161,33 +161,8 @@ impl HttpClient for RuntimeHttpClient {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-    use std::sync::Mutex;
-
+    use super::super::test_support::{Captured, free_port, runtime};
     use super::*;
-
-    /// A `tracing` writer collecting everything into a buffer.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Captured {
-        fn text(&self) -> String {
-            String::from_utf8_lossy(&self.0.lock().expect("lock")).into_owned()
-        }
-    }
 
     fn request(port: u16) -> Request<Bytes> {
         Request::post(format!("http://127.0.0.1:{port}/v1/traces"))
@@ -199,26 +174,12 @@ mod tests {
     /// a failure is logged once, and the recovery once.
     #[test]
     fn works_outside_the_runtime_and_logs_changes_once() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let runtime = runtime();
+        let port = free_port();
         let client =
             RuntimeHttpClient::new(runtime.handle().clone(), Duration::from_secs(2), "traces");
         let logs = Captured::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer({
-                let logs = logs.clone();
-                move || logs.clone()
-            })
-            .with_ansi(false)
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
+        logs.during(|| {
             // Nothing listens: refused twice, logged once.
             for _ in 0..2 {
                 let r = futures_executor::block_on(client.send_bytes(request(port)));

@@ -159,6 +159,17 @@ fn float(v: f64) -> String {
     }
 }
 
+/// One line `name{labels} value` per point of a gauge or a sum.
+fn write_samples<'a, T: Sample, A: Iterator<Item = &'a KeyValue>>(
+    out: &mut String,
+    name: &str,
+    points: impl Iterator<Item = (A, T)>,
+) {
+    for (attributes, value) in points {
+        let _ = writeln!(out, "{name}{} {}", labels(attributes, None), value.text());
+    }
+}
+
 fn encode_data<T: Sample>(name: &str, data: &MetricData<T>, family: &mut Family) {
     let kind = match data {
         MetricData::Gauge(_) => "gauge",
@@ -175,24 +186,18 @@ fn encode_data<T: Sample>(name: &str, data: &MetricData<T>, family: &mut Family)
     let out = &mut family.lines;
     match data {
         MetricData::Gauge(g) => {
-            for p in g.data_points() {
-                let _ = writeln!(
-                    out,
-                    "{name}{} {}",
-                    labels(p.attributes(), None),
-                    p.value().text()
-                );
-            }
+            write_samples(
+                out,
+                name,
+                g.data_points().map(|p| (p.attributes(), p.value())),
+            );
         }
         MetricData::Sum(s) => {
-            for p in s.data_points() {
-                let _ = writeln!(
-                    out,
-                    "{name}{} {}",
-                    labels(p.attributes(), None),
-                    p.value().text()
-                );
-            }
+            write_samples(
+                out,
+                name,
+                s.data_points().map(|p| (p.attributes(), p.value())),
+            );
         }
         MetricData::Histogram(h) => {
             for p in h.data_points() {
