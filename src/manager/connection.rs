@@ -8,7 +8,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::role_task::RoleInput;
+use super::role_input::RoleInput;
 use super::shared::Shared;
 use crate::config::NatsConfig;
 use crate::error::Error;

@@ -1,8 +1,7 @@
 //! The health task: runs the health checker, releases every role after repeated failures
 //! and publishes the health state (readiness, membership record).
 
-use super::placement;
-use super::role_task::RoleInput;
+use super::role_input::RoleInput;
 use super::shared::Shared;
 use crate::core::ReleaseReason;
 use crate::health::{Advertised, FailureCounter, HealthChecker, HealthPolicy, HealthState};
@@ -44,7 +43,7 @@ pub(super) async fn health_loop(
             // The other members learn first that this instance is unhealthy, so they take
             // its roles at once instead of holding back for it (bounded wait).
             if let Some(p) = &shared.placement {
-                placement::publish_health_and_wait(p, false, &cancel).await;
+                p.publish_health_and_wait(false, &cancel).await;
             }
             // The roles' cooldown starts when their release is done: after the drain of the
             // role work and the release write. Stay unhealthy in the record at least that long.

@@ -8,7 +8,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use uuid::Uuid;
 
 use super::events::{HolderInfo, RoleEvent};
-use super::role_task::RoleInput;
+use super::role_input::RoleInput;
 use super::status::RoleStatus;
 use crate::leadership::Leadership;
 use crate::names::{InstanceId, RoleName};
@@ -18,7 +18,8 @@ use crate::store::LeaseStore;
 pub(crate) struct RoleSlot {
     pub(crate) inbox: mpsc::UnboundedSender<RoleInput>,
     pub(crate) status: watch::Receiver<RoleStatus>,
-    pub(crate) current: Arc<Mutex<Option<Leadership>>>,
+    /// The current term (the role task is its only writer).
+    pub(crate) current: watch::Receiver<Option<Leadership>>,
     pub(crate) task: tokio::task::JoinHandle<()>,
 }
 
@@ -41,7 +42,7 @@ pub(crate) struct Shared {
     /// Where the role drivers report what happens (history, metrics).
     pub(crate) tap: crate::tap::Tap,
     /// Placement (membership, plan), when enabled.
-    pub(crate) placement: Option<Arc<super::placement::PlacementShared>>,
+    pub(crate) placement: Option<Arc<super::placement_link::PlacementLink>>,
     /// Deliberate breakage for the checker's negative controls (all off outside tests).
     pub(crate) flaws: Flaws,
     /// The bucket's current epoch (P1): read at start-up, replaced when the watcher finds the

@@ -44,7 +44,7 @@ struct Seen {
 }
 
 /// Members of the bucket, fed by the watcher.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Membership {
     timing: MembershipTiming,
     present: BTreeMap<InstanceId, Seen>,
@@ -214,25 +214,10 @@ impl Membership {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::MEMBER_VERSION;
     use uuid::Uuid;
 
     fn rec(id: &str) -> MemberRecord {
-        MemberRecord {
-            v: MEMBER_VERSION,
-            instance: InstanceId::new(id).expect("valid"),
-            incarnation: Uuid::nil(),
-            weight: 1,
-            priority: 0,
-            roles: BTreeMap::new(),
-            pinned: std::collections::BTreeSet::new(),
-            unavailable: std::collections::BTreeSet::new(),
-            draining: false,
-            healthy: true,
-            http: None,
-            started_at: None,
-            heartbeat_ms: 100,
-        }
+        crate::placement::member::test_record(id, &[], 100)
     }
 
     fn ids(m: &Membership) -> Vec<String> {
