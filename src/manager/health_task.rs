@@ -3,12 +3,14 @@
 
 use super::role_input::RoleInput;
 use super::shared::Shared;
+use super::ticker::Ticker;
 use crate::core::ReleaseReason;
 use crate::health::{Advertised, FailureCounter, HealthChecker, HealthPolicy, HealthState};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
@@ -22,14 +24,8 @@ pub(super) async fn health_loop(
 ) {
     let mut failures = FailureCounter::default();
     let mut advertised = Advertised::default();
-    let mut tick = tokio::time::interval(policy.interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            biased;
-            () = cancel.cancelled() => return,
-            _ = tick.tick() => {}
-        }
+    let mut ticker = Ticker::new(policy.interval, MissedTickBehavior::Delay, cancel.clone());
+    while ticker.tick().await {
         let healthy = tokio::time::timeout(policy.timeout, checker.check())
             .await
             .unwrap_or(false);

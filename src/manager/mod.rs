@@ -13,6 +13,7 @@ mod role_task;
 pub(crate) mod shared;
 mod spec;
 pub(crate) mod status;
+mod ticker;
 pub(crate) mod view;
 mod watcher;
 

@@ -457,26 +457,16 @@ impl RoleTask {
         term: Option<u64>,
     ) {
         let reason = reason.map_or("none", DemoteReason::as_str);
+        let (role, instance, from, to) = (
+            &self.role,
+            &self.shared.instance,
+            from.as_str(),
+            to.as_str(),
+        );
         // A span per transition for trace backends (closed at once: it marks the moment), and
         // the log event beside it, so that log lines do not repeat the fields.
-        drop(tracing::info_span!(
-            "transition",
-            role = %self.role,
-            instance = %self.shared.instance,
-            from = from.as_str(),
-            to = to.as_str(),
-            term,
-            reason,
-        ));
-        info!(
-            role = %self.role,
-            instance = %self.shared.instance,
-            from = from.as_str(),
-            to = to.as_str(),
-            term,
-            reason,
-            "transition"
-        );
+        drop(tracing::info_span!("transition", %role, %instance, from, to, term, reason));
+        info!(%role, %instance, from, to, term, reason, "transition");
     }
 
     /// The deadline handed to the application: the term's, except under the negative control

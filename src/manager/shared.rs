@@ -23,7 +23,11 @@ pub(crate) struct RoleSlot {
     pub(crate) task: tokio::task::JoinHandle<()>,
 }
 
-/// Shared by the watcher, the role tasks and the public handle.
+/// Shared by the watcher, the role tasks, the placement tasks and the public handle. Each
+/// piece has one writer: the manager adds and removes `roles`; the watcher writes `holders`
+/// (the manager only adds channels to it for [`RoleManager::observe`](super::RoleManager::observe)),
+/// `caught_up`, `epoch` and `bucket_high_water`; a role's status and term are written by its
+/// task only ([`RoleSlot`]).
 pub(crate) struct Shared {
     pub(crate) instance: InstanceId,
     pub(crate) incarnation: Uuid,
@@ -41,7 +45,7 @@ pub(crate) struct Shared {
     pub(crate) bucket_check: tokio::sync::Notify,
     /// Where the role drivers report what happens (history, metrics).
     pub(crate) tap: crate::tap::Tap,
-    /// Placement (membership, plan), when enabled.
+    /// The placement tasks (membership, plan), when enabled.
     pub(crate) placement: Option<Arc<super::placement_link::PlacementLink>>,
     /// Deliberate breakage for the checker's negative controls (all off outside tests).
     pub(crate) flaws: Flaws,

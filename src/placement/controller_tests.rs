@@ -94,13 +94,28 @@ fn world(held: &[(&str, &str)]) -> World {
     }
 }
 
+/// A draining controller that holds r1 and r2 and released r1 at `t0`, and the world where
+/// it still holds both.
+fn moving_r1() -> (Instant, Controller, World) {
+    let t0 = Instant::now();
+    let mut c = controller(10, true, t0);
+    let both = world(&[("r1", "a"), ("r2", "a")]);
+    assert_eq!(released(&mut c, &both, t0), ["r1"]);
+    assert_eq!(c.in_flight(), Some(&role("r1")));
+    (t0, c, both)
+}
+
 /// The roles released by one re-plan.
 fn released(c: &mut Controller, w: &World, now: Instant) -> Vec<String> {
     c.step(Input::Replan(w.clone()), now)
         .into_iter()
         .filter_map(|a| match a {
             Action::Release { role, to } => {
-                assert_eq!(to.instance, id("b"));
+                let draining = Preferred {
+                    instance: id("b"),
+                    reason: PreferredReason::Draining,
+                };
+                assert_eq!(to, draining);
                 Some(role.to_string())
             }
             _ => None,
@@ -110,20 +125,7 @@ fn released(c: &mut Controller, w: &World, now: Instant) -> Vec<String> {
 
 #[test]
 fn a_draining_instance_hands_its_roles_over_one_at_a_time() {
-    let t0 = Instant::now();
-    let mut c = controller(10, true, t0);
-    let both = world(&[("r1", "a"), ("r2", "a")]);
-    let actions = c.step(Input::Replan(both.clone()), t0);
-    assert_eq!(actions[0], Action::LiveMembers(2));
-    let draining = Preferred {
-        instance: id("b"),
-        reason: PreferredReason::Draining,
-    };
-    assert!(actions.contains(&Action::Release {
-        role: role("r1"),
-        to: draining
-    }));
-    assert_eq!(c.in_flight(), Some(&role("r1")));
+    let (t0, mut c, both) = moving_r1();
     // One move in flight at a time.
     assert!(released(&mut c, &both, t0 + SECOND / 2).is_empty());
     // b took r1: the move is done, the next one starts.
@@ -149,10 +151,7 @@ fn the_move_budget_limits_moves_per_interval() {
 
 #[test]
 fn a_move_in_flight_times_out() {
-    let t0 = Instant::now();
-    let mut c = controller(10, true, t0);
-    let both = world(&[("r1", "a"), ("r2", "a")]);
-    assert_eq!(released(&mut c, &both, t0), ["r1"]);
+    let (t0, mut c, both) = moving_r1();
     // Vacant: done once the claim grace and one operation passed.
     let vacant = world(&[("r2", "a")]);
     assert!(released(&mut c, &vacant, t0 + SECOND).is_empty());
@@ -168,10 +167,7 @@ fn a_move_in_flight_times_out() {
 
 #[test]
 fn a_moved_role_cools_down() {
-    let t0 = Instant::now();
-    let mut c = controller(10, true, t0);
-    let both = world(&[("r1", "a"), ("r2", "a")]);
-    assert_eq!(released(&mut c, &both, t0), ["r1"]);
+    let (t0, mut c, both) = moving_r1();
     assert!(released(&mut c, &both, t0 + 9 * SECOND).is_empty());
     // The move timed out; r2 goes next, r1 not within its cooldown.
     assert_eq!(released(&mut c, &both, t0 + 10 * SECOND), ["r2"]);
@@ -214,6 +210,7 @@ fn vacancies_preferred_elsewhere_are_held_back_once() {
             .collect()
     };
     let first = c.step(Input::Replan(vacant.clone()), t0);
+    assert_eq!(first[0], Action::LiveMembers(2));
     assert_eq!(
         hold_backs(first),
         [(role("r1"), SECOND), (role("r2"), SECOND)]

@@ -356,6 +356,13 @@ mod tests {
         InstanceId::new(format!("node-{i}")).expect("valid")
     }
 
+    fn pref(i: usize, reason: PreferredReason) -> Preferred {
+        Preferred {
+            instance: id(i),
+            reason,
+        }
+    }
+
     fn role(i: usize) -> RoleName {
         RoleName::new(format!("shard-{i:02}")).expect("valid")
     }
@@ -826,13 +833,7 @@ mod tests {
             // The cooldown ends: role 0 goes back to node-0 by priority.
             live[0].unavailable.clear();
             let p = plan(&live, &h);
-            assert_eq!(
-                p.preferred[&role(0)],
-                Preferred {
-                    instance: id(0),
-                    reason: PreferredReason::Priority
-                }
-            );
+            assert_eq!(p.preferred[&role(0)], pref(0, PreferredReason::Priority));
             h = applied(&p);
             assert_eq!(moves(&plan(&live, &h), &h, &live), 0);
             live[0].unavailable = [role(0)].into();
@@ -920,13 +921,7 @@ mod tests {
         let holders: BTreeMap<RoleName, InstanceId> = (0..5).map(|r| (role(r), id(0))).collect();
         let p = plan(&live, &holders);
         for r in 0..2 {
-            assert_eq!(
-                p.preferred[&role(r)],
-                Preferred {
-                    instance: id(0),
-                    reason: PreferredReason::Pinned
-                }
-            );
+            assert_eq!(p.preferred[&role(r)], pref(0, PreferredReason::Pinned));
         }
         let loads: Vec<usize> = (0..4).map(|i| p.load(&id(i))).collect();
         assert!(
@@ -945,13 +940,7 @@ mod tests {
         live[0].draining = true;
         let holders = BTreeMap::from([(role(0), id(0))]);
         let p = plan(&live, &holders);
-        assert_eq!(
-            p.preferred[&role(0)],
-            Preferred {
-                instance: id(1),
-                reason: PreferredReason::Draining
-            }
-        );
+        assert_eq!(p.preferred[&role(0)], pref(1, PreferredReason::Draining));
         let p = plan(&live, &BTreeMap::new());
         assert_eq!(p.preferred[&role(0)].reason, PreferredReason::OnlyCandidate);
         live.push(member(2, 1, 0));
