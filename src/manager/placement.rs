@@ -310,7 +310,7 @@ fn heartbeat(ttl: Duration) -> Duration {
 /// Writes and heartbeats this instance's membership record by CAS on its own revision, with
 /// the member TTL (P9); rewrites it at once when draining, health or the roles change;
 /// deletes it on cancel.
-pub(crate) async fn run_heartbeat(
+async fn run_heartbeat(
     shared: Arc<Shared>,
     p: Arc<PlacementLink>,
     written: watch::Sender<Option<Written>>,
@@ -332,7 +332,8 @@ pub(crate) async fn run_heartbeat(
             () = cancel.cancelled() => break,
             _ = draining.changed() => {}
             _ = healthy.changed() => {}
-            _ = roles.changed() => {}
+            // Not after the driver stopped (a dropped sender answers at once, forever).
+            Ok(()) = roles.changed() => {}
             () = tokio::time::sleep_until(next) => {}
         }
         // Not before the driver took in the roles this manager started with.

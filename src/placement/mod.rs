@@ -5,7 +5,7 @@
 //! the same membership and holders ([`plan`]), and the membership table that applies the join
 //! stability window and the leave delay ([`Membership`]), and the decisions an instance takes
 //! from the plan ([`hold_back`], [`choose_release`], [`vacancies_filled`]), and the controller's
-//! bookkeeping as a step function ([`Controller`]: move budget, move in flight, cooldowns).
+//! bookkeeping as a step function (`controller::Controller`: move budget, move in flight, cooldowns).
 //! The manager's placement driver (`manager::placement`) feeds it and carries out its actions.
 
 mod balance;
