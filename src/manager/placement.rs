@@ -86,9 +86,7 @@ impl Driver {
         cancel: CancellationToken,
     ) {
         // The roles the manager started with are all in the first record.
-        while let Ok(input) = inbox.try_recv() {
-            self.handle(input);
-        }
+        self.handle_queued(None, &mut inbox);
         self.record_roles
             .send_replace(Some(self.controller.record_roles()));
         let mut tick = tokio::time::interval(TICK);
@@ -103,12 +101,36 @@ impl Driver {
                     None => return,
                 },
             };
-            self.handle(input);
+            self.handle_queued(Some(input), &mut inbox);
         }
     }
 
-    fn handle(&mut self, input: PlacementInput) {
+    /// Handles `first` and every message already queued behind it. Re-plan requests
+    /// ([`PlacementInput::Changed`], [`PlacementInput::Tick`]) are coalesced into one re-plan
+    /// after the batch, unless a member change re-planned after them.
+    fn handle_queued(
+        &mut self,
+        first: Option<PlacementInput>,
+        inbox: &mut mpsc::UnboundedReceiver<PlacementInput>,
+    ) {
+        let mut due = false;
+        let mut next = first.or_else(|| inbox.try_recv().ok());
+        while let Some(input) = next {
+            match input {
+                PlacementInput::Changed | PlacementInput::Tick => due = true,
+                input => due &= !self.handle(input),
+            }
+            next = inbox.try_recv().ok();
+        }
+        if due {
+            self.replan(Instant::now());
+        }
+    }
+
+    /// Handles one message; whether it re-planned.
+    fn handle(&mut self, input: PlacementInput) -> bool {
         let now = Instant::now();
+        let mut replanned = false;
         match input {
             PlacementInput::Member { entry, done } => {
                 match member_change(&self.shared, &entry) {
@@ -120,6 +142,7 @@ impl Driver {
                         // At once, so that hold-backs reach the role tasks before any role
                         // entry that follows in the stream (the watcher waits for `done`).
                         self.replan(now);
+                        replanned = true;
                     }
                 }
                 let _ = done.send(());
@@ -127,8 +150,12 @@ impl Driver {
             PlacementInput::BucketReset => self.step(Input::BucketReset, now),
             PlacementInput::RoleAdded(role, own) => self.step(Input::RoleAdded(role, own), now),
             PlacementInput::RoleRemoved(role) => self.step(Input::RoleRemoved(role), now),
-            PlacementInput::Changed | PlacementInput::Tick => self.replan(now),
+            PlacementInput::Changed | PlacementInput::Tick => {
+                self.replan(now);
+                replanned = true;
+            }
         }
+        replanned
     }
 
     /// A step that needs no role task.
