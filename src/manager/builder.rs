@@ -4,7 +4,8 @@
 use super::backend::RoleBackend;
 use super::shared::Shared;
 use super::{
-    RoleEvent, RoleManager, RoleSpec, bucket, connection, health_task, placement, watcher,
+    RoleEvent, RoleManager, RoleSpec, bucket, connection, health_task, placement, placement_link,
+    watcher,
 };
 use crate::config::PlacementConfig;
 use crate::core::{RetryPolicy, Timing};
@@ -13,6 +14,7 @@ use crate::health::{HealthChecker, HealthPolicy, HealthState};
 use crate::names::InstanceId;
 use crate::store::ServerErrors;
 use crate::tap::{Tap, TapSink};
+use placement_link::PlacementLink;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -187,13 +189,14 @@ impl RoleManagerBuilder {
                 .map(|r| r.timing.operation_timeout)
                 .min()
                 .unwrap_or(Timing::default().operation_timeout);
-            Arc::new(placement::PlacementShared::new(placement::Settings {
+            let (link, ends) = PlacementLink::new(placement_link::Settings {
                 config,
                 member_ttl,
                 operation_timeout,
                 priority: self.priority,
                 http: self.meta.get("http").cloned(),
-            }))
+            });
+            (Arc::new(link), ends)
         });
         let (connected_tx, connected_rx) = watch::channel(connection::is_connected(&self.client));
         let incarnation = Uuid::new_v4();
@@ -218,7 +221,7 @@ impl RoleManagerBuilder {
             caught_up: watch::channel(false).0,
             bucket_check: tokio::sync::Notify::new(),
             tap: Tap::new(sinks),
-            placement: placement.clone(),
+            placement: placement.as_ref().map(|(link, _)| link.clone()),
             backend,
             epoch: std::sync::atomic::AtomicU64::new(opened.epoch),
             bucket_high_water: std::sync::atomic::AtomicU64::new(opened.last_revision),
@@ -237,7 +240,7 @@ impl RoleManagerBuilder {
             meta: self.meta,
             validation_interval: self.validation_interval,
             seed: Mutex::new(incarnation.as_u64_pair().0),
-            background: Mutex::new(Vec::new()),
+            tasks: tokio_util::task::TaskTracker::new(),
             health: health.as_ref().map(|(_, rx)| rx.clone()),
         };
         for spec in self.roles {
@@ -245,8 +248,7 @@ impl RoleManagerBuilder {
         }
         let span =
             tracing::info_span!("manager", instance = %self.instance, bucket = %self.bucket.name);
-        let mut background = Vec::new();
-        background.push(tokio::spawn(
+        manager.tasks.spawn(
             watcher::run(
                 shared.clone(),
                 opened.kv,
@@ -258,8 +260,8 @@ impl RoleManagerBuilder {
                 cancel.clone(),
             )
             .instrument(span.clone()),
-        ));
-        background.push(tokio::spawn(
+        );
+        manager.tasks.spawn(
             connection::monitor(
                 self.client.clone(),
                 shared.clone(),
@@ -267,19 +269,12 @@ impl RoleManagerBuilder {
                 cancel.clone(),
             )
             .instrument(span.clone()),
-        ));
-        if let Some(p) = &placement {
-            background.push(tokio::spawn(
-                placement::run_heartbeat(shared.clone(), p.clone(), cancel.clone())
-                    .instrument(span.clone()),
-            ));
-            background.push(tokio::spawn(
-                placement::run_controller(shared.clone(), p.clone(), cancel.clone())
-                    .instrument(span.clone()),
-            ));
+        );
+        if let Some((link, ends)) = placement {
+            placement::spawn(&manager.tasks, &shared, &link, ends, &cancel, &span);
         }
         if let (Some((checker, policy)), Some((state, _))) = (self.health, health) {
-            background.push(tokio::spawn(
+            manager.tasks.spawn(
                 health_task::health_loop(
                     shared.clone(),
                     checker,
@@ -289,10 +284,7 @@ impl RoleManagerBuilder {
                     cancel.clone(),
                 )
                 .instrument(span),
-            ));
-        }
-        if let Ok(mut b) = manager.background.lock() {
-            b.extend(background);
+            );
         }
         info!(
             instance = %manager.shared.instance,

@@ -8,11 +8,13 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::role_task::RoleInput;
+use super::role_input::RoleInput;
 use super::shared::Shared;
+use super::ticker::Ticker;
 use crate::config::NatsConfig;
 use crate::error::Error;
 use crate::store::ServerErrors;
+use tokio::time::MissedTickBehavior;
 
 /// Connects to NATS as configured. The returned [`ServerErrors`] collects the server's
 /// asynchronous error messages (pass it to the manager builder so permission denials surface
@@ -114,14 +116,8 @@ pub(crate) async fn monitor(
     connected: watch::Sender<bool>,
     cancel: CancellationToken,
 ) {
-    let mut tick = tokio::time::interval(Duration::from_millis(50));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        tokio::select! {
-            biased;
-            () = cancel.cancelled() => return,
-            _ = tick.tick() => {}
-        }
+    let mut ticker = Ticker::new(Duration::from_millis(50), MissedTickBehavior::Skip, cancel);
+    while ticker.tick().await {
         let up = is_connected(&client);
         if connected.send_if_modified(|c| std::mem::replace(c, up) != up) {
             shared.broadcast(|| RoleInput::Connection(up));

@@ -1,10 +1,7 @@
 //! [`RoleHandle`]: one managed role, for code that cares about a single role.
 
-use std::sync::{Arc, Mutex};
-
 use tokio::sync::watch;
 
-use super::role_task;
 use super::status::RoleStatus;
 use crate::leadership::Leadership;
 use crate::names::RoleName;
@@ -15,7 +12,8 @@ use crate::names::RoleName;
 pub struct RoleHandle {
     pub(crate) role: RoleName,
     pub(crate) status: watch::Receiver<RoleStatus>,
-    pub(crate) current: Arc<Mutex<Option<Leadership>>>,
+    /// The current term, as the role task publishes it.
+    pub(crate) current: watch::Receiver<Option<Leadership>>,
 }
 
 impl std::fmt::Debug for RoleHandle {
@@ -42,7 +40,7 @@ impl RoleHandle {
     /// The current term, if held.
     #[must_use]
     pub fn leadership(&self) -> Option<Leadership> {
-        role_task::get(&self.current).filter(Leadership::is_valid)
+        self.current.borrow().clone().filter(Leadership::is_valid)
     }
 
     /// The latest status.

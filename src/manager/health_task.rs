@@ -1,15 +1,16 @@
 //! The health task: runs the health checker, releases every role after repeated failures
 //! and publishes the health state (readiness, membership record).
 
-use super::placement;
-use super::role_task::RoleInput;
+use super::role_input::RoleInput;
 use super::shared::Shared;
+use super::ticker::Ticker;
 use crate::core::ReleaseReason;
 use crate::health::{Advertised, FailureCounter, HealthChecker, HealthPolicy, HealthState};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
@@ -23,14 +24,8 @@ pub(super) async fn health_loop(
 ) {
     let mut failures = FailureCounter::default();
     let mut advertised = Advertised::default();
-    let mut tick = tokio::time::interval(policy.interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            biased;
-            () = cancel.cancelled() => return,
-            _ = tick.tick() => {}
-        }
+    let mut ticker = Ticker::new(policy.interval, MissedTickBehavior::Delay, cancel.clone());
+    while ticker.tick().await {
         let healthy = tokio::time::timeout(policy.timeout, checker.check())
             .await
             .unwrap_or(false);
@@ -44,7 +39,7 @@ pub(super) async fn health_loop(
             // The other members learn first that this instance is unhealthy, so they take
             // its roles at once instead of holding back for it (bounded wait).
             if let Some(p) = &shared.placement {
-                placement::publish_health_and_wait(p, false, &cancel).await;
+                p.publish_health_and_wait(false, &cancel).await;
             }
             // The roles' cooldown starts when their release is done: after the drain of the
             // role work and the release write. Stay unhealthy in the record at least that long.

@@ -7,11 +7,14 @@ mod connection;
 pub(crate) mod events;
 mod handle;
 mod health_task;
-pub(crate) mod placement;
+mod placement;
+mod placement_link;
+mod role_input;
 mod role_task;
 pub(crate) mod shared;
 mod spec;
 pub(crate) mod status;
+mod ticker;
 pub(crate) mod view;
 mod watcher;
 
@@ -22,6 +25,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 use uuid::Uuid;
 
@@ -40,7 +44,8 @@ use crate::health::HealthState;
 use crate::leadership::Leadership;
 use crate::names::{InstanceId, RoleName};
 use crate::store::ServerErrors;
-use role_task::{RoleInput, RoleTask};
+use role_input::RoleInput;
+use role_task::RoleTask;
 use shared::{RoleSlot, Shared};
 
 /// Runs many role elections over one NATS connection and one bucket watcher.
@@ -56,7 +61,9 @@ pub struct RoleManager {
     meta: BTreeMap<String, String>,
     validation_interval: Option<Duration>,
     seed: Mutex<u64>,
-    background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The background tasks (watcher, connection monitor, placement, health); shutdown waits
+    /// for them.
+    tasks: TaskTracker,
     /// The health checker's verdict (`None` without a health checker).
     health: Option<watch::Receiver<HealthState>>,
 }
@@ -209,7 +216,7 @@ impl RoleManager {
             spec.name.clone(),
             self.shared.store.ttl_mode(),
         ));
-        let current = Arc::new(Mutex::new(None));
+        let (current_tx, current) = watch::channel(None);
         let task = RoleTask {
             role: spec.name.clone(),
             machine,
@@ -217,7 +224,7 @@ impl RoleManager {
             inbox: inbox_rx,
             status: status_tx,
             callbacks: spec.callbacks,
-            current: current.clone(),
+            current: current_tx,
             ttl: spec.timing.ttl,
             operation_timeout: spec.timing.operation_timeout,
             validation_interval: self.validation_interval,
@@ -336,7 +343,7 @@ impl RoleManager {
         self.shared
             .roles()
             .get(role)
-            .and_then(|s| role_task::get(&s.current))
+            .and_then(|s| s.current.borrow().clone())
             .filter(Leadership::is_valid)
     }
 
@@ -428,7 +435,7 @@ impl RoleManager {
             // Others stop preferring this instance before its roles become vacant, so the
             // preferred members acquire first (docs/placement.md).
             let wait = p.settings.operation_timeout.min(timeout / 4);
-            placement::drain_and_wait(p, wait).await;
+            p.drain_and_wait(wait).await;
         }
         let slots: Vec<(RoleName, RoleSlot)> = self.shared.roles().drain().collect();
         for (_, slot) in &slots {
@@ -444,14 +451,9 @@ impl RoleManager {
             }
         }
         self.cancel.cancel();
-        let background: Vec<_> = self
-            .background
-            .lock()
-            .map(|mut b| b.drain(..).collect())
-            .unwrap_or_default();
-        for task in background {
-            let _ = tokio::time::timeout_at(deadline + Duration::from_millis(100), task).await;
-        }
+        self.tasks.close();
+        let _ =
+            tokio::time::timeout_at(deadline + Duration::from_millis(100), self.tasks.wait()).await;
         // Roles aborted above never reported STOPPED: end every series of this manager.
         self.shared.tap.manager_stopped(&self.shared.instance);
         if late.is_empty() {

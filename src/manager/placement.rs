@@ -1,234 +1,322 @@
-//! The placement controller of one manager (docs/placement.md): publishes this instance's
-//! membership record, feeds the membership table from the watcher, and acts on the plan —
-//! per-role campaign hold-back for vacancies another live member is preferred for, and
-//! voluntary graceful releases of roles the plan gives to someone else (one move in flight,
-//! a move budget per interval, a per-role cooldown, hysteresis for spreading).
+//! The placement tasks of one manager (docs/placement.md): the driver of the placement
+//! [`Controller`] (it feeds the controller the membership changes the watcher sees, the
+//! roles added and removed and re-plan requests, and carries out its actions — per-role
+//! campaign hold-back for vacancies another live member is preferred for, voluntary graceful
+//! releases of roles the plan gives to someone else), and the heartbeat that publishes this
+//! instance's membership record.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::kv::{Entry, Operation};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use super::role_task::RoleInput;
-use super::shared::Shared;
+use super::placement_link::{PlacementEnds, PlacementInput, PlacementLink, PlacementView, Written};
+use super::role_input::RoleInput;
+use super::shared::{RoleSlot, Shared};
 use super::status::RoleStatus;
-use crate::config::{PlacementConfig, Takeover};
 use crate::core::{FailureKind, KeyState, ReleaseReason, WriteOutcome};
 use crate::names::{InstanceId, RoleName};
-use crate::placement::{
-    Candidate, Held, MEMBER_PREFIX, MEMBER_VERSION, MemberRecord, Membership, MembershipTiming,
-    Placement, Preferred, ReleaseRules, choose_release, hold_back, plan, vacancies_filled,
+use crate::placement::controller::{
+    Action, Controller, ControllerSettings, Input, RecordRoles, RoleView, World,
 };
+use crate::placement::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
 use crate::status::RoleState;
 use crate::tap::PlacementEvent;
 
-/// How often the controller re-plans without news (silence of members, windows, budget).
+/// How often the driver re-plans without news (silence of members, windows, budget).
 const TICK: Duration = Duration::from_millis(100);
 
-/// Placement settings of one manager.
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    pub(crate) config: PlacementConfig,
-    /// TTL of the membership record.
-    pub(crate) member_ttl: Duration,
-    /// Longest wait for one KV write.
-    pub(crate) operation_timeout: Duration,
-    /// Default priority of this instance.
-    pub(crate) priority: i32,
-    /// Advertised HTTP address.
-    pub(crate) http: Option<String>,
-}
-
-/// One role this instance takes part in, as placement sees it.
-#[derive(Debug)]
-struct OwnRole {
-    priority: i32,
-    takeover: Takeover,
-    campaign: bool,
-    /// Last hold-back and preference sent to the role task.
-    sent: Option<(Duration, Option<Preferred>)>,
-}
-
-#[derive(Debug)]
-struct Controller {
-    membership: Membership,
-    roles: BTreeMap<RoleName, OwnRole>,
-    /// Last voluntary move of each role (per-role cooldown).
-    moved_at: BTreeMap<RoleName, Instant>,
-    /// The voluntary move in flight: role and when it was asked for.
-    in_flight: Option<(RoleName, Instant)>,
-    /// Start of the current budget interval and moves made in it.
-    budget: (Instant, u32),
-    last: Placement,
-    /// Roles this instance will not take now (published in its record).
-    unavailable: BTreeSet<RoleName>,
-    /// Planned roles without a holder, and since when (this instance's view).
-    vacant_since: BTreeMap<RoleName, Instant>,
-}
-
-/// What the last stored membership record said (so a caller can wait until it is out).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Written {
-    /// Its draining flag.
-    pub(crate) draining: bool,
-    /// Its healthy flag.
-    pub(crate) healthy: bool,
-}
-
-/// Placement state shared by the watcher, the controller tasks and the manager.
-pub(crate) struct PlacementShared {
-    pub(crate) settings: Settings,
-    state: Mutex<Controller>,
-    /// Whether this instance is draining (config or admin action).
-    pub(crate) draining: watch::Sender<bool>,
-    /// Whether this instance's health check passes.
-    pub(crate) healthy: watch::Sender<bool>,
-    /// Bumped when the record's content changed (roles added); the heartbeat rewrites it.
-    pub(crate) record_changed: watch::Sender<u64>,
-    /// The flags of the last record written.
-    pub(crate) written: watch::Sender<Option<Written>>,
-    /// Wakes the controller (a role changed hands).
-    pub(crate) wake: tokio::sync::Notify,
-    started_at: String,
-}
-
-impl std::fmt::Debug for PlacementShared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PlacementShared")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PlacementShared {
-    pub(crate) fn new(settings: Settings) -> Self {
-        let timing = MembershipTiming {
-            stability_window: settings.config.stability_window,
-            leave_delay: settings.config.leave_delay,
-        };
-        let draining = settings.config.draining;
-        Self {
-            settings,
-            state: Mutex::new(Controller {
-                membership: Membership::new(timing),
-                roles: BTreeMap::new(),
-                moved_at: BTreeMap::new(),
-                in_flight: None,
-                budget: (Instant::now(), 0),
-                last: Placement::default(),
-                unavailable: BTreeSet::new(),
-                vacant_since: BTreeMap::new(),
-            }),
-            draining: watch::channel(draining).0,
-            healthy: watch::channel(true).0,
-            record_changed: watch::channel(0).0,
-            written: watch::channel(None).0,
-            wake: tokio::sync::Notify::new(),
-            started_at: crate::value::now_rfc3339(),
-        }
-    }
-
-    /// The bucket was recreated: the membership table accepts the new bucket's revisions.
-    pub(crate) fn bucket_reset(&self) {
-        self.state().membership.bucket_reset();
-    }
-
-    fn state(&self) -> MutexGuard<'_, Controller> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Registers a role this instance takes part in (call without holding the roles lock).
-    pub(crate) fn add_role(
-        &self,
-        role: RoleName,
-        priority: i32,
-        takeover: Takeover,
-        campaign: bool,
-    ) {
-        self.state().roles.insert(
-            role,
-            OwnRole {
-                priority,
-                takeover,
-                campaign,
-                sent: None,
+/// Runs the placement tasks of a manager: the controller driver and the heartbeat.
+pub(crate) fn spawn(
+    tasks: &tokio_util::task::TaskTracker,
+    shared: &Arc<Shared>,
+    link: &Arc<PlacementLink>,
+    ends: PlacementEnds,
+    cancel: &CancellationToken,
+    span: &tracing::Span,
+) {
+    use tracing::Instrument;
+    let PlacementEnds {
+        inbox,
+        record_roles,
+        view,
+        written,
+    } = ends;
+    tasks.spawn(
+        run_heartbeat(shared.clone(), link.clone(), written, cancel.clone())
+            .instrument(span.clone()),
+    );
+    let driver = Driver {
+        controller: Controller::new(
+            ControllerSettings {
+                instance: shared.instance.clone(),
+                config: link.settings.config.clone(),
+                operation_timeout: link.settings.operation_timeout,
+                move_timeout: shared.drain_timeout + link.settings.member_ttl * 2,
             },
-        );
-        self.record_changed.send_modify(|g| *g += 1);
-    }
+            Instant::now(),
+        ),
+        shared: shared.clone(),
+        link: link.clone(),
+        record_roles,
+        view,
+    };
+    tasks.spawn(driver.run(inbox, cancel.clone()).instrument(span.clone()));
+}
 
-    /// Forgets a role this instance no longer takes part in.
-    pub(crate) fn remove_role(&self, role: &RoleName) {
-        {
-            let mut state = self.state();
-            state.roles.remove(role);
-            state.moved_at.remove(role);
-        }
-        self.record_changed.send_modify(|g| *g += 1);
-    }
+/// The driver of the placement controller: the only owner of its state.
+struct Driver {
+    controller: Controller,
+    shared: Arc<Shared>,
+    link: Arc<PlacementLink>,
+    record_roles: watch::Sender<Option<RecordRoles>>,
+    view: watch::Sender<Arc<PlacementView>>,
+}
 
-    /// This instance's record as it should be stored now.
-    fn record(&self, shared: &Shared) -> MemberRecord {
-        let state = self.state();
-        let roles: BTreeMap<RoleName, i32> = state
-            .roles
-            .iter()
-            .filter(|(_, r)| r.campaign)
-            .map(|(n, r)| (n.clone(), r.priority))
-            .collect();
-        let pinned = state
-            .roles
-            .iter()
-            .filter(|(_, r)| r.campaign && r.takeover == Takeover::Never)
-            .map(|(n, _)| n.clone())
-            .collect();
-        let unavailable = state
-            .unavailable
-            .iter()
-            .filter(|r| roles.contains_key(*r))
-            .cloned()
-            .collect();
-        drop(state);
-        MemberRecord {
-            v: MEMBER_VERSION,
-            instance: shared.instance.clone(),
-            incarnation: shared.incarnation,
-            weight: self.settings.config.weight,
-            priority: self.settings.priority,
-            roles,
-            pinned,
-            unavailable,
-            draining: *self.draining.borrow(),
-            healthy: *self.healthy.borrow(),
-            http: self.settings.http.clone(),
-            started_at: Some(self.started_at.clone()),
-            heartbeat_ms: u64::try_from(heartbeat(self.settings.member_ttl).as_millis())
-                .unwrap_or(u64::MAX),
+impl Driver {
+    /// Handles messages until `cancel`; a [`PlacementInput::Tick`] every [`TICK`].
+    async fn run(
+        mut self,
+        mut inbox: mpsc::UnboundedReceiver<PlacementInput>,
+        cancel: CancellationToken,
+    ) {
+        // The roles the manager started with are all in the first record.
+        self.handle_queued(None, &mut inbox);
+        self.record_roles
+            .send_replace(Some(self.controller.record_roles()));
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let input = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return,
+                _ = tick.tick() => PlacementInput::Tick,
+                input = inbox.recv() => match input {
+                    Some(input) => input,
+                    None => return,
+                },
+            };
+            self.handle_queued(Some(input), &mut inbox);
         }
     }
 
-    /// The plan as last computed (status, API).
-    pub(crate) fn preferred(&self, role: &RoleName) -> Option<Preferred> {
-        self.state().last.preferred.get(role).cloned()
+    /// Handles `first` and every message already queued behind it. Re-plan requests
+    /// ([`PlacementInput::Changed`], [`PlacementInput::Tick`]) are coalesced into one re-plan
+    /// after the batch, unless a member change re-planned after them.
+    fn handle_queued(
+        &mut self,
+        first: Option<PlacementInput>,
+        inbox: &mut mpsc::UnboundedReceiver<PlacementInput>,
+    ) {
+        let mut due = false;
+        let mut next = first.or_else(|| inbox.try_recv().ok());
+        while let Some(input) = next {
+            match input {
+                PlacementInput::Changed | PlacementInput::Tick => due = true,
+                input => due &= !self.handle(input),
+            }
+            next = inbox.try_recv().ok();
+        }
+        if due {
+            self.replan(Instant::now());
+        }
     }
 
-    /// Live members' records (API).
-    pub(crate) fn members(&self) -> Vec<MemberRecord> {
+    /// Handles one message; whether it re-planned.
+    fn handle(&mut self, input: PlacementInput) -> bool {
         let now = Instant::now();
-        let state = self.state();
-        state
-            .membership
-            .records()
-            .filter(|r| state.membership.is_live(&r.instance, now))
-            .cloned()
-            .collect()
+        let mut replanned = false;
+        match input {
+            PlacementInput::Member { entry, done } => {
+                match member_change(&self.shared, &entry) {
+                    MemberChange::NotAnInstance => {}
+                    change => {
+                        if let MemberChange::Input(input) = change {
+                            self.step(input, now);
+                        }
+                        // At once, so that hold-backs reach the role tasks before any role
+                        // entry that follows in the stream (the watcher waits for `done`).
+                        self.replan(now);
+                        replanned = true;
+                    }
+                }
+                let _ = done.send(());
+            }
+            PlacementInput::BucketReset => self.step(Input::BucketReset, now),
+            PlacementInput::RoleAdded(role, own) => self.step(Input::RoleAdded(role, own), now),
+            PlacementInput::RoleRemoved(role) => self.step(Input::RoleRemoved(role), now),
+            PlacementInput::Changed | PlacementInput::Tick => {
+                self.replan(now);
+                replanned = true;
+            }
+        }
+        replanned
+    }
+
+    /// A step that needs no role task.
+    fn step(&mut self, input: Input, now: Instant) {
+        let actions = self.controller.step(input, now);
+        self.execute(actions, None);
+    }
+
+    /// Re-plans with the holders the watcher sees and the roles' statuses now.
+    fn replan(&mut self, now: Instant) {
+        let holders = self
+            .shared
+            .holders()
+            .iter()
+            .filter_map(|(r, h)| {
+                h.borrow()
+                    .as_ref()
+                    .and_then(|h| h.holder.clone())
+                    .map(|id| (r.clone(), id))
+            })
+            .collect();
+        let roles = self.shared.roles();
+        let world = World {
+            holders,
+            roles: roles
+                .iter()
+                .map(|(name, slot)| {
+                    let status = slot.status.borrow();
+                    let view = RoleView {
+                        leader: status.state == RoleState::Leader,
+                        declines: declines(&status, now),
+                    };
+                    (name.clone(), view)
+                })
+                .collect(),
+            healthy: *self.link.healthy.borrow(),
+        };
+        let actions = self.controller.step(Input::Replan(world), now);
+        self.execute(actions, Some(&roles));
+    }
+
+    fn execute(&self, actions: Vec<Action>, roles: Option<&HashMap<RoleName, RoleSlot>>) {
+        let send = |role: &RoleName, input: RoleInput| {
+            if let Some(slot) = roles.and_then(|r| r.get(role)) {
+                let _ = slot.inbox.send(input);
+            }
+        };
+        for action in actions {
+            match action {
+                Action::LiveMembers(live) => self.shared.tap.placement(
+                    &self.shared.instance,
+                    PlacementEvent::Members {
+                        live: u64::try_from(live).unwrap_or(u64::MAX),
+                    },
+                ),
+                Action::Unavailable(unavailable) => {
+                    debug!(?unavailable, "roles this instance will not take changed");
+                    self.publish_record_roles();
+                }
+                Action::RecordChanged => self.publish_record_roles(),
+                Action::HoldBack {
+                    role,
+                    delay,
+                    preferred,
+                } => send(&role, RoleInput::Placement { delay, preferred }),
+                Action::Release { role, to } => {
+                    info!(role = %role, to = %to.instance, reason = %to.reason, "placement: handing the role over");
+                    self.shared.tap.placement(
+                        &self.shared.instance,
+                        PlacementEvent::VoluntaryMove {
+                            reason: to.reason.as_str(),
+                        },
+                    );
+                    // No cooldown in the machine: the hold-back (the role is preferred
+                    // elsewhere) keeps this instance from taking it straight back, and it may
+                    // take the role again as soon as the plan prefers it (a machine cooldown
+                    // would make the preferred member unable to acquire, and the role would
+                    // bounce).
+                    send(
+                        &role,
+                        RoleInput::Release(ReleaseReason::Placement, Duration::ZERO),
+                    );
+                }
+                Action::ViewChanged => {
+                    self.view.send_replace(Arc::new(PlacementView {
+                        membership: self.controller.membership().clone(),
+                        preferred: self.controller.plan().preferred.clone(),
+                    }));
+                }
+            }
+        }
+    }
+
+    /// The heartbeat rewrites the record at once (once the driver started).
+    fn publish_record_roles(&self) {
+        let next = self.controller.record_roles();
+        self.record_roles
+            .send_if_modified(|current| current.as_mut().map(|c| *c = next).is_some());
+    }
+}
+
+/// What a `member.` entry means to the controller.
+enum MemberChange {
+    /// The key names no valid instance: ignored (with a warning).
+    NotAnInstance,
+    /// An invalid or foreign record: ignored (with a warning), but re-planned.
+    Unreadable,
+    /// A record written or deleted.
+    Input(Input),
+}
+
+fn member_change(shared: &Shared, entry: &Entry) -> MemberChange {
+    let Some(id) = entry
+        .key
+        .strip_prefix(MEMBER_PREFIX)
+        .and_then(|id| InstanceId::new(id).ok())
+    else {
+        warn!(key = %entry.key, "ignoring a member key that is not a valid instance id");
+        return MemberChange::NotAnInstance;
+    };
+    let (expired, revision) = match entry.operation {
+        Operation::Put => {
+            let Some(record) = MemberRecord::parse(&entry.key, &entry.value) else {
+                warn!(key = %entry.key, "ignoring an invalid or foreign member record");
+                return MemberChange::Unreadable;
+            };
+            if record.instance == shared.instance && record.incarnation != shared.incarnation {
+                debug!(other = %record.incarnation, "member record of another incarnation of this instance id");
+            }
+            return MemberChange::Input(Input::MemberPut {
+                record,
+                revision: entry.revision,
+            });
+        }
+        Operation::Delete => (false, entry.revision),
+        Operation::Purge => (true, entry.revision),
+    };
+    MemberChange::Input(Input::MemberGone {
+        id,
+        expired,
+        revision,
+    })
+}
+
+/// This instance's record as it should be stored now.
+fn record(shared: &Shared, p: &PlacementLink, roles: RecordRoles) -> MemberRecord {
+    MemberRecord {
+        v: MEMBER_VERSION,
+        instance: shared.instance.clone(),
+        incarnation: shared.incarnation,
+        weight: p.settings.config.weight,
+        priority: p.settings.priority,
+        roles: roles.roles,
+        pinned: roles.pinned,
+        unavailable: roles.unavailable,
+        draining: *p.draining.borrow(),
+        healthy: *p.healthy.borrow(),
+        http: p.settings.http.clone(),
+        started_at: Some(p.started_at.clone()),
+        heartbeat_ms: u64::try_from(heartbeat(p.settings.member_ttl).as_millis())
+            .unwrap_or(u64::MAX),
     }
 }
 
@@ -246,250 +334,13 @@ fn heartbeat(ttl: Duration) -> Duration {
     ttl / 4
 }
 
-/// The watcher saw a `member.` key change. Foreign or invalid values are ignored with a
-/// warning. Re-plans at once, so that hold-backs reach the role tasks before any role entry
-/// that follows in the stream.
-pub(crate) fn observe_member(shared: &Shared, p: &PlacementShared, entry: &Entry) {
-    let now = Instant::now();
-    let Some(id) = entry
-        .key
-        .strip_prefix(MEMBER_PREFIX)
-        .and_then(|id| InstanceId::new(id).ok())
-    else {
-        warn!(key = %entry.key, "ignoring a member key that is not a valid instance id");
-        return;
-    };
-    {
-        let mut state = p.state();
-        match entry.operation {
-            Operation::Put => match MemberRecord::parse(&entry.key, &entry.value) {
-                Some(record) => {
-                    if record.instance == shared.instance
-                        && record.incarnation != shared.incarnation
-                    {
-                        debug!(other = %record.incarnation, "member record of another incarnation of this instance id");
-                    }
-                    state.membership.observe_put(record, entry.revision, now);
-                }
-                None => warn!(key = %entry.key, "ignoring an invalid or foreign member record"),
-            },
-            Operation::Delete => state
-                .membership
-                .observe_gone(&id, false, entry.revision, now),
-            Operation::Purge => state
-                .membership
-                .observe_gone(&id, true, entry.revision, now),
-        }
-    }
-    replan(shared, p, now);
-}
-
-/// Computes the plan and acts on it: hold-backs, statuses, at most one voluntary release.
-pub(crate) fn replan(shared: &Shared, p: &PlacementShared, now: Instant) {
-    let cfg = &p.settings.config;
-    let holders: BTreeMap<RoleName, InstanceId> = shared
-        .holders()
-        .iter()
-        .filter_map(|(r, h)| {
-            h.borrow()
-                .as_ref()
-                .and_then(|h| h.holder.clone())
-                .map(|id| (r.clone(), id))
-        })
-        .collect();
-    let mut state = p.state();
-    state.membership.refresh(now);
-    let members = state.membership.effective();
-    let placement = plan(&members, &holders);
-    // Silent members (crashed, not yet expired or within the leave delay) are never waited
-    // for: vacancies they are preferred for go to whom the plan without them prefers.
-    let live: Vec<Candidate> = members
-        .iter()
-        .filter(|c| state.membership.is_live(&c.id, now))
-        .cloned()
-        .collect();
-    let live_plan = (live.len() != members.len()).then(|| plan(&live, &holders));
-    shared.tap.placement(
-        &shared.instance,
-        PlacementEvent::Members {
-            live: u64::try_from(live.len()).unwrap_or(u64::MAX),
-        },
-    );
-    let me = &shared.instance;
-    let i_count = members.iter().any(|c| &c.id == me);
-    let roles = shared.roles();
-    let mut statuses: BTreeMap<&RoleName, RoleState> = BTreeMap::new();
-    let mut unavailable: BTreeSet<RoleName> = BTreeSet::new();
-    for (name, slot) in roles.iter() {
-        let status = slot.status.borrow();
-        statuses.insert(name, status.state);
-        if state.roles.get(name).is_some_and(|r| r.campaign) && declines(&status, now) {
-            unavailable.insert(name.clone());
-        }
-    }
-    if unavailable != state.unavailable {
-        // The record says what this instance will not take: rewritten at once.
-        debug!(?unavailable, "roles this instance will not take changed");
-        state.unavailable = unavailable;
-        p.record_changed.send_modify(|g| *g += 1);
-    }
-
-    // Hold-back and preference per own role.
-    let names: Vec<RoleName> = state.roles.keys().cloned().collect();
-    for name in &names {
-        let preferred = placement.preferred.get(name).cloned();
-        let fallback = live_plan.as_ref().and_then(|lp| lp.preferred.get(name));
-        let delay = hold_back(
-            me,
-            preferred.as_ref(),
-            fallback,
-            |i| state.membership.is_live(i, now),
-            cfg.claim_grace,
-        );
-        let next = (delay, preferred);
-        if let Some(own) = state.roles.get_mut(name)
-            && own.sent.as_ref() != Some(&next)
-            && let Some(slot) = roles.get(name)
-        {
-            let _ = slot.inbox.send(RoleInput::Placement {
-                delay: next.0,
-                preferred: next.1.clone(),
-            });
-            own.sent = Some(next);
-        }
-    }
-
-    // The move in flight ends once another instance holds the role, or the vacancy had its
-    // claim grace, or it takes far too long.
-    if let Some((role, at)) = state.in_flight.clone() {
-        let holder = holders.get(&role);
-        let done = match holder {
-            Some(h) => h != me,
-            None => now >= at + cfg.claim_grace + p.settings.operation_timeout,
-        } || now >= at + shared.drain_timeout + p.settings.member_ttl * 2;
-        if done {
-            state.in_flight = None;
-        }
-    }
-    // A planned role vacant for longer than a hand-over takes (the claim grace and one
-    // operation) is stuck: no target takes it. Hand-overs in flight hold spreading back; stuck
-    // vacancies do not (they are planned as taken by their target).
-    let vacant: BTreeSet<&RoleName> = placement
-        .preferred
-        .keys()
-        .filter(|r| !holders.contains_key(*r))
-        .collect();
-    state.vacant_since.retain(|r, _| vacant.contains(r));
-    for r in &vacant {
-        state.vacant_since.entry((*r).clone()).or_insert(now);
-    }
-    let hand_over = cfg.claim_grace + p.settings.operation_timeout;
-    let stuck: BTreeSet<RoleName> = state
-        .vacant_since
-        .iter()
-        .filter(|(_, since)| now >= **since + hand_over)
-        .map(|(r, _)| r.clone())
-        .collect();
-    let spread_settled = vacant.iter().all(|r| stuck.contains(*r));
-    if now >= state.budget.0 + cfg.move_interval {
-        state.budget = (now, 0);
-    }
-
-    // At most one voluntary release, and only once this instance counts in the plan itself.
-    // An unhealthy instance releases nothing here: its health check releases every role at
-    // once, with the health cooldown (a placement release first would run without it).
-    if i_count
-        && *p.healthy.borrow()
-        && state.in_flight.is_none()
-        && state.budget.1 < cfg.move_budget
-    {
-        let held: Vec<Held<'_>> = statuses
-            .iter()
-            .filter(|(_, s)| **s == RoleState::Leader)
-            .map(|(n, _)| Held {
-                role: n,
-                voluntary: state
-                    .roles
-                    .get(*n)
-                    .is_some_and(|r| r.takeover == Takeover::Voluntary),
-                moved_at: state.moved_at.get(*n).copied(),
-            })
-            .collect();
-        let rules = ReleaseRules {
-            hysteresis: cfg.hysteresis as usize,
-            cooldown: cfg.cooldown,
-            spread_settled,
-        };
-        // Releases are planned as if every stuck vacancy were taken by the member it goes
-        // to, so a role no one takes delays no move of another role.
-        let filled = vacancies_filled(
-            &holders,
-            &placement,
-            live_plan.as_ref(),
-            |i| state.membership.is_live(i, now),
-            |r| stuck.contains(r),
-        );
-        let filled_plan = (filled.len() != holders.len()).then(|| plan(&members, &filled));
-        let pick = choose_release(
-            me,
-            &held,
-            filled_plan.as_ref().unwrap_or(&placement),
-            |i| state.membership.is_live(i, now),
-            rules,
-            now,
-        );
-        if let Some((role, pr)) = pick
-            && let Some(slot) = roles.get(role)
-        {
-            info!(role = %role, to = %pr.instance, reason = %pr.reason, "placement: handing the role over");
-            shared.tap.placement(
-                &shared.instance,
-                PlacementEvent::VoluntaryMove {
-                    reason: pr.reason.as_str(),
-                },
-            );
-            // No cooldown in the machine: the hold-back (the role is preferred elsewhere)
-            // keeps this instance from taking it straight back, and it may take the role
-            // again as soon as the plan prefers it (a machine cooldown would make the
-            // preferred member unable to acquire, and the role would bounce).
-            let _ = slot
-                .inbox
-                .send(RoleInput::Release(ReleaseReason::Placement, Duration::ZERO));
-            let role = role.clone();
-            state.moved_at.insert(role.clone(), now);
-            state.in_flight = Some((role, now));
-            state.budget.1 += 1;
-        }
-    }
-    drop(roles);
-    state.last = placement;
-}
-
-/// Re-plans when a role changed hands, and every [`TICK`] (member silence, stability window,
-/// leave delay, budget).
-pub(crate) async fn run_controller(
-    shared: Arc<Shared>,
-    p: Arc<PlacementShared>,
-    cancel: CancellationToken,
-) {
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            biased;
-            () = cancel.cancelled() => return,
-            _ = tick.tick() => replan(&shared, &p, Instant::now()),
-            () = p.wake.notified() => replan(&shared, &p, Instant::now()),
-        }
-    }
-}
-
 /// Writes and heartbeats this instance's membership record by CAS on its own revision, with
 /// the member TTL (P9); rewrites it at once when draining, health or the roles change;
 /// deletes it on cancel.
-pub(crate) async fn run_heartbeat(
+async fn run_heartbeat(
     shared: Arc<Shared>,
-    p: Arc<PlacementShared>,
+    p: Arc<PlacementLink>,
+    written: watch::Sender<Option<Written>>,
     cancel: CancellationToken,
 ) {
     let key = format!("{MEMBER_PREFIX}{}", shared.instance);
@@ -497,7 +348,7 @@ pub(crate) async fn run_heartbeat(
     let timeout = p.settings.operation_timeout.min(heartbeat(ttl));
     let mut draining = p.draining.subscribe();
     let mut healthy = p.healthy.subscribe();
-    let mut changed = p.record_changed.subscribe();
+    let mut roles = p.record_roles.clone();
     // Revision of our last write; `None`: read the key first.
     let mut rev: Option<u64> = None;
     let mut adopted = false;
@@ -508,9 +359,15 @@ pub(crate) async fn run_heartbeat(
             () = cancel.cancelled() => break,
             _ = draining.changed() => {}
             _ = healthy.changed() => {}
-            _ = changed.changed() => {}
+            // Not after the driver stopped (a dropped sender answers at once, forever).
+            Ok(()) = roles.changed() => {}
             () = tokio::time::sleep_until(next) => {}
         }
+        // Not before the driver took in the roles this manager started with.
+        let Some(record_roles) = roles.borrow_and_update().clone() else {
+            next = Instant::now() + heartbeat(ttl);
+            continue;
+        };
         let expected = match rev {
             Some(r) => r,
             None => match shared.store.read(&key, timeout).await {
@@ -536,8 +393,8 @@ pub(crate) async fn run_heartbeat(
                 }
             },
         };
-        let record = p.record(&shared);
-        let written = Written {
+        let record = record(&shared, &p, record_roles);
+        let flags = Written {
             draining: record.draining,
             healthy: record.healthy,
         };
@@ -549,7 +406,7 @@ pub(crate) async fn run_heartbeat(
             WriteOutcome::Ok { revision } => {
                 rev = Some(revision);
                 adopted = true;
-                p.written.send_replace(Some(written));
+                written.send_replace(Some(flags));
                 next = Instant::now() + heartbeat(ttl);
             }
             WriteOutcome::Conflict => {
@@ -571,32 +428,5 @@ pub(crate) async fn run_heartbeat(
             .cas(&key, r, None, bytes::Bytes::new(), true, timeout)
             .await;
         debug!(?outcome, "member record deleted");
-    }
-}
-
-/// Writes the draining flag and waits (bounded) until a record saying so is stored.
-pub(crate) async fn drain_and_wait(p: &PlacementShared, timeout: Duration) {
-    p.draining.send_replace(true);
-    let mut written = p.written.subscribe();
-    let _ =
-        tokio::time::timeout(timeout, written.wait_for(|w| w.is_some_and(|w| w.draining))).await;
-}
-
-/// Sets the healthy flag and waits, at most one operation timeout and not past `cancel`,
-/// until a record saying so is stored (the other members then stop preferring this instance
-/// before it lets go).
-pub(crate) async fn publish_health_and_wait(
-    p: &PlacementShared,
-    healthy: bool,
-    cancel: &CancellationToken,
-) {
-    p.healthy.send_replace(healthy);
-    let mut written = p.written.subscribe();
-    tokio::select! {
-        () = cancel.cancelled() => {}
-        _ = tokio::time::timeout(
-            p.settings.operation_timeout,
-            written.wait_for(|w| w.is_some_and(|w| w.healthy == healthy)),
-        ) => {}
     }
 }

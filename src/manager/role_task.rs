@@ -14,12 +14,12 @@ use tracing::{Instrument, debug, error, info, warn};
 
 use super::backend::LeaseWrite;
 use super::events::RoleEvent;
+use super::role_input::RoleInput;
 use super::shared::Shared;
 use super::status::RoleStatus;
 use crate::callbacks::{CallbackCall, Demotion, RoleCallbacks, run_callbacks};
 use crate::core::{
-    Action, DemoteReason, FailureKind, KeyState, Notice, ReleaseReason, RoleMachine, WriteKind,
-    WriteOutcome,
+    Action, DemoteReason, FailureKind, KeyState, Notice, RoleMachine, WriteKind, WriteOutcome,
 };
 use crate::leadership::{Leadership, LiveTerm, TermShared};
 use crate::names::RoleName;
@@ -27,26 +27,6 @@ use crate::status::RoleState;
 use crate::store::ROLE_PREFIX;
 use crate::tap::TapEvent;
 use crate::value::now_rfc3339;
-
-/// Messages to a role task.
-#[derive(Debug)]
-pub(crate) enum RoleInput {
-    /// The watcher saw the role key change.
-    Observed(KeyState),
-    /// The connection went down or came back.
-    Connection(bool),
-    /// Give the role up and stay away for a while.
-    Release(ReleaseReason, Duration),
-    /// Stop taking part.
-    Stop,
-    /// The bucket was recreated.
-    BucketReset(u64),
-    /// Placement: hold back campaigning for a vacancy this long; where the role is wanted.
-    Placement {
-        delay: Duration,
-        preferred: Option<crate::placement::Preferred>,
-    },
-}
 
 enum OpResult {
     Write(WriteKind, WriteOutcome, Duration),
@@ -62,7 +42,8 @@ pub(crate) struct RoleTask {
     pub(crate) inbox: mpsc::UnboundedReceiver<RoleInput>,
     pub(crate) status: watch::Sender<RoleStatus>,
     pub(crate) callbacks: Arc<dyn RoleCallbacks>,
-    pub(crate) current: Arc<Mutex<Option<Leadership>>>,
+    /// The current term: this task is its only writer; handles and the manager read it.
+    pub(crate) current: watch::Sender<Option<Leadership>>,
     pub(crate) ttl: Duration,
     pub(crate) operation_timeout: Duration,
     pub(crate) validation_interval: Option<Duration>,
@@ -280,7 +261,7 @@ impl RoleTask {
                     token: term.token,
                     deadline: term.deadline,
                 });
-                set(&self.current, Some(leadership.clone()));
+                self.current.send_replace(Some(leadership.clone()));
                 self.status.send_modify(|s| {
                     // The term is in `current` before the status says LEADER.
                     s.state = RoleState::Leader;
@@ -303,7 +284,8 @@ impl RoleTask {
                     token: term.token,
                     deadline: term.deadline,
                 });
-                if let Some(l) = get(&self.current) {
+                let current = self.current.borrow().clone();
+                if let Some(l) = current {
                     if let Ok(mut live) = l.inner.live.lock() {
                         *live = LiveTerm {
                             deadline: self.handed_deadline(term.deadline),
@@ -323,14 +305,14 @@ impl RoleTask {
                 if !self.shared.backend.carries_out(reason) {
                     // The term stays open for the application and the history (only the
                     // test-only negative controls do not carry demotions out).
-                    set(&self.current, None);
+                    self.current.send_replace(None);
                     self.promoted_at = None;
                     if wait {
                         *drain = Some(Box::pin(async {}));
                     }
                     return;
                 }
-                let leadership = set(&self.current, None);
+                let leadership = self.current.send_replace(None);
                 // P9: end the term (token cancelled) before anyone hears of the demotion.
                 if let Some(l) = &leadership {
                     l.inner.cancel.cancel();
@@ -470,26 +452,16 @@ impl RoleTask {
         term: Option<u64>,
     ) {
         let reason = reason.map_or("none", DemoteReason::as_str);
+        let (role, instance, from, to) = (
+            &self.role,
+            &self.shared.instance,
+            from.as_str(),
+            to.as_str(),
+        );
         // A span per transition for trace backends (closed at once: it marks the moment), and
         // the log event beside it, so that log lines do not repeat the fields.
-        drop(tracing::info_span!(
-            "transition",
-            role = %self.role,
-            instance = %self.shared.instance,
-            from = from.as_str(),
-            to = to.as_str(),
-            term,
-            reason,
-        ));
-        info!(
-            role = %self.role,
-            instance = %self.shared.instance,
-            from = from.as_str(),
-            to = to.as_str(),
-            term,
-            reason,
-            "transition"
-        );
+        drop(tracing::info_span!("transition", %role, %instance, from, to, term, reason));
+        info!(%role, %instance, from, to, term, reason, "transition");
     }
 
     /// The deadline handed to the application (the term's; see [`super::backend::RoleBackend`]).
@@ -518,7 +490,7 @@ impl RoleTask {
             if let Some(p) = placement
                 .filter(|_| (s.cooldown_until, s.state) != (before.cooldown_until, before.state))
             {
-                p.wake.notify_one(); // placement publishes the roles this instance will not take
+                p.changed(); // placement publishes the roles this instance will not take
             }
             if let Some(obs) = &observed {
                 s.revision = obs.revision();
@@ -589,20 +561,5 @@ async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-fn set(slot: &Mutex<Option<Leadership>>, value: Option<Leadership>) -> Option<Leadership> {
-    match slot.lock() {
-        Ok(mut g) => std::mem::replace(&mut *g, value),
-        Err(p) => std::mem::replace(&mut *p.into_inner(), value),
-    }
-}
-
-/// The current leadership in a slot.
-pub(crate) fn get(slot: &Mutex<Option<Leadership>>) -> Option<Leadership> {
-    match slot.lock() {
-        Ok(g) => g.clone(),
-        Err(p) => p.into_inner().clone(),
     }
 }

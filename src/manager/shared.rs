@@ -8,7 +8,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use uuid::Uuid;
 
 use super::events::{HolderInfo, RoleEvent};
-use super::role_task::RoleInput;
+use super::role_input::RoleInput;
 use super::status::RoleStatus;
 use crate::leadership::Leadership;
 use crate::names::{InstanceId, RoleName};
@@ -18,11 +18,16 @@ use crate::store::LeaseStore;
 pub(crate) struct RoleSlot {
     pub(crate) inbox: mpsc::UnboundedSender<RoleInput>,
     pub(crate) status: watch::Receiver<RoleStatus>,
-    pub(crate) current: Arc<Mutex<Option<Leadership>>>,
+    /// The current term (the role task is its only writer).
+    pub(crate) current: watch::Receiver<Option<Leadership>>,
     pub(crate) task: tokio::task::JoinHandle<()>,
 }
 
-/// Shared by the watcher, the role tasks and the public handle.
+/// Shared by the watcher, the role tasks, the placement tasks and the public handle. Each
+/// piece has one writer: the manager adds and removes `roles`; the watcher writes `holders`
+/// (the manager only adds channels to it for [`RoleManager::observe`](super::RoleManager::observe)),
+/// `caught_up`, `epoch` and `bucket_high_water`; a role's status and term are written by its
+/// task only ([`RoleSlot`]).
 pub(crate) struct Shared {
     pub(crate) instance: InstanceId,
     pub(crate) incarnation: Uuid,
@@ -40,8 +45,8 @@ pub(crate) struct Shared {
     pub(crate) bucket_check: tokio::sync::Notify,
     /// Where the role drivers report what happens (history, metrics).
     pub(crate) tap: crate::tap::Tap,
-    /// Placement (membership, plan), when enabled.
-    pub(crate) placement: Option<Arc<super::placement::PlacementShared>>,
+    /// The placement tasks (membership, plan), when enabled.
+    pub(crate) placement: Option<Arc<super::placement_link::PlacementLink>>,
     /// What the role drivers write leases with and hand terms on through (the store; decorated
     /// only by the test-only negative controls).
     pub(crate) backend: Arc<dyn super::backend::RoleBackend>,

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, warn};
 
 use super::events::{HolderInfo, RoleEvent};
-use super::role_task::RoleInput;
+use super::role_input::RoleInput;
 use super::shared::Shared;
 use crate::core::KeyState;
 use crate::names::RoleName;
@@ -77,7 +77,7 @@ pub(crate) async fn run(
                         Some(Ok(entry)) => {
                             // Dispatch first: whoever waits for `caught_up` must find the
                             // last entry of the replay in the holders already.
-                            dispatch(&shared, &entry, epoch);
+                            dispatch(&shared, &entry, epoch).await;
                             report_delivery(&shared, &entry);
                             if entry.seen_current || entry.delta == 0 {
                                 shared
@@ -211,13 +211,13 @@ fn report_delivery(shared: &Shared, entry: &Entry) {
     );
 }
 
-fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
+async fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
     if epoch == shared.epoch() {
         shared.saw_revision(entry.revision);
     }
     if entry.key.starts_with(crate::placement::MEMBER_PREFIX) {
         if let Some(p) = &shared.placement {
-            super::placement::observe_member(shared, p, entry);
+            p.observe_member(entry.clone()).await;
         }
         return;
     }
@@ -235,7 +235,7 @@ fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
     if changed && let Some(p) = &shared.placement {
         // The plan depends on who holds what: the controller re-plans (on its own task, so
         // the watcher goes on dispatching at once).
-        p.wake.notify_one();
+        p.changed();
     }
 }
 

@@ -20,6 +20,12 @@ use crate::names::{InstanceId, RoleName};
 /// Roles with more than one top-priority candidate, and those candidates.
 pub(crate) type Shared<'a> = [(&'a RoleName, Vec<&'a InstanceId>)];
 
+/// The preferred member of each role so far.
+type Assigned<'a> = BTreeMap<&'a RoleName, &'a InstanceId>;
+
+/// How many roles each member is assigned (or its quota).
+type Load<'a> = BTreeMap<&'a InstanceId, usize>;
+
 /// Shifts roles in `assigned` (and the matching `load`) along augmenting paths: from members
 /// above their quota to members below it, and — where the quotas cannot be reached because
 /// the members campaign for different roles — from a member to one that holds clearly less
@@ -28,11 +34,11 @@ pub(crate) type Shared<'a> = [(&'a RoleName, Vec<&'a InstanceId>)];
 /// nothing changes.
 pub(crate) fn reach_quotas<'a>(
     shared: &Shared<'a>,
-    quota: &BTreeMap<&'a InstanceId, usize>,
+    quota: &Load<'a>,
     weight: &BTreeMap<&'a InstanceId, u32>,
     holders: &BTreeMap<RoleName, InstanceId>,
-    assigned: &mut BTreeMap<&'a RoleName, &'a InstanceId>,
-    load: &mut BTreeMap<&'a InstanceId, usize>,
+    assigned: &mut Assigned<'a>,
+    load: &mut Load<'a>,
 ) {
     let g = Graph {
         candidates: shared.iter().map(|(r, t)| (*r, t)).collect(),
@@ -54,7 +60,7 @@ pub(crate) fn reach_quotas<'a>(
 /// The candidate graph and the targets.
 struct Graph<'g, 'a> {
     candidates: BTreeMap<&'a RoleName, &'g Vec<&'a InstanceId>>,
-    quota: &'g BTreeMap<&'a InstanceId, usize>,
+    quota: &'g Load<'a>,
     weight: &'g BTreeMap<&'a InstanceId, u32>,
     holders: &'g BTreeMap<RoleName, InstanceId>,
 }
@@ -69,11 +75,7 @@ impl<'a> Graph<'_, 'a> {
     }
 
     /// Moves excess over quotas to members below quota; whether anything moved.
-    fn towards_quotas(
-        &self,
-        assigned: &mut BTreeMap<&'a RoleName, &'a InstanceId>,
-        load: &mut BTreeMap<&'a InstanceId, usize>,
-    ) -> bool {
+    fn towards_quotas(&self, assigned: &mut Assigned<'a>, load: &mut Load<'a>) -> bool {
         let mut moved = false;
         // Each shift lowers the excess over quotas by one.
         for _ in 0..=self.candidates.len() {
@@ -100,11 +102,7 @@ impl<'a> Graph<'_, 'a> {
 
     /// Moves roles from members holding clearly more per weight to members holding less;
     /// whether anything moved.
-    fn even_out(
-        &self,
-        assigned: &mut BTreeMap<&'a RoleName, &'a InstanceId>,
-        load: &mut BTreeMap<&'a InstanceId, usize>,
-    ) -> bool {
+    fn even_out(&self, assigned: &mut Assigned<'a>, load: &mut Load<'a>) -> bool {
         let mut moved = false;
         // Each shift lowers Σ load² / weight by at least 2 / (w_s × w_t); the cap is a safety
         // net above that bound.
@@ -147,11 +145,7 @@ impl<'a> Graph<'_, 'a> {
 
 /// Carries out a path: every role goes one member on, the first member has one role less
 /// and the last one more.
-fn shift<'a>(
-    path: &[Step<'a>],
-    assigned: &mut BTreeMap<&'a RoleName, &'a InstanceId>,
-    load: &mut BTreeMap<&'a InstanceId, usize>,
-) {
+fn shift<'a>(path: &[Step<'a>], assigned: &mut Assigned<'a>, load: &mut Load<'a>) {
     let (Some(first), Some(last)) = (path.first(), path.last()) else {
         return;
     };
@@ -172,7 +166,7 @@ type Step<'a> = (&'a RoleName, &'a InstanceId, &'a InstanceId);
 fn path_to<'a>(
     source: &'a InstanceId,
     candidates: &BTreeMap<&'a RoleName, &Vec<&'a InstanceId>>,
-    assigned: &BTreeMap<&'a RoleName, &'a InstanceId>,
+    assigned: &Assigned<'a>,
     holders: &BTreeMap<RoleName, InstanceId>,
     target: impl Fn(&InstanceId) -> bool,
 ) -> Option<Vec<Step<'a>>> {

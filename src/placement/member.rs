@@ -84,26 +84,36 @@ impl MemberRecord {
     }
 }
 
+/// A valid record of `id` for tests: weight 1, priority 0, healthy, `roles` with their
+/// priorities, heartbeats every `heartbeat_ms`.
+#[cfg(test)]
+pub(crate) fn test_record(id: &str, roles: &[(&str, i32)], heartbeat_ms: u64) -> MemberRecord {
+    MemberRecord {
+        v: MEMBER_VERSION,
+        instance: InstanceId::new(id).expect("valid"),
+        incarnation: Uuid::nil(),
+        weight: 1,
+        priority: 0,
+        roles: roles
+            .iter()
+            .map(|(r, p)| (RoleName::new(*r).expect("valid"), *p))
+            .collect(),
+        pinned: BTreeSet::new(),
+        unavailable: BTreeSet::new(),
+        draining: false,
+        healthy: true,
+        http: None,
+        started_at: None,
+        heartbeat_ms,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn record() -> MemberRecord {
-        MemberRecord {
-            v: MEMBER_VERSION,
-            instance: InstanceId::new("node-a").expect("valid"),
-            incarnation: Uuid::nil(),
-            weight: 1,
-            priority: 0,
-            roles: BTreeMap::from([(RoleName::new("r").expect("valid"), 5)]),
-            pinned: BTreeSet::new(),
-            unavailable: BTreeSet::new(),
-            draining: false,
-            healthy: true,
-            http: None,
-            started_at: None,
-            heartbeat_ms: 250,
-        }
+        test_record("node-a", &[("r", 5)], 250)
     }
 
     #[test]

@@ -44,7 +44,7 @@ struct Seen {
 }
 
 /// Members of the bucket, fed by the watcher.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Membership {
     timing: MembershipTiming,
     present: BTreeMap<InstanceId, Seen>,
@@ -214,25 +214,19 @@ impl Membership {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::MEMBER_VERSION;
     use uuid::Uuid;
 
     fn rec(id: &str) -> MemberRecord {
-        MemberRecord {
-            v: MEMBER_VERSION,
-            instance: InstanceId::new(id).expect("valid"),
-            incarnation: Uuid::nil(),
-            weight: 1,
-            priority: 0,
-            roles: BTreeMap::new(),
-            pinned: std::collections::BTreeSet::new(),
-            unavailable: std::collections::BTreeSet::new(),
-            draining: false,
-            healthy: true,
-            http: None,
-            started_at: None,
-            heartbeat_ms: 100,
-        }
+        crate::placement::member::test_record(id, &[], 100)
+    }
+
+    /// Members a and b, both joined at `t0` and counted after the stability window.
+    fn members_a_and_b(t0: Instant) -> Membership {
+        let mut m = Membership::new(T);
+        m.observe_put(rec("a"), 1, t0);
+        m.observe_put(rec("b"), 2, t0);
+        m.refresh(t0 + T.stability_window);
+        m
     }
 
     fn ids(m: &Membership) -> Vec<String> {
@@ -286,10 +280,7 @@ mod tests {
     #[test]
     fn graceful_leave_is_immediate_expiry_waits_the_leave_delay() {
         let t0 = Instant::now();
-        let mut m = Membership::new(T);
-        m.observe_put(rec("a"), 1, t0);
-        m.observe_put(rec("b"), 2, t0);
-        m.refresh(t0 + Duration::from_secs(1));
+        let mut m = members_a_and_b(t0);
         let a = InstanceId::new("a").expect("valid");
         let b = InstanceId::new("b").expect("valid");
         m.observe_gone(&a, false, 3, t0 + Duration::from_secs(2));
@@ -324,10 +315,7 @@ mod tests {
     #[test]
     fn a_member_silent_for_the_leave_delay_is_gone_even_without_an_expiry() {
         let t0 = Instant::now();
-        let mut m = Membership::new(T);
-        m.observe_put(rec("a"), 1, t0);
-        m.observe_put(rec("b"), 2, t0);
-        m.refresh(t0 + T.stability_window);
+        let mut m = members_a_and_b(t0);
         assert_eq!(ids(&m), ["a", "b"]);
         // "b" keeps beating (every 100 ms), "a" stops and no expiry marker ever comes; "a" is
         // silent two heartbeats + 100 ms after its last record.

@@ -4,10 +4,12 @@
 //! `member.<instance>` ([`MemberRecord`]), the deterministic plan every instance computes from
 //! the same membership and holders ([`plan`]), and the membership table that applies the join
 //! stability window and the leave delay ([`Membership`]), and the decisions an instance takes
-//! from the plan ([`hold_back`], [`choose_release`], [`vacancies_filled`]). The manager's placement controller
-//! (`manager::placement`) drives them.
+//! from the plan ([`hold_back`], [`choose_release`], [`vacancies_filled`]), and the controller's
+//! bookkeeping as a step function (`controller::Controller`: move budget, move in flight, cooldowns).
+//! The manager's placement driver (`manager::placement`) feeds it and carries out its actions.
 
 mod balance;
+pub(crate) mod controller;
 mod decide;
 mod hash;
 mod member;

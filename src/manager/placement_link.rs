@@ -1,0 +1,220 @@
+//! [`PlacementLink`]: how the rest of the manager talks to the placement tasks (the
+//! controller driver and the membership heartbeat) — their settings, their inbox, the flags
+//! they publish (draining, healthy) and what they publish back (record contents, the plan
+//! and membership view, the last record written). Each channel has one writer, named on it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::kv::Entry;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{PlacementConfig, Takeover};
+use crate::names::RoleName;
+use crate::placement::controller::{OwnRole, RecordRoles};
+use crate::placement::{MemberRecord, Membership, MembershipTiming, Preferred};
+
+/// Placement settings of one manager.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) config: PlacementConfig,
+    /// TTL of the membership record.
+    pub(crate) member_ttl: Duration,
+    /// Longest wait for one KV write.
+    pub(crate) operation_timeout: Duration,
+    /// Default priority of this instance.
+    pub(crate) priority: i32,
+    /// Advertised HTTP address.
+    pub(crate) http: Option<String>,
+}
+
+/// What the last stored membership record said (so a caller can wait until it is out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Written {
+    /// Its draining flag.
+    pub(crate) draining: bool,
+    /// Its healthy flag.
+    pub(crate) healthy: bool,
+}
+
+/// Messages to the placement controller's driver.
+#[derive(Debug)]
+pub(crate) enum PlacementInput {
+    /// The watcher saw a `member.` key change; `done` is answered once the driver re-planned
+    /// (so hold-backs reach the role tasks before any role entry that follows in the stream).
+    Member {
+        entry: Entry,
+        done: oneshot::Sender<()>,
+    },
+    /// The bucket was recreated.
+    BucketReset,
+    /// This instance takes part in one more role.
+    RoleAdded(RoleName, OwnRole),
+    /// This instance no longer takes part in a role.
+    RoleRemoved(RoleName),
+    /// A role changed hands, or a role's state or cooldown changed: re-plan.
+    Changed,
+    /// Re-plan without news (member silence, windows, budget).
+    Tick,
+}
+
+/// The membership table and the plan as the driver last published them (API, status).
+#[derive(Debug, Clone)]
+pub(crate) struct PlacementView {
+    pub(crate) membership: Membership,
+    pub(crate) preferred: BTreeMap<RoleName, Preferred>,
+}
+
+/// The manager's side of placement (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct PlacementLink {
+    pub(crate) settings: Settings,
+    /// The driver's inbox.
+    inbox: mpsc::UnboundedSender<PlacementInput>,
+    /// Whether this instance is draining (writer: the manager; config or admin action).
+    pub(crate) draining: watch::Sender<bool>,
+    /// Whether this instance's health check passes (writer: the health task).
+    pub(crate) healthy: watch::Sender<bool>,
+    /// What the record says about this instance's roles (writer: the driver; `None` until
+    /// it took in the roles the manager started with).
+    pub(crate) record_roles: watch::Receiver<Option<RecordRoles>>,
+    /// Membership and plan (writer: the driver).
+    view: watch::Receiver<Arc<PlacementView>>,
+    /// The flags of the last record written (writer: the heartbeat).
+    written: watch::Receiver<Option<Written>>,
+    /// When this manager started (RFC 3339), for the record.
+    pub(crate) started_at: String,
+}
+
+/// The writing ends of the link's channels, owned by the placement tasks.
+#[derive(Debug)]
+pub(crate) struct PlacementEnds {
+    /// The driver's.
+    pub(crate) inbox: mpsc::UnboundedReceiver<PlacementInput>,
+    /// The driver's.
+    pub(crate) record_roles: watch::Sender<Option<RecordRoles>>,
+    /// The driver's.
+    pub(crate) view: watch::Sender<Arc<PlacementView>>,
+    /// The heartbeat's.
+    pub(crate) written: watch::Sender<Option<Written>>,
+}
+
+impl PlacementLink {
+    /// A link and the channel ends its tasks own.
+    pub(crate) fn new(settings: Settings) -> (Self, PlacementEnds) {
+        let timing = MembershipTiming {
+            stability_window: settings.config.stability_window,
+            leave_delay: settings.config.leave_delay,
+        };
+        let (inbox_tx, inbox) = mpsc::unbounded_channel();
+        let (record_roles, record_roles_rx) = watch::channel(None);
+        let (view, view_rx) = watch::channel(Arc::new(PlacementView {
+            membership: Membership::new(timing),
+            preferred: BTreeMap::new(),
+        }));
+        let (written, written_rx) = watch::channel(None);
+        let link = Self {
+            draining: watch::channel(settings.config.draining).0,
+            settings,
+            inbox: inbox_tx,
+            healthy: watch::channel(true).0,
+            record_roles: record_roles_rx,
+            view: view_rx,
+            written: written_rx,
+            started_at: crate::value::now_rfc3339(),
+        };
+        let ends = PlacementEnds {
+            inbox,
+            record_roles,
+            view,
+            written,
+        };
+        (link, ends)
+    }
+
+    fn send(&self, input: PlacementInput) {
+        // The driver stops only with the manager.
+        let _ = self.inbox.send(input);
+    }
+
+    /// Registers a role this instance takes part in.
+    pub(crate) fn add_role(
+        &self,
+        role: RoleName,
+        priority: i32,
+        takeover: Takeover,
+        campaign: bool,
+    ) {
+        let own = OwnRole {
+            priority,
+            takeover,
+            campaign,
+        };
+        self.send(PlacementInput::RoleAdded(role, own));
+    }
+
+    /// Forgets a role this instance no longer takes part in.
+    pub(crate) fn remove_role(&self, role: &RoleName) {
+        self.send(PlacementInput::RoleRemoved(role.clone()));
+    }
+
+    /// A role changed hands or state: the driver re-plans.
+    pub(crate) fn changed(&self) {
+        self.send(PlacementInput::Changed);
+    }
+
+    /// The bucket was recreated: the membership table accepts the new bucket's revisions.
+    pub(crate) fn bucket_reset(&self) {
+        self.send(PlacementInput::BucketReset);
+    }
+
+    /// Hands a `member.` entry to the driver and waits until it re-planned with it.
+    pub(crate) async fn observe_member(&self, entry: Entry) {
+        let (done, replanned) = oneshot::channel();
+        self.send(PlacementInput::Member { entry, done });
+        // An error: the driver stopped (the manager stops).
+        let _ = replanned.await;
+    }
+
+    /// The plan as last computed (status, API).
+    pub(crate) fn preferred(&self, role: &RoleName) -> Option<Preferred> {
+        self.view.borrow().preferred.get(role).cloned()
+    }
+
+    /// Live members' records (API).
+    pub(crate) fn members(&self) -> Vec<MemberRecord> {
+        let now = Instant::now();
+        let view = self.view.borrow();
+        view.membership
+            .records()
+            .filter(|r| view.membership.is_live(&r.instance, now))
+            .cloned()
+            .collect()
+    }
+
+    /// Writes the draining flag and waits (bounded) until a record saying so is stored.
+    pub(crate) async fn drain_and_wait(&self, timeout: Duration) {
+        self.draining.send_replace(true);
+        let mut written = self.written.clone();
+        let _ = tokio::time::timeout(timeout, written.wait_for(|w| w.is_some_and(|w| w.draining)))
+            .await;
+    }
+
+    /// Sets the healthy flag and waits, at most one operation timeout and not past `cancel`,
+    /// until a record saying so is stored (the other members then stop preferring this
+    /// instance before it lets go).
+    pub(crate) async fn publish_health_and_wait(&self, healthy: bool, cancel: &CancellationToken) {
+        self.healthy.send_replace(healthy);
+        let mut written = self.written.clone();
+        tokio::select! {
+            () = cancel.cancelled() => {}
+            _ = tokio::time::timeout(
+                self.settings.operation_timeout,
+                written.wait_for(|w| w.is_some_and(|w| w.healthy == healthy)),
+            ) => {}
+        }
+    }
+}

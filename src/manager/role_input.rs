@@ -1,0 +1,28 @@
+//! [`RoleInput`]: the messages a role task receives (from the watcher, the connection
+//! monitor, the health task, placement and the manager). A leaf: it imports no other module
+//! of the manager.
+
+use std::time::Duration;
+
+use crate::core::{KeyState, ReleaseReason};
+use crate::placement::Preferred;
+
+/// Messages to a role task.
+#[derive(Debug)]
+pub(crate) enum RoleInput {
+    /// The watcher saw the role key change.
+    Observed(KeyState),
+    /// The connection went down or came back.
+    Connection(bool),
+    /// Give the role up and stay away for a while.
+    Release(ReleaseReason, Duration),
+    /// Stop taking part.
+    Stop,
+    /// The bucket was recreated.
+    BucketReset(u64),
+    /// Placement: hold back campaigning for a vacancy this long; where the role is wanted.
+    Placement {
+        delay: Duration,
+        preferred: Option<Preferred>,
+    },
+}

@@ -1,0 +1,401 @@
+//! The placement controller's bookkeeping as a pure step function (no I/O, no clock, like
+//! `core::machine`): the membership table, the roles this instance takes part in, the move
+//! budget, the voluntary move in flight, the per-role cooldowns and the stuck vacancies.
+//!
+//! The manager's driver (`manager::placement`) feeds it [`Input`]s with the time and carries
+//! out the [`Action`]s it returns: hold-backs and hand-overs for the role tasks, a rewrite of
+//! the membership record, a new view for the API.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::decide::{Held, ReleaseRules, choose_release, hold_back, vacancies_filled};
+use super::member::MemberRecord;
+use super::membership::{Membership, MembershipTiming};
+use super::plan::{Candidate, Placement, Preferred, plan};
+use crate::config::{PlacementConfig, Takeover};
+use crate::names::{InstanceId, RoleName};
+
+/// What a controller is configured with.
+#[derive(Debug, Clone)]
+pub struct ControllerSettings {
+    /// This instance.
+    pub instance: InstanceId,
+    /// The placement knobs.
+    pub config: PlacementConfig,
+    /// Longest wait for one KV write.
+    pub operation_timeout: Duration,
+    /// Longest a voluntary move stays in flight (the drain timeout and two member TTLs).
+    pub move_timeout: Duration,
+}
+
+/// A role this instance takes part in, as placement sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnRole {
+    /// Its priority here.
+    pub priority: i32,
+    /// Whether placement may hand it over.
+    pub takeover: Takeover,
+    /// Whether this instance campaigns for it (false: observer).
+    pub campaign: bool,
+}
+
+/// A managed role as the manager sees it at a re-plan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoleView {
+    /// This instance holds it.
+    pub leader: bool,
+    /// This instance will not take it now (cooling down, or stopped on a permanent failure).
+    pub declines: bool,
+}
+
+/// The world a re-plan sees.
+#[derive(Debug, Clone, Default)]
+pub struct World {
+    /// Who holds which role (the watcher's view; vacant roles are absent).
+    pub holders: BTreeMap<RoleName, InstanceId>,
+    /// Every role the manager runs a task for now; a role not in here gets no action.
+    pub roles: BTreeMap<RoleName, RoleView>,
+    /// Whether this instance's health check passes.
+    pub healthy: bool,
+}
+
+/// What happens to the controller.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// A member record was written (the watcher saw it at `revision`).
+    MemberPut {
+        /// The record.
+        record: MemberRecord,
+        /// Its revision.
+        revision: u64,
+    },
+    /// A member record was deleted (`expired`: it ran out of TTL).
+    MemberGone {
+        /// The member.
+        id: InstanceId,
+        /// Whether its TTL ran out (rather than a graceful delete).
+        expired: bool,
+        /// The revision of the deletion.
+        revision: u64,
+    },
+    /// The bucket was recreated: revisions start again.
+    BucketReset,
+    /// This instance takes part in one more role (or again, with new settings).
+    RoleAdded(RoleName, OwnRole),
+    /// This instance no longer takes part in a role.
+    RoleRemoved(RoleName),
+    /// Compute the plan and act on it.
+    Replan(World),
+}
+
+/// What the driver has to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Report how many counted members are live.
+    LiveMembers(usize),
+    /// The roles, pinned roles or declined roles of this instance's record changed: rewrite
+    /// it ([`Controller::record_roles`]).
+    RecordChanged,
+    /// The roles this instance will not take now changed (the record is rewritten too).
+    Unavailable(BTreeSet<RoleName>),
+    /// Tell a role task how long to hold back campaigning for a vacancy, and where the role
+    /// is wanted.
+    HoldBack {
+        /// The role.
+        role: RoleName,
+        /// The hold-back.
+        delay: Duration,
+        /// Where the plan wants it.
+        preferred: Option<Preferred>,
+    },
+    /// Hand a held role over gracefully (a voluntary move).
+    Release {
+        /// The role.
+        role: RoleName,
+        /// To whom, and why.
+        to: Preferred,
+    },
+    /// The membership table or the plan changed ([`Controller::membership`],
+    /// [`Controller::plan`]).
+    ViewChanged,
+}
+
+/// What this instance's membership record says about its roles.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordRoles {
+    /// Roles it campaigns for, with their priorities.
+    pub roles: BTreeMap<RoleName, i32>,
+    /// Of those, the ones placement never moves.
+    pub pinned: BTreeSet<RoleName>,
+    /// Of those, the ones it will not take now.
+    pub unavailable: BTreeSet<RoleName>,
+}
+
+#[derive(Debug)]
+struct Own {
+    role: OwnRole,
+    /// Last hold-back and preference sent to the role task.
+    sent: Option<(Duration, Option<Preferred>)>,
+}
+
+/// The controller's state (see the module documentation).
+#[derive(Debug)]
+pub struct Controller {
+    settings: ControllerSettings,
+    membership: Membership,
+    roles: BTreeMap<RoleName, Own>,
+    /// Last voluntary move of each role (per-role cooldown).
+    moved_at: BTreeMap<RoleName, Instant>,
+    /// The voluntary move in flight: role and when it was asked for.
+    in_flight: Option<(RoleName, Instant)>,
+    /// Start of the current budget interval and moves made in it.
+    budget: (Instant, u32),
+    last: Placement,
+    /// Roles this instance will not take now (published in its record).
+    unavailable: BTreeSet<RoleName>,
+    /// Planned roles without a holder, and since when (this instance's view).
+    vacant_since: BTreeMap<RoleName, Instant>,
+}
+
+impl Controller {
+    /// A controller that knows no member and no role yet; its first budget interval starts
+    /// at `now`.
+    #[must_use]
+    pub fn new(settings: ControllerSettings, now: Instant) -> Self {
+        let timing = MembershipTiming {
+            stability_window: settings.config.stability_window,
+            leave_delay: settings.config.leave_delay,
+        };
+        Self {
+            settings,
+            membership: Membership::new(timing),
+            roles: BTreeMap::new(),
+            moved_at: BTreeMap::new(),
+            in_flight: None,
+            budget: (now, 0),
+            last: Placement::default(),
+            unavailable: BTreeSet::new(),
+            vacant_since: BTreeMap::new(),
+        }
+    }
+
+    /// The membership table.
+    #[must_use]
+    pub fn membership(&self) -> &Membership {
+        &self.membership
+    }
+
+    /// The plan as last computed.
+    #[must_use]
+    pub fn plan(&self) -> &Placement {
+        &self.last
+    }
+
+    /// The voluntary move in flight, if any.
+    #[cfg(test)]
+    #[must_use]
+    pub fn in_flight(&self) -> Option<&RoleName> {
+        self.in_flight.as_ref().map(|(r, _)| r)
+    }
+
+    /// What this instance's record says about its roles now.
+    #[must_use]
+    pub fn record_roles(&self) -> RecordRoles {
+        let campaigned = || self.roles.iter().filter(|(_, o)| o.role.campaign);
+        RecordRoles {
+            roles: campaigned()
+                .map(|(n, o)| (n.clone(), o.role.priority))
+                .collect(),
+            pinned: campaigned()
+                .filter(|(_, o)| o.role.takeover == Takeover::Never)
+                .map(|(n, _)| n.clone())
+                .collect(),
+            unavailable: self
+                .unavailable
+                .iter()
+                .filter(|r| self.roles.contains_key(*r))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// Applies one input at `now`; returns what the driver has to do, in order.
+    pub fn step(&mut self, input: Input, now: Instant) -> Vec<Action> {
+        match input {
+            Input::MemberPut { record, revision } => {
+                self.membership.observe_put(record, revision, now);
+                vec![Action::ViewChanged]
+            }
+            Input::MemberGone {
+                id,
+                expired,
+                revision,
+            } => {
+                self.membership.observe_gone(&id, expired, revision, now);
+                vec![Action::ViewChanged]
+            }
+            Input::BucketReset => {
+                self.membership.bucket_reset();
+                vec![Action::ViewChanged]
+            }
+            Input::RoleAdded(role, own) => {
+                self.roles.insert(
+                    role,
+                    Own {
+                        role: own,
+                        sent: None,
+                    },
+                );
+                vec![Action::RecordChanged]
+            }
+            Input::RoleRemoved(role) => {
+                self.roles.remove(&role);
+                self.moved_at.remove(&role);
+                vec![Action::RecordChanged]
+            }
+            Input::Replan(world) => self.replan(&world, now),
+        }
+    }
+
+    /// Computes the plan and acts on it: hold-backs, declined roles, at most one voluntary
+    /// release.
+    fn replan(&mut self, world: &World, now: Instant) -> Vec<Action> {
+        let mut actions = Vec::new();
+        let cfg = &self.settings.config;
+        let me = &self.settings.instance;
+        let holders = &world.holders;
+        self.membership.refresh(now);
+        let membership = &self.membership;
+        let is_live = |i: &InstanceId| membership.is_live(i, now);
+        let members = membership.effective();
+        let placement = plan(&members, holders);
+        // Silent members (crashed, not yet expired or within the leave delay) are never waited
+        // for: vacancies they are preferred for go to whom the plan without them prefers.
+        let live: Vec<Candidate> = members.iter().filter(|c| is_live(&c.id)).cloned().collect();
+        let live_plan = (live.len() != members.len()).then(|| plan(&live, holders));
+        actions.push(Action::LiveMembers(live.len()));
+        let i_count = members.iter().any(|c| &c.id == me);
+
+        let unavailable: BTreeSet<RoleName> = world
+            .roles
+            .iter()
+            .filter(|(n, v)| v.declines && self.roles.get(*n).is_some_and(|o| o.role.campaign))
+            .map(|(n, _)| n.clone())
+            .collect();
+        if unavailable != self.unavailable {
+            // The record says what this instance will not take: rewritten at once.
+            self.unavailable = unavailable.clone();
+            actions.push(Action::Unavailable(unavailable));
+        }
+
+        // Hold-back and preference per own role.
+        for (name, own) in &mut self.roles {
+            let preferred = placement.preferred.get(name).cloned();
+            let fallback = live_plan.as_ref().and_then(|lp| lp.preferred.get(name));
+            let delay = hold_back(me, preferred.as_ref(), fallback, is_live, cfg.claim_grace);
+            let next = (delay, preferred);
+            if own.sent.as_ref() != Some(&next) && world.roles.contains_key(name) {
+                actions.push(Action::HoldBack {
+                    role: name.clone(),
+                    delay: next.0,
+                    preferred: next.1.clone(),
+                });
+                own.sent = Some(next);
+            }
+        }
+
+        // The move in flight ends once another instance holds the role, or the vacancy had its
+        // claim grace, or it takes far too long.
+        let hand_over = cfg.claim_grace + self.settings.operation_timeout;
+        if let Some((role, at)) = &self.in_flight {
+            let done = match holders.get(role) {
+                Some(h) => h != me,
+                None => now >= *at + hand_over,
+            } || now >= *at + self.settings.move_timeout;
+            if done {
+                self.in_flight = None;
+            }
+        }
+        // A planned role vacant for longer than a hand-over takes (the claim grace and one
+        // operation) is stuck: no target takes it. Hand-overs in flight hold spreading back;
+        // stuck vacancies do not (they are planned as taken by their target).
+        let vacant: BTreeSet<&RoleName> = placement
+            .preferred
+            .keys()
+            .filter(|r| !holders.contains_key(*r))
+            .collect();
+        self.vacant_since.retain(|r, _| vacant.contains(r));
+        for r in &vacant {
+            self.vacant_since.entry((*r).clone()).or_insert(now);
+        }
+        let stuck: BTreeSet<&RoleName> = self
+            .vacant_since
+            .iter()
+            .filter(|(_, since)| now >= **since + hand_over)
+            .map(|(r, _)| r)
+            .collect();
+        let spread_settled = vacant.iter().all(|r| stuck.contains(*r));
+        if now >= self.budget.0 + cfg.move_interval {
+            self.budget = (now, 0);
+        }
+
+        // At most one voluntary release, and only once this instance counts in the plan
+        // itself. An unhealthy instance releases nothing here: its health check releases every
+        // role at once, with the health cooldown (a placement release first would run without
+        // it).
+        let mut pick = None;
+        if i_count && world.healthy && self.in_flight.is_none() && self.budget.1 < cfg.move_budget {
+            let held: Vec<Held<'_>> = world
+                .roles
+                .iter()
+                .filter(|(_, v)| v.leader)
+                .map(|(n, _)| Held {
+                    role: n,
+                    voluntary: self
+                        .roles
+                        .get(n)
+                        .is_some_and(|o| o.role.takeover == Takeover::Voluntary),
+                    moved_at: self.moved_at.get(n).copied(),
+                })
+                .collect();
+            let rules = ReleaseRules {
+                hysteresis: cfg.hysteresis as usize,
+                cooldown: cfg.cooldown,
+                spread_settled,
+            };
+            // Releases are planned as if every stuck vacancy were taken by the member it goes
+            // to, so a role no one takes delays no move of another role.
+            let filled = vacancies_filled(holders, &placement, live_plan.as_ref(), is_live, |r| {
+                stuck.contains(r)
+            });
+            let filled_plan = (filled.len() != holders.len()).then(|| plan(&members, &filled));
+            pick = choose_release(
+                me,
+                &held,
+                filled_plan.as_ref().unwrap_or(&placement),
+                is_live,
+                rules,
+                now,
+            )
+            .map(|(role, to)| (role.clone(), to.clone()));
+        }
+        if let Some((role, to)) = pick {
+            self.moved_at.insert(role.clone(), now);
+            self.in_flight = Some((role.clone(), now));
+            self.budget.1 += 1;
+            actions.push(Action::Release { role, to });
+        }
+        if placement != self.last {
+            self.last = placement;
+            actions.push(Action::ViewChanged);
+        }
+        actions
+    }
+}
+
+#[cfg(test)]
+#[path = "controller_tests.rs"]
+mod tests;
