@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
-use nats_roles::history::HistoryRecorder;
+use nats_roles::tooling::history::HistoryRecorder;
 use nats_roles::{
     Demotion, FnCallbacks, InstanceId, Leadership, RoleEvent, RoleManager, RoleName, RoleSpec,
     Timing,
@@ -70,7 +70,7 @@ struct Args {
     /// Test-only broken mode: plain-put, drop-ttl, no-local-deadline, skip-demote.
     #[cfg(feature = "negative-controls")]
     #[arg(long)]
-    negative_control: Option<nats_roles::negative::NegativeControl>,
+    negative_control: Option<nats_roles::testing::NegativeControl>,
 }
 
 fn line(s: &str) {

@@ -14,7 +14,7 @@ mod common;
 use std::time::Duration;
 
 use nats_roles::{
-    Error, InstanceId, Leadership, RoleManager, RoleName, RoleSpec, run_while_leader,
+    FenceError, InstanceId, Leadership, RoleManager, RoleName, RoleSpec, run_while_leader,
 };
 
 /// The sweeper: every 500 ms, one sweep, then record how far it got.
@@ -27,7 +27,7 @@ async fn sweeper(leadership: Leadership) {
             .await
         {
             Ok(_) => {}
-            Err(Error::Fenced { .. }) => return, // no longer ours: stop at once
+            Err(FenceError::Fenced { .. }) => return, // no longer ours: stop at once
             Err(err) => eprintln!("sweeper: cannot record progress: {err}"),
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

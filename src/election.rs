@@ -18,7 +18,7 @@ use crate::names::RoleName;
 /// let role = RoleName::new("scheduler").expect("valid name");
 /// let builder = RoleManager::builder(client, InstanceId::new("node-a").expect("valid id"));
 /// let election = Election::start(builder, RoleSpec::new(role)).await?;
-/// let mut status = election.subscribe();
+/// let mut status = election.watch();
 /// status.wait_for(|s| s.is_leader()).await.ok();
 /// election.shutdown(std::time::Duration::from_secs(5)).await?;
 /// # Ok(()) }
@@ -38,7 +38,7 @@ impl Election {
     pub async fn start(builder: RoleManagerBuilder, spec: RoleSpec) -> Result<Self, Error> {
         let role = spec.name().clone();
         let manager = builder.role(spec).start().await?;
-        let status = manager.subscribe(&role).ok_or(Error::Stopped)?;
+        let status = manager.status_watch(&role).ok_or(Error::Stopped)?;
         Ok(Self {
             manager,
             role,
@@ -70,9 +70,9 @@ impl Election {
         self.status.borrow().clone()
     }
 
-    /// A channel of status changes.
+    /// Follows the role: a channel of its status (see [`RoleHandle::watch`](crate::RoleHandle::watch)).
     #[must_use]
-    pub fn subscribe(&self) -> watch::Receiver<RoleStatus> {
+    pub fn watch(&self) -> watch::Receiver<RoleStatus> {
         self.status.clone()
     }
 

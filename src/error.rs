@@ -93,6 +93,46 @@ pub enum Error {
     },
 }
 
+/// Why an operation of a term ([`Leadership::fenced_put`](crate::Leadership::fenced_put),
+/// [`Leadership::validate`](crate::Leadership::validate)) did not succeed. Converts into
+/// [`Error`] for callers that use one error type.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum FenceError {
+    /// The term is over (its deadline passed, or the lease was superseded, released or
+    /// evicted): nothing was written and nothing will be.
+    #[error("the term of role {role} is no longer current")]
+    Fenced {
+        /// The role.
+        role: RoleName,
+    },
+    /// The write's outcome is unknown after this long (connection lost, no acknowledgement):
+    /// it may still be stored, fenced like any other write of this term.
+    #[error("no answer after {0:?}; the write's outcome is unknown")]
+    Unknown(Duration),
+    /// The server refused for a classified reason (the term may still be valid).
+    #[error("KV operation failed: {}", .0.as_str())]
+    Kv(FailureKind),
+}
+
+impl FenceError {
+    /// Whether the term is over (retrying cannot succeed; a new term is needed).
+    #[must_use]
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Self::Fenced { .. })
+    }
+}
+
+impl From<FenceError> for Error {
+    fn from(e: FenceError) -> Self {
+        match e {
+            FenceError::Fenced { role } => Self::Fenced { role },
+            FenceError::Unknown(after) => Self::Timeout(after),
+            FenceError::Kv(kind) => Self::Kv(kind),
+        }
+    }
+}
+
 impl Error {
     /// Whether retrying the same call later can succeed.
     #[must_use]

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::WriteOutcome;
-use crate::error::Error;
+use crate::error::FenceError;
 use crate::names::{InstanceId, RoleName};
 use crate::store::{DATA_PREFIX, ROLE_PREFIX};
 use crate::tap::{FencedRefusal, TapEvent};
@@ -180,8 +180,8 @@ impl Leadership {
     /// this term. Use it before critical operations; a fenced write is stronger still.
     ///
     /// # Errors
-    /// [`Error::Fenced`] when the term is over; [`Error::Kv`] when the read failed.
-    pub async fn validate(&self) -> Result<(), Error> {
+    /// [`FenceError::Fenced`] when the term is over; [`FenceError::Kv`] when the read failed.
+    pub async fn validate(&self) -> Result<(), FenceError> {
         if !self.is_valid() {
             return Err(self.fenced());
         }
@@ -191,7 +191,7 @@ impl Leadership {
             .store
             .read(&key, self.inner.operation_timeout)
             .await
-            .map_err(Error::Kv)?;
+            .map_err(FenceError::Kv)?;
         match state.lease() {
             Some(v) if v.nonce == self.inner.token.nonce() && self.is_valid() => Ok(()),
             _ => Err(self.fenced()),
@@ -205,9 +205,9 @@ impl Leadership {
     /// Returns the revision of the stored value.
     ///
     /// # Errors
-    /// [`Error::Fenced`] when the term is over; [`Error::Timeout`] when the outcome is
-    /// unknown; [`Error::Kv`] for other failures.
-    pub async fn fenced_put(&self, key: &str, value: impl Into<Bytes>) -> Result<u64, Error> {
+    /// [`FenceError::Fenced`] when the term is over; [`FenceError::Unknown`] when the outcome
+    /// is unknown; [`FenceError::Kv`] for other failures.
+    pub async fn fenced_put(&self, key: &str, value: impl Into<Bytes>) -> Result<u64, FenceError> {
         let span = tracing::debug_span!(
             "kv",
             op = "fenced_put",
@@ -223,16 +223,16 @@ impl Leadership {
             "outcome",
             match &result {
                 Ok(_) => "ok",
-                Err(Error::Timeout(_)) => "unknown",
-                Err(Error::Kv(_)) => "failed",
+                Err(FenceError::Unknown(_)) => "unknown",
+                Err(FenceError::Kv(_)) => "failed",
                 Err(_) => "fenced",
             },
         );
         if self.inner.tap.is_active() {
             let stored = match &result {
                 Ok(revision) => Ok(*revision),
-                Err(Error::Timeout(_)) => Err(FencedRefusal::Unknown),
-                Err(Error::Kv(kind)) => Err(FencedRefusal::Failed(*kind)),
+                Err(FenceError::Unknown(_)) => Err(FencedRefusal::Unknown),
+                Err(FenceError::Kv(kind)) => Err(FencedRefusal::Failed(*kind)),
                 Err(_) => Err(FencedRefusal::Fenced),
             };
             self.inner.tap.record(
@@ -248,7 +248,7 @@ impl Leadership {
         result
     }
 
-    async fn fenced_put_inner(&self, key: &str, value: Bytes) -> Result<u64, Error> {
+    async fn fenced_put_inner(&self, key: &str, value: Bytes) -> Result<u64, FenceError> {
         let data_key = format!("{DATA_PREFIX}{}.{key}", self.inner.role);
         let fence_key = format!("{ROLE_PREFIX}{}", self.inner.role);
         let mut conflicts = 0;
@@ -287,14 +287,14 @@ impl Leadership {
                     retries += 1;
                     tokio::time::sleep(retry_delay(retries)).await;
                 }
-                WriteOutcome::Unknown => return Err(Error::Timeout(timeout)),
-                WriteOutcome::Failed(kind) => return Err(Error::Kv(kind)),
+                WriteOutcome::Unknown => return Err(FenceError::Unknown(timeout)),
+                WriteOutcome::Failed(kind) => return Err(FenceError::Kv(kind)),
             }
         }
     }
 
-    fn fenced(&self) -> Error {
-        Error::Fenced {
+    fn fenced(&self) -> FenceError {
+        FenceError::Fenced {
             role: self.inner.role.clone(),
         }
     }

@@ -31,39 +31,51 @@
 //! milliseconds.
 #![doc = concat!("```no_run\n", include_str!("../examples/quick_start.rs"), "```")]
 #![deny(missing_docs)]
+#![warn(unnameable_types)]
+
+// What an embedding application uses; the types of the private modules below that appear in
+// it are re-exported at the crate root.
 pub mod callbacks;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod config;
-pub mod core;
-pub mod election;
 pub mod error;
 pub mod health;
-pub mod history;
 #[cfg(feature = "http")]
 pub mod http;
-pub mod inspect;
-pub mod leadership;
 pub mod manager;
-pub mod metrics;
 pub mod names;
-#[cfg(feature = "negative-controls")]
-#[doc(hidden)]
-pub mod negative;
-pub mod placement;
-pub mod status;
-pub mod store;
-pub(crate) mod tap;
 #[cfg(feature = "otel")]
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod token;
-pub mod value;
-pub mod while_leader;
+#[cfg(feature = "tooling")]
+pub mod tooling;
+
+mod core;
+mod election;
+mod history;
+#[cfg(any(feature = "tooling", feature = "http"))]
+mod inspect;
+mod leadership;
+mod metrics;
+#[cfg(feature = "negative-controls")]
+mod negative;
+mod placement;
+mod status;
+mod store;
+mod tap;
+mod value;
+mod while_leader;
 
 pub use callbacks::{Demotion, FnCallbacks, NoCallbacks, RoleCallbacks};
-pub use core::{DemoteReason, ReleaseReason, Timing};
+pub use core::{
+    DemoteReason, FailureClass, FailureKind, ReleaseReason, RetryPolicy, ServerCode, Timing,
+    TimingOverrides,
+};
 pub use election::Election;
-pub use error::{Error, TimingError};
+pub use error::{Error, FenceError, TimingError};
 pub use leadership::Leadership;
 pub use manager::{
     HolderInfo, RoleEvent, RoleHandle, RoleManager, RoleManagerBuilder, RoleSpec, RoleStatus,

@@ -24,6 +24,11 @@
 //! # }
 //! ```
 
+/// Deliberately broken election modes that the history checker must flag (cargo feature
+/// `negative-controls`; test only, never in a build that runs real roles).
+#[cfg(feature = "negative-controls")]
+pub use crate::negative::NegativeControl;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -36,7 +41,7 @@ use uuid::Uuid;
 
 use crate::callbacks::{Demotion, RoleCallbacks};
 use crate::core::{DemoteReason, FailureKind, KeyState, WriteOutcome};
-use crate::error::Error;
+use crate::error::FenceError;
 use crate::leadership::{Leadership, LiveTerm, TermBackend, TermShared};
 use crate::names::{InstanceId, RoleName};
 use crate::store::{DATA_PREFIX, ROLE_PREFIX};
@@ -279,8 +284,8 @@ impl FakeRole {
 
     /// Checks that `result` is the error a stale leader gets.
     #[must_use]
-    pub fn is_fenced(result: &Result<u64, Error>) -> bool {
-        matches!(result, Err(Error::Fenced { .. }))
+    pub fn is_fenced(result: &Result<u64, FenceError>) -> bool {
+        matches!(result, Err(FenceError::Fenced { .. }))
     }
 }
 

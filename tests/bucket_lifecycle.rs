@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv};
 use std::sync::{Arc, Mutex};
 
-use nats_roles::history::{Phase, Report, TrialInfo, check_loaded, load_paths};
+use nats_roles::tooling::history::{Phase, Report, TrialInfo, check_loaded, load_paths};
 use nats_roles::{
     Error, FencingToken, FnCallbacks, InstanceId, Leadership, RoleManager, RoleName, RoleSpec,
     Timing, TimingError,
@@ -121,7 +121,7 @@ async fn a_recreated_bucket_is_noticed_and_roles_come_back_with_a_newer_epoch() 
 /// across the whole sequence, and the history checker finds no two valid holders.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recreated_bucket_ends_terms_at_once_and_new_roles_take_the_new_epoch() {
-    use nats_roles::history::{
+    use nats_roles::tooling::history::{
         Event, HistoryRecorder, Record, TrialInfo, check_loaded, load_paths, mono_now_ns,
     };
     use nats_roles::{DemoteReason, RoleEvent};

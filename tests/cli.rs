@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use instances::{BIN, ENV};
-use nats_roles::inspect::{EventView, Evicted, RoleList};
+use nats_roles::tooling::inspect::{EventView, Evicted, RoleList};
 use nats_roles::{InstanceId, RoleEvent, RoleManager, RoleName, RoleSpec};
 use support::NatsServer;
 use tokio::io::{AsyncBufReadExt, BufReader};

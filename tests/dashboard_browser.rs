@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder};
 use instances::{Deployment, eventually, get_json};
-use nats_roles::inspect::RoleList;
+use nats_roles::tooling::inspect::RoleList;
 use serde_json::{Value, json};
 use support::NatsServer;
 

@@ -13,8 +13,8 @@ use std::sync::{Mutex, Once};
 use std::time::{Duration, SystemTime};
 
 use async_nats::jetstream::{self, kv};
+use nats_roles::FailureKind;
 use nats_roles::config::NatsConfig;
-use nats_roles::core::FailureKind;
 use nats_roles::{
     DemoteReason, Error, RoleEvent, RoleManager, RoleName, RoleSpec, RoleState, RoleStatus,
 };
@@ -178,9 +178,9 @@ async fn permission_denied_is_fast_exact_and_retried_until_fixed() {
     let m = RoleManager::builder(client, inst("node-ro"))
         .bucket("f_perm")
         .server_errors(errors)
-        .retry(nats_roles::core::RetryPolicy {
+        .retry(nats_roles::RetryPolicy {
             persistent_interval: slow,
-            ..nats_roles::core::RetryPolicy::default()
+            ..nats_roles::RetryPolicy::default()
         })
         .start()
         .await
@@ -341,11 +341,7 @@ async fn full_storage_heals_when_max_bytes_is_raised() {
         let Some(FailureKind::Server(code)) = s.failure else {
             panic!("not a server code: {s:?}");
         };
-        assert_eq!(
-            code.class(),
-            nats_roles::core::FailureClass::Transient,
-            "{s:?}"
-        );
+        assert_eq!(code.class(), nats_roles::FailureClass::Transient, "{s:?}");
         let text = s.last_error.clone().unwrap_or_default();
         // The server's own words for the code (10077: "maximum bytes exceeded").
         let prefix = format!("server_error {} (", code.0);

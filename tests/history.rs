@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nats_roles::history::{
+use nats_roles::tooling::history::{
     Event, Phase, Record, Report, TrialInfo, check_loaded, load_paths, mono_now_ns,
 };
 use support::NatsServer;
@@ -394,7 +394,7 @@ fn the_command_exits_1_on_violations() {
 #[cfg(feature = "negative-controls")]
 mod negative {
     use super::*;
-    use nats_roles::history::Invariant;
+    use nats_roles::tooling::history::Invariant;
 
     /// Fails loudly when `chaos_node` was built without the feature.
     fn require_negative_controls() {

@@ -13,7 +13,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use futures_util::StreamExt;
 use nats_roles::http::{Api, ApiOptions};
-use nats_roles::inspect::{EventView, InstanceList, RoleList, RoleView};
+use nats_roles::tooling::inspect::{EventView, InstanceList, RoleList, RoleView};
 use nats_roles::{InstanceId, RoleManager, RoleName, RoleSpec};
 use support::NatsServer;
 use tokio::time::Instant;
@@ -1169,7 +1169,10 @@ async fn foreign_metadata_is_capped_in_every_view() {
     let view: RoleView = serde_json::from_str(&seen[1]).expect("a RoleView");
     assert_eq!(view.holder.as_deref(), Some("intruder"));
     assert!(view.meta_truncated);
-    assert_eq!(view.meta.len(), nats_roles::inspect::MAX_SHOWN_META);
+    assert_eq!(
+        view.meta.len(),
+        nats_roles::tooling::inspect::MAX_SHOWN_META
+    );
     assert!(view.meta["blob"].ends_with('…'));
     assert_eq!(view.holder_url, None, "a cut URL is no link");
     let list: InstanceList = serde_json::from_str(&seen[2]).expect("an InstanceList");

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use instances::{Deployment, eventually, get_json, http};
-use nats_roles::inspect::{InstanceList, RoleList};
+use nats_roles::tooling::inspect::{InstanceList, RoleList};
 use support::NatsServer;
 use tokio::io::AsyncWriteExt;
 

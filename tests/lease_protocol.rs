@@ -16,9 +16,9 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv};
 use futures_util::StreamExt;
 use nats_roles::health::{FnHealthChecker, HealthPolicy};
-use nats_roles::value::LeaseValue;
+use nats_roles::tooling::value::LeaseValue;
 use nats_roles::{
-    DemoteReason, Demotion, Error, FnCallbacks, Leadership, ReleaseReason, RoleEvent, RoleManager,
+    DemoteReason, Demotion, FnCallbacks, Leadership, ReleaseReason, RoleEvent, RoleManager,
     RoleName, RoleSpec, Timing,
 };
 use support::roles::*;
@@ -661,10 +661,13 @@ async fn fenced_writes_follow_the_term() {
     let lb = wait_leader(&b, &r, Duration::from_secs(3)).await;
     assert!(lb.term() > la.term());
     match la.fenced_put("k", "stale").await {
-        Err(Error::Fenced { role }) => assert_eq!(role, r),
+        Err(nats_roles::FenceError::Fenced { role }) => assert_eq!(role, r),
         other => panic!("a fenced put of the old term must fail with Fenced: {other:?}"),
     }
-    assert!(matches!(la.validate().await, Err(Error::Fenced { .. })));
+    assert!(matches!(
+        la.validate().await,
+        Err(nats_roles::FenceError::Fenced { .. })
+    ));
     lb.validate().await.expect("validate of the new term");
     assert_eq!(
         store.get("data.fenced.k").await.expect("get").as_deref(),
@@ -714,7 +717,7 @@ async fn fenced_writes_follow_the_term() {
         .await
         .expect("foreign put");
     match lb.fenced_put("counter", "after-overwrite").await {
-        Err(Error::Fenced { .. }) => {}
+        Err(nats_roles::FenceError::Fenced { .. }) => {}
         other => panic!("a fenced put after the lease was overwritten must fail: {other:?}"),
     }
     assert_eq!(

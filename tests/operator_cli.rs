@@ -11,8 +11,8 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv};
 use instances::{BIN, Deployment, ENV};
 use nats_roles::config::NatsConfig;
-use nats_roles::inspect::{Expect, Inspector};
-use nats_roles::value::LeaseValue;
+use nats_roles::tooling::inspect::{Expect, Inspector};
+use nats_roles::tooling::value::LeaseValue;
 use nats_roles::{InstanceId, RoleManager, RoleName, RoleSpec};
 use support::NatsServer;
 use tokio::process::Command;
@@ -35,7 +35,7 @@ fn lease_bucket(name: &str) -> kv::Config {
 /// A lease value of `holder`'s term `nonce` (`term`: `None` in the write that starts it).
 fn lease(holder: &str, nonce: Uuid, term: Option<u64>) -> bytes::Bytes {
     LeaseValue {
-        v: nats_roles::value::VALUE_VERSION,
+        v: nats_roles::tooling::value::VALUE_VERSION,
         holder: InstanceId::new(holder).expect("valid id"),
         incarnation: Uuid::nil(),
         nonce,
@@ -270,7 +270,7 @@ async fn the_documented_operator_and_viewer_sets_are_enough_for_their_commands()
     ] {
         let status = cli(&server, user, password, &["status", "--json"]).await;
         assert_eq!(status.code, Some(0), "{user} status:\n{}", status.text());
-        let list: nats_roles::inspect::RoleList =
+        let list: nats_roles::tooling::inspect::RoleList =
             serde_json::from_str(&status.stdout).expect("status --json");
         let roles: Vec<&str> = list.roles.iter().map(|r| r.role.as_str()).collect();
         assert_eq!(roles, ["alpha", "beta"], "{user}: {}", status.text());

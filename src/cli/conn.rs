@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nats_roles::config::Config;
-use nats_roles::inspect::Inspector;
+use crate::config::Config;
+use crate::inspect::Inspector;
 
 use super::Failure;
 
@@ -119,20 +119,20 @@ impl ConnArgs {
         Inspector::connect(&config.nats, "nats-roles-cli", bucket, self.timeout)
             .await
             .map_err(|e| match e {
-                nats_roles::Error::BucketNotFound { .. } => Failure::Runtime(format!(
+                crate::Error::BucketNotFound { .. } => Failure::Runtime(format!(
                     "KV bucket {bucket:?} does not exist on {} (wrong --bucket?)",
                     config.nats.servers.join(",")
                 )),
-                e @ nats_roles::Error::Connect(_) => Failure::Runtime(e.to_string()),
+                e @ crate::Error::Connect(_) => Failure::Runtime(e.to_string()),
                 e => bucket_failure(bucket, e),
             })
     }
 }
 
 /// The failure of a command for an error reading or watching `bucket`.
-pub(crate) fn bucket_failure(bucket: &str, e: nats_roles::Error) -> Failure {
+pub(crate) fn bucket_failure(bucket: &str, e: crate::Error) -> Failure {
     match e {
-        nats_roles::Error::PermissionDenied { detail } => Failure::Runtime(denied(bucket, &detail)),
+        crate::Error::PermissionDenied { detail } => Failure::Runtime(denied(bucket, &detail)),
         e => Failure::Runtime(format!("bucket {bucket}: {e}")),
     }
 }

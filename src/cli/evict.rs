@@ -3,8 +3,8 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::SystemTime;
 
-use nats_roles::RoleName;
-use nats_roles::inspect::{EvictError, Expect, RoleView};
+use crate::RoleName;
+use crate::inspect::{EvictError, Expect, RoleView};
 
 use super::Failure;
 use super::conn::{ConnArgs, bucket_failure, denied};

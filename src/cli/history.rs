@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use nats_roles::history::{check_loaded, load_paths, render_html};
+use crate::history::{check_loaded, load_paths, render_html};
 
 use super::{EXIT_RUNTIME, EXIT_USAGE};
 

@@ -4,7 +4,7 @@
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use nats_roles::config::{DEFAULT_HTTP_LISTEN, HttpConfig};
+use crate::config::{DEFAULT_HTTP_LISTEN, HttpConfig};
 use tokio::net::TcpListener;
 
 use super::Failure;

@@ -1,16 +1,26 @@
-//! The operator commands of the `nats-roles` binary: `status`, `watch`, `evict` (talking to
-//! NATS directly, no instance needed), and the HTTP listener of `run`.
+//! The `nats-roles` binary (cargo feature `cli`, on by default): `run`, `validate` and the
+//! operator commands `status`, `watch`, `evict` (talking to NATS directly, no instance
+//! needed) and `history`. The binary's `main` only calls [`main`]; embedding applications do
+//! not need this module (`default-features = false` leaves it and its dependencies out).
 
 pub(crate) mod conn;
 pub(crate) mod evict;
 pub(crate) mod history;
 #[cfg(feature = "http")]
 pub(crate) mod listen;
+mod run;
 pub(crate) mod status;
 mod table;
 pub(crate) mod watch;
 
 use std::process::ExitCode;
+
+/// Runs the `nats-roles` command with the process's arguments and returns its exit code
+/// (0 success, 1 runtime failure, 2 usage or configuration error).
+#[must_use]
+pub fn main() -> ExitCode {
+    run::main()
+}
 
 /// Exit code for runtime failures.
 pub(crate) const EXIT_RUNTIME: u8 = 1;

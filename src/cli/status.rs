@@ -4,9 +4,9 @@ use std::time::SystemTime;
 
 use std::collections::BTreeMap;
 
-use nats_roles::inspect::{RoleList, RoleView, instances};
-use nats_roles::placement::{Candidate, plan};
-use nats_roles::{InstanceId, RoleName};
+use crate::inspect::{RoleList, RoleView, instances};
+use crate::placement::{Candidate, plan};
+use crate::{InstanceId, RoleName};
 
 use super::Failure;
 use super::conn::{ConnArgs, bucket_failure};

@@ -3,9 +3,9 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
+use crate::RoleName;
+use crate::inspect::{EventView, TransitionTracker, format_time, redact_token};
 use futures_util::StreamExt;
-use nats_roles::RoleName;
-use nats_roles::inspect::{EventView, TransitionTracker, format_time, redact_token};
 
 use super::Failure;
 use super::conn::{ConnArgs, bucket_failure};
@@ -26,7 +26,7 @@ pub(crate) struct WatchArgs {
 pub(crate) async fn run(args: WatchArgs) -> Result<(), Failure> {
     let inspector = args.conn.open().await?;
     let bucket = inspector.bucket().to_owned();
-    let runtime = |e: nats_roles::Error| bucket_failure(&bucket, e);
+    let runtime = |e: crate::Error| bucket_failure(&bucket, e);
     // Watch first, then read: no change can fall between the two.
     let mut updates = inspector.watch().await.map_err(runtime)?;
     let holders = inspector.holders().await.map_err(runtime)?;
@@ -60,7 +60,7 @@ pub(crate) async fn run(args: WatchArgs) -> Result<(), Failure> {
     if args.count == Some(0) {
         return Ok(());
     }
-    let stop = crate::wait_signal();
+    let stop = super::run::wait_signal();
     tokio::pin!(stop);
     loop {
         let update = tokio::select! {

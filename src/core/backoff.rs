@@ -48,7 +48,7 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// Delay before retry number `attempt` (1-based), with jitter drawn from `rng`.
-    pub fn delay(&self, attempt: u32, rng: &mut SplitMix64) -> Duration {
+    pub(crate) fn delay(&self, attempt: u32, rng: &mut SplitMix64) -> Duration {
         let exp = i32::try_from(attempt.saturating_sub(1).min(64)).unwrap_or(64);
         let base = self.initial.as_secs_f64() * self.multiplier.max(1.0).powi(exp);
         let base = base.min(self.max.as_secs_f64());

@@ -257,6 +257,7 @@ impl RoleMachine {
 
     /// Whether an operation is in flight.
     #[must_use]
+    #[cfg(test)]
     pub fn has_pending(&self) -> bool {
         self.pending.is_some()
     }
@@ -457,12 +458,6 @@ impl RoleMachine {
             self.not_before = None;
         }
         self.step(now);
-    }
-
-    /// The current placement hold-back.
-    #[must_use]
-    pub fn campaign_delay(&self) -> Duration {
-        self.campaign_delay
     }
 
     /// When the cooldown this machine sits in ends (after a voluntary release with a cooldown,
@@ -1036,6 +1031,7 @@ impl RoleMachine {
 
     /// The failure currently reported (cleared when the server answers normally again).
     #[must_use]
+    #[cfg(test)]
     pub fn failure(&self) -> Option<FailureKind> {
         self.reported_failure
     }

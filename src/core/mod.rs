@@ -5,8 +5,9 @@ pub mod machine;
 pub mod server_code;
 pub mod types;
 
-pub use backoff::{RetryPolicy, SplitMix64};
+pub use backoff::RetryPolicy;
 pub use machine::{Identity, RoleMachine};
+pub use server_code::{FailureClass, ServerCode};
 pub use types::*;
 #[cfg(test)]
 mod machine_tests;

@@ -294,6 +294,7 @@ impl Record {
 
     /// A harness record.
     #[must_use]
+    #[cfg(feature = "tooling")]
     pub fn harness(mono_ns: u64, role: Option<&str>, event: Event) -> Self {
         Self {
             mono_ns,

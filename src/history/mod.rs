@@ -8,19 +8,29 @@
 
 pub mod clock;
 pub mod event;
+#[cfg(any(test, feature = "tooling"))]
 pub mod invariant;
 pub mod recorder;
 
+#[cfg(feature = "tooling")]
 pub use clock::{mono_now_ns, real_mono_now_ns};
+#[cfg(feature = "tooling")]
 pub use event::{Event, OpKind, OpResult, Phase, Record, Source, TrialInfo};
 pub use recorder::HistoryRecorder;
+#[cfg(feature = "tooling")]
 pub mod check;
+#[cfg(feature = "tooling")]
 pub mod load;
+#[cfg(feature = "tooling")]
 pub mod timeline;
 
+#[cfg(feature = "tooling")]
 pub use check::{
-    Failover, FaultSpan, Invariant, Report, Stats, TermSpan, Vacancy, Violation, check,
-    check_loaded,
+    Failover, FaultSpan, Report, Stats, TermSpan, Vacancy, Violation, check, check_loaded,
 };
+#[cfg(any(test, feature = "tooling"))]
+pub use invariant::Invariant;
+#[cfg(feature = "tooling")]
 pub use load::{LoadError, Loaded, load_paths};
+#[cfg(feature = "tooling")]
 pub use timeline::render_html;

@@ -140,7 +140,7 @@ async fn do_release(
         return Err(not_leader(api, &name));
     };
     let mut status = manager
-        .subscribe(&name)
+        .status_watch(&name)
         .ok_or_else(|| not_leader(api, &name))?;
     manager
         .release(&name, cooldown)

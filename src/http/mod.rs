@@ -7,11 +7,11 @@
 //! | `GET /dashboard.js`, `/dashboard.css` | the dashboard's script and style                   |
 //! | `GET /healthz`                  | 200 while the process runs                               |
 //! | `GET /readyz`                   | 200 when connected, caught up and no deadline was missed; 503 with reasons |
-//! | `GET /api/roles`                | every role in the bucket ([`RoleList`](crate::inspect::RoleList)) |
-//! | `GET /api/roles/{role}`         | one role ([`RoleView`](crate::inspect::RoleView)); 404 if unknown |
-//! | `GET /api/instances`            | instances and what each holds ([`InstanceList`](crate::inspect::InstanceList)) |
+//! | `GET /api/roles`                | every role in the bucket ([`RoleList`]) |
+//! | `GET /api/roles/{role}`         | one role ([`RoleView`]); 404 if unknown |
+//! | `GET /api/instances`            | instances and what each holds ([`InstanceList`]) |
 //! | `GET /metrics`                  | Prometheus text, when [`ApiOptions::metrics`] is set (404 otherwise) |
-//! | `GET /api/events`               | server-sent events, one JSON [`EventView`](crate::inspect::EventView) per transition |
+//! | `GET /api/events`               | server-sent events, one JSON [`EventView`] per transition |
 //! | `POST /api/roles/{role}/release`| admin: give up a role this instance holds                |
 //! | `POST /api/roles/{role}/evict`  | admin: CAS-delete the role's lease (`{"revision": N}` optional) |
 //!
@@ -53,6 +53,10 @@ use axum::routing::{get, post};
 use tokio_util::sync::CancellationToken;
 use tower_http::set_header::SetResponseHeaderLayer;
 
+/// The JSON bodies of the API (`docs/http-api.md`).
+pub use crate::inspect::{
+    EventView, HeldRole, HolderState, InstanceList, InstanceView, LocalView, RoleList, RoleView,
+};
 use crate::manager::RoleManager;
 pub use error::ErrorBody;
 pub use metrics::{MetricsText, PROMETHEUS_CONTENT_TYPE};

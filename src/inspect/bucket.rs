@@ -264,7 +264,7 @@ impl Inspector {
         Ok(Box::pin(updates))
     }
 
-    /// Evicts `role`'s holder (see [`evict`]).
+    /// Evicts `role`'s holder: a CAS-delete of its lease at the revision read (`docs/operations.md`).
     ///
     /// # Errors
     /// See [`EvictError`].

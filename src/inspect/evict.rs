@@ -34,6 +34,7 @@ pub struct Expect {
     pub term: Option<u64>,
 }
 
+#[cfg(feature = "tooling")]
 impl Expect {
     /// No expectation: evict whatever holds the role right now.
     #[must_use]
@@ -132,6 +133,7 @@ pub enum EvictError {
     /// [`Inspector::evict`](super::Inspector::evict) on a connection of its own, which can
     /// tell the subject).
     #[error("evicting role {role}: permission denied on {subject} ({operation})")]
+    #[cfg_attr(not(feature = "tooling"), allow(dead_code))]
     PermissionDenied {
         /// The role.
         role: RoleName,
@@ -168,7 +170,7 @@ pub enum EvictError {
 ///
 /// # Errors
 /// See [`EvictError`]: nothing was deleted unless the error is [`EvictError::Timeout`].
-pub async fn evict(
+pub(crate) async fn evict(
     store: &LeaseStore,
     role: &RoleName,
     expect: Expect,

@@ -11,19 +11,28 @@
 //!
 //! Fencing tokens only ever appear redacted ([`redact_token`]).
 
+#[cfg(feature = "tooling")]
 mod bucket;
+#[cfg(feature = "tooling")]
 mod denials;
 mod evict;
 mod redact;
 mod transitions;
 mod view;
 
+#[cfg(feature = "tooling")]
 pub use bucket::{HolderUpdate, Inspector};
+#[cfg(feature = "tooling")]
 pub use denials::Violation;
-pub use evict::{EvictError, Evicted, Expect, evict};
+#[cfg(feature = "http")]
+pub(crate) use evict::evict;
+pub use evict::{EvictError, Evicted, Expect};
+#[cfg(feature = "tooling")]
 pub use redact::redact_token;
 pub use transitions::{EventView, TransitionTracker};
 pub use view::{
-    HeldRole, HolderState, InstanceList, InstanceView, LocalView, MAX_SHOWN_KEY, MAX_SHOWN_META,
-    MAX_SHOWN_VALUE, RoleList, RoleView, format_time, instances, shown_meta,
+    HeldRole, HolderState, InstanceList, InstanceView, LocalView, RoleList, RoleView, format_time,
+    instances,
 };
+#[cfg(feature = "tooling")]
+pub use view::{MAX_SHOWN_KEY, MAX_SHOWN_META, MAX_SHOWN_VALUE, shown_meta};

@@ -46,7 +46,7 @@ pub struct RoleManagerBuilder {
 }
 
 impl RoleManagerBuilder {
-    /// Records the manager's metrics ([`crate::metrics`]) with `meter` instead of
+    /// Records the manager's metrics (names and labels in `docs/observability.md`) with `meter` instead of
     /// `opentelemetry::global::meter("nats-roles")` (which records nothing until the
     /// application installs a global meter provider).
     pub fn meter(mut self, meter: opentelemetry::metrics::Meter) -> Self {

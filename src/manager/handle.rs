@@ -49,9 +49,12 @@ impl RoleHandle {
         self.status.borrow().clone()
     }
 
-    /// A channel of status changes (`changed().await` wakes on every transition).
+    /// Follows the role: a channel of its status (this instance's state, the current holder
+    /// and term, the last failure). `changed().await` wakes on every transition and
+    /// `wait_for(..)` waits for a condition; a slow reader skips to the latest status, never
+    /// lags. This is the one way to follow a role besides its callbacks.
     #[must_use]
-    pub fn changes(&self) -> watch::Receiver<RoleStatus> {
+    pub fn watch(&self) -> watch::Receiver<RoleStatus> {
         self.status.clone()
     }
 

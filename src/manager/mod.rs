@@ -31,11 +31,16 @@ use uuid::Uuid;
 
 pub use builder::RoleManagerBuilder;
 pub use connection::connect;
+#[cfg(feature = "tooling")]
 pub(crate) use connection::connect_observed;
 pub use events::{HolderInfo, RoleEvent};
 pub use handle::RoleHandle;
 pub use spec::RoleSpec;
 pub use status::RoleStatus;
+
+pub use crate::history::HistoryRecorder;
+pub use crate::placement::{MemberRecord, Preferred, PreferredReason};
+pub use crate::store::TtlMode;
 
 use crate::config::Config;
 use crate::core::{Identity, ReleaseReason, RetryPolicy, RoleMachine};
@@ -43,7 +48,7 @@ use crate::error::Error;
 use crate::health::HealthState;
 use crate::leadership::Leadership;
 use crate::names::{InstanceId, RoleName};
-use crate::store::ServerErrors;
+pub use crate::store::ServerErrors;
 use role_input::RoleInput;
 use role_task::RoleTask;
 use shared::{RoleSlot, Shared};
@@ -331,9 +336,8 @@ impl RoleManager {
         v
     }
 
-    /// A channel of a managed role's status: `changed().await` wakes on every transition.
-    #[must_use]
-    pub fn subscribe(&self, role: &RoleName) -> Option<watch::Receiver<RoleStatus>> {
+    /// A channel of a managed role's status (what [`RoleHandle::watch`] returns).
+    pub(crate) fn status_watch(&self, role: &RoleName) -> Option<watch::Receiver<RoleStatus>> {
         self.shared.roles().get(role).map(|s| s.status.clone())
     }
 
@@ -353,13 +357,18 @@ impl RoleManager {
         self.leadership(role).is_some()
     }
 
-    /// Transitions of every role (promotions, demotions, holder changes seen by the watcher).
+    /// The log of every transition (promotions, demotions, failures, holder changes of every
+    /// role in the bucket), for logging and auditing: a broadcast channel that drops the
+    /// oldest events for a receiver that falls behind. To follow one role, use
+    /// [`RoleHandle::watch`] (its latest status, never lagging) or the role's callbacks.
     #[must_use]
     pub fn events(&self) -> broadcast::Receiver<RoleEvent> {
         self.shared.events.subscribe()
     }
 
-    /// The holder of any role in the bucket (observer view; no campaign needed).
+    /// The holder of any role in the bucket, including roles this instance does not campaign
+    /// for (observer view, e.g. to route requests to the holder's advertised address). For a
+    /// role this instance campaigns for, [`RoleHandle::watch`] carries the holder too.
     #[must_use]
     pub fn observe(&self, role: &RoleName) -> watch::Receiver<Option<HolderInfo>> {
         let mut holders = self.shared.holders();

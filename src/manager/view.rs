@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::RoleManager;
+#[cfg(any(feature = "tooling", feature = "http"))]
 use crate::store::LeaseStore;
 
 impl RoleManager {
@@ -40,6 +41,7 @@ impl RoleManager {
 }
 
 /// A bucket opened without a manager (for read-only tools and operator actions).
+#[cfg(feature = "tooling")]
 pub(crate) struct OpenedBucket {
     pub(crate) store: LeaseStore,
     pub(crate) kv: async_nats::jetstream::kv::Store,
@@ -47,6 +49,7 @@ pub(crate) struct OpenedBucket {
 }
 
 /// Opens an existing bucket (never creates it) the way the manager does.
+#[cfg(feature = "tooling")]
 pub(crate) async fn open_bucket(
     client: &async_nats::Client,
     name: &str,

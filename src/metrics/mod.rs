@@ -19,6 +19,7 @@ pub(crate) use sink::RoleMetrics;
 
 /// `Content-Type` of the Prometheus text exposition format (version 0.0.4), as served on
 /// `GET /metrics`.
+#[cfg(any(feature = "http", feature = "otel"))]
 pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The names of every instrument (identical in Prometheus and OTLP backends).
@@ -62,26 +63,6 @@ pub mod names {
     /// persistent failure (`error_type`, `code`: the JetStream error code or `0`), with one
     /// series at 0 (`error_type="none"`, `code="0"`) otherwise.
     pub const ROLE_BLOCKED: &str = "nats_roles_election_role_blocked";
-
-    /// Every name above.
-    pub const ALL: [&str; 16] = [
-        IS_LEADER,
-        TRANSITIONS,
-        FAILURES,
-        HEARTBEAT_DURATION,
-        LEADER_DURATION,
-        ACQUIRE_ATTEMPTS,
-        TOKEN_VALIDATION_FAILURES,
-        CONNECTION_STATUS,
-        SECONDS_SINCE_RENEWAL,
-        ROLES_HELD,
-        WATCHER_RESTARTS,
-        WATCHER_PENDING,
-        WATCHER_LAG,
-        MEMBERS_SEEN,
-        VOLUNTARY_MOVES,
-        ROLE_BLOCKED,
-    ];
 }
 
 /// Bucket boundaries (seconds) of the write-latency histograms: 0.5 ms to 30 s.

@@ -166,6 +166,7 @@ impl Membership {
 
     /// The next instant at which [`Membership::refresh`] changes something.
     #[must_use]
+    #[cfg(test)]
     pub fn next_change(&self) -> Option<Instant> {
         let join = self.last_join.map(|t| t + self.timing.stability_window);
         let leave = self
@@ -200,7 +201,7 @@ impl Membership {
     }
 
     /// The record of a present member.
-    #[must_use]
+    #[cfg(test)]
     pub fn record(&self, id: &InstanceId) -> Option<&MemberRecord> {
         self.present.get(id).map(|s| &s.record)
     }

@@ -17,7 +17,8 @@ mod membership;
 mod plan;
 mod quota;
 
-pub use decide::{Held, ReleaseRules, choose_release, hold_back, vacancies_filled};
 pub use member::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
 pub use membership::{Membership, MembershipTiming};
-pub use plan::{Candidate, Placement, Preferred, PreferredReason, plan};
+#[cfg(feature = "cli")]
+pub use plan::{Candidate, plan};
+pub use plan::{Preferred, PreferredReason};

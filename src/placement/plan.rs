@@ -147,6 +147,7 @@ pub struct Placement {
 impl Placement {
     /// Roles the plan gives to `id`.
     #[must_use]
+    #[cfg(test)]
     pub fn load(&self, id: &InstanceId) -> usize {
         self.preferred
             .values()

@@ -2,7 +2,7 @@
 //! (property tests).
 
 use super::*;
-use crate::placement::{Held, ReleaseRules, choose_release, vacancies_filled};
+use crate::placement::decide::{Held, ReleaseRules, choose_release, vacancies_filled};
 use proptest::prelude::*;
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! `nats-roles run` uses to serve the library's metrics as Prometheus text and to export
 //! metrics and traces over OTLP/HTTP.
 //!
-//! The library itself only records through the `opentelemetry` API ([`crate::metrics`]) and
+//! The library itself only records through the `opentelemetry` API (metric names in `docs/observability.md`) and
 //! emits `tracing` spans and events; it never installs a meter provider or a subscriber.
 //! [`Telemetry`] builds the providers; the application decides what to install:
 //!

@@ -2,7 +2,7 @@
 //! reader that collects them on request.
 //!
 //! Instrument names are written as they are (the crate names its instruments the Prometheus
-//! way already, see [`crate::metrics::names`]); characters Prometheus does not allow become
+//! way already, see `docs/observability.md`); characters Prometheus does not allow become
 //! `_`. Monotonic sums are `counter`s, other sums and gauges `gauge`s, histograms cumulative
 //! `_bucket{le=...}` / `_sum` / `_count` series. Resource attributes are not repeated on
 //! every series.

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
-use nats_roles::history::{Phase, Report, TrialInfo, check_loaded, load_paths, render_html};
+use nats_roles::tooling::history::{
+    Phase, Report, TrialInfo, check_loaded, load_paths, render_html,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
@@ -549,9 +551,9 @@ pub async fn run(spec: Spec) -> Outcome {
         // Settle, then a fault-free window of 10 × TTL with no demotion allowed (L3).
         sys.ttls(2.0).await;
         sys.sample_resources(&mut resources);
-        let from = nats_roles::history::mono_now_ns();
+        let from = nats_roles::tooling::history::mono_now_ns();
         sys.ttls(10.0).await;
-        let to = nats_roles::history::mono_now_ns();
+        let to = nats_roles::tooling::history::mono_now_ns();
         sys.sample_resources(&mut resources);
         sys.log.update_trial(|t| {
             t.steady_from_ns = Some(from);

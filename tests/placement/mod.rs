@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::support;
 use crate::support::faults::{HarnessLog, signal};
-use nats_roles::history::{Phase, TrialInfo};
+use nats_roles::tooling::history::{Phase, TrialInfo};
 
 pub const TTL: Duration = Duration::from_secs(2);
 pub const STABILITY: Duration = Duration::from_secs(1);
@@ -319,11 +319,11 @@ impl Fleet {
     /// `unholdable`, which the test makes impossible to hold.
     pub fn assert_history_clean_except(&self, unholdable: &[&str]) {
         let dir = self.dir.path().join("history");
-        let loaded = nats_roles::history::load_paths(std::slice::from_ref(&dir))
+        let loaded = nats_roles::tooling::history::load_paths(std::slice::from_ref(&dir))
             .unwrap_or_else(|e| panic!("load history {}: {e}", dir.display()));
-        let mut report = nats_roles::history::check::check_loaded(&loaded);
+        let mut report = nats_roles::tooling::history::check::check_loaded(&loaded);
         report.violations.retain(|v| {
-            !(v.invariant == nats_roles::history::check::Invariant::L1
+            !(v.invariant == nats_roles::tooling::history::check::Invariant::L1
                 && v.role.as_deref().is_some_and(|r| unholdable.contains(&r)))
         });
         if !report.is_clean() {
@@ -338,7 +338,7 @@ impl Fleet {
             }
             let _ = std::fs::write(
                 kept.join("timeline.html"),
-                nats_roles::history::render_html(&report),
+                nats_roles::tooling::history::render_html(&report),
             );
             panic!(
                 "history check failed (history and timeline kept in {}):\n{}",

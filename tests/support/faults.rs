@@ -15,7 +15,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use nats_roles::history::{Event, Phase, Record, TrialInfo, mono_now_ns};
+use nats_roles::tooling::history::{Event, Phase, Record, TrialInfo, mono_now_ns};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;

@@ -74,7 +74,8 @@ pub async fn wait_status(
     pred: impl FnMut(&RoleStatus) -> bool,
 ) -> RoleStatus {
     let mut rx = m
-        .subscribe(role)
+        .role(role)
+        .map(|h| h.watch())
         .unwrap_or_else(|| panic!("role {role} not managed by {m:?}"));
     match tokio::time::timeout(timeout, rx.wait_for(pred)).await {
         Ok(Ok(s)) => s.clone(),

@@ -1,0 +1,513 @@
+//! The command line: `run` (a role manager from a YAML file, with its HTTP dashboard and API),
+//! `validate`, and the dispatch to the operator commands.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+#[cfg(feature = "http")]
+use std::time::Duration;
+
+use super::{EXIT_RUNTIME, EXIT_USAGE, Failure};
+use crate::config::Config;
+use crate::{InstanceId, RoleEvent, RoleManager};
+use clap::{Parser, Subcommand, ValueEnum};
+use tracing::{error, info, warn};
+
+/// How long open HTTP requests may take to finish after the roles were released.
+#[cfg(feature = "http")]
+const HTTP_STOP_TIMEOUT: Duration = Duration::from_secs(3);
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "nats-roles",
+    version,
+    about = "Role elections on NATS JetStream KV"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a role manager with the roles declared in a YAML file.
+    Run(RunArgs),
+    /// Check a configuration file and print every problem (with line and column).
+    Validate {
+        /// The YAML file.
+        config: PathBuf,
+    },
+    /// Show every held role: holder, term, ages (from NATS directly).
+    Status(super::status::StatusArgs),
+    /// Print the current holders, then every transition as it happens (from NATS directly).
+    Watch(super::watch::WatchArgs),
+    /// Evict a role's holder: CAS-delete its lease at the current revision (asks first).
+    Evict(super::evict::EvictArgs),
+    /// Recorded election histories (docs/reliability.md).
+    #[command(subcommand)]
+    History(super::history::HistoryCommand),
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// The YAML configuration file.
+    #[arg(long, short)]
+    config: PathBuf,
+    /// This instance's id (overrides instance.id and NATS_ROLES_INSTANCE_ID).
+    #[arg(long)]
+    instance_id: Option<String>,
+    /// NATS server URL; repeat for several (overrides nats.servers and NATS_URL).
+    #[arg(long = "server", short = 's')]
+    servers: Vec<String>,
+    /// Create the bucket if it does not exist.
+    #[arg(long)]
+    auto_create: bool,
+    /// Log format (overrides telemetry.log_format; default text).
+    #[arg(long, value_enum, env = "NATS_ROLES_LOG_FORMAT")]
+    log_format: Option<LogFormat>,
+    /// Serve the dashboard and API on this address, IP:port (overrides http.listen; port 0
+    /// picks a free one).
+    #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
+    http: Option<std::net::SocketAddr>,
+    /// Do not serve the dashboard and API.
+    #[arg(long)]
+    no_http: bool,
+    /// Record this instance's election history as JSON lines to FILE (appended; format in
+    /// docs/reliability.md; check it with `nats-roles history check`).
+    #[arg(long, value_name = "FILE")]
+    history: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+pub(crate) fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return if err.use_stderr() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match cli.command {
+        Command::Validate { config } => validate(&config),
+        Command::Run(args) => run(args),
+        Command::Status(args) => super::block_on(super::status::run(args)),
+        Command::Watch(args) => super::block_on(super::watch::run(args)),
+        Command::Evict(args) => super::block_on(super::evict::run(args)),
+        Command::History(command) => super::history::run(command),
+    }
+}
+
+fn validate(path: &std::path::Path) -> ExitCode {
+    match Config::load(path) {
+        Ok(_) => {
+            println!("{}: ok", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(
+            err @ (crate::config::ConfigError::Io { .. }
+            | crate::config::ConfigError::NotAFile { .. }),
+        ) => {
+            // The message names the file already.
+            eprintln!("{err}");
+            ExitCode::from(EXIT_USAGE)
+        }
+        Err(err) => {
+            eprintln!("{}: invalid configuration\n{err}", path.display());
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn load_config(args: &RunArgs) -> Result<Config, String> {
+    let mut config =
+        Config::load(&args.config).map_err(|e| format!("{}: {e}", args.config.display()))?;
+    config
+        .apply_env(|name| std::env::var(name).ok())
+        .map_err(|e| format!("environment: {e}"))?;
+    if let Some(id) = &args.instance_id {
+        config.instance.id =
+            Some(InstanceId::new(id.clone()).map_err(|e| format!("--instance-id {id:?}: {e}"))?);
+    }
+    if !args.servers.is_empty() {
+        config.nats.servers.clone_from(&args.servers);
+    }
+    if args.auto_create {
+        config.bucket.auto_create = true;
+    }
+    config
+        .validate()
+        .map_err(|e| format!("{}: {e}", args.config.display()))?;
+    config.require_instance_id().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+/// Installs the process's subscriber: logs on stderr (filtered by `RUST_LOG`, default
+/// `info,async_nats=warn`) and, when traces are exported, the OpenTelemetry layer (its own
+/// filter: `info` plus the library's `debug` spans of KV operations).
+fn init_tracing(format: LogFormat, telemetry: &Telemetry) {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,async_nats=warn"));
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    let fmt = match format {
+        LogFormat::Text => fmt.boxed(),
+        LogFormat::Json => fmt.json().boxed(),
+    };
+    let otel = telemetry.tracing_layer().map(|layer| {
+        layer.with_filter(tracing_subscriber::EnvFilter::new(
+            "info,nats_roles=debug,async_nats=warn",
+        ))
+    });
+    tracing_subscriber::registry()
+        .with(fmt.with_filter(filter))
+        .with(otel)
+        .init();
+}
+
+/// The process's metric and trace providers.
+#[cfg(feature = "otel")]
+type Telemetry = crate::telemetry::Telemetry;
+
+#[cfg(feature = "otel")]
+fn start_telemetry(config: &Config, runtime: &tokio::runtime::Handle) -> Result<Telemetry, String> {
+    let id = config
+        .instance
+        .id
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    Telemetry::new(&config.telemetry, &id, runtime).map_err(|e| e.to_string())
+}
+
+/// Without the `otel` feature: no providers, metrics go to the (no-op) global meter.
+#[cfg(not(feature = "otel"))]
+struct Telemetry;
+
+#[cfg(not(feature = "otel"))]
+impl Telemetry {
+    fn tracing_layer(&self) -> Option<tracing_subscriber::layer::Identity> {
+        None
+    }
+    fn shutdown(self) {}
+}
+
+#[cfg(not(feature = "otel"))]
+fn start_telemetry(
+    config: &Config,
+    _runtime: &tokio::runtime::Handle,
+) -> Result<Telemetry, String> {
+    if config.telemetry.otlp.is_some() {
+        return Err(
+            "telemetry.otlp is set but this binary was built without the `otel` feature".into(),
+        );
+    }
+    Ok(Telemetry)
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let config = match load_config(&args) {
+        Ok(c) => c,
+        Err(msg) => {
+            eprintln!("nats-roles: invalid configuration: {msg}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    #[cfg(not(feature = "http"))]
+    if args.http.is_some() {
+        eprintln!("nats-roles: --http: this binary was built without the `http` feature");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("nats-roles: cannot start the runtime: {err}");
+            return ExitCode::from(EXIT_RUNTIME);
+        }
+    };
+    let telemetry = match start_telemetry(&config, runtime.handle()) {
+        Ok(t) => t,
+        Err(msg) => {
+            eprintln!("nats-roles: {msg}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let format = match args.log_format {
+        Some(LogFormat::Json) => LogFormat::Json,
+        Some(LogFormat::Text) => LogFormat::Text,
+        None => match config.telemetry.log_format {
+            crate::config::LogFormat::Json => LogFormat::Json,
+            _ => LogFormat::Text,
+        },
+    };
+    init_tracing(format, &telemetry);
+    let code = match runtime.block_on(serve(config, &args, &telemetry)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Runtime(msg) | Failure::Usage(msg)) => {
+            error!("{msg}");
+            eprintln!("nats-roles: {msg}");
+            ExitCode::from(EXIT_RUNTIME)
+        }
+    };
+    // Exports what is pending; the runtime still runs the exporters' requests.
+    telemetry.shutdown();
+    code
+}
+
+/// The HTTP side of `run`: nothing without the `http` feature.
+#[cfg(feature = "http")]
+struct Http {
+    bound: Option<super::listen::Bound>,
+    api: Option<crate::http::Api>,
+    server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+#[cfg(feature = "http")]
+impl Http {
+    /// Binds the listener (before connecting, so a taken port fails fast) and advertises its
+    /// URL in the instance metadata (`http`), unless the configuration sets one.
+    async fn bind(config: &mut Config, args: &RunArgs) -> Result<Self, Failure> {
+        let bound = super::listen::bind(&config.http, args.http, args.no_http).await?;
+        if let Some(url) = bound.as_ref().and_then(|b| b.advertise.clone()) {
+            config.instance.meta.entry("http".to_owned()).or_insert(url);
+        }
+        Ok(Self {
+            bound,
+            api: None,
+            server: None,
+        })
+    }
+
+    fn start(&mut self, manager: &Arc<RoleManager>, config: &Config, telemetry: &Telemetry) {
+        let Some(bound) = self.bound.take() else {
+            return;
+        };
+        let options =
+            crate::http::ApiOptions::default().with_admin_token(config.http.admin_token.clone());
+        #[cfg(feature = "otel")]
+        let options = {
+            let reader = telemetry.prometheus().clone();
+            options.with_metrics(crate::http::MetricsText::new(move || {
+                reader.render().map_err(|e| e.to_string())
+            }))
+        };
+        #[cfg(not(feature = "otel"))]
+        let _ = telemetry;
+        let api = crate::http::Api::new(manager.clone(), options);
+        let server = api.clone();
+        self.server = Some(tokio::spawn(
+            async move { server.serve(bound.listener).await },
+        ));
+        self.api = Some(api);
+        info!(url = %bound.local_url, admin = config.http.admin_token.is_some(), "dashboard and API listening");
+        print_line(&format!("http url={}", bound.local_url));
+    }
+
+    /// `/readyz` says not ready from now on.
+    fn drain(&self) {
+        if let Some(api) = &self.api {
+            api.drain();
+        }
+    }
+
+    /// Ends the SSE streams and waits (bounded) for the server to finish.
+    async fn stop(self) {
+        if let Some(api) = &self.api {
+            api.shutdown_token().cancel();
+        }
+        if let Some(server) = self.server {
+            match tokio::time::timeout(HTTP_STOP_TIMEOUT, server).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => warn!(error = %e, "HTTP server failed"),
+                Ok(Err(e)) => warn!(error = %e, "HTTP server task failed"),
+                Err(_) => {
+                    warn!("HTTP connections still open after {HTTP_STOP_TIMEOUT:?}; closing them")
+                }
+            }
+        }
+    }
+}
+
+#[cfg(not(feature = "http"))]
+struct Http;
+
+#[cfg(not(feature = "http"))]
+impl Http {
+    async fn bind(config: &mut Config, _args: &RunArgs) -> Result<Self, Failure> {
+        if config.http.enabled && config.http.listen.is_some() {
+            warn!("http.listen is set but this binary was built without the `http` feature");
+        }
+        Ok(Self)
+    }
+    fn start(&mut self, _manager: &Arc<RoleManager>, _config: &Config, _telemetry: &Telemetry) {}
+    fn drain(&self) {}
+    async fn stop(self) {}
+}
+
+async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Result<(), Failure> {
+    let runtime = |e: crate::Error| Failure::Runtime(e.to_string());
+    let id = config
+        .require_instance_id()
+        .map_err(|e| Failure::Usage(e.to_string()))?
+        .clone();
+    let mut http = Http::bind(&mut config, args).await?;
+    let (client, errors) = crate::connect(&config.nats, &format!("nats-roles/{id}"))
+        .await
+        .map_err(runtime)?;
+    let mut builder = RoleManager::from_config(client, &config, errors).map_err(runtime)?;
+    #[cfg(feature = "otel")]
+    {
+        builder = builder.meter(telemetry.meter());
+    }
+    let recorder = match &args.history {
+        Some(path) => {
+            let recorder = crate::history::HistoryRecorder::create(path, &id)
+                .map_err(|e| Failure::Usage(format!("--history {}: {e}", path.display())))?;
+            let roles: Vec<_> = config
+                .roles
+                .iter()
+                .filter(|r| r.campaign)
+                .map(|r| r.name.clone())
+                .collect();
+            recorder.start(&roles);
+            builder = builder.history(recorder.clone());
+            Some(recorder)
+        }
+        None => None,
+    };
+    // Subscribed before start: the roles won during start-up are printed too, but only after
+    // the `http url=` line, which comes first (README).
+    let mut events = builder.events();
+    let (url_printed, url_printed_rx) = tokio::sync::oneshot::channel::<()>();
+    let printing = tokio_util::sync::CancellationToken::new();
+    let stop_printing = printing.clone();
+    let printer = tokio::spawn(async move {
+        // Sent once the URL line is out (or dropped when the start fails).
+        let _ = url_printed_rx.await;
+        // One line per transition on stdout (logs go to stderr), for people and scripts.
+        loop {
+            tokio::select! {
+                biased;
+                event = events.recv() => match event {
+                    Ok(event) => print_event(&event),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+                () = stop_printing.cancelled() => {
+                    // Print what is still queued, then stop.
+                    while let Ok(event) = events.try_recv() {
+                        print_event(&event);
+                    }
+                    return;
+                }
+            }
+        }
+    });
+    let manager = Arc::new(builder.start().await.map_err(runtime)?);
+    http.start(&manager, &config, telemetry);
+    let _ = url_printed.send(());
+    shutdown_signal().await;
+    info!("shutting down: releasing held roles");
+    http.drain();
+    let result = manager.shutdown(config.shutdown.timeout).await;
+    // After the release, so that dashboards see the hand-over; SSE streams end here.
+    http.stop().await;
+    printing.cancel();
+    let _ = printer.await;
+    if let Some(recorder) = recorder {
+        // Writes the last lines and joins the writer thread: off the async workers.
+        let _ = tokio::task::spawn_blocking(move || recorder.stop()).await;
+    }
+    result.map_err(runtime)
+}
+
+/// One line on stdout, flushed (scripts read it as it comes).
+fn print_line(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn print_event(event: &RoleEvent) {
+    let line = match event {
+        RoleEvent::Promoted { role, term } => format!("promoted role={role} term={term}"),
+        RoleEvent::Demoted { role, term, reason } => {
+            format!("demoted role={role} term={term} reason={reason}")
+        }
+        RoleEvent::HolderChanged(h) => match &h.holder {
+            Some(holder) => format!(
+                "holder role={} holder={holder} term={}",
+                h.role,
+                h.term.unwrap_or(h.revision)
+            ),
+            None if h.foreign => format!(
+                "holder role={} holder=<foreign value> revision={}",
+                h.role, h.revision
+            ),
+            None => format!("vacant role={}", h.role),
+        },
+        RoleEvent::DuplicateInstance { role } => format!("duplicate-instance role={role}"),
+        RoleEvent::Failed { role, kind } => {
+            let code = kind
+                .server_code()
+                .map(|c| format!(" code={}", c.0))
+                .unwrap_or_default();
+            format!(
+                "failed role={role} error={}{code} class={} retrying",
+                kind.as_str(),
+                kind.class().as_str()
+            )
+        }
+        RoleEvent::Recovered { role } => format!("recovered role={role}"),
+    };
+    print_line(&line);
+}
+
+/// Completes on SIGINT or SIGTERM; a second signal exits at once.
+pub(crate) async fn shutdown_signal() {
+    wait_signal().await;
+    tokio::spawn(async {
+        wait_signal().await;
+        eprintln!("nats-roles: second signal, exiting without releasing");
+        std::process::exit(i32::from(EXIT_RUNTIME));
+    });
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub(crate) async fn wait_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
