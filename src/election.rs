@@ -6,7 +6,7 @@ use tokio::sync::watch;
 
 use crate::error::Error;
 use crate::leadership::Leadership;
-use crate::manager::{RoleManager, RoleManagerBuilder, RoleSpec, RoleStatus};
+use crate::manager::{RoleHandle, RoleManager, RoleManagerBuilder, RoleSpec, RoleStatus};
 use crate::names::RoleName;
 
 /// A single role election: a [`RoleManager`] with exactly one role.
@@ -26,8 +26,7 @@ use crate::names::RoleName;
 #[derive(Debug)]
 pub struct Election {
     manager: RoleManager,
-    role: RoleName,
-    status: watch::Receiver<RoleStatus>,
+    handle: RoleHandle,
 }
 
 impl Election {
@@ -38,54 +37,51 @@ impl Election {
     pub async fn start(builder: RoleManagerBuilder, spec: RoleSpec) -> Result<Self, Error> {
         let role = spec.name().clone();
         let manager = builder.role(spec).start().await?;
-        let status = manager.status_watch(&role).ok_or(Error::Stopped)?;
-        Ok(Self {
-            manager,
-            role,
-            status,
-        })
+        let handle = manager.role(&role).ok_or(Error::Stopped)?;
+        Ok(Self { manager, handle })
+    }
+
+    /// The role's handle: `is_leader()`, `leadership()`, `status()`, `wait_leader()` and
+    /// [`watch()`](RoleHandle::watch), the way to follow the role.
+    #[must_use]
+    pub fn handle(&self) -> &RoleHandle {
+        &self.handle
     }
 
     /// The role.
     #[must_use]
     pub fn role(&self) -> &RoleName {
-        &self.role
+        self.handle.role()
     }
 
     /// Whether this instance holds the role right now.
     #[must_use]
     pub fn is_leader(&self) -> bool {
-        self.manager.is_leader(&self.role)
+        self.handle.is_leader()
     }
 
     /// The current term, if held.
     #[must_use]
     pub fn leadership(&self) -> Option<Leadership> {
-        self.manager.leadership(&self.role)
+        self.handle.leadership()
     }
 
-    /// The current status.
-    #[must_use]
-    pub fn status(&self) -> RoleStatus {
-        self.status.borrow().clone()
-    }
-
-    /// Follows the role: a channel of its status (see [`RoleHandle::watch`](crate::RoleHandle::watch)).
+    /// Follows the role (see [`RoleHandle::watch`]).
     #[must_use]
     pub fn watch(&self) -> watch::Receiver<RoleStatus> {
-        self.status.clone()
+        self.handle.watch()
     }
 
     /// Gives the role up for `cooldown` (graceful hand-over).
     ///
     /// Not `async`: it only asks the role's task and returns at once, before the hand-over
-    /// (`on_demote`, then the lease delete) has happened; wait on [`Election::subscribe`]
+    /// (`on_demote`, then the lease delete) has happened; wait on [`Election::watch`]
     /// (`wait_for(|s| !s.is_leader())`) to know it is done.
     ///
     /// # Errors
     /// [`Error::UnknownRole`] after shutdown.
     pub fn release(&self, cooldown: Duration) -> Result<(), Error> {
-        self.manager.release(&self.role, cooldown)
+        self.manager.release(self.handle.role(), cooldown)
     }
 
     /// The underlying manager.

@@ -337,22 +337,15 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
         Some(h) if &h.id != to && !h.healthy => PreferredReason::Unhealthy,
         _ => base,
     };
-    for (role, (id, base)) in fixed {
-        let reason = reason_for(role, id, base);
-        preferred.insert(
-            role.clone(),
-            Preferred {
-                instance: id.clone(),
-                reason,
-            },
-        );
-    }
-    for (role, id) in assigned {
+    let shares = assigned.into_iter().map(|(role, id)| {
         let base = if pins.contains_key(role) {
             PreferredReason::Pinned
         } else {
             PreferredReason::Share
         };
+        (role, (id, base))
+    });
+    for (role, (id, base)) in fixed.into_iter().chain(shares) {
         let reason = reason_for(role, id, base);
         preferred.insert(
             role.clone(),
