@@ -16,9 +16,6 @@
 //! `target/chaos/<kind>-<n>-<seed>/` with `report.txt`, and `timeline.html` when the verdict is
 //! not clean.
 
-mod support;
-
-#[path = "chaos/trial.rs"]
 mod trial;
 
 use std::collections::BTreeMap;

@@ -3,16 +3,15 @@
 //! SIGTERM ends a process promptly even while a client holds its event stream open.
 #![cfg(feature = "http")]
 
-mod instances;
-mod support;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use instances::{Deployment, eventually, get_json, http};
 use nats_roles::inspect::{InstanceList, RoleList};
-use support::NatsServer;
+use testkit::NatsServer;
+use testkit::eventually;
+use testkit::http::{self, get_json};
+use testkit::instances::Deployment;
 use tokio::io::AsyncWriteExt;
 
 const ROLES: [&str; 6] = [
@@ -83,7 +82,7 @@ async fn settled(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_instances_serve_what_the_kv_says() {
     let server = NatsServer::start().await;
-    let client = support::connect(&server.url()).await;
+    let client = testkit::connect(&server.url()).await;
     let mut d = Deployment::new(&server.url(), "e2e", &ROLES, "");
     d.env("NATS_ROLES_ADMIN_TOKEN", ADMIN);
     for id in ["node-a", "node-b", "node-c"] {
@@ -136,7 +135,7 @@ async fn three_instances_serve_what_the_kv_says() {
             );
         }
     }
-    let (status, body) = http(ports[0], "GET", "/readyz", &[], "")
+    let (status, body) = http::request(ports[0], "GET", "/readyz", &[], "")
         .await
         .expect("readyz");
     assert_eq!(status, 200, "{body}");
@@ -145,7 +144,7 @@ async fn three_instances_serve_what_the_kv_says() {
     let (role, (holder, term, _)) = stored.iter().next().expect("a role");
     let auth = format!("Bearer {ADMIN}");
     let body = format!(r#"{{"term": {term}}}"#);
-    let (status, reply) = http(
+    let (status, reply) = http::request(
         ports[2],
         "POST",
         &format!("/api/roles/{role}/evict"),
@@ -158,7 +157,7 @@ async fn three_instances_serve_what_the_kv_says() {
     .await
     .expect("evict");
     assert_eq!(status, 200, "{reply}");
-    let (status, _) = http(
+    let (status, _) = http::request(
         ports[2],
         "POST",
         &format!("/api/roles/{role}/evict"),
@@ -203,12 +202,12 @@ async fn three_instances_serve_what_the_kv_says() {
         .position(|i| stored.values().any(|(h, _, _)| *h == i.id))
         .expect("some instance holds roles");
     let mut sse =
-        support::tcp::send(ports[first], b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        testkit::tcp::send(ports[first], b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n").await;
     let mut got = Vec::new();
-    support::tcp::read_until(
+    testkit::tcp::read_until(
         &mut sse,
         &mut got,
-        support::tcp::HELLO,
+        testkit::tcp::HELLO,
         Duration::from_secs(5),
     )
     .await;
@@ -216,7 +215,7 @@ async fn three_instances_serve_what_the_kv_says() {
     d.terminate(first);
     let status = d.wait_exit(first, Duration::from_secs(8)).await;
     assert!(status.success(), "exit status {status}\n{}", d.report());
-    let closed = support::tcp::read_to_close(&mut sse, &mut got, Duration::from_secs(2)).await;
+    let closed = testkit::tcp::read_to_close(&mut sse, &mut got, Duration::from_secs(2)).await;
     assert!(closed, "the event stream stayed open after exit");
     let took = started.elapsed();
     assert!(took < Duration::from_secs(6), "shutdown took {took:?}");
@@ -271,7 +270,7 @@ async fn stalled_unauthenticated_uploads_do_not_grow_memory() {
     const SIZE: usize = 1_900_000;
     let (_server, _d, pid, port) = node_a("uploads", Some(ADMIN)).await;
     // Warm up the paths a refusal takes, then take the baseline.
-    let (status, _) = http(port, "POST", "/api/roles/alpha/evict", &[], "")
+    let (status, _) = http::request(port, "POST", "/api/roles/alpha/evict", &[], "")
         .await
         .expect("evict without a token");
     assert_eq!(status, 401);
@@ -279,7 +278,7 @@ async fn stalled_unauthenticated_uploads_do_not_grow_memory() {
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
         clients.push(tokio::spawn(async move {
-            let mut stream = support::tcp::connect(port).await;
+            let mut stream = testkit::tcp::connect(port).await;
             let head = format!(
                 "POST /api/roles/alpha/evict HTTP/1.1\r\nHost: x\r\n\
                  Content-Type: application/json\r\nContent-Length: {SIZE}\r\n\r\n"
@@ -291,7 +290,7 @@ async fn stalled_unauthenticated_uploads_do_not_grow_memory() {
             // Stall: wait for the answer (or the end of the connection), never send the rest.
             let mut answer = Vec::new();
             let refused =
-                support::tcp::read_to_close(&mut stream, &mut answer, Duration::from_secs(5)).await;
+                testkit::tcp::read_to_close(&mut stream, &mut answer, Duration::from_secs(5)).await;
             (
                 refused,
                 String::from_utf8_lossy(&answer).into_owned(),
@@ -326,7 +325,7 @@ async fn stalled_unauthenticated_uploads_do_not_grow_memory() {
     );
     drop(open);
     // Still serving.
-    let (status, body) = http(port, "GET", "/healthz", &[], "")
+    let (status, body) = http::request(port, "GET", "/healthz", &[], "")
         .await
         .expect("healthz");
     assert_eq!(status, 200, "{body}");
@@ -396,7 +395,7 @@ async fn healthz_answers_under_a_low_open_file_limit() {
             ),
         }
     }
-    let (status, body) = http(port, "GET", "/healthz", &[], "")
+    let (status, body) = http::request(port, "GET", "/healthz", &[], "")
         .await
         .unwrap_or_else(|e| {
             panic!(
@@ -408,7 +407,9 @@ async fn healthz_answers_under_a_low_open_file_limit() {
     assert_eq!(status, 200, "{body}");
     let open = open_files(pid);
     assert!(open <= LIMIT as usize, "{open} files open");
-    let (status, body) = http(port, "GET", "/readyz", &[], "").await.expect("readyz");
+    let (status, body) = http::request(port, "GET", "/readyz", &[], "")
+        .await
+        .expect("readyz");
     assert_eq!(status, 200, "{body}");
     println!("open files: {baseline} before, {open} with {IDLE} idle connections");
     drop(idle);
@@ -416,7 +417,7 @@ async fn healthz_answers_under_a_low_open_file_limit() {
 
 /// `GET /readyz` of `port`: status and body as JSON.
 async fn readyz(port: u16) -> (u16, serde_json::Value) {
-    let (status, body) = http(port, "GET", "/readyz", &[], "")
+    let (status, body) = http::request(port, "GET", "/readyz", &[], "")
         .await
         .unwrap_or_else(|e| panic!("GET /readyz: {e}"));
     let json = serde_json::from_str(&body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"));

@@ -1,12 +1,10 @@
-//! The chaos suite's TCP proxy (`tests/support/proxy.rs`) against a plain TCP upstream that
+//! The chaos suite's TCP proxy (`testkit::proxy`, crates/testkit/src/proxy.rs) against a plain TCP upstream that
 //! records what it receives and echoes it back: pass, stall (bytes held, delivered after
 //! healing), one-way, delay and reset behave as the fault injection assumes.
 
-mod support;
-
 use std::time::Duration;
 
-use support::proxy::{Dir, Mode, Proxy};
+use testkit::proxy::{Dir, Mode, Proxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;

@@ -7,8 +7,6 @@
 //! Children are killed (SIGKILL) when their guard is dropped, also while a failed test unwinds;
 //! a failing test prints the tail of every process's stderr and stdout.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -22,9 +20,9 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use support::NatsServer;
+use testkit::NatsServer;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nats-roles");
+use crate::BIN;
 
 /// Environment variables the binary reads: removed so the caller's environment cannot change
 /// what a test runs.
@@ -280,7 +278,7 @@ impl Procs {
     }
 
     fn signal(&self, proc: usize, sig: i32) {
-        support::faults::signal(self.procs[proc].pid, sig);
+        testkit::process::signal(self.procs[proc].pid, sig);
     }
 
     /// Moves every line already received into the log.
@@ -521,7 +519,7 @@ async fn kv_lease(store: &kv::Store, role: &str) -> Option<(String, u64, u64, St
 }
 
 async fn open_bucket(url: &str, bucket: &str) -> kv::Store {
-    let client = support::connect(url).await;
+    let client = testkit::connect(url).await;
     jetstream::new(client)
         .get_key_value(bucket)
         .await

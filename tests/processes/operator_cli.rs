@@ -2,19 +2,17 @@
 //! renewals, and the NATS permission sets of docs/operations.md (each one tested with a server
 //! configured with exactly that set).
 
-mod instances;
-mod support;
-
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::BIN;
 use async_nats::jetstream::{self, kv};
-use instances::{BIN, Deployment, ENV};
 use nats_roles::config::NatsConfig;
 use nats_roles::inspect::{Expect, Inspector};
 use nats_roles::value::LeaseValue;
 use nats_roles::{InstanceId, RoleManager, RoleName, RoleSpec};
-use support::NatsServer;
+use testkit::NatsServer;
+use testkit::instances::{Deployment, ENV};
 use tokio::process::Command;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -63,8 +61,8 @@ fn lease(holder: &str, nonce: Uuid, term: Option<u64>) -> bytes::Bytes {
 async fn evict_goes_ahead_when_the_holder_renews_the_same_term_meanwhile() {
     const TRIES: usize = 40;
     let server = NatsServer::start().await;
-    let admin = support::connect(&server.url()).await;
-    let kv = support::create_kv(&jetstream::new(admin), lease_bucket("op-evict")).await;
+    let admin = testkit::connect(&server.url()).await;
+    let kv = testkit::create_kv(&jetstream::new(admin), lease_bucket("op-evict")).await;
     let config = NatsConfig {
         servers: vec![server.url()],
         ..NatsConfig::default()
@@ -239,11 +237,11 @@ async fn cli(server: &NatsServer, user: &str, password: &str, args: &[&str]) -> 
 /// The bucket `roles` (created by the admin) with `alpha` and `beta` held by an admin
 /// manager.
 async fn bucket_with_holder(server: &NatsServer) -> RoleManager {
-    let admin = support::connect_with(&server.url(), || {
+    let admin = testkit::connect_with(&server.url(), || {
         async_nats::ConnectOptions::with_user_and_password("admin".into(), "admin".into())
     })
     .await;
-    support::create_kv(&jetstream::new(admin.clone()), lease_bucket("roles")).await;
+    testkit::create_kv(&jetstream::new(admin.clone()), lease_bucket("roles")).await;
     let manager = RoleManager::builder(admin, InstanceId::new("holder").expect("valid id"))
         .bucket("roles")
         .role(RoleSpec::new(role("alpha")))
@@ -353,11 +351,11 @@ async fn a_missing_permission_is_named_at_once_not_a_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_run_set_elects_and_hands_over() {
     let server = NatsServer::start_with_config(&documented_authorization()).await;
-    let admin = support::connect_with(&server.url(), || {
+    let admin = testkit::connect_with(&server.url(), || {
         async_nats::ConnectOptions::with_user_and_password("admin".into(), "admin".into())
     })
     .await;
-    support::create_kv(&jetstream::new(admin), lease_bucket("roles")).await;
+    testkit::create_kv(&jetstream::new(admin), lease_bucket("roles")).await;
     let mut d = Deployment::new(
         &server.url(),
         "roles",

@@ -2,8 +2,6 @@
 //! processes, real signals. A SIGKILL of a holder must check clean; each negative control
 //! (built with `--features negative-controls`) must be flagged.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -12,7 +10,7 @@ use std::time::Duration;
 use nats_roles::history::{
     Event, Phase, Record, Report, TrialInfo, check_loaded, load_paths, mono_now_ns,
 };
-use support::NatsServer;
+use testkit::NatsServer;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -242,7 +240,7 @@ async fn a_killed_holder_fails_over_and_the_history_checks_clean() {
 
     // The command agrees, and writes a timeline.
     let html = dir.join("timeline.html");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nats-roles"))
+    let out = std::process::Command::new(crate::BIN)
         .args(["history", "check"])
         .arg(dir)
         .arg("--timeline")
@@ -257,7 +255,7 @@ async fn a_killed_holder_fails_over_and_the_history_checks_clean() {
     // Bad input: exit 2.
     let bad = dir.join("bad.jsonl");
     std::fs::write(&bad, "not json\n{}\n").expect("write");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nats-roles"))
+    let out = std::process::Command::new(crate::BIN)
         .args(["history", "check"])
         .arg(&bad)
         .output()
@@ -279,7 +277,7 @@ async fn the_binary_records_its_history() {
     )
     .expect("write config");
     let history = tmp.path().join("run-1.jsonl");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nats-roles"))
+    let mut child = Command::new(crate::BIN)
         .args([
             "run",
             "--no-http",
@@ -369,7 +367,7 @@ fn the_command_exits_1_on_violations() {
     let text: String = lines.iter().map(|r| r.to_line() + "\n").collect();
     std::fs::write(dir.join("all.jsonl"), text).expect("write");
     let run = |json: bool| {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_nats-roles"));
+        let mut cmd = std::process::Command::new(crate::BIN);
         cmd.args(["history", "check"]).arg(dir);
         if json {
             cmd.arg("--json");

@@ -20,6 +20,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
+use crate::process::{SIGCONT, SIGSTOP, signal};
+
 // ---------------------------------------------------------------------------------------------
 // Binaries and libraries
 // ---------------------------------------------------------------------------------------------
@@ -60,7 +62,7 @@ fn build_chaos_node() -> PathBuf {
         .unwrap_or("debug");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = std::process::Command::new(cargo);
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+    cmd.current_dir(crate::repo_root())
         .args(["build", "--quiet", "--example", "chaos_node"])
         .arg("--all-features")
         .arg("--target-dir")
@@ -113,40 +115,6 @@ pub fn libfaketime() -> PathBuf {
                  `scripts/install-tools.sh --faketime` (Debian package faketime) or set FAKETIME_LIB"
             )
         })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Signals and /proc
-// ---------------------------------------------------------------------------------------------
-
-/// Sends `sig` to `pid`; panics if the process does not exist.
-pub fn signal(pid: u32, sig: i32) {
-    let pid = i32::try_from(pid).expect("pid fits in i32");
-    // SAFETY: kill(2) only reads its two integer arguments.
-    let rc = unsafe { libc::kill(pid, sig) };
-    assert_eq!(
-        rc,
-        0,
-        "kill({pid}, {sig}) failed: {}",
-        std::io::Error::last_os_error()
-    );
-}
-
-/// Resident set size of `pid` in KiB (`VmRSS` of `/proc/<pid>/status`).
-pub fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-}
-
-/// Number of open file descriptors of `pid` (entries of `/proc/<pid>/fd`).
-pub fn fd_count(pid: u32) -> Option<usize> {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .ok()
-        .map(Iterator::count)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -348,7 +316,7 @@ impl Node {
         let pid = self
             .pid()
             .unwrap_or_else(|| panic!("pause: {} not running", self.cfg.id));
-        signal(pid, libc::SIGSTOP);
+        signal(pid, SIGSTOP);
         self.paused = true;
     }
 
@@ -357,7 +325,7 @@ impl Node {
         let pid = self
             .pid()
             .unwrap_or_else(|| panic!("resume: {} not running", self.cfg.id));
-        signal(pid, libc::SIGCONT);
+        signal(pid, SIGCONT);
         self.paused = false;
     }
 
@@ -367,7 +335,7 @@ impl Node {
         let mut child = self.child.take()?;
         if let Some(pid) = child.id() {
             if self.paused {
-                signal(pid, libc::SIGCONT);
+                signal(pid, SIGCONT);
                 self.paused = false;
             }
             // SAFETY: kill(2) with integer arguments; the child may have exited already.

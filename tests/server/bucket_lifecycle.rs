@@ -2,9 +2,6 @@
 //! configured with a `max_age` too short for the leases (refused in every TTL mode, by the
 //! library and by `nats-roles run`); and role timing checked before a role starts.
 
-mod instances;
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -17,9 +14,9 @@ use nats_roles::{
     Error, FencingToken, FnCallbacks, InstanceId, Leadership, RoleManager, RoleName, RoleSpec,
     Timing, TimingError,
 };
-use support::NatsServer;
-use support::faults::HarnessLog;
-use support::roles::*;
+use testkit::NatsServer;
+use testkit::faults::HarnessLog;
+use testkit::roles::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
@@ -27,7 +24,7 @@ use tokio::time::Instant;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recreated_bucket_is_noticed_and_roles_come_back_with_a_newer_epoch() {
     let server = NatsServer::start().await;
-    let client = support::connect(&server.url()).await;
+    let client = testkit::connect(&server.url()).await;
     let js = jetstream::new(client.clone());
     let role = RoleName::new("phoenix").unwrap();
 
@@ -62,7 +59,7 @@ async fn a_recreated_bucket_is_noticed_and_roles_come_back_with_a_newer_epoch() 
     let started = tokio::time::Instant::now();
     js.delete_key_value("lifecycle").await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    support::create_kv(
+    testkit::create_kv(
         &js,
         kv::Config {
             bucket: "lifecycle".into(),
@@ -127,7 +124,7 @@ async fn a_recreated_bucket_ends_terms_at_once_and_new_roles_take_the_new_epoch(
     use nats_roles::{DemoteReason, RoleEvent};
 
     let server = NatsServer::start().await;
-    let client = support::connect(&server.url()).await;
+    let client = testkit::connect(&server.url()).await;
     let js = jetstream::new(client.clone());
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().to_path_buf();
@@ -176,7 +173,7 @@ async fn a_recreated_bucket_ends_terms_at_once_and_new_roles_take_the_new_epoch(
     // The operator deletes the bucket and creates it again.
     js.delete_key_value("reset").await.unwrap();
     let recreated = tokio::time::Instant::now();
-    support::create_kv(
+    testkit::create_kv(
         &js,
         kv::Config {
             bucket: "reset".into(),
@@ -253,10 +250,10 @@ async fn a_recreated_bucket_ends_terms_at_once_and_new_roles_take_the_new_epoch(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bucket_max_age_shorter_than_the_ttl_is_refused() {
     let server = NatsServer::start().await;
-    let client = support::connect(&server.url()).await;
+    let client = testkit::connect(&server.url()).await;
     let js = jetstream::new(client.clone());
     // An old-style bucket: no limit markers, one max_age for all keys.
-    support::create_kv(
+    testkit::create_kv(
         &js,
         kv::Config {
             bucket: "short".into(),
@@ -288,7 +285,7 @@ async fn a_bucket_max_age_shorter_than_the_ttl_is_refused() {
 /// A bucket with per-key TTLs (limit markers) **and** a `max_age`: the server removes every
 /// entry `max_age` after it was written, whatever its `Nats-TTL`.
 async fn per_key_bucket_with_max_age(js: &jetstream::Context, bucket: &str, max_age: Duration) {
-    let store = support::create_kv(
+    let store = testkit::create_kv(
         js,
         kv::Config {
             bucket: bucket.into(),
@@ -315,7 +312,7 @@ fn timing_with_ttl(secs: u64) -> Timing {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_max_age_shorter_than_the_ttl_is_refused_in_per_key_mode_too() {
     let server = NatsServer::start().await;
-    let client = support::connect(&server.url()).await;
+    let client = testkit::connect(&server.url()).await;
     let js = jetstream::new(client.clone());
     per_key_bucket_with_max_age(&js, "perkey", Duration::from_secs(2)).await;
 
@@ -359,7 +356,7 @@ async fn a_max_age_shorter_than_the_ttl_is_refused_in_per_key_mode_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_role_timing_that_breaks_a_rule_is_refused_by_start_and_add_role() {
     let server = NatsServer::start().await;
-    let client = support::connect(&server.url()).await;
+    let client = testkit::connect(&server.url()).await;
     let bad = [
         (
             Timing {
@@ -455,7 +452,7 @@ struct Run {
 
 impl Run {
     fn start(server: &NatsServer, dir: &Path, config: &Path, id: &str) -> Run {
-        let mut cmd = Command::new(instances::BIN);
+        let mut cmd = Command::new(crate::BIN);
         cmd.args(["run", "--no-http", "--instance-id", id, "--server"])
             .arg(server.url())
             .arg("--config")
@@ -466,7 +463,7 @@ impl Run {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        for var in instances::ENV {
+        for var in testkit::instances::ENV {
             cmd.env_remove(var);
         }
         let mut child = cmd
@@ -536,7 +533,7 @@ impl Run {
 
     /// SIGTERM, then a clean exit.
     async fn terminate(mut self) {
-        instances::signal(self.pid(), "TERM");
+        testkit::process::signal(self.pid(), testkit::process::SIGTERM);
         let status = self.wait_exit(Duration::from_secs(20)).await;
         assert!(
             status.success(),
@@ -580,7 +577,7 @@ fn trial(ttl_secs: u64) -> TrialInfo {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_refuses_a_per_key_bucket_whose_max_age_is_shorter_than_the_ttl() {
     let server = NatsServer::start().await;
-    let client = support::connect(&server.url()).await;
+    let client = testkit::connect(&server.url()).await;
     per_key_bucket_with_max_age(&jetstream::new(client), "short", Duration::from_secs(2)).await;
     let tmp = tempfile::tempdir().expect("tempdir");
     let config = write_config(tmp.path(), "short", 3);
@@ -621,7 +618,7 @@ async fn a_holder_paused_past_max_age_never_overlaps_its_successor() {
 /// `max_age: 2s` and returns the history checker's report.
 async fn paused_holder_trial(ttl_secs: u64) -> Report {
     let server = NatsServer::start().await;
-    let client = support::connect(&server.url()).await;
+    let client = testkit::connect(&server.url()).await;
     per_key_bucket_with_max_age(&jetstream::new(client), "paused", Duration::from_secs(2)).await;
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
@@ -636,12 +633,12 @@ async fn paused_holder_trial(ttl_secs: u64) -> Report {
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let id = runs[holder].id.clone();
     log.fault("sigstop", &id, Phase::Start);
-    instances::signal(runs[holder].pid(), "STOP");
+    testkit::process::signal(runs[holder].pid(), testkit::process::SIGSTOP);
     let next = wait_holder(&runs, Some(holder)).await;
     assert_ne!(next, holder);
     // Paused past the TTL: its deadline has lapsed when it resumes.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    instances::signal(runs[holder].pid(), "CONT");
+    testkit::process::signal(runs[holder].pid(), testkit::process::SIGCONT);
     log.fault("sigcont", &id, Phase::End);
     let deadline = Instant::now() + Duration::from_secs(10);
     while runs[holder].holds("r") {

@@ -6,8 +6,6 @@
 //! Every test starts its own server and uses its own bucket. Waits are bounded and fail with a
 //! message saying what did not happen.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,8 +19,8 @@ use nats_roles::{
     DemoteReason, Demotion, Error, FnCallbacks, Leadership, ReleaseReason, RoleEvent, RoleManager,
     RoleName, RoleSpec, Timing,
 };
-use support::roles::*;
-use support::{NatsCluster, NatsServer, connect};
+use testkit::roles::*;
+use testkit::{NatsCluster, NatsServer, connect};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -177,9 +175,7 @@ async fn acquire_renew_release() {
     assert_eq!(value.term, Some(term), "renewals carry the term number");
     assert_eq!(value.ttl_ms, 1000);
 
-    m.shutdown(Duration::from_secs(5))
-        .await
-        .expect("graceful shutdown");
+    shutdown(&[&m]).await;
 
     // A delete marker, no value.
     let entry = store
@@ -243,9 +239,7 @@ async fn two_managers_five_roles_hand_over() {
 
     let mut events = b.events();
     let started = Instant::now();
-    a.shutdown(Duration::from_secs(5))
-        .await
-        .expect("A shutdown");
+    shutdown(&[&a]).await;
     let shutdown_took = started.elapsed();
     let mut pending: BTreeMap<RoleName, u64> = held_by_a.iter().cloned().collect();
     while !pending.is_empty() {
@@ -276,9 +270,7 @@ async fn two_managers_five_roles_hand_over() {
     for r in &rs {
         assert!(b.is_leader(r), "B must hold {r} now");
     }
-    b.shutdown(Duration::from_secs(5))
-        .await
-        .expect("B shutdown");
+    shutdown(&[&b]).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -337,9 +329,7 @@ async fn acquire_over_tombstone_keeps_the_ttl() {
     let r = role("ttl-tomb");
     let a = manager(&client, "node-a", "p_ttl_tomb", std::slice::from_ref(&r)).await;
     wait_leader(&a, &r, Duration::from_secs(3)).await;
-    a.shutdown(Duration::from_secs(5))
-        .await
-        .expect("A shutdown");
+    shutdown(&[&a]).await;
     let tomb = raw_last(&client, "p_ttl_tomb", "role.ttl-tomb").await;
     assert_eq!(
         header(&tomb, "KV-Operation"),
@@ -422,9 +412,7 @@ async fn crash_fail_over_via_server_expiry() {
         took <= TTL + Duration::from_millis(500),
         "B promoted {took:?} after the crash; expected <= ttl + 500 ms"
     );
-    b.shutdown(Duration::from_secs(5))
-        .await
-        .expect("B shutdown");
+    shutdown(&[&b]).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -529,12 +517,7 @@ async fn duplicate_instance_is_detected() {
     for r in &rs {
         assert!(leaders(&[&a, &b], r) <= 1);
     }
-    a.shutdown(Duration::from_secs(5))
-        .await
-        .expect("A shutdown");
-    b.shutdown(Duration::from_secs(5))
-        .await
-        .expect("B shutdown");
+    shutdown(&[&a, &b]).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -726,12 +709,7 @@ async fn fenced_writes_follow_the_term() {
         Some(&b"99"[..]),
         "the write after the overwrite must not be stored"
     );
-    b.shutdown(Duration::from_secs(5))
-        .await
-        .expect("B shutdown");
-    a.shutdown(Duration::from_secs(5))
-        .await
-        .expect("A shutdown");
+    shutdown(&[&b, &a]).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -789,9 +767,7 @@ async fn unhealthy_leader_releases_and_cools_down() {
     assert!(lb.term() > la.term());
 
     // B leaves while A is still unhealthy: A must not campaign (the vacancy stays).
-    b.shutdown(Duration::from_secs(5))
-        .await
-        .expect("B shutdown");
+    shutdown(&[&b]).await;
     let unhealthy_until = Instant::now() + Duration::from_secs(1);
     while Instant::now() < unhealthy_until {
         assert!(
@@ -826,9 +802,7 @@ async fn unhealthy_leader_releases_and_cools_down() {
         took >= cooldown - Duration::from_millis(400),
         "A campaigned {took:?} after recovering, before its cooldown of {cooldown:?} ended"
     );
-    a.shutdown(Duration::from_secs(5))
-        .await
-        .expect("A shutdown");
+    shutdown(&[&a]).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -875,9 +849,7 @@ async fn cluster_r3_hand_over_and_node_loss() {
 
     // Hand-over on shutdown.
     let started = Instant::now();
-    a.shutdown(Duration::from_secs(5))
-        .await
-        .expect("A shutdown");
+    shutdown(&[&a]).await;
     wait_until(Duration::from_secs(5), "B holds every role", || {
         rs.iter().all(|r| b.is_leader(r))
     })
@@ -941,7 +913,5 @@ async fn cluster_r3_hand_over_and_node_loss() {
             "{r}: renewals continued on the R3 bucket"
         );
     }
-    b.shutdown(Duration::from_secs(5))
-        .await
-        .expect("B shutdown");
+    shutdown(&[&b]).await;
 }

@@ -5,8 +5,6 @@
 //! message saying what did not happen. Panics inside the library's tasks (tokio worker
 //! threads) are counted by a panic hook and fail the test that checks them.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
@@ -18,8 +16,8 @@ use nats_roles::core::FailureKind;
 use nats_roles::{
     DemoteReason, Error, RoleEvent, RoleManager, RoleName, RoleSpec, RoleState, RoleStatus,
 };
-use support::roles::*;
-use support::{NatsServer, connect, connect_with, create_kv};
+use testkit::roles::*;
+use testkit::{NatsServer, connect, connect_with, create_kv};
 use tokio::time::Instant;
 
 // ---------------------------------------------------------------------------------------------
@@ -264,7 +262,7 @@ async fn permission_denied_is_fast_exact_and_retried_until_fixed() {
             }),
         "no Recovered event"
     );
-    m.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+    shutdown(&[&m]).await;
     assert_no_task_panics();
 }
 
@@ -382,7 +380,7 @@ async fn full_storage_heals_when_max_bytes_is_raised() {
         "{readiness:?}"
     );
     drop(api);
-    m.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+    shutdown(&[&m]).await;
     assert_no_task_panics();
 }
 
@@ -445,7 +443,7 @@ async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
     eprintln!("hostile lease taken over after {:?}", started.elapsed());
     let term = a.status(&r).and_then(|s| s.term).expect("own term");
     assert!(term > hostile_rev && term < 1_000, "term {term}");
-    a.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+    shutdown(&[&a]).await;
     assert_no_task_panics();
 }
 
@@ -493,9 +491,7 @@ async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted()
     // Not adopted at once: still not leader well within the backstop period.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!a.is_leader(&r), "adopted a duplicate's lease");
-    for m in [a, b] {
-        m.shutdown(Duration::from_secs(5)).await.expect("shutdown");
-    }
+    shutdown(&[&a, &b]).await;
     assert_no_task_panics();
 }
 
@@ -587,12 +583,7 @@ async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
     );
     let holder = if a.is_leader(&r) { &a } else { &b };
     assert!(holder.leadership(&r).expect("leadership").term() > second_garbage);
-    a.shutdown(Duration::from_secs(5))
-        .await
-        .expect("A shutdown");
-    b.shutdown(Duration::from_secs(5))
-        .await
-        .expect("B shutdown");
+    shutdown(&[&a, &b]).await;
     assert_no_task_panics();
     assert!(!l.is_valid());
     assert!(
@@ -707,12 +698,7 @@ async fn server_restart_keeps_one_leader_per_role() {
             b.status(r)
         );
     }
-    a.shutdown(Duration::from_secs(5))
-        .await
-        .expect("A shutdown");
-    b.shutdown(Duration::from_secs(5))
-        .await
-        .expect("B shutdown");
+    shutdown(&[&a, &b]).await;
     assert_no_task_panics();
 }
 
@@ -800,6 +786,6 @@ async fn paused_server_demotes_at_the_local_deadline() {
     .await;
     eprintln!("leader again {:?} after resume", resumed.elapsed());
     assert!(l2.term.expect("term") > term, "a new term after the pause");
-    a.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+    shutdown(&[&a]).await;
     assert_no_task_panics();
 }

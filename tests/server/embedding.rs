@@ -1,20 +1,18 @@
 //! The embedding API against a real server: role handles, `run_while_leader`, roles added and
 //! removed at run time.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use nats_roles::{InstanceId, RoleManager, RoleName, RoleSpec, RoleState, run_while_leader};
-use support::NatsServer;
-use support::roles::*;
+use testkit::NatsServer;
+use testkit::roles::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handles_and_work_that_runs_only_while_leading() {
     let server = NatsServer::start().await;
-    let client = support::connect(&server.url()).await;
+    let client = testkit::connect(&server.url()).await;
     let sweeper = RoleName::new("sweeper").unwrap();
 
     let running = Arc::new(AtomicBool::new(false));
@@ -99,7 +97,7 @@ async fn handles_and_work_that_runs_only_while_leading() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_leader_returns_before_on_promote_has_finished() {
     let server = NatsServer::start().await;
-    let client = support::connect(&server.url()).await;
+    let client = testkit::connect(&server.url()).await;
     let name = role("gate");
     let gate = Arc::new(tokio::sync::Notify::new());
     let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();

@@ -1,8 +1,7 @@
-//! Shared by `tests/placement_processes.rs` and `examples/placement_bench.rs`: `nats-roles run`
+//! Shared by the placement tests (`tests/processes/placement.rs`) and `examples/placement_bench.rs`: `nats-roles run`
 //! processes with placement on, the bucket as ground truth (a KV watcher on `role.>`), and the
 //! two scenarios (spreading over 3 → 5 → 4 → 3 instances; priority takeover) returning what
 //! they measured. The callers decide what to assert or report.
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -15,8 +14,8 @@ use futures_util::StreamExt;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use crate::support;
-use crate::support::faults::{HarnessLog, signal};
+use crate::faults::HarnessLog;
+use crate::process::{SIGKILL, SIGTERM, signal};
 use nats_roles::history::{Phase, TrialInfo};
 
 pub const TTL: Duration = Duration::from_secs(2);
@@ -209,7 +208,7 @@ impl Fleet {
     pub async fn sigterm(&mut self, id: &str) {
         let p = self.proc(id);
         let pid = p.child.id().expect("running");
-        signal(pid, 15);
+        signal(pid, SIGTERM);
         let status = tokio::time::timeout(Duration::from_secs(15), p.child.wait())
             .await
             .expect("graceful stop within 15 s")
@@ -222,7 +221,7 @@ impl Fleet {
         let p = self.proc(id);
         let pid = p.child.id().expect("running");
         p.killed_at = Some(time::OffsetDateTime::now_utc());
-        signal(pid, 9);
+        signal(pid, SIGKILL);
         let _ = p.child.wait().await;
     }
 
@@ -389,7 +388,7 @@ pub struct Recorder(Arc<Mutex<Vec<Change>>>);
 
 impl Recorder {
     pub async fn start(url: &str, bucket: &str) -> (Recorder, tokio::task::JoinHandle<()>) {
-        Recorder::start_on(support::connect(url).await, bucket).await
+        Recorder::start_on(crate::connect(url).await, bucket).await
     }
 
     /// [`Recorder::start`] on a connected client (e.g. one with credentials).

@@ -1,7 +1,7 @@
 //! Placement with the `nats-roles` binary as real OS processes against a real nats-server
 //! (docs/placement.md): 60 roles spread over 3 → 5 → 4 → 3 instances (two joins, a graceful
 //! leave, a SIGKILL), a steady state without ownership changes, and a priority takeover by
-//! graceful hand-over. The scenarios live in `tests/placement/mod.rs` (shared with
+//! graceful hand-over. The scenarios live in `crates/testkit/src/placement.rs` (shared with
 //! `examples/placement_bench.rs`).
 //!
 //! Ground truth is a KV watcher on `role.>` in the test (every put, delete and expiry marker,
@@ -9,25 +9,21 @@
 //! (JSON, wall-clock timestamps of one machine): no two processes hold one role at once. Where
 //! the project's history checker exists, these runs should feed it as well.
 
-mod instances;
-mod placement;
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use placement::{CLAIM_GRACE, STABILITY, TTL};
-use support::NatsServer;
+use testkit::NatsServer;
+use testkit::placement::{CLAIM_GRACE, STABILITY, TTL};
 
-const BIN: &str = env!("CARGO_BIN_EXE_nats-roles");
+use crate::BIN;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_roles_spread_evenly_over_3_5_4_3_instances_with_minimal_moves() {
     let server = NatsServer::start().await;
-    let r = placement::spread_scenario(Path::new(BIN), &server.url()).await;
+    let r = testkit::placement::spread_scenario(Path::new(BIN), &server.url()).await;
     for s in &r.steps {
         assert!(
             s.moves <= s.minimum + 1,
@@ -95,11 +91,11 @@ async fn sixty_roles_spread_evenly_over_3_5_4_3_instances_with_minimal_moves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_higher_priority_instance_takes_exactly_its_roles_by_graceful_hand_over() {
     let server = NatsServer::start().await;
-    let r = placement::priority_scenario(Path::new(BIN), &server.url(), false).await;
+    let r = testkit::placement::priority_scenario(Path::new(BIN), &server.url(), false).await;
     eprintln!("{r:?}");
     assert_eq!(r.moved_in, r.wanted, "exactly the preferred roles move");
     assert!(
-        r.first_move >= placement::STABILITY,
+        r.first_move >= testkit::placement::STABILITY,
         "roles moved {:?} after node-p started, before the stability window",
         r.first_move
     );
@@ -119,7 +115,7 @@ async fn a_higher_priority_instance_takes_exactly_its_roles_by_graceful_hand_ove
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_role_with_takeover_never_stays_with_its_holder() {
     let server = NatsServer::start().await;
-    let r = placement::priority_scenario(Path::new(BIN), &server.url(), true).await;
+    let r = testkit::placement::priority_scenario(Path::new(BIN), &server.url(), true).await;
     eprintln!("{r:?}");
     assert!(r.wanted.contains("shard-00"), "{r:?}");
     assert!(!r.movable.contains("shard-00"), "{r:?}");
@@ -187,19 +183,19 @@ async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_w
         .tempdir()
         .expect("tempdir");
     let bucket = format!("drain-{}", uuid::Uuid::new_v4().simple());
-    let names = placement::roles(6);
+    let names = testkit::placement::roles(6);
     let cfg: Vec<(String, Option<i32>)> = names.iter().map(|r| (r.clone(), None)).collect();
     let token = "drain-test-admin-token";
-    let config = placement::write_config(dir.path(), "all", &bucket, &cfg);
-    placement::enable_admin_http(&config, token);
-    let mut fleet = placement::Fleet::new(Path::new(BIN), &server.url(), dir);
+    let config = testkit::placement::write_config(dir.path(), "all", &bucket, &cfg);
+    testkit::placement::enable_admin_http(&config, token);
+    let mut fleet = testkit::placement::Fleet::new(Path::new(BIN), &server.url(), dir);
     let ab = ["node-a", "node-b"];
     let t0 = Instant::now();
     for id in ab {
         fleet.start(id, &config);
     }
-    let (rec, _watch) = placement::Recorder::start(&server.url(), &bucket).await;
-    placement::converge(
+    let (rec, _watch) = testkit::placement::Recorder::start(&server.url(), &bucket).await;
+    testkit::placement::converge(
         &rec,
         6,
         &ab,
@@ -220,9 +216,10 @@ async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_w
     let port = fleet.http_port("node-a").await;
     let auth = format!("Bearer {token}");
     let t = Instant::now();
-    let (code, body) = instances::http(port, "POST", "/api/drain", &[("Authorization", &auth)], "")
-        .await
-        .expect("POST /api/drain");
+    let (code, body) =
+        testkit::http::request(port, "POST", "/api/drain", &[("Authorization", &auth)], "")
+            .await
+            .expect("POST /api/drain");
     assert_eq!(code, 200, "{body}");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -243,14 +240,14 @@ async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_w
             "{role}: {after:?}"
         );
     }
-    let (code, body) = instances::http(port, "GET", "/api/roles", &[], "")
+    let (code, body) = testkit::http::request(port, "GET", "/api/roles", &[], "")
         .await
         .expect("GET /api/roles");
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("\"preferred\":\"node-b\""), "{body}");
     // The metrics say it too: node-a handed its roles over for draining, and counts both
     // members.
-    let (code, metrics) = instances::http(port, "GET", "/metrics", &[], "")
+    let (code, metrics) = testkit::http::request(port, "GET", "/metrics", &[], "")
         .await
         .expect("GET /metrics");
     assert_eq!(code, 200, "{metrics}");
@@ -290,13 +287,13 @@ async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the
         .tempdir()
         .expect("tempdir");
     let bucket = format!("health-{}", uuid::Uuid::new_v4().simple());
-    let names = placement::roles(12);
+    let names = testkit::placement::roles(12);
     let cfg: Vec<(String, Option<i32>)> = names.iter().map(|r| (r.clone(), None)).collect();
-    let config = placement::write_config(dir.path(), "all", &bucket, &cfg);
+    let config = testkit::placement::write_config(dir.path(), "all", &bucket, &cfg);
     // node-a's health command: healthy while the file exists.
     let health_file = dir.path().join("node-a.healthy");
     std::fs::write(&health_file, "ok").expect("write health file");
-    let a_config = placement::write_config(dir.path(), "a", &bucket, &cfg);
+    let a_config = testkit::placement::write_config(dir.path(), "a", &bucket, &cfg);
     let mut yaml = std::fs::read_to_string(&a_config).expect("read config");
     yaml.push_str(&format!(
         "health:\n  command: [\"test\", \"-e\", \"{}\"]\n  interval: 200ms\n  timeout: 150ms\n  \
@@ -306,14 +303,14 @@ async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the
     ));
     std::fs::write(&a_config, yaml).expect("write config");
 
-    let mut fleet = placement::Fleet::new(Path::new(BIN), &server.url(), dir);
+    let mut fleet = testkit::placement::Fleet::new(Path::new(BIN), &server.url(), dir);
     let abc = ["node-a", "node-b", "node-c"];
     let t0 = Instant::now();
     fleet.start("node-a", &a_config);
     fleet.start("node-b", &config);
     fleet.start("node-c", &config);
-    let (rec, _watch) = placement::Recorder::start(&server.url(), &bucket).await;
-    placement::converge(
+    let (rec, _watch) = testkit::placement::Recorder::start(&server.url(), &bucket).await;
+    testkit::placement::converge(
         &rec,
         12,
         &abc,
@@ -340,7 +337,7 @@ async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the
     }
     let left = sick.elapsed();
     assert_handed_over(&rec, sick);
-    placement::converge(
+    testkit::placement::converge(
         &rec,
         12,
         &["node-b", "node-c"],
@@ -359,7 +356,7 @@ async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the
     // Healthy again: node-a gets its share back, by hand-over, only after the cooldown.
     std::fs::write(&health_file, "ok").expect("restore health file");
     let healed = Instant::now();
-    placement::converge(
+    testkit::placement::converge(
         &rec,
         12,
         &abc,
@@ -407,7 +404,7 @@ async fn a_member_cooling_down_a_role_is_not_handed_it_until_the_cooldown_ends()
         .tempdir()
         .expect("tempdir");
     let bucket = format!("cool-{}", uuid::Uuid::new_v4().simple());
-    let names = placement::roles(4);
+    let names = testkit::placement::roles(4);
     let token = "cooldown-test-admin-token";
     // node-a prefers shard-00 (priority 10); everything else is spread.
     let a_cfg: Vec<(String, Option<i32>)> = names
@@ -415,16 +412,16 @@ async fn a_member_cooling_down_a_role_is_not_handed_it_until_the_cooldown_ends()
         .map(|r| (r.clone(), (r == "shard-00").then_some(10)))
         .collect();
     let b_cfg: Vec<(String, Option<i32>)> = names.iter().map(|r| (r.clone(), None)).collect();
-    let a_config = placement::write_config(dir.path(), "a", &bucket, &a_cfg);
-    placement::enable_admin_http(&a_config, token);
-    let b_config = placement::write_config(dir.path(), "b", &bucket, &b_cfg);
-    let mut fleet = placement::Fleet::new(Path::new(BIN), &server.url(), dir);
+    let a_config = testkit::placement::write_config(dir.path(), "a", &bucket, &a_cfg);
+    testkit::placement::enable_admin_http(&a_config, token);
+    let b_config = testkit::placement::write_config(dir.path(), "b", &bucket, &b_cfg);
+    let mut fleet = testkit::placement::Fleet::new(Path::new(BIN), &server.url(), dir);
     let ab = ["node-a", "node-b"];
     let t0 = Instant::now();
     fleet.start("node-a", &a_config);
     fleet.start("node-b", &b_config);
-    let (rec, _watch) = placement::Recorder::start(&server.url(), &bucket).await;
-    placement::converge(
+    let (rec, _watch) = testkit::placement::Recorder::start(&server.url(), &bucket).await;
+    testkit::placement::converge(
         &rec,
         4,
         &ab,
@@ -450,7 +447,7 @@ async fn a_member_cooling_down_a_role_is_not_handed_it_until_the_cooldown_ends()
         let t = Instant::now();
         let path = format!("/api/roles/shard-00/{what}");
         let (code, answer) =
-            instances::http(port, "POST", &path, &[("Authorization", &auth)], body)
+            testkit::http::request(port, "POST", &path, &[("Authorization", &auth)], body)
                 .await
                 .unwrap_or_else(|e| panic!("POST {path}: {e}"));
         assert_eq!(code, 200, "{what}: {answer}");
@@ -493,7 +490,7 @@ async fn a_member_cooling_down_a_role_is_not_handed_it_until_the_cooldown_ends()
             "{what}: vacancies {:?}; shard-00 back on node-a after {returned:?}",
             rec.gaps_since(t)
         );
-        placement::converge(
+        testkit::placement::converge(
             &rec,
             4,
             &ab,
@@ -536,25 +533,25 @@ async fn a_role_nobody_can_hold_does_not_pause_spreading_of_the_others() {
         .prefix("nats-roles-placement-")
         .tempdir()
         .expect("tempdir");
-    let names = placement::roles(6);
+    let names = testkit::placement::roles(6);
     let cfg: Vec<(String, Option<i32>)> = names.iter().map(|r| (r.clone(), None)).collect();
-    let config = placement::write_config(dir.path(), "all", bucket, &cfg);
+    let config = testkit::placement::write_config(dir.path(), "all", bucket, &cfg);
     let mut yaml = std::fs::read_to_string(&config).expect("read config");
     yaml.push_str("nats:\n  user: roles\n  password: r\n");
     std::fs::write(&config, yaml).expect("write config");
-    let mut fleet = placement::Fleet::new(Path::new(BIN), &server.url(), dir);
+    let mut fleet = testkit::placement::Fleet::new(Path::new(BIN), &server.url(), dir);
     let ab = ["node-a", "node-b"];
     let t0 = Instant::now();
     for id in ab {
         fleet.start(id, &config);
     }
-    let test_client = support::connect_with(&server.url(), || {
+    let test_client = testkit::connect_with(&server.url(), || {
         async_nats::ConnectOptions::with_user_and_password("test".into(), "t".into())
     })
     .await;
-    let (rec, _watch) = placement::Recorder::start_on(test_client, bucket).await;
+    let (rec, _watch) = testkit::placement::Recorder::start_on(test_client, bucket).await;
     // Five roles can be held.
-    placement::converge(
+    testkit::placement::converge(
         &rec,
         5,
         &ab,
@@ -568,7 +565,7 @@ async fn a_role_nobody_can_hold_does_not_pause_spreading_of_the_others() {
     let t = Instant::now();
     fleet.start("node-c", &config);
     let abc = ["node-a", "node-b", "node-c"];
-    let last = placement::converge(
+    let last = testkit::placement::converge(
         &rec,
         5,
         &abc,
@@ -596,7 +593,7 @@ async fn a_role_nobody_can_hold_does_not_pause_spreading_of_the_others() {
 }
 
 /// Every vacancy since `since` ended by a hand-over: none expired, none lasted the claim grace.
-fn assert_handed_over(rec: &placement::Recorder, since: Instant) {
+fn assert_handed_over(rec: &testkit::placement::Recorder, since: Instant) {
     for (role, expired, gap) in rec.gaps_since(since) {
         assert!(!expired, "{role} expired instead of being handed over");
         assert!(gap < CLAIM_GRACE, "{role} vacant for {gap:?}");

@@ -1,23 +1,19 @@
 //! `nats-roles run` instances as real OS processes, each serving its dashboard on a free
 //! loopback port (`--http 127.0.0.1:0`, the URL read from its `http url=` stdout line).
 //!
-//! Use it from a test file with `mod instances;` (next to `mod support;`). Processes are
+//! Processes are
 //! killed (SIGKILL) when dropped, also while a failed test unwinds; [`Deployment::report`]
 //! gives every process's stdout and stderr for failure messages.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use tokio::time::Instant;
 
-/// The binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_nats-roles");
+use crate::process::{SIGTERM, signal};
 
 /// Environment variables the binary reads: removed so the caller's environment cannot change
 /// what a test runs.
@@ -138,7 +134,8 @@ impl Deployment {
         let stderr_path = self.dir.path().join(format!("{n}-{id}.stderr"));
         let stderr = std::fs::File::create(&stderr_path)
             .unwrap_or_else(|e| panic!("create {}: {e}", stderr_path.display()));
-        let mut cmd = Command::new(BIN);
+        let bin = crate::nats_roles_bin();
+        let mut cmd = Command::new(&bin);
         cmd.arg("run")
             .arg("--config")
             .arg(&self.config)
@@ -154,7 +151,9 @@ impl Deployment {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
         let pid = child.id().unwrap_or_else(|| panic!("{id} has no pid"));
         let out = child
             .stdout
@@ -207,7 +206,7 @@ impl Deployment {
 
     /// Sends SIGTERM to instance `i`.
     pub fn terminate(&self, i: usize) {
-        signal(self.instances[i].pid, "TERM");
+        signal(self.instances[i].pid, SIGTERM);
     }
 
     /// Waits for instance `i` to exit.
@@ -234,89 +233,5 @@ impl Deployment {
             ));
         }
         out
-    }
-}
-
-/// Sends `SIG<name>` to `pid` with kill(1).
-pub fn signal(pid: u32, name: &str) {
-    let status = std::process::Command::new("kill")
-        .args([format!("-{name}"), pid.to_string()])
-        .stdin(Stdio::null())
-        .status()
-        .unwrap_or_else(|e| panic!("run kill: {e}"));
-    assert!(status.success(), "kill -{name} {pid} failed");
-}
-
-/// One HTTP/1.0 request to `127.0.0.1:port`; status and body (2 s timeout).
-pub async fn http(
-    port: u16,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> std::io::Result<(u16, String)> {
-    let request = async {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).await?;
-        let mut req = format!(
-            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\n",
-            body.len()
-        );
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        req.push_str(body);
-        stream.write_all(req.as_bytes()).await?;
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).await?;
-        Ok::<_, std::io::Error>(raw)
-    };
-    let raw = tokio::time::timeout(Duration::from_secs(2), request)
-        .await
-        .map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::TimedOut, "HTTP request timed out")
-        })??;
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let bad = || {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("bad response: {text:?}"),
-        )
-    };
-    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(bad)?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(bad)?;
-    Ok((status, body.to_owned()))
-}
-
-/// `GET path` as JSON, panicking on anything but 200.
-pub async fn get_json<T: serde::de::DeserializeOwned>(port: u16, path: &str) -> T {
-    let (status, body) = http(port, "GET", path, &[], "")
-        .await
-        .unwrap_or_else(|e| panic!("GET {path} on port {port}: {e}"));
-    assert_eq!(status, 200, "GET {path}: {body}");
-    serde_json::from_str(&body)
-        .unwrap_or_else(|e| panic!("GET {path}: not the expected JSON ({e}): {body}"))
-}
-
-/// Polls `check` every 50 ms until it returns `Some`, panicking with `what` after `timeout`.
-pub async fn eventually<T, F: Future<Output = Option<T>>>(
-    what: &str,
-    timeout: Duration,
-    mut check: impl FnMut() -> F,
-) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -132,3 +132,12 @@ pub async fn wait_event(
 pub fn leaders(ms: &[&RoleManager], role: &RoleName) -> usize {
     ms.iter().filter(|m| m.is_leader(role)).count()
 }
+
+/// Shuts `managers` down in order, each within 5 s; panics naming the one that fails.
+pub async fn shutdown(managers: &[&RoleManager]) {
+    for m in managers {
+        m.shutdown(Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|e| panic!("{m:?}: shutdown failed: {e}"));
+    }
+}

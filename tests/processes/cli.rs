@@ -1,18 +1,16 @@
 //! The operator commands (`status`, `watch`, `evict`, `validate`) as real processes against a
 //! real nats-server, with role managers holding roles in the same process as the test.
 
-mod instances;
-mod support;
-
 use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use instances::{BIN, ENV};
+use crate::BIN;
 use nats_roles::inspect::{EventView, Evicted, RoleList};
 use nats_roles::{InstanceId, RoleEvent, RoleManager, RoleName, RoleSpec};
-use support::NatsServer;
+use testkit::NatsServer;
+use testkit::instances::ENV;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio::time::Instant;
@@ -24,7 +22,7 @@ fn role(name: &str) -> RoleName {
 }
 
 async fn manager(url: &str, id: &str, bucket: &str, roles: &[&str]) -> Arc<RoleManager> {
-    let client = support::connect(url).await;
+    let client = testkit::connect(url).await;
     let mut builder = RoleManager::builder(client, InstanceId::new(id).expect("valid id"))
         .bucket(bucket)
         .auto_create(1)
@@ -490,7 +488,7 @@ async fn evict_asks_first_and_deletes_only_the_confirmed_term() {
 async fn connection_and_usage_errors_exit_1_and_2() {
     let server = NatsServer::start().await;
     let url = server.url();
-    let free = support::free_port();
+    let free = testkit::free_port();
     let nowhere = format!("nats://127.0.0.1:{free}");
     let out = run(&["status", "-s", &nowhere, "--timeout", "1s"], &[]).await;
     assert_eq!(out.code, Some(1), "{}", out.text());
@@ -693,7 +691,7 @@ async fn run_prints_the_http_url_before_any_transition() {
     let server = NatsServer::start().await;
     let names: Vec<String> = (0..ROLES).map(|i| format!("r{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let mut d = instances::Deployment::new(&server.url(), "url-first", &names, "");
+    let mut d = testkit::instances::Deployment::new(&server.url(), "url-first", &names, "");
     let i = d.start("node-a").await;
     let deadline = Instant::now() + WAIT;
     let lines = loop {

@@ -1,13 +1,11 @@
-//! Smoke tests for the test harness in `tests/support`: real nats-server processes, a KV bucket
+//! Smoke tests for the test kit (`crates/testkit`): real nats-server processes, a KV bucket
 //! with limit markers, restarts, pause/resume, an auth config and a 3-node cluster.
-
-mod support;
 
 use std::time::{Duration, Instant};
 
 use async_nats::Event;
 use async_nats::jetstream::{self, kv};
-use support::{
+use testkit::{
     NatsCluster, NatsServer, connect, connect_with, connect_with_events, create_kv, wait_event,
 };
 

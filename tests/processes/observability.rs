@@ -6,16 +6,15 @@
 //! - OTLP/HTTP export to an in-test receiver: a span per transition, metrics too.
 #![cfg(all(feature = "http", feature = "otel"))]
 
-mod instances;
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream;
-use instances::{Deployment, eventually, http};
-use support::NatsServer;
+use testkit::NatsServer;
+use testkit::eventually;
+use testkit::http;
+use testkit::instances::Deployment;
 
 /// TTL 1 s, heartbeat 250 ms (config validation: operation_timeout < ttl × 0.9).
 const FAST: &str = "timing:\n  ttl: 1s\n  heartbeat: 250ms\n  operation_timeout: 500ms\n  \
@@ -65,7 +64,7 @@ impl Scrape {
 }
 
 async fn scrape(port: u16) -> Scrape {
-    let (status, body) = http(port, "GET", "/metrics", &[], "")
+    let (status, body) = http::request(port, "GET", "/metrics", &[], "")
         .await
         .unwrap_or_else(|e| panic!("GET /metrics on {port}: {e}"));
     assert_eq!(status, 200, "GET /metrics: {body}");
@@ -116,7 +115,7 @@ async fn record_nonces(kv: &jetstream::kv::Store, roles: &[&str], seen: &mut BTr
 async fn metrics_follow_a_failover_and_never_show_a_token() {
     const ROLES: [&str; 2] = ["alpha", "beta"];
     let mut server = NatsServer::start().await;
-    let client = support::connect(&server.url()).await;
+    let client = testkit::connect(&server.url()).await;
     let mut d = Deployment::new(&server.url(), "obs", &ROLES, FAST);
     // As much logging as there is: the token scan covers debug lines too.
     d.env("RUST_LOG", "debug");
@@ -271,7 +270,7 @@ async fn metrics_follow_a_failover_and_never_show_a_token() {
     scrapes.push(recovered);
 
     // No token anywhere: scrapes, API answers, stdout and stderr of both processes.
-    let (_, api) = http(pb, "GET", "/api/roles", &[], "")
+    let (_, api) = http::request(pb, "GET", "/api/roles", &[], "")
         .await
         .unwrap_or_else(|e| panic!("GET /api/roles: {e}"));
     d.terminate(b);
@@ -559,7 +558,7 @@ async fn otlp_export(protocol: &str) {
     let a = d.start("node-a").await;
     let pa = d.instances[a].port;
     scrape_until("node-a leads", pa, |s| is_leader(s, "alpha") == Some(1.0)).await;
-    let js = jetstream::new(support::connect(&server.url()).await);
+    let js = jetstream::new(testkit::connect(&server.url()).await);
     let kv = js.get_key_value("otlp").await.expect("the bucket");
     let mut nonces = BTreeSet::new();
     record_nonces(&kv, &["alpha"], &mut nonces).await;

@@ -10,19 +10,18 @@
 //! `UPDATE_DASHBOARD_SCREENSHOT=1` is set.
 #![cfg(feature = "http")]
 
-mod instances;
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder};
-use instances::{Deployment, eventually, get_json};
 use nats_roles::inspect::RoleList;
 use serde_json::{Value, json};
-use support::NatsServer;
+use testkit::NatsServer;
+use testkit::eventually;
+use testkit::http::get_json;
+use testkit::instances::Deployment;
 
 const INSTALL: &str = "install them with `bash scripts/install-tools.sh --chromium` \
                        (apt-get install chromium chromium-driver), or point CHROMIUM_BIN and \
@@ -68,7 +67,7 @@ struct Driver {
 impl Driver {
     async fn start(dir: &Path) -> Driver {
         let bin = find_binary("CHROMEDRIVER_BIN", &["chromedriver"]);
-        let port = support::free_port();
+        let port = testkit::free_port();
         let log = dir.join("chromedriver.log");
         let child = Command::new(&bin)
             .arg(format!("--port={port}"))
@@ -98,34 +97,12 @@ impl Driver {
     }
 }
 
-/// `GET /status` of chromedriver (which ignores HTTP/1.0 and keeps connections open).
+/// `GET /status` of chromedriver: its body when it answers 200.
 async fn status(port: u16) -> Option<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()?;
-        stream
-            .write_all(b"GET /status HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-            .await
-            .ok()?;
-        let mut raw = Vec::new();
-        let mut chunk = [0u8; 1024];
-        // The body is one small JSON object: read until it is complete.
-        while !raw.ends_with(b"}}") {
-            let n = stream.read(&mut chunk).await.ok()?;
-            if n == 0 {
-                break;
-            }
-            raw.extend_from_slice(&chunk[..n]);
-        }
-        Some(String::from_utf8_lossy(&raw).into_owned())
-    };
-    tokio::time::timeout(Duration::from_secs(2), exchange)
-        .await
-        .ok()
-        .flatten()
-        .filter(|r| r.starts_with("HTTP/1.1 200"))
+    match testkit::http::get(port, "/status").await {
+        Ok((200, body)) => Some(body),
+        _ => None,
+    }
 }
 
 impl Drop for Driver {
@@ -252,7 +229,7 @@ async fn the_dashboard_follows_a_hand_over_live() {
     .await;
     let b = d.start("node-b").await;
     d.start("node-c").await;
-    let js = async_nats::jetstream::new(support::connect(&server.url()).await);
+    let js = async_nats::jetstream::new(testkit::connect(&server.url()).await);
     let kv = js.get_key_value("dashboard").await.expect("the bucket");
 
     let page = browser(&driver, &dir.path().join("profile")).await;
@@ -409,7 +386,7 @@ async fn hostile_metadata_stays_inert_on_the_dashboard() {
     let server = NatsServer::start().await;
     let mut d = Deployment::new(&server.url(), "hostile", &["alpha"], "");
     let a = d.start("node-a").await;
-    let js = async_nats::jetstream::new(support::connect(&server.url()).await);
+    let js = async_nats::jetstream::new(testkit::connect(&server.url()).await);
     let kv = eventually("the bucket", Duration::from_secs(10), || {
         let js = js.clone();
         async move { js.get_key_value("hostile").await.ok() }

@@ -3,8 +3,6 @@
 //! the SSE stream (and its end on shutdown), readiness, and that no fencing token leaks.
 #![cfg(feature = "http")]
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +13,7 @@ use futures_util::StreamExt;
 use nats_roles::http::{Api, ApiOptions};
 use nats_roles::inspect::{EventView, InstanceList, RoleList, RoleView};
 use nats_roles::{InstanceId, RoleManager, RoleName, RoleSpec};
-use support::NatsServer;
+use testkit::NatsServer;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
@@ -34,7 +32,7 @@ async fn manager(
     campaign: &[&str],
     observe: &[&str],
 ) -> Arc<RoleManager> {
-    let client = support::connect(url).await;
+    let client = testkit::connect(url).await;
     let mut meta = std::collections::BTreeMap::new();
     meta.insert("http".to_owned(), format!("http://{id}.test:8080/"));
     let mut builder = RoleManager::builder(client, InstanceId::new(id).expect("valid id"))
@@ -783,17 +781,17 @@ async fn serve_returns_on_shutdown_while_a_client_holds_an_event_stream() {
     let server = NatsServer::start().await;
     let a = manager(&server.url(), "node-a", "serve", &["alpha"], &[]).await;
     let (api, port, serving) = serve(&a, ApiOptions::default()).await;
-    let mut client = support::tcp::send(
+    let mut client = testkit::tcp::send(
         port,
         b"GET /api/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n",
     )
     .await;
     let mut received = Vec::new();
-    support::tcp::read_until(&mut client, &mut received, support::tcp::HELLO, WAIT).await;
+    testkit::tcp::read_until(&mut client, &mut received, testkit::tcp::HELLO, WAIT).await;
     let started = Instant::now();
     stop_serving(&api, serving, "although a client holds an event stream").await;
     // The client sees the end of the stream (the connection closes).
-    let eof = support::tcp::read_to_close(&mut client, &mut received, Duration::from_secs(2)).await;
+    let eof = testkit::tcp::read_to_close(&mut client, &mut received, Duration::from_secs(2)).await;
     assert!(eof, "the client connection stayed open");
     assert!(started.elapsed() < Duration::from_secs(3));
     a.shutdown(WAIT).await.expect("clean shutdown");
@@ -840,9 +838,9 @@ async fn readyz_fails_when_draining_or_disconnected() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_names_a_role_that_cannot_campaign_and_keeps_retrying() {
     let server = NatsServer::start().await;
-    let js = async_nats::jetstream::new(support::connect(&server.url()).await);
+    let js = async_nats::jetstream::new(testkit::connect(&server.url()).await);
     // No lease fits (one is about 400 bytes with its headers).
-    support::create_kv(
+    testkit::create_kv(
         &js,
         async_nats::jetstream::kv::Config {
             bucket: "full".to_owned(),
@@ -923,7 +921,7 @@ async fn stop_serving(
 /// read, or `None` if it is still open.
 async fn until_closed(stream: &mut tokio::net::TcpStream, limit: Duration) -> Option<String> {
     let mut got = Vec::new();
-    support::tcp::read_to_close(stream, &mut got, limit)
+    testkit::tcp::read_to_close(stream, &mut got, limit)
         .await
         .then(|| String::from_utf8_lossy(&got).into_owned())
 }
@@ -968,7 +966,7 @@ async fn slow_requests_and_idle_connections_are_closed() {
     .await;
 
     // One header line every 50 ms, never the blank line that ends them.
-    let mut slow = support::tcp::connect(port).await;
+    let mut slow = testkit::tcp::connect(port).await;
     let started = Instant::now();
     slow.write_all(b"GET /healthz HTTP/1.1\r\n")
         .await
@@ -996,8 +994,8 @@ async fn slow_requests_and_idle_connections_are_closed() {
     );
 
     // Keep-alive: one request answered, then silence.
-    let mut kept = support::tcp::connect(port).await;
-    let mut silent = support::tcp::connect(port).await;
+    let mut kept = testkit::tcp::connect(port).await;
+    let mut silent = testkit::tcp::connect(port).await;
     let opened = Instant::now();
     kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
@@ -1047,7 +1045,7 @@ async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
 
     let mut idle = Vec::new();
     for _ in 0..10 {
-        idle.push(support::tcp::connect(port).await);
+        idle.push(testkit::tcp::connect(port).await);
     }
     assert_eq!(healthz(port).await, "HTTP/1.1 200 OK");
     // The oldest were closed for the newer ones (the three newest may still be open).
@@ -1062,12 +1060,12 @@ async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
     // Two event streams (half the limit) ...
     let mut streams = Vec::new();
     for _ in 0..2 {
-        let mut s = support::tcp::send(port, b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n").await;
-        support::tcp::read_until(&mut s, &mut Vec::new(), support::tcp::HELLO, WAIT).await;
+        let mut s = testkit::tcp::send(port, b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        testkit::tcp::read_until(&mut s, &mut Vec::new(), testkit::tcp::HELLO, WAIT).await;
         streams.push(s);
     }
     // ... and no more.
-    let mut third = support::tcp::send(
+    let mut third = testkit::tcp::send(
         port,
         b"GET /api/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     )
@@ -1089,7 +1087,7 @@ async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
             "POST /api/drain HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
              Content-Length: 20\r\nExpect: 100-continue\r\n\r\n"
         );
-        let mut s = support::tcp::send(port, request.as_bytes()).await;
+        let mut s = testkit::tcp::send(port, request.as_bytes()).await;
         // The handler reads the body: the request is in flight.
         let mut head = [0u8; 25];
         tokio::time::timeout(WAIT, s.read_exact(&mut head))
@@ -1120,7 +1118,7 @@ async fn a_full_server_closes_idle_connections_and_refuses_when_all_are_busy() {
 async fn foreign_metadata_is_capped_in_every_view() {
     let server = NatsServer::start().await;
     let a = manager(&server.url(), "node-a", "hostile", &[], &["alpha"]).await;
-    let js = async_nats::jetstream::new(support::connect(&server.url()).await);
+    let js = async_nats::jetstream::new(testkit::connect(&server.url()).await);
     let kv = js.get_key_value("hostile").await.expect("the bucket");
     let blob = "x".repeat(900 * 1024);
     let mut meta = serde_json::Map::new();

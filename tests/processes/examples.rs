@@ -1,12 +1,10 @@
 //! Runs every example against a real nats-server, as a newcomer would.
 
-mod support;
-
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use support::NatsServer;
+use testkit::NatsServer;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
