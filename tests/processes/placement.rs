@@ -178,13 +178,10 @@ async fn status(url: &str, bucket: &str) -> BTreeMap<String, (String, String, St
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_why() {
     let server = NatsServer::start().await;
-    let dir = tempfile::Builder::new()
-        .prefix("nats-roles-placement-")
-        .tempdir()
-        .expect("tempdir");
-    let bucket = format!("drain-{}", uuid::Uuid::new_v4().simple());
+    let dir = testkit::placement::fleet_dir();
+    let bucket = testkit::placement::unique_bucket("drain");
     let names = testkit::placement::roles(6);
-    let cfg: Vec<(String, Option<i32>)> = names.iter().map(|r| (r.clone(), None)).collect();
+    let cfg = testkit::placement::without_priority(&names);
     let token = "drain-test-admin-token";
     let config = testkit::placement::write_config(dir.path(), "all", &bucket, &cfg);
     testkit::placement::enable_admin_http(&config, token);
@@ -268,9 +265,7 @@ async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_w
         Some(2.0),
         "{metrics}"
     );
-    for id in ab {
-        fleet.sigterm(id).await;
-    }
+    fleet.stop_all(&ab).await;
     fleet.assert_no_overlap();
 }
 
@@ -282,13 +277,10 @@ async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_w
 async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the_cooldown() {
     const COOLDOWN: Duration = Duration::from_secs(2);
     let server = NatsServer::start().await;
-    let dir = tempfile::Builder::new()
-        .prefix("nats-roles-placement-")
-        .tempdir()
-        .expect("tempdir");
-    let bucket = format!("health-{}", uuid::Uuid::new_v4().simple());
+    let dir = testkit::placement::fleet_dir();
+    let bucket = testkit::placement::unique_bucket("health");
     let names = testkit::placement::roles(12);
-    let cfg: Vec<(String, Option<i32>)> = names.iter().map(|r| (r.clone(), None)).collect();
+    let cfg = testkit::placement::without_priority(&names);
     let config = testkit::placement::write_config(dir.path(), "all", &bucket, &cfg);
     // node-a's health command: healthy while the file exists.
     let health_file = dir.path().join("node-a.healthy");
@@ -382,9 +374,7 @@ async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the
          {:?} after",
         back.iter().min()
     );
-    for id in abc {
-        fleet.sigterm(id).await;
-    }
+    fleet.stop_all(&abc).await;
     fleet.assert_no_overlap();
 }
 
@@ -399,11 +389,8 @@ async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the
 async fn a_member_cooling_down_a_role_is_not_handed_it_until_the_cooldown_ends() {
     const COOLDOWN: Duration = Duration::from_secs(3);
     let server = NatsServer::start().await;
-    let dir = tempfile::Builder::new()
-        .prefix("nats-roles-placement-")
-        .tempdir()
-        .expect("tempdir");
-    let bucket = format!("cool-{}", uuid::Uuid::new_v4().simple());
+    let dir = testkit::placement::fleet_dir();
+    let bucket = testkit::placement::unique_bucket("cool");
     let names = testkit::placement::roles(4);
     let token = "cooldown-test-admin-token";
     // node-a prefers shard-00 (priority 10); everything else is spread.
@@ -411,7 +398,7 @@ async fn a_member_cooling_down_a_role_is_not_handed_it_until_the_cooldown_ends()
         .iter()
         .map(|r| (r.clone(), (r == "shard-00").then_some(10)))
         .collect();
-    let b_cfg: Vec<(String, Option<i32>)> = names.iter().map(|r| (r.clone(), None)).collect();
+    let b_cfg = testkit::placement::without_priority(&names);
     let a_config = testkit::placement::write_config(dir.path(), "a", &bucket, &a_cfg);
     testkit::placement::enable_admin_http(&a_config, token);
     let b_config = testkit::placement::write_config(dir.path(), "b", &bucket, &b_cfg);
@@ -500,9 +487,7 @@ async fn a_member_cooling_down_a_role_is_not_handed_it_until_the_cooldown_ends()
         )
         .await;
     }
-    for id in ab {
-        fleet.sigterm(id).await;
-    }
+    fleet.stop_all(&ab).await;
     fleet.assert_no_overlap();
 }
 
@@ -529,12 +514,9 @@ async fn a_role_nobody_can_hold_does_not_pause_spreading_of_the_others() {
 }}"#
     ))
     .await;
-    let dir = tempfile::Builder::new()
-        .prefix("nats-roles-placement-")
-        .tempdir()
-        .expect("tempdir");
+    let dir = testkit::placement::fleet_dir();
     let names = testkit::placement::roles(6);
-    let cfg: Vec<(String, Option<i32>)> = names.iter().map(|r| (r.clone(), None)).collect();
+    let cfg = testkit::placement::without_priority(&names);
     let config = testkit::placement::write_config(dir.path(), "all", bucket, &cfg);
     let mut yaml = std::fs::read_to_string(&config).expect("read config");
     yaml.push_str("nats:\n  user: roles\n  password: r\n");
@@ -586,9 +568,7 @@ async fn a_role_nobody_can_hold_does_not_pause_spreading_of_the_others() {
         rec.holders()
     );
     assert_handed_over(&rec, t);
-    for id in abc {
-        fleet.sigterm(id).await;
-    }
+    fleet.stop_all(&abc).await;
     fleet.assert_no_overlap_except(&["shard-05"]);
 }
 

@@ -140,9 +140,6 @@ async fn wait_leader_returns_before_on_promote_has_finished() {
         "on_promote finished before the gate opened"
     );
     gate.notify_one();
-    manager
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("clean shutdown");
+    shutdown(&[&manager]).await;
     assert!(finished.load(Ordering::SeqCst), "on_promote ran to its end");
 }

@@ -445,10 +445,7 @@ async fn restart_adopts_own_lease() {
         !s.duplicate_instance,
         "one adoption is not a duplicate: {s:?}"
     );
-    second
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown");
+    shutdown(&[&second]).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -574,10 +571,7 @@ async fn observer_sees_holder_but_never_leads() {
     assert!(observer.holders().iter().any(|h| h.role == r));
 
     // The holder leaves: the observer sees the vacancy and does not campaign.
-    leader
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("leader shutdown");
+    shutdown(&[&leader]).await;
     wait_event(
         &mut events,
         Duration::from_secs(2),
@@ -608,10 +602,7 @@ async fn observer_sees_holder_but_never_leads() {
         kv::Operation::Delete,
         "nobody took the role"
     );
-    observer
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("observer shutdown");
+    shutdown(&[&observer]).await;
 }
 
 // ---------------------------------------------------------------------------------------------

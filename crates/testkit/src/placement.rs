@@ -35,6 +35,24 @@ pub fn roles(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("shard-{i:02}")).collect()
 }
 
+/// `names` without a priority each: placement spreads them.
+pub fn without_priority(names: &[String]) -> Vec<(String, Option<i32>)> {
+    names.iter().map(|r| (r.clone(), None)).collect()
+}
+
+/// A fresh temporary directory for a fleet's configs, logs and histories.
+pub fn fleet_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("nats-roles-placement-")
+        .tempdir()
+        .unwrap_or_else(|e| panic!("temporary directory: {e}"))
+}
+
+/// A bucket name no other test uses: `<prefix>-<uuid>`.
+pub fn unique_bucket(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
 /// A `run` configuration with placement on: TTL 2 s, stability window 1 s, leave delay 2 s.
 pub fn write_config(
     dir: &Path,
@@ -267,6 +285,13 @@ impl Fleet {
             }
         }
         out
+    }
+
+    /// Stops the processes `ids` with SIGTERM (each must exit cleanly), in order.
+    pub async fn stop_all(&mut self, ids: &[&str]) {
+        for id in ids {
+            self.sigterm(id).await;
+        }
     }
 
     /// Asserts that no two processes held one role at the same time (from their own logs).
@@ -629,13 +654,10 @@ pub struct SpreadReport {
 /// 60 roles: 3 instances, two join (5), one leaves gracefully (4), one is SIGKILLed (3), then
 /// 10 TTLs of steady state. Leadership overlap is checked from the logs before returning.
 pub async fn spread_scenario(bin: &Path, url: &str) -> SpreadReport {
-    let dir = tempfile::Builder::new()
-        .prefix("nats-roles-placement-")
-        .tempdir()
-        .expect("tempdir");
-    let bucket = format!("place-{}", uuid::Uuid::new_v4().simple());
+    let dir = fleet_dir();
+    let bucket = unique_bucket("place");
     let all = roles(60);
-    let role_cfg: Vec<(String, Option<i32>)> = all.iter().map(|r| (r.clone(), None)).collect();
+    let role_cfg = without_priority(&all);
     let config = write_config(dir.path(), "all", &bucket, &role_cfg);
     let mut fleet = Fleet::new(bin, url, dir);
     let mut steps: Vec<Step> = Vec::new();
@@ -722,9 +744,7 @@ pub async fn spread_scenario(bin: &Path, url: &str) -> SpreadReport {
     tokio::time::sleep(TTL * 10).await;
     let steady_churn = rec.churn_since(steady_from);
 
-    for id in ["node-a", "node-c", "node-e"] {
-        fleet.sigterm(id).await;
-    }
+    fleet.stop_all(&["node-a", "node-c", "node-e"]).await;
     fleet.assert_no_overlap();
     watch.abort();
     SpreadReport {
@@ -763,13 +783,10 @@ pub struct PriorityReport {
 /// stops gracefully. With `pin_first`, the holders mark `shard-00` `takeover: never` and
 /// node-p wants it too. Leadership overlap is checked from the logs before returning.
 pub async fn priority_scenario(bin: &Path, url: &str, pin_first: bool) -> PriorityReport {
-    let dir = tempfile::Builder::new()
-        .prefix("nats-roles-placement-")
-        .tempdir()
-        .expect("tempdir");
-    let bucket = format!("prio-{}", uuid::Uuid::new_v4().simple());
+    let dir = fleet_dir();
+    let bucket = unique_bucket("prio");
     let all = roles(12);
-    let role_cfg: Vec<(String, Option<i32>)> = all.iter().map(|r| (r.clone(), None)).collect();
+    let role_cfg = without_priority(&all);
     let pinned: &[&str] = if pin_first { &["shard-00"] } else { &[] };
     let config = write_config_pinned(dir.path(), "all", &bucket, &role_cfg, pinned);
     let mut fleet = Fleet::new(bin, url, dir);
@@ -854,9 +871,7 @@ pub async fn priority_scenario(bin: &Path, url: &str, pin_first: bool) -> Priori
     .await;
     let moved_back: BTreeSet<String> = rec.moves_since(t).into_iter().map(|c| c.role).collect();
     let gaps_back = rec.gaps_since(t);
-    for id in abc {
-        fleet.sigterm(id).await;
-    }
+    fleet.stop_all(&abc).await;
     fleet.assert_no_overlap();
     watch.abort();
     PriorityReport {
