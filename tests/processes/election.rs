@@ -21,31 +21,15 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use testkit::NatsServer;
+use testkit::instances::ENV;
+use testkit::process::{SIGKILL, SIGTERM};
 
 use crate::BIN;
-
-/// Environment variables the binary reads: removed so the caller's environment cannot change
-/// what a test runs.
-const ENV_OVERRIDES: [&str; 6] = [
-    "NATS_URL",
-    "NATS_CREDS",
-    "NATS_ROLES_INSTANCE_ID",
-    "NATS_ROLES_BUCKET",
-    "NATS_ROLES_LOG_FORMAT",
-    "RUST_LOG",
-];
 
 /// The timing tests start 3 processes each; running two of them at once on a 2-core machine
 /// would measure CPU contention, not the protocol. (Under nextest every test is its own
 /// process, and this lock does not apply.)
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-// ---------------------------------------------------------------------------------------------
-// Signals
-// ---------------------------------------------------------------------------------------------
-
-const SIGKILL: i32 = 9;
-const SIGTERM: i32 = 15;
 
 // ---------------------------------------------------------------------------------------------
 // Configuration files
@@ -237,7 +221,7 @@ impl Procs {
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
             .kill_on_drop(true);
-        for var in ENV_OVERRIDES {
+        for var in ENV {
             cmd.env_remove(var);
         }
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
@@ -418,6 +402,37 @@ fn promotions(
         }
     }
     map
+}
+
+/// The three instances of the fail-over tests.
+const THREE: [&str; 3] = ["node-a", "node-b", "node-c"];
+
+/// One test's setup: a server, a directory with a config for `shard_roles(n)` in a fresh
+/// bucket, and the processes (none started yet).
+struct Setup {
+    server: NatsServer,
+    dir: tempfile::TempDir,
+    bucket: String,
+    roles: Vec<String>,
+    procs: Procs,
+}
+
+impl Setup {
+    async fn new(bucket: &str, timing: Timing, n: usize) -> Setup {
+        let server = NatsServer::start().await;
+        let dir = tempdir();
+        let bucket = unique_bucket(bucket);
+        let roles = shard_roles(n);
+        let config = write_config(dir.path(), &bucket, timing, &roles);
+        let procs = Procs::new(server.url(), config, dir.path());
+        Setup {
+            server,
+            dir,
+            bucket,
+            roles,
+            procs,
+        }
+    }
 }
 
 /// Starts `ids` (all at once) and waits until each of `roles` has been promoted somewhere,
@@ -657,7 +672,7 @@ impl CliResult {
 async fn cli(args: &[&str], env: &[(&str, &str)]) -> CliResult {
     let mut cmd = Command::new(BIN);
     cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
-    for var in ENV_OVERRIDES {
+    for var in ENV {
         cmd.env_remove(var);
     }
     for (k, v) in env {
@@ -816,21 +831,16 @@ async fn config_errors_exit_2_with_the_field_name_and_no_panic() {
 #[tokio::test]
 async fn three_instances_twenty_roles_each_role_has_exactly_one_holder() {
     let _serial = SERIAL.lock().await;
-    let server = NatsServer::start().await;
-    let dir = tempdir();
-    let bucket = unique_bucket("twenty");
-    let roles = shard_roles(20);
-    let config = write_config(dir.path(), &bucket, Timing::FAST, &roles);
-    let mut procs = Procs::new(server.url(), config, dir.path());
+    let Setup {
+        server,
+        dir: _dir,
+        bucket,
+        roles,
+        mut procs,
+    } = Setup::new("twenty", Timing::FAST, 20).await;
 
     let started = Instant::now();
-    let holders = start_and_settle(
-        &mut procs,
-        &["node-a", "node-b", "node-c"],
-        &roles,
-        Duration::from_secs(5),
-    )
-    .await;
+    let holders = start_and_settle(&mut procs, &THREE, &roles, Duration::from_secs(5)).await;
     eprintln!(
         "all 20 roles promoted {:?} after starting 3 processes",
         started.elapsed()
@@ -895,19 +905,14 @@ async fn three_instances_twenty_roles_each_role_has_exactly_one_holder() {
 async fn sigkill_of_a_holder_moves_its_roles_within_ttl_plus_500ms() {
     let _serial = SERIAL.lock().await;
     let timing = Timing::FAST;
-    let server = NatsServer::start().await;
-    let dir = tempdir();
-    let bucket = unique_bucket("sigkill");
-    let roles = shard_roles(20);
-    let config = write_config(dir.path(), &bucket, timing, &roles);
-    let mut procs = Procs::new(server.url(), config, dir.path());
-    let holders = start_and_settle(
-        &mut procs,
-        &["node-a", "node-b", "node-c"],
-        &roles,
-        Duration::from_secs(5),
-    )
-    .await;
+    let Setup {
+        server,
+        dir: _dir,
+        bucket,
+        roles,
+        mut procs,
+    } = Setup::new("sigkill", timing, 20).await;
+    let holders = start_and_settle(&mut procs, &THREE, &roles, Duration::from_secs(5)).await;
     let victim = busiest(&holders);
     let victim_roles = held_by(&holders, victim);
     let store = open_bucket(&server.url(), &bucket).await;
@@ -1012,19 +1017,14 @@ async fn sigkill_of_a_holder_moves_its_roles_within_ttl_plus_500ms() {
 #[tokio::test]
 async fn sigterm_of_a_holder_hands_its_roles_over_within_500ms() {
     let _serial = SERIAL.lock().await;
-    let server = NatsServer::start().await;
-    let dir = tempdir();
-    let bucket = unique_bucket("sigterm");
-    let roles = shard_roles(20);
-    let config = write_config(dir.path(), &bucket, Timing::FAST, &roles);
-    let mut procs = Procs::new(server.url(), config, dir.path());
-    let holders = start_and_settle(
-        &mut procs,
-        &["node-a", "node-b", "node-c"],
-        &roles,
-        Duration::from_secs(5),
-    )
-    .await;
+    let Setup {
+        server,
+        dir: _dir,
+        bucket,
+        roles,
+        mut procs,
+    } = Setup::new("sigterm", Timing::FAST, 20).await;
+    let holders = start_and_settle(&mut procs, &THREE, &roles, Duration::from_secs(5)).await;
     let victim = busiest(&holders);
     let victim_id = procs.procs[victim].id.clone();
     let victim_roles = held_by(&holders, victim);
@@ -1142,12 +1142,13 @@ async fn sigterm_of_a_holder_hands_its_roles_over_within_500ms() {
 async fn restart_after_sigkill_adopts_own_roles_before_the_ttl() {
     let _serial = SERIAL.lock().await;
     let timing = Timing::DEFAULT; // ttl 3 s
-    let server = NatsServer::start().await;
-    let dir = tempdir();
-    let bucket = unique_bucket("restart");
-    let roles = shard_roles(5);
-    let config = write_config(dir.path(), &bucket, timing, &roles);
-    let mut procs = Procs::new(server.url(), config, dir.path());
+    let Setup {
+        server,
+        dir: _dir,
+        bucket,
+        roles,
+        mut procs,
+    } = Setup::new("restart", timing, 5).await;
 
     // node-a holds every role; node-b follows (it printed a holder line for each).
     let holders = start_and_settle(&mut procs, &["node-a"], &roles, Duration::from_secs(5)).await;

@@ -22,15 +22,6 @@ pub const TTL: Duration = Duration::from_secs(2);
 pub const STABILITY: Duration = Duration::from_secs(1);
 pub const LEAVE_DELAY: Duration = Duration::from_secs(2);
 pub const CLAIM_GRACE: Duration = Duration::from_millis(300);
-const ENV_OVERRIDES: [&str; 6] = [
-    "NATS_URL",
-    "NATS_CREDS",
-    "NATS_ROLES_INSTANCE_ID",
-    "NATS_ROLES_BUCKET",
-    "NATS_ROLES_LOG_FORMAT",
-    "RUST_LOG",
-];
-
 pub fn roles(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("shard-{i:02}")).collect()
 }
@@ -178,7 +169,7 @@ impl Fleet {
             .stdout(Stdio::from(file(&stdout)))
             .stderr(Stdio::from(file(&stderr)))
             .kill_on_drop(true);
-        for var in ENV_OVERRIDES {
+        for var in crate::instances::ENV {
             cmd.env_remove(var);
         }
         let child = cmd
