@@ -17,7 +17,7 @@ use nats_roles::{
     DemoteReason, Error, RoleEvent, RoleManager, RoleName, RoleSpec, RoleState, RoleStatus,
 };
 use testkit::roles::*;
-use testkit::{NatsServer, connect, connect_with, create_kv};
+use testkit::{NatsServer, connect, connect_with, create_kv, server_and_client};
 use tokio::time::Instant;
 
 // ---------------------------------------------------------------------------------------------
@@ -96,8 +96,7 @@ fn spawn_overlap_sampler(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_bucket_without_auto_create() {
     count_task_panics();
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let started = Instant::now();
     let result = RoleManager::builder(client, inst("node-a"))
         .bucket("f_missing")
@@ -277,8 +276,7 @@ async fn permission_denied_is_fast_exact_and_retried_until_fixed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_storage_heals_when_max_bytes_is_raised() {
     count_task_panics();
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let js = jetstream::new(client.clone());
     // Room for about three leases (each ~400 bytes with headers).
     create_kv(
@@ -395,8 +393,7 @@ async fn full_storage_heals_when_max_bytes_is_raised() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
     count_task_panics();
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_hostile")).await;
     let r = role("x");
     let hostile = serde_json::json!({
@@ -413,7 +410,7 @@ async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
         .await
         .expect("hostile put");
     let started = Instant::now();
-    let a = manager(&client, "node-a", "f_hostile", std::slice::from_ref(&r)).await;
+    let a = manager_of(&client, "node-a", "f_hostile", &r).await;
     let s = wait_status(&a, &r, Duration::from_millis(800), "foreign holder", |s| {
         s.foreign_holder
     })
@@ -453,16 +450,15 @@ async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted() {
     count_task_panics();
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_dup")).await;
     let r = role("x");
-    let b = manager(&client, "node-b", "f_dup", std::slice::from_ref(&r)).await;
+    let b = manager_of(&client, "node-b", "f_dup", &r).await;
     wait_status(&b, &r, Duration::from_secs(2), "node-b LEADER", |s| {
         s.is_leader()
     })
     .await;
-    let a = manager(&client, "node-a", "f_dup", std::slice::from_ref(&r)).await;
+    let a = manager_of(&client, "node-a", "f_dup", &r).await;
     wait_status(&a, &r, Duration::from_secs(2), "node-a follows", |s| {
         s.leader_id.as_ref().is_some_and(|l| l.as_str() == "node-b")
     })
@@ -498,8 +494,7 @@ async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
     count_task_panics();
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_foreign")).await;
     let r = role("x");
     let garbage_rev = store
@@ -508,8 +503,8 @@ async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
         .expect("foreign put");
 
     let started = Instant::now();
-    let a = manager(&client, "node-a", "f_foreign", std::slice::from_ref(&r)).await;
-    let b = manager(&client, "node-b", "f_foreign", std::slice::from_ref(&r)).await;
+    let a = manager_of(&client, "node-a", "f_foreign", &r).await;
+    let b = manager_of(&client, "node-b", "f_foreign", &r).await;
     for m in [&a, &b] {
         let s = wait_status(
             m,
@@ -712,7 +707,7 @@ async fn paused_server_demotes_at_the_local_deadline() {
     let mut server = NatsServer::start().await;
     let client = connect(&server.url()).await;
     let r = role("p");
-    let a = manager(&client, "node-a", "f_pause", std::slice::from_ref(&r)).await;
+    let a = manager_of(&client, "node-a", "f_pause", &r).await;
     let l = wait_status(
         &a,
         &r,

@@ -20,7 +20,7 @@ use nats_roles::{
     RoleName, RoleSpec, Timing,
 };
 use testkit::roles::*;
-use testkit::{NatsCluster, NatsServer, connect};
+use testkit::{NatsCluster, connect, server_and_client};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -112,8 +112,7 @@ async fn wait_expiry_marker(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_renew_release() {
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let r = role("solo");
     let (tx, mut demotes) = mpsc::unbounded_channel::<(bool, bool, DemoteReason, u64)>();
     let callbacks = FnCallbacks::new(
@@ -207,8 +206,7 @@ async fn acquire_renew_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_managers_five_roles_hand_over() {
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let rs = roles(5);
     let a = manager(&client, "node-a", "p_handover", &rs).await;
     let b = manager(&client, "node-b", "p_handover", &rs).await;
@@ -282,10 +280,9 @@ const EXPIRY_SLACK: Duration = Duration::from_millis(1500);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renew_keeps_the_ttl() {
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let r = role("ttl-renew");
-    let m = manager(&client, "node-a", "p_ttl_renew", std::slice::from_ref(&r)).await;
+    let m = manager_of(&client, "node-a", "p_ttl_renew", &r).await;
     let l = wait_leader(&m, &r, Duration::from_secs(3)).await;
     let mut entries = watch_key(&client, "p_ttl_renew", "role.ttl-renew").await;
     wait_until(Duration::from_secs(3), "several renewals", || {
@@ -324,10 +321,9 @@ async fn renew_keeps_the_ttl() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_over_tombstone_keeps_the_ttl() {
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let r = role("ttl-tomb");
-    let a = manager(&client, "node-a", "p_ttl_tomb", std::slice::from_ref(&r)).await;
+    let a = manager_of(&client, "node-a", "p_ttl_tomb", &r).await;
     wait_leader(&a, &r, Duration::from_secs(3)).await;
     shutdown(&[&a]).await;
     let tomb = raw_last(&client, "p_ttl_tomb", "role.ttl-tomb").await;
@@ -338,7 +334,7 @@ async fn acquire_over_tombstone_keeps_the_ttl() {
     );
 
     let mut entries = watch_key(&client, "p_ttl_tomb", "role.ttl-tomb").await;
-    let b = manager(&client, "node-b", "p_ttl_tomb", std::slice::from_ref(&r)).await;
+    let b = manager_of(&client, "node-b", "p_ttl_tomb", &r).await;
     let l = wait_leader(&b, &r, Duration::from_secs(3)).await;
     // Drop at once, before the first renewal: the acquire is the only write of the term.
     drop(b);
@@ -376,12 +372,11 @@ async fn acquire_over_tombstone_keeps_the_ttl() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_fail_over_via_server_expiry() {
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let r = role("crash");
-    let a = manager(&client, "node-a", "p_crash", std::slice::from_ref(&r)).await;
+    let a = manager_of(&client, "node-a", "p_crash", &r).await;
     let la = wait_leader(&a, &r, Duration::from_secs(3)).await;
-    let b = manager(&client, "node-b", "p_crash", std::slice::from_ref(&r)).await;
+    let b = manager_of(&client, "node-b", "p_crash", &r).await;
     wait_status(&b, &r, Duration::from_secs(2), "B follows A", |s| {
         s.leader_id.as_ref() == Some(&inst("node-a"))
     })
@@ -421,16 +416,15 @@ async fn crash_fail_over_via_server_expiry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_adopts_own_lease() {
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let r = role("adopt");
-    let first = manager(&client, "node-x", "p_adopt", std::slice::from_ref(&r)).await;
+    let first = manager_of(&client, "node-x", "p_adopt", &r).await;
     let old = wait_leader(&first, &r, Duration::from_secs(3)).await;
     let old_incarnation = first.incarnation();
     drop(first);
 
     let restarted = Instant::now();
-    let second = manager(&client, "node-x", "p_adopt", std::slice::from_ref(&r)).await;
+    let second = manager_of(&client, "node-x", "p_adopt", &r).await;
     let new = wait_leader(&second, &r, Duration::from_secs(3)).await;
     let took = restarted.elapsed();
     eprintln!("restart adoption took {took:?}");
@@ -454,8 +448,7 @@ async fn restart_adopts_own_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duplicate_instance_is_detected() {
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let rs = roles(2);
     let a = Arc::new(manager(&client, "twin", "p_dup", &rs).await);
     for r in &rs {
@@ -523,8 +516,7 @@ async fn duplicate_instance_is_detected() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observer_sees_holder_but_never_leads() {
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let r = role("watched");
     let observer = RoleManager::builder(client.clone(), inst("obs"))
         .bucket("p_observe")
@@ -536,7 +528,7 @@ async fn observer_sees_holder_but_never_leads() {
     let mut events = observer.events();
     let mut holder = observer.observe(&r);
 
-    let leader = manager(&client, "node-l", "p_observe", std::slice::from_ref(&r)).await;
+    let leader = manager_of(&client, "node-l", "p_observe", &r).await;
     let l = wait_leader(&leader, &r, Duration::from_secs(3)).await;
     let e = wait_event(
         &mut events,
@@ -611,12 +603,11 @@ async fn observer_sees_holder_but_never_leads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_writes_follow_the_term() {
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let r = role("fenced");
-    let a = manager(&client, "node-a", "p_fence", std::slice::from_ref(&r)).await;
+    let a = manager_of(&client, "node-a", "p_fence", &r).await;
     let la = wait_leader(&a, &r, Duration::from_secs(3)).await;
-    let b = manager(&client, "node-b", "p_fence", std::slice::from_ref(&r)).await;
+    let b = manager_of(&client, "node-b", "p_fence", &r).await;
     let store = kv_store(&client, "p_fence").await;
 
     let rev = la
@@ -709,8 +700,7 @@ async fn fenced_writes_follow_the_term() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unhealthy_leader_releases_and_cools_down() {
-    let server = NatsServer::start().await;
-    let client = connect(&server.url()).await;
+    let (_server, client) = server_and_client().await;
     let r = role("health");
     let healthy = Arc::new(AtomicBool::new(true));
     let cooldown = Duration::from_millis(1500);
@@ -734,7 +724,7 @@ async fn unhealthy_leader_releases_and_cools_down() {
         .await
         .expect("A start");
     let la = wait_leader(&a, &r, Duration::from_secs(3)).await;
-    let b = manager(&client, "node-b", "p_health", std::slice::from_ref(&r)).await;
+    let b = manager_of(&client, "node-b", "p_health", &r).await;
     wait_status(&b, &r, Duration::from_secs(2), "B follows A", |s| {
         s.leader_id.as_ref() == Some(&inst("node-a"))
     })

@@ -137,3 +137,11 @@ pub async fn create_kv(
         }
     }
 }
+
+/// A fresh standalone server (see [`NatsServer::start`](crate::NatsServer::start)) and a
+/// client connected to it.
+pub async fn server_and_client() -> (crate::NatsServer, async_nats::Client) {
+    let server = crate::NatsServer::start().await;
+    let client = connect(&server.url()).await;
+    (server, client)
+}

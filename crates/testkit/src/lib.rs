@@ -42,7 +42,9 @@ pub mod tcp;
 pub mod wait;
 
 pub use bins::{example_bin, nats_roles_bin, nats_server_bin, repo_root};
-pub use client::{connect, connect_with, connect_with_events, create_kv, wait_event};
+pub use client::{
+    connect, connect_with, connect_with_events, create_kv, server_and_client, wait_event,
+};
 pub use cluster::NatsCluster;
 pub use ports::{free_port, free_ports};
 pub use server::NatsServer;

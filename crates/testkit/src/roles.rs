@@ -65,6 +65,16 @@ pub async fn manager(
         .unwrap_or_else(|e| panic!("manager {id} failed to start: {e}"))
 }
 
+/// [`manager`] taking part in the one role `role`.
+pub async fn manager_of(
+    client: &async_nats::Client,
+    id: &str,
+    bucket: &str,
+    role: &RoleName,
+) -> RoleManager {
+    manager(client, id, bucket, std::slice::from_ref(role)).await
+}
+
 /// Waits (bounded) until `pred` holds for the status of `role` on `m`.
 pub async fn wait_status(
     m: &RoleManager,
