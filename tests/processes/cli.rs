@@ -8,18 +8,16 @@ use std::time::Duration;
 
 use crate::BIN;
 use nats_roles::inspect::{EventView, Evicted, RoleList};
-use nats_roles::{InstanceId, RoleEvent, RoleManager, RoleName, RoleSpec};
+use nats_roles::{InstanceId, RoleEvent, RoleManager, RoleSpec};
 use testkit::NatsServer;
+use testkit::cli::CliOutput;
 use testkit::instances::ENV;
+use testkit::roles::role;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio::time::Instant;
 
 const WAIT: Duration = Duration::from_secs(10);
-
-fn role(name: &str) -> RoleName {
-    RoleName::new(name).expect("valid role name")
-}
 
 async fn manager(url: &str, id: &str, bucket: &str, roles: &[&str]) -> Arc<RoleManager> {
     let client = testkit::connect(url).await;
@@ -48,55 +46,13 @@ async fn until(what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn text(&self) -> String {
-        format!(
-            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
 /// Runs `nats-roles args...` with stdin from /dev/null and a clean environment plus `env`.
-async fn run(args: &[&str], env: &[(&str, &str)]) -> Out {
-    run_within(args, env, Duration::from_secs(20)).await
-}
-
-/// As [`run`], failing the test if the command has not finished after `limit`.
-async fn run_within(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Out {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
-    for var in ENV {
-        cmd.env_remove(var);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = tokio::time::timeout(limit, cmd.output())
-        .await
-        .unwrap_or_else(|_| panic!("nats-roles {args:?} did not finish within {limit:?}"))
-        .unwrap_or_else(|e| panic!("run nats-roles {args:?}: {e}"));
-    let out = Out {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    assert!(
-        !out.text().contains("panicked"),
-        "{args:?} panicked:\n{}",
-        out.text()
-    );
-    out
+async fn run(args: &[&str], env: &[(&str, &str)]) -> CliOutput {
+    testkit::cli::run(args, env, Duration::from_secs(20)).await
 }
 
 /// Runs `nats-roles args...` on a pseudo terminal (util-linux `script`), typing `answer`.
-async fn run_on_tty(args: &[&str], answer: &str) -> Out {
+async fn run_on_tty(args: &[&str], answer: &str) -> CliOutput {
     let command = std::iter::once(BIN)
         .chain(args.iter().copied())
         .map(|a| format!("'{a}'"))
@@ -121,14 +77,16 @@ async fn run_on_tty(args: &[&str], answer: &str) -> Out {
             .await
             .expect("type the answer");
     }
+    let started = Instant::now();
     let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
         .await
         .expect("finished within 20 s")
         .expect("script ran");
-    Out {
+    CliOutput {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        took: started.elapsed(),
     }
 }
 
@@ -600,7 +558,7 @@ async fn validate_and_run_refuse_files_that_are_not_regular_without_blocking() {
             &["status", "--config", path],
         ];
         for args in commands {
-            let out = run_within(args, &[], quick).await;
+            let out = testkit::cli::run(args, &[], quick).await;
             assert_eq!(out.code, Some(2), "{args:?}: {}", out.text());
             assert!(out.stderr.contains(&expected), "{args:?}: {}", out.text());
         }

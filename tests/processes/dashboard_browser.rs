@@ -105,6 +105,22 @@ async fn status(port: u16) -> Option<String> {
     }
 }
 
+/// Waits (10 s) until the page says its event stream is live.
+async fn wait_live(page: &Client) {
+    eventually(
+        "the event stream is live",
+        Duration::from_secs(10),
+        || async {
+            let live = page
+                .execute("return document.body.dataset.live;", vec![])
+                .await
+                .ok()?;
+            (live == json!("true")).then_some(())
+        },
+    )
+    .await;
+}
+
 impl Drop for Driver {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -247,18 +263,7 @@ async fn the_dashboard_follows_a_hand_over_live() {
         || async { (page_holders(&page).await == all_a).then_some(()) },
     )
     .await;
-    eventually(
-        "the event stream is live",
-        Duration::from_secs(10),
-        || async {
-            let live = page
-                .execute("return document.body.dataset.live;", vec![])
-                .await
-                .ok()?;
-            (live == json!("true")).then_some(())
-        },
-    )
-    .await;
+    wait_live(&page).await;
     let served_by = page
         .execute(
             "return document.getElementById('instance').textContent;",
@@ -487,18 +492,7 @@ async fn hostile_metadata_stays_inert_on_the_dashboard() {
         .expect("inject");
     assert_eq!(injected, json!(true), "inline script ran");
     // The page itself works under that CSP: its script runs and its style applies.
-    eventually(
-        "the event stream is live",
-        Duration::from_secs(10),
-        || async {
-            let live = page
-                .execute("return document.body.dataset.live;", vec![])
-                .await
-                .ok()?;
-            (live == json!("true")).then_some(())
-        },
-    )
-    .await;
+    wait_live(&page).await;
     let styled = page
         .execute(
             "return getComputedStyle(document.querySelector('header')).display;",

@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use testkit::NatsServer;
+use testkit::cli::CliOutput;
 use testkit::instances::ENV;
 use testkit::process::{SIGKILL, SIGTERM};
 
@@ -657,45 +658,11 @@ fn tempdir() -> tempfile::TempDir {
 // 1. Configuration errors
 // ---------------------------------------------------------------------------------------------
 
-struct CliResult {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+async fn cli(args: &[&str], env: &[(&str, &str)]) -> CliOutput {
+    testkit::cli::run(args, env, Duration::from_secs(20)).await
 }
 
-impl CliResult {
-    fn text(&self) -> String {
-        format!("{}{}", self.stdout, self.stderr)
-    }
-}
-
-async fn cli(args: &[&str], env: &[(&str, &str)]) -> CliResult {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
-    for var in ENV {
-        cmd.env_remove(var);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = tokio::time::timeout(Duration::from_secs(20), cmd.output())
-        .await
-        .unwrap_or_else(|_| panic!("nats-roles {args:?} did not finish within 20 s"))
-        .unwrap_or_else(|e| panic!("run nats-roles {args:?}: {e}"));
-    let result = CliResult {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    assert!(
-        !result.text().contains("panicked"),
-        "nats-roles {args:?} panicked:\n{}",
-        result.text()
-    );
-    result
-}
-
-fn assert_usage_error(r: &CliResult, what: &str, needles: &[&str]) {
+fn assert_usage_error(r: &CliOutput, what: &str, needles: &[&str]) {
     assert_eq!(
         r.code,
         Some(2),

@@ -1,6 +1,5 @@
 //! Runs every example against a real nats-server, as a newcomer would.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -8,35 +7,24 @@ use testkit::NatsServer;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-/// The compiled example `name` (built by `cargo build --all-targets`, which scripts/test.sh runs
-/// before the tests).
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target directory");
-    let path = dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "example binary {} is missing: run `cargo build --examples` first",
-        path.display()
-    );
-    path
-}
-
-/// Runs an example for `secs` seconds and returns its stdout; fails on a non-zero exit.
-async fn run(server: &NatsServer, name: &str, args: &[&str], secs: u64) -> String {
-    let child = Command::new(example(name))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("NATS_URL", server.url())
-        .env("RUN_FOR_SECS", secs.to_string())
+/// The compiled example `name` against `server`, logging warnings only, with piped output.
+fn example(name: &str, server: &NatsServer) -> Command {
+    let mut cmd = Command::new(testkit::example_bin(name));
+    cmd.env("NATS_URL", server.url())
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Runs an example for `secs` seconds and returns its stdout; fails on a non-zero exit.
+async fn run(server: &NatsServer, name: &str, args: &[&str], secs: u64) -> String {
+    let child = example(name, server)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("RUN_FOR_SECS", secs.to_string())
         .spawn()
         .expect("start example");
     let out = tokio::time::timeout(Duration::from_secs(secs + 20), child.wait_with_output())
@@ -130,14 +118,8 @@ async fn the_quick_start_of_the_readme_and_the_crate_docs_runs_as_written() {
 
     let server = NatsServer::start().await;
     let start = |id: &str| {
-        Command::new(example("quick_start"))
-            .env("NATS_URL", server.url())
+        example("quick_start", &server)
             .env("NATS_ROLES_INSTANCE_ID", id)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .expect("start quick_start")
     };

@@ -10,25 +10,14 @@ use async_nats::jetstream::{self, kv};
 use nats_roles::config::NatsConfig;
 use nats_roles::inspect::{Expect, Inspector};
 use nats_roles::value::LeaseValue;
-use nats_roles::{InstanceId, RoleManager, RoleName, RoleSpec};
+use nats_roles::{InstanceId, RoleManager, RoleSpec};
 use testkit::NatsServer;
+use testkit::cli::CliOutput;
 use testkit::instances::{Deployment, ENV};
+use testkit::roles::{lease_bucket, role};
 use tokio::process::Command;
 use tokio::time::Instant;
 use uuid::Uuid;
-
-fn role(name: &str) -> RoleName {
-    RoleName::new(name).expect("valid role name")
-}
-
-fn lease_bucket(name: &str) -> kv::Config {
-    kv::Config {
-        bucket: name.to_owned(),
-        history: 1,
-        limit_markers: Some(Duration::from_secs(60)),
-        ..Default::default()
-    }
-}
 
 /// A lease value of `holder`'s term `nonce` (`term`: `None` in the write that starts it).
 fn lease(holder: &str, nonce: Uuid, term: Option<u64>) -> bytes::Bytes {
@@ -182,56 +171,12 @@ fn violations(server: &NatsServer) -> Vec<String> {
         .collect()
 }
 
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    took: Duration,
-}
-
-impl Out {
-    fn text(&self) -> String {
-        format!(
-            "exit {:?} after {:?}\n--- stdout\n{}--- stderr\n{}",
-            self.code, self.took, self.stdout, self.stderr
-        )
-    }
-}
-
 /// Runs `nats-roles args... --server URL --user USER --password PASSWORD`.
-async fn cli(server: &NatsServer, user: &str, password: &str, args: &[&str]) -> Out {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .args([
-            "--server",
-            &server.url(),
-            "--user",
-            user,
-            "--password",
-            password,
-        ])
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    for var in ENV {
-        cmd.env_remove(var);
-    }
-    let started = Instant::now();
-    let out = tokio::time::timeout(Duration::from_secs(20), cmd.output())
-        .await
-        .unwrap_or_else(|_| panic!("nats-roles {args:?} did not finish within 20 s"))
-        .unwrap_or_else(|e| panic!("run nats-roles {args:?}: {e}"));
-    let out = Out {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        took: started.elapsed(),
-    };
-    assert!(
-        !out.text().contains("panicked"),
-        "{args:?}:\n{}",
-        out.text()
-    );
-    out
+async fn cli(server: &NatsServer, user: &str, password: &str, args: &[&str]) -> CliOutput {
+    let url = server.url();
+    let mut all = args.to_vec();
+    all.extend(["--server", &url, "--user", user, "--password", password]);
+    testkit::cli::run(&all, &[], Duration::from_secs(20)).await
 }
 
 /// The bucket `roles` (created by the admin) with `alpha` and `beta` held by an admin

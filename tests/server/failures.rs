@@ -57,16 +57,6 @@ fn assert_no_task_panics() {
     );
 }
 
-/// The bucket layout the library creates (P1): history 1, limit markers.
-fn lease_bucket(name: &str) -> kv::Config {
-    kv::Config {
-        bucket: name.to_owned(),
-        history: 1,
-        limit_markers: Some(Duration::from_secs(60)),
-        ..Default::default()
-    }
-}
-
 /// Samples `ms` every 20 ms until `stop` is cancelled; returns the roles seen held by more
 /// than one manager at one sampling instant.
 fn spawn_overlap_sampler(

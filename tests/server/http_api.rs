@@ -12,17 +12,14 @@ use axum::http::{Request, StatusCode, header};
 use futures_util::StreamExt;
 use nats_roles::http::{Api, ApiOptions};
 use nats_roles::inspect::{EventView, InstanceList, RoleList, RoleView};
-use nats_roles::{InstanceId, RoleManager, RoleName, RoleSpec};
+use nats_roles::{InstanceId, RoleManager, RoleSpec};
 use testkit::NatsServer;
+use testkit::roles::role;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
 const TOKEN: &str = "test-admin-token-0123456789";
 const WAIT: Duration = Duration::from_secs(10);
-
-fn role(name: &str) -> RoleName {
-    RoleName::new(name).expect("valid role name")
-}
 
 /// A started manager in `bucket` taking part in `campaign` and observing `observe`.
 async fn manager(

@@ -27,6 +27,7 @@
 //! them too; only a SIGKILL of the test process alone leaves them running.
 
 pub mod bins;
+pub mod cli;
 pub mod client;
 pub mod cluster;
 pub mod faults;

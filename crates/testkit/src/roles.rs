@@ -47,6 +47,16 @@ pub fn spec(name: &RoleName) -> RoleSpec {
     RoleSpec::new(name.clone()).timing(fast())
 }
 
+/// The bucket layout the library creates (P1): history 1, limit markers (60 s).
+pub fn lease_bucket(name: &str) -> async_nats::jetstream::kv::Config {
+    async_nats::jetstream::kv::Config {
+        bucket: name.to_owned(),
+        history: 1,
+        limit_markers: Some(Duration::from_secs(60)),
+        ..Default::default()
+    }
+}
+
 /// Starts a manager on `bucket` (auto-created, R1) taking part in `roles` with fast timing.
 pub async fn manager(
     client: &async_nats::Client,
