@@ -11,10 +11,8 @@ use nats_roles::inspect::{EventView, Evicted, RoleList};
 use nats_roles::{InstanceId, RoleEvent, RoleManager, RoleSpec};
 use testkit::NatsServer;
 use testkit::cli::CliOutput;
-use testkit::instances::ENV;
-use testkit::roles::role;
+use testkit::roles::{role, wait_until};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
 use tokio::time::Instant;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -38,14 +36,6 @@ async fn manager(url: &str, id: &str, bucket: &str, roles: &[&str]) -> Arc<RoleM
     Arc::new(manager)
 }
 
-async fn until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Runs `nats-roles args...` with stdin from /dev/null and a clean environment plus `env`.
 async fn run(args: &[&str], env: &[(&str, &str)]) -> CliOutput {
     testkit::cli::run(args, env, Duration::from_secs(20)).await
@@ -58,15 +48,11 @@ async fn run_on_tty(args: &[&str], answer: &str) -> CliOutput {
         .map(|a| format!("'{a}'"))
         .collect::<Vec<_>>()
         .join(" ");
-    let mut cmd = Command::new("script");
+    let mut cmd = testkit::cli::command("script");
     cmd.args(["-qec", &command, "/dev/null"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for var in ENV {
-        cmd.env_remove(var);
-    }
+        .stderr(Stdio::piped());
     let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("`script` (util-linux) is needed for the TTY test: {e}"));
@@ -95,12 +81,12 @@ async fn status_lists_every_holder_as_a_table_or_json() {
     let server = NatsServer::start().await;
     let url = server.url();
     let a = manager(&url, "node-a", "cli-status", &["alpha", "beta"]).await;
-    until("node-a leads", || {
+    wait_until(WAIT, "node-a leads", || {
         a.is_leader(&role("alpha")) && a.is_leader(&role("beta"))
     })
     .await;
     let b = manager(&url, "node-b", "cli-status", &["gamma"]).await;
-    until("node-b leads gamma", || b.is_leader(&role("gamma"))).await;
+    wait_until(WAIT, "node-b leads gamma", || b.is_leader(&role("gamma"))).await;
 
     let out = run(
         &[
@@ -224,16 +210,11 @@ struct Watch {
 
 impl Watch {
     fn spawn(args: &[&str]) -> Watch {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = testkit::cli::command(BIN);
         cmd.arg("watch")
             .args(args)
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true);
-        for var in ENV {
-            cmd.env_remove(var);
-        }
+            .stderr(Stdio::null());
         let mut child = cmd.spawn().expect("spawn watch");
         let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
         Watch { child, lines }
@@ -266,7 +247,7 @@ async fn watch_prints_the_holders_then_each_hand_over() {
     let server = NatsServer::start().await;
     let url = server.url();
     let a = manager(&url, "node-a", "cli-watch", &["alpha"]).await;
-    until("node-a leads alpha", || a.is_leader(&role("alpha"))).await;
+    wait_until(WAIT, "node-a leads alpha", || a.is_leader(&role("alpha"))).await;
     let b = manager(&url, "node-b", "cli-watch", &["alpha"]).await;
 
     let conn = ["-s", url.as_str(), "--bucket", "cli-watch"];
@@ -301,7 +282,7 @@ async fn watch_prints_the_holders_then_each_hand_over() {
     tokio::time::sleep(Duration::from_millis(800)).await;
     a.release(&role("alpha"), Duration::from_secs(60))
         .expect("release");
-    until("node-b leads alpha", || b.is_leader(&role("alpha"))).await;
+    wait_until(WAIT, "node-b leads alpha", || b.is_leader(&role("alpha"))).await;
     let vacant = watch.event().await;
     assert!(
         matches!(&vacant, EventView::Vacant { role, previous, .. } if role == "alpha" && previous.as_deref() == Some("node-a")),
@@ -339,7 +320,7 @@ async fn evict_asks_first_and_deletes_only_the_confirmed_term() {
     let server = NatsServer::start().await;
     let url = server.url();
     let a = manager(&url, "node-a", "cli-evict", &["alpha", "beta"]).await;
-    until("node-a leads", || {
+    wait_until(WAIT, "node-a leads", || {
         a.is_leader(&role("alpha")) && a.is_leader(&role("beta"))
     })
     .await;
@@ -434,7 +415,7 @@ async fn evict_asks_first_and_deletes_only_the_confirmed_term() {
     );
     assert!(evicted.marker_revision > evicted.revision);
     // The evicted holder campaigns again: a new, higher term.
-    until("beta is held again in a new term", || {
+    wait_until(WAIT, "beta is held again in a new term", || {
         a.leadership(&role("beta"))
             .is_some_and(|l| l.term() > term_beta)
     })

@@ -16,13 +16,12 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv};
 use futures_util::StreamExt;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use testkit::NatsServer;
 use testkit::cli::CliOutput;
-use testkit::instances::ENV;
 use testkit::process::{SIGKILL, SIGTERM};
 
 use crate::BIN;
@@ -213,18 +212,13 @@ impl Procs {
         let stderr_path = self.dir.join(format!("{n}-{id}.stderr"));
         let stderr = std::fs::File::create(&stderr_path)
             .unwrap_or_else(|e| panic!("create {}: {e}", stderr_path.display()));
-        let mut cmd = Command::new(BIN);
+        let mut cmd = testkit::cli::command(BIN);
         cmd.arg("run")
             .arg("--config")
             .arg(&self.config)
             .args(["--instance-id", id, "--server", &self.url, "--auto-create"])
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
-            .kill_on_drop(true);
-        for var in ENV {
-            cmd.env_remove(var);
-        }
+            .stderr(Stdio::from(stderr));
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
         let pid = child.id().expect("a just spawned child has a pid");
         let stdout = child.stdout.take().expect("stdout is piped");

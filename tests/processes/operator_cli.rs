@@ -2,7 +2,6 @@
 //! renewals, and the NATS permission sets of docs/operations.md (each one tested with a server
 //! configured with exactly that set).
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use crate::BIN;
@@ -13,9 +12,8 @@ use nats_roles::value::LeaseValue;
 use nats_roles::{InstanceId, RoleManager, RoleSpec};
 use testkit::NatsServer;
 use testkit::cli::CliOutput;
-use testkit::instances::{Deployment, ENV};
+use testkit::instances::Deployment;
 use testkit::roles::{lease_bucket, role};
-use tokio::process::Command;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -362,13 +360,8 @@ async fn a_missing_nkey_seed_file_is_named() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let seed = dir.path().join("no-such.nk");
     let seed = seed.to_str().expect("UTF-8 path");
-    let mut cmd = Command::new(BIN);
-    cmd.args(["status", "--server", "nats://127.0.0.1:1", "--nkey", seed])
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    for var in ENV {
-        cmd.env_remove(var);
-    }
+    let mut cmd = testkit::cli::command(BIN);
+    cmd.args(["status", "--server", "nats://127.0.0.1:1", "--nkey", seed]);
     let out = tokio::time::timeout(Duration::from_secs(20), cmd.output())
         .await
         .expect("finished")

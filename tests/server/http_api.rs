@@ -14,7 +14,7 @@ use nats_roles::http::{Api, ApiOptions};
 use nats_roles::inspect::{EventView, InstanceList, RoleList, RoleView};
 use nats_roles::{InstanceId, RoleManager, RoleSpec};
 use testkit::NatsServer;
-use testkit::roles::role;
+use testkit::roles::{role, wait_until};
 use tokio::time::Instant;
 use tower::ServiceExt;
 
@@ -47,15 +47,6 @@ async fn manager(
         .await
         .expect("watcher caught up");
     Arc::new(manager)
-}
-
-/// Waits until `check` is true (polling every 20 ms), panicking with `what` after 10 s.
-async fn until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn api(manager: &Arc<RoleManager>, admin: bool) -> Api {
@@ -198,7 +189,8 @@ async fn every_endpoint_answers_with_json_and_the_right_status() {
     .await;
     // Leading is known at the acknowledgement; the bucket view (what the API lists) follows
     // one watcher delivery later.
-    until(
+    wait_until(
+        WAIT,
         "node-a leads alpha and beta, and the bucket view shows it",
         || {
             a.is_leader(&role("alpha"))
@@ -461,7 +453,7 @@ type Upload<'a> = (
 async fn admin_bodies_are_read_after_the_token_check_bounded_and_timed_out() {
     let server = NatsServer::start().await;
     let a = manager(&server.url(), "node-a", "bodies", &["alpha"], &[]).await;
-    until("node-a leads alpha", || a.is_leader(&role("alpha"))).await;
+    wait_until(WAIT, "node-a leads alpha", || a.is_leader(&role("alpha"))).await;
     let timeout = Duration::from_millis(300);
     let app = Api::new(
         a.clone(),
@@ -523,7 +515,7 @@ async fn release_and_evict_move_roles_safely() {
     let server = NatsServer::start().await;
     let url = server.url();
     let a = manager(&url, "node-a", "admin", &["alpha", "solo"], &["ghost"]).await;
-    until("node-a leads alpha and solo", || {
+    wait_until(WAIT, "node-a leads alpha and solo", || {
         a.is_leader(&role("alpha")) && a.is_leader(&role("solo"))
     })
     .await;
@@ -554,7 +546,10 @@ async fn release_and_evict_move_roles_safely() {
         (true.into(), term_a.into())
     );
     assert_eq!(json["cooldown_ms"], 60_000);
-    until("node-b takes alpha over", || b.is_leader(&role("alpha"))).await;
+    wait_until(WAIT, "node-b takes alpha over", || {
+        b.is_leader(&role("alpha"))
+    })
+    .await;
     // node-b's acquire is acknowledged to node-b before node-a's watcher delivers it: wait
     // (bounded) until node-a's view has caught up.
     let deadline = Instant::now() + WAIT;
@@ -620,7 +615,7 @@ async fn release_and_evict_move_roles_safely() {
         }
     }
     // node-a cools down, so node-b takes the role again, in a new term.
-    until("node-b leads alpha again", || {
+    wait_until(WAIT, "node-b leads alpha again", || {
         b.leadership(&role("alpha"))
             .is_some_and(|l| l.term() > term_b)
     })
@@ -635,7 +630,7 @@ async fn release_and_evict_move_roles_safely() {
     )
     .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    until("solo is vacant", || {
+    wait_until(WAIT, "solo is vacant", || {
         b.holders().iter().all(|h| h.role.as_str() != "solo")
     })
     .await;
@@ -686,7 +681,7 @@ async fn events_report_transitions_and_end_on_shutdown() {
     let server = NatsServer::start().await;
     let url = server.url();
     let a = manager(&url, "node-a", "events", &["alpha"], &[]).await;
-    until("node-a leads alpha", || a.is_leader(&role("alpha"))).await;
+    wait_until(WAIT, "node-a leads alpha", || a.is_leader(&role("alpha"))).await;
     let b = manager(&url, "node-b", "events", &["alpha"], &[]).await;
     let api_b = api(&b, false);
     let response = api_b
@@ -850,7 +845,7 @@ async fn readyz_names_a_role_that_cannot_campaign_and_keeps_retrying() {
     .await;
     let a = manager(&server.url(), "node-a", "full", &["alpha"], &[]).await;
     let mut error = None;
-    until("alpha reports why it cannot campaign", || {
+    wait_until(WAIT, "alpha reports why it cannot campaign", || {
         error = a.status(&role("alpha")).and_then(|s| s.last_error);
         error.is_some()
     })
@@ -1143,7 +1138,7 @@ async fn foreign_metadata_is_capped_in_every_view() {
     )
     .await
     .expect("put the foreign lease");
-    until("node-a sees the intruder", || {
+    wait_until(WAIT, "node-a sees the intruder", || {
         a.holders()
             .iter()
             .any(|h| h.holder.as_ref().is_some_and(|i| i.as_str() == "intruder"))

@@ -282,8 +282,7 @@ const EXPIRY_SLACK: Duration = Duration::from_millis(1500);
 async fn renew_keeps_the_ttl() {
     let (_server, client) = server_and_client().await;
     let r = role("ttl-renew");
-    let m = manager_of(&client, "node-a", "p_ttl_renew", &r).await;
-    let l = wait_leader(&m, &r, Duration::from_secs(3)).await;
+    let (m, l) = leading(&client, "node-a", "p_ttl_renew", &r).await;
     let mut entries = watch_key(&client, "p_ttl_renew", "role.ttl-renew").await;
     wait_until(Duration::from_secs(3), "several renewals", || {
         l.revision() >= l.term() + 3
@@ -323,8 +322,7 @@ async fn renew_keeps_the_ttl() {
 async fn acquire_over_tombstone_keeps_the_ttl() {
     let (_server, client) = server_and_client().await;
     let r = role("ttl-tomb");
-    let a = manager_of(&client, "node-a", "p_ttl_tomb", &r).await;
-    wait_leader(&a, &r, Duration::from_secs(3)).await;
+    let (a, _) = leading(&client, "node-a", "p_ttl_tomb", &r).await;
     shutdown(&[&a]).await;
     let tomb = raw_last(&client, "p_ttl_tomb", "role.ttl-tomb").await;
     assert_eq!(
@@ -334,8 +332,7 @@ async fn acquire_over_tombstone_keeps_the_ttl() {
     );
 
     let mut entries = watch_key(&client, "p_ttl_tomb", "role.ttl-tomb").await;
-    let b = manager_of(&client, "node-b", "p_ttl_tomb", &r).await;
-    let l = wait_leader(&b, &r, Duration::from_secs(3)).await;
+    let (b, l) = leading(&client, "node-b", "p_ttl_tomb", &r).await;
     // Drop at once, before the first renewal: the acquire is the only write of the term.
     drop(b);
     assert_eq!(
@@ -374,8 +371,7 @@ async fn acquire_over_tombstone_keeps_the_ttl() {
 async fn crash_fail_over_via_server_expiry() {
     let (_server, client) = server_and_client().await;
     let r = role("crash");
-    let a = manager_of(&client, "node-a", "p_crash", &r).await;
-    let la = wait_leader(&a, &r, Duration::from_secs(3)).await;
+    let (a, la) = leading(&client, "node-a", "p_crash", &r).await;
     let b = manager_of(&client, "node-b", "p_crash", &r).await;
     wait_status(&b, &r, Duration::from_secs(2), "B follows A", |s| {
         s.leader_id.as_ref() == Some(&inst("node-a"))
@@ -418,14 +414,12 @@ async fn crash_fail_over_via_server_expiry() {
 async fn restart_adopts_own_lease() {
     let (_server, client) = server_and_client().await;
     let r = role("adopt");
-    let first = manager_of(&client, "node-x", "p_adopt", &r).await;
-    let old = wait_leader(&first, &r, Duration::from_secs(3)).await;
+    let (first, old) = leading(&client, "node-x", "p_adopt", &r).await;
     let old_incarnation = first.incarnation();
     drop(first);
 
     let restarted = Instant::now();
-    let second = manager_of(&client, "node-x", "p_adopt", &r).await;
-    let new = wait_leader(&second, &r, Duration::from_secs(3)).await;
+    let (second, new) = leading(&client, "node-x", "p_adopt", &r).await;
     let took = restarted.elapsed();
     eprintln!("restart adoption took {took:?}");
     assert_ne!(second.incarnation(), old_incarnation);
@@ -528,8 +522,7 @@ async fn observer_sees_holder_but_never_leads() {
     let mut events = observer.events();
     let mut holder = observer.observe(&r);
 
-    let leader = manager_of(&client, "node-l", "p_observe", &r).await;
-    let l = wait_leader(&leader, &r, Duration::from_secs(3)).await;
+    let (leader, l) = leading(&client, "node-l", "p_observe", &r).await;
     let e = wait_event(
         &mut events,
         Duration::from_secs(2),
@@ -605,8 +598,7 @@ async fn observer_sees_holder_but_never_leads() {
 async fn fenced_writes_follow_the_term() {
     let (_server, client) = server_and_client().await;
     let r = role("fenced");
-    let a = manager_of(&client, "node-a", "p_fence", &r).await;
-    let la = wait_leader(&a, &r, Duration::from_secs(3)).await;
+    let (a, la) = leading(&client, "node-a", "p_fence", &r).await;
     let b = manager_of(&client, "node-b", "p_fence", &r).await;
     let store = kv_store(&client, "p_fence").await;
 

@@ -1,6 +1,7 @@
 //! Running `nats-roles` commands (`validate`, `status`, `evict`, ...) to completion and
 //! capturing what they print.
 
+use std::ffi::OsStr;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -30,15 +31,23 @@ impl CliOutput {
     }
 }
 
+/// A command for `program` that cannot be changed by the caller's environment (the variables of
+/// [`ENV`] removed), with stdin from /dev/null, killed when dropped.
+pub fn command(program: impl AsRef<OsStr>) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.stdin(Stdio::null()).kill_on_drop(true);
+    for var in ENV {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
 /// Runs `nats-roles args...` with stdin from /dev/null, without the environment variables of
 /// [`ENV`] and with `env` set. Fails the test if it has not finished after `limit` or if its
 /// output says it panicked.
 pub async fn run(args: &[&str], env: &[(&str, &str)], limit: Duration) -> CliOutput {
-    let mut cmd = Command::new(crate::nats_roles_bin());
-    cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
-    for var in ENV {
-        cmd.env_remove(var);
-    }
+    let mut cmd = command(crate::nats_roles_bin());
+    cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use crate::process::{SIGTERM, signal};
 
@@ -135,19 +135,14 @@ impl Deployment {
         let stderr = std::fs::File::create(&stderr_path)
             .unwrap_or_else(|e| panic!("create {}: {e}", stderr_path.display()));
         let bin = crate::nats_roles_bin();
-        let mut cmd = Command::new(&bin);
+        let mut cmd = crate::cli::command(&bin);
         cmd.arg("run")
             .arg("--config")
             .arg(&self.config)
             .args(["--instance-id", id, "--server", &self.nats_url])
             .args(["--http", "127.0.0.1:0"])
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
-            .kill_on_drop(true);
-        for var in ENV {
-            cmd.env_remove(var);
-        }
+            .stderr(Stdio::from(stderr));
         for (k, v) in &self.env {
             cmd.env(k, v);
         }

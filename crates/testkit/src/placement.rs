@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use futures_util::StreamExt;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::time::Instant;
 
 use crate::faults::HarnessLog;
@@ -151,7 +151,7 @@ impl Fleet {
         let stderr = self.dir.path().join(format!("{n}-{id}.stderr"));
         let stdout = self.dir.path().join(format!("{n}-{id}.stdout"));
         let file = |p: &Path| std::fs::File::create(p).unwrap_or_else(|e| panic!("create: {e}"));
-        let mut cmd = Command::new(&self.bin);
+        let mut cmd = crate::cli::command(&self.bin);
         cmd.arg("run")
             .arg("--config")
             .arg(config)
@@ -165,13 +165,8 @@ impl Fleet {
             ])
             .arg("--history")
             .arg(self.dir.path().join("history").join(format!("{id}.jsonl")))
-            .stdin(Stdio::null())
             .stdout(Stdio::from(file(&stdout)))
-            .stderr(Stdio::from(file(&stderr)))
-            .kill_on_drop(true);
-        for var in crate::instances::ENV {
-            cmd.env_remove(var);
-        }
+            .stderr(Stdio::from(file(&stderr)));
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {}: {e}", self.bin.display()));

@@ -85,6 +85,19 @@ pub async fn manager_of(
     manager(client, id, bucket, std::slice::from_ref(role)).await
 }
 
+/// [`manager_of`] the role `role`, once it leads it (within 3 s): the manager and its
+/// leadership.
+pub async fn leading(
+    client: &async_nats::Client,
+    id: &str,
+    bucket: &str,
+    role: &RoleName,
+) -> (RoleManager, Leadership) {
+    let m = manager_of(client, id, bucket, role).await;
+    let l = wait_leader(&m, role, Duration::from_secs(3)).await;
+    (m, l)
+}
+
 /// Waits (bounded) until `pred` holds for the status of `role` on `m`.
 pub async fn wait_status(
     m: &RoleManager,
