@@ -1,7 +1,8 @@
 //! Shared by the placement tests (`tests/processes/placement.rs`) and
 //! `examples/placement_bench.rs`: `nats-roles run` processes with placement on ([`Fleet`]), the
 //! bucket as ground truth (a KV watcher on `role.>`, [`Recorder`]), and the two scenarios
-//! (spreading over 3 → 5 → 4 → 3 instances; priority takeover) returning what they measured. The callers decide what to assert or report.
+//! (spreading over 3 → 5 → 4 → 3 instances; priority takeover) returning what they measured.
+//! The callers decide what to assert or report.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
