@@ -265,8 +265,7 @@ async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_w
         Some(2.0),
         "{metrics}"
     );
-    fleet.stop_all(&ab).await;
-    fleet.assert_no_overlap();
+    fleet.stop_and_check(&ab, &[]).await;
 }
 
 /// Health wins over spreading: an instance whose health check fails hands every role over
@@ -374,8 +373,7 @@ async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the
          {:?} after",
         back.iter().min()
     );
-    fleet.stop_all(&abc).await;
-    fleet.assert_no_overlap();
+    fleet.stop_and_check(&abc, &[]).await;
 }
 
 /// Issue 11 §4: a member that will not take a role (it released the role with a cooldown, or
@@ -487,8 +485,7 @@ async fn a_member_cooling_down_a_role_is_not_handed_it_until_the_cooldown_ends()
         )
         .await;
     }
-    fleet.stop_all(&ab).await;
-    fleet.assert_no_overlap();
+    fleet.stop_and_check(&ab, &[]).await;
 }
 
 /// Issue 11 §4: one role that nobody holds does not pause spreading of the other roles. Here
@@ -568,8 +565,7 @@ async fn a_role_nobody_can_hold_does_not_pause_spreading_of_the_others() {
         rec.holders()
     );
     assert_handed_over(&rec, t);
-    fleet.stop_all(&abc).await;
-    fleet.assert_no_overlap_except(&["shard-05"]);
+    fleet.stop_and_check(&abc, &["shard-05"]).await;
 }
 
 /// Every vacancy since `since` ended by a hand-over: none expired, none lasted the claim grace.

@@ -184,22 +184,20 @@ impl Fleet {
         out
     }
 
-    /// Stops the processes `ids` with SIGTERM (each must exit cleanly), in order.
-    pub async fn stop_all(&mut self, ids: &[&str]) {
+    /// Stops the processes `ids` with SIGTERM (each must exit cleanly), in order, then checks
+    /// from the logs that no two processes led a role at once, except the roles `unholdable`
+    /// (see [`assert_no_overlap_except`](Self::assert_no_overlap_except)).
+    pub async fn stop_and_check(&mut self, ids: &[&str], unholdable: &[&str]) {
         for id in ids {
             self.sigterm(id).await;
         }
+        self.assert_no_overlap_except(unholdable);
     }
 
-    /// Asserts that no two processes held one role at the same time (from their own logs).
-    pub fn assert_no_overlap(&self) {
-        self.assert_no_overlap_except(&[]);
-    }
-
-    /// [`Fleet::assert_no_overlap`] for a run in which the roles `unholdable` cannot be held by
-    /// anyone (the test denies it): the checker's liveness rule (L1, no holder while a
-    /// candidate is alive) is expected to flag those roles and only those; every other rule
-    /// and role is checked as usual.
+    /// Asserts that no two processes held one role at the same time (from their own logs). In a
+    /// run in which the roles `unholdable` cannot be held by anyone (the test denies it), the
+    /// checker's liveness rule (L1, no holder while a candidate is alive) is expected to flag
+    /// those roles and only those; every other rule and role is checked as usual.
     pub fn assert_no_overlap_except(&self, unholdable: &[&str]) {
         let mut checked = 0;
         for (role, mut iv) in self.terms() {

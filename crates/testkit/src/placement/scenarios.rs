@@ -127,8 +127,9 @@ pub async fn spread_scenario(bin: &Path, url: &str) -> SpreadReport {
     tokio::time::sleep(TTL * 10).await;
     let steady_churn = rec.churn_since(steady_from);
 
-    fleet.stop_all(&["node-a", "node-c", "node-e"]).await;
-    fleet.assert_no_overlap();
+    fleet
+        .stop_and_check(&["node-a", "node-c", "node-e"], &[])
+        .await;
     watch.abort();
     SpreadReport {
         steps,
@@ -254,8 +255,7 @@ pub async fn priority_scenario(bin: &Path, url: &str, pin_first: bool) -> Priori
     .await;
     let moved_back: BTreeSet<String> = rec.moves_since(t).into_iter().map(|c| c.role).collect();
     let gaps_back = rec.gaps_since(t);
-    fleet.stop_all(&abc).await;
-    fleet.assert_no_overlap();
+    fleet.stop_and_check(&abc, &[]).await;
     watch.abort();
     PriorityReport {
         wanted,
