@@ -36,13 +36,7 @@ const ROLES: [&str; 5] = [
 
 /// `$env_var`, else the first of `names` on `PATH`; panics with the install hint.
 fn find_binary(env_var: &str, names: &[&str]) -> PathBuf {
-    if let Some(path) = std::env::var_os(env_var).filter(|v| !v.is_empty()) {
-        let path = PathBuf::from(path);
-        assert!(
-            path.exists(),
-            "{env_var}={} does not exist; {INSTALL}",
-            path.display()
-        );
+    if let Some(path) = testkit::bins::path_from_env(env_var, INSTALL) {
         return path;
     }
     let dirs = std::env::var_os("PATH").unwrap_or_default();

@@ -7,6 +7,18 @@ use std::sync::OnceLock;
 /// Oldest server accepted from `PATH`: per-message TTLs and KV limit markers need 2.11.
 pub const MIN_SERVER_VERSION: (u32, u32) = (2, 11);
 
+/// The path named by the environment variable `var`, if it is set and not empty; panics (with
+/// `hint`) if that path does not exist.
+pub fn path_from_env(var: &str, hint: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(std::env::var_os(var).filter(|v| !v.is_empty())?);
+    assert!(
+        path.exists(),
+        "{var}={} does not exist; {hint}",
+        path.display()
+    );
+    Some(path)
+}
+
 /// The repository root (the `nats-roles` package directory), for docs, configs and `.tools`.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -22,17 +34,14 @@ pub fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// The `nats-roles` binary under test: `NATS_ROLES_BIN`, else `target/<profile>/nats-roles`
-/// next to the running test binary (cargo and nextest build it for integration tests).
+/// The `nats-roles` binary under test: `target/<profile>/nats-roles` next to the running test
+/// binary (the one cargo and nextest build for integration tests, `CARGO_BIN_EXE_nats-roles`).
 /// Panics if it does not exist.
 pub fn nats_roles_bin() -> PathBuf {
-    let path = std::env::var_os("NATS_ROLES_BIN")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| profile_dir().join("nats-roles"));
+    let path = profile_dir().join("nats-roles");
     assert!(
         path.exists(),
-        "{} is missing: run `cargo build --all-targets` (or set NATS_ROLES_BIN)",
+        "{} is missing: run `cargo build --all-targets`",
         path.display()
     );
     path

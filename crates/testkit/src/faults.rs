@@ -20,7 +20,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
-use crate::process::{SIGCONT, SIGSTOP, signal};
+use crate::process::{SIGCONT, set_stopped, signal};
 
 // ---------------------------------------------------------------------------------------------
 // Binaries and libraries
@@ -40,13 +40,7 @@ pub fn chaos_node_bin() -> PathBuf {
 }
 
 fn build_chaos_node() -> PathBuf {
-    if let Some(bin) = std::env::var_os("CHAOS_NODE_BIN").filter(|v| !v.is_empty()) {
-        let path = PathBuf::from(bin);
-        assert!(
-            path.exists(),
-            "CHAOS_NODE_BIN={} does not exist",
-            path.display()
-        );
+    if let Some(path) = crate::bins::path_from_env("CHAOS_NODE_BIN", "unset it to build one") {
         return path;
     }
     // The test executable is <target>/<profile>/deps/<name>-<hash>.
@@ -313,19 +307,13 @@ impl Node {
 
     /// SIGSTOP: the process keeps its sockets and answers nothing.
     pub fn pause(&mut self) {
-        let pid = self
-            .pid()
-            .unwrap_or_else(|| panic!("pause: {} not running", self.cfg.id));
-        signal(pid, SIGSTOP);
+        set_stopped(self.pid(), &self.cfg.id, true);
         self.paused = true;
     }
 
     /// SIGCONT.
     pub fn resume(&mut self) {
-        let pid = self
-            .pid()
-            .unwrap_or_else(|| panic!("resume: {} not running", self.cfg.id));
-        signal(pid, SIGCONT);
+        set_stopped(self.pid(), &self.cfg.id, false);
         self.paused = false;
     }
 

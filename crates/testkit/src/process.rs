@@ -19,6 +19,20 @@ pub fn signal(pid: u32, sig: i32) {
     );
 }
 
+/// Stops (SIGSTOP, `stopped`) or continues (SIGCONT) the process `pid` of `name`; panics if it
+/// is not running (`pid` is `None`).
+pub fn set_stopped(pid: Option<u32>, name: &str, stopped: bool) {
+    let (what, sig) = if stopped {
+        ("pause", SIGSTOP)
+    } else {
+        ("resume", SIGCONT)
+    };
+    let Some(pid) = pid else {
+        panic!("{what}: {name} is not running");
+    };
+    signal(pid, sig);
+}
+
 /// Resident set size of `pid` in KiB (`VmRSS` of `/proc/<pid>/status`).
 pub fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

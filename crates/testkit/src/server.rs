@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 
 use crate::bins::nats_server_bin;
 use crate::http;
-use crate::process::{SIGCONT, SIGHUP, SIGSTOP, SIGTERM, signal, tail};
+use crate::process::{SIGCONT, SIGHUP, SIGTERM, set_stopped, signal, tail};
 
 /// How long a single server may take to become ready (`/healthz` 200, client port open).
 pub const SERVER_READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -428,19 +428,13 @@ impl NatsServer {
     /// Stops the process with SIGSTOP: it keeps its sockets but answers nothing.
     /// Panics if not running.
     pub fn pause(&mut self) {
-        let pid = self
-            .pid()
-            .unwrap_or_else(|| panic!("pause: {} is not running", self.name));
-        signal(pid, SIGSTOP);
+        set_stopped(self.pid(), &self.name, true);
         self.paused = true;
     }
 
     /// Continues a paused process with SIGCONT. Panics if not running.
     pub fn resume(&mut self) {
-        let pid = self
-            .pid()
-            .unwrap_or_else(|| panic!("resume: {} is not running", self.name));
-        signal(pid, SIGCONT);
+        set_stopped(self.pid(), &self.name, false);
         self.paused = false;
     }
 }
