@@ -32,11 +32,12 @@ section "cargo fmt --check"
 cargo fmt --all -- --check --color never
 
 section "cargo clippy (-D warnings)"
-cargo clippy --all-targets --all-features -- -D warnings
+# --workspace: the test kit (crates/testkit) too.
+cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 section "cargo check --all-targets (default features)"
 # The build without the test-only features must compile too (negative-controls is off in it).
-cargo check --all-targets
+cargo check --workspace --all-targets
 
 section "cargo build --all-targets --all-features"
 # What the tests run: one build, with the `testing` and `negative-controls` features (the chaos

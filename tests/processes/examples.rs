@@ -137,20 +137,21 @@ async fn the_quick_start_of_the_readme_and_the_crate_docs_runs_as_written() {
     interrupt(&a);
     assert_eq!(next_line(&mut a_out).await, "demoted: scheduler (shutdown)");
     assert_eq!(next_line(&mut a_out).await, "stopped");
-    let status = tokio::time::timeout(Duration::from_secs(10), a.wait())
-        .await
-        .expect("qs-a exits")
-        .expect("wait");
-    assert!(status.success(), "{status:?}");
+    assert_exits_cleanly(&mut a, "qs-a").await;
     let line = next_line(&mut b_out).await;
     assert!(line.starts_with("promoted: scheduler term "), "{line}");
     interrupt(&b);
     assert_eq!(next_line(&mut b_out).await, "demoted: scheduler (shutdown)");
-    let status = tokio::time::timeout(Duration::from_secs(10), b.wait())
+    assert_exits_cleanly(&mut b, "qs-b").await;
+}
+
+/// Waits (10 s) for `child` (`name`) to exit, successfully.
+async fn assert_exits_cleanly(child: &mut tokio::process::Child, name: &str) {
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
         .await
-        .expect("qs-b exits")
+        .unwrap_or_else(|_| panic!("{name} did not exit within 10 s"))
         .expect("wait");
-    assert!(status.success(), "{status:?}");
+    assert!(status.success(), "{name}: {status:?}");
 }
 
 /// The next stdout line (10 s at most).
