@@ -6,7 +6,7 @@
 //! cargo run --release --example failover_bench -- --trials 20 --ttl-secs 1 --mode handover
 //! ```
 //!
-//! The orchestrator starts its own nats-server (the test harness in `tests/support`, loopback,
+//! The orchestrator starts its own nats-server (the test kit, `crates/testkit`, loopback,
 //! one server, file store) and, per series (TTL × mode), a fresh bucket with one role `bench`.
 //! The release binary `target/release/nats-roles` is built first (`--no-build` or
 //! `NATS_ROLES_BIN` skip that).
@@ -34,9 +34,6 @@
 //! With `--roles N` every process takes part in N roles (`bench-00`..) and a sample is the time
 //! until the candidate printed `promoted` for the last of them. Results and their analysis:
 //! `docs/benchmarks.md`.
-
-#[path = "../tests/support/mod.rs"]
-mod support;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -967,8 +964,8 @@ fn environment(bin: &Path) -> String {
     format!(
         "- CPUs (nproc): {nproc} ({cpu})\n- kernel: Linux {kernel}\n- {} (`{}`), one server, file store, \
          loopback 127.0.0.1\n- {} (`{}`, release build)\n",
-        command_output(&support::nats_server_bin(), &["--version"]),
-        support::nats_server_bin().display(),
+        command_output(&testkit::nats_server_bin(), &["--version"]),
+        testkit::nats_server_bin().display(),
         command_output(bin, &["--version"]),
         bin.display(),
     )
@@ -1043,8 +1040,8 @@ async fn main() -> std::process::ExitCode {
     let env = environment(&bin);
     let load_start = loadavg();
     eprintln!("{env}");
-    let server = support::NatsServer::start().await;
-    let client = support::connect(&server.url()).await;
+    let server = testkit::NatsServer::start().await;
+    let client = testkit::connect(&server.url()).await;
     let dir = tempfile::Builder::new()
         .prefix("failover-bench-")
         .tempdir()

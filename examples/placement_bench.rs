@@ -7,16 +7,11 @@
 //! cargo run --release --example placement_bench -- --repeats 2
 //! ```
 //!
-//! Each repeat runs the two scenarios of `tests/placement_processes.rs` (shared code in
-//! `tests/placement/mod.rs`) with the release binary against its own nats-server: 60 roles on
+//! Each repeat runs the two scenarios of `tests/processes/placement.rs` (shared code in
+//! `testkit::placement`) with the release binary against its own nats-server: 60 roles on
 //! 3 → 5 → 4 → 3 instances (TTL 2 s, stability window 1 s, leave delay 2 s, claim grace
 //! 300 ms), then a priority takeover of 3 of 12 roles. The report (Markdown tables with
 //! nearest-rank p50/p99 over every sample of every repeat) goes to stdout, progress to stderr.
-
-#[path = "../tests/placement/mod.rs"]
-mod placement;
-#[path = "../tests/support/mod.rs"]
-mod support;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -105,8 +100,8 @@ async fn main() {
     let mut prio_exact = 0;
     for i in 0..args.repeats {
         eprintln!("repeat {}/{}", i + 1, args.repeats);
-        let server = support::NatsServer::start().await;
-        let r = placement::spread_scenario(&bin, &server.url()).await;
+        let server = testkit::NatsServer::start().await;
+        let r = testkit::placement::spread_scenario(&bin, &server.url()).await;
         for s in &r.steps {
             converge.entry(s.what).or_default().push(s.converged);
             moves.entry(s.what).or_default().push((s.moves, s.minimum));
@@ -115,7 +110,7 @@ async fn main() {
         crash_gap.extend(r.crash_gaps.iter().map(|g| g.2));
         crash_all.push(r.crash_takeover);
         churn.push(r.steady_churn);
-        let p = placement::priority_scenario(&bin, &server.url(), false).await;
+        let p = testkit::placement::priority_scenario(&bin, &server.url(), false).await;
         prio_first.push(p.first_move);
         prio_all.push(p.all_moved);
         prio_back.push(p.back_after);

@@ -116,7 +116,7 @@ install_chromium() {
 }
 
 # libfaketime (Debian package faketime) rescales the clocks of the chaos suite's node processes
-# (LD_PRELOAD of libfaketimeMT.so.1, see tests/support/faults.rs); it has no effect on the
+# (LD_PRELOAD of libfaketimeMT.so.1, see crates/testkit/src/faults.rs); it has no effect on the
 # statically linked nats-server.
 install_faketime() {
     local lib

@@ -3,7 +3,7 @@
 # install tools, rustfmt, clippy, build, all tests (nextest), doc tests.
 #
 # Non-interactive (no stdin needed), works with CI=true. Integration tests start real
-# nats-server processes from .tools/bin (see tests/support/mod.rs).
+# nats-server processes from .tools/bin (see crates/testkit).
 # Env: NEXTEST_TEST_THREADS (default 2 = this machine's cores).
 set -euo pipefail
 
@@ -15,7 +15,7 @@ STARTED=$SECONDS
 
 section "install tools"
 # --chromium: Debian's chromium + chromium-driver for the dashboard's browser test;
-# --faketime: libfaketime for the chaos suite's clock test (tests/chaos.rs).
+# --faketime: libfaketime for the chaos suite's clock test (tests/chaos/main.rs).
 bash scripts/install-tools.sh --chromium --faketime
 export NATS_SERVER_BIN="$ROOT/.tools/bin/nats-server"
 "$NATS_SERVER_BIN" --version
@@ -32,11 +32,12 @@ section "cargo fmt --check"
 cargo fmt --all -- --check --color never
 
 section "cargo clippy (-D warnings)"
-cargo clippy --all-targets --all-features -- -D warnings
+# --workspace: the test kit (crates/testkit) too.
+cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 section "cargo check --all-targets (default features)"
 # The build without the test-only features must compile too (negative-controls is off in it).
-cargo check --all-targets
+cargo check --workspace --all-targets
 
 section "cargo build --all-targets --all-features"
 # What the tests run: one build, with the `testing` and `negative-controls` features (the chaos

@@ -17,9 +17,10 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
-use crate::support::faults::{HarnessLog, Node, NodeConfig, fd_count, rss_kib};
-use crate::support::proxy::{Dir, Mode, Proxy};
-use crate::support::{NatsCluster, NatsServer, connect, create_kv};
+use testkit::faults::{HarnessLog, Node, NodeConfig};
+use testkit::process::{fd_count, rss_kib};
+use testkit::proxy::{Dir, Mode, Proxy};
+use testkit::{NatsCluster, NatsServer, connect, create_kv};
 
 /// The bucket every trial uses (each trial has its own servers).
 const BUCKET: &str = "chaos";
@@ -161,7 +162,7 @@ impl Outcome {
         };
         format!(
             "chaos trial {} #{} (seed {}) did not give {expect}.\nReplay: CHAOS_SEED={} \
-             (see tests/chaos.rs).\nFiles: {}\nHarness problems: {:?}\n{}",
+             (see tests/chaos/main.rs).\nFiles: {}\nHarness problems: {:?}\n{}",
             self.spec.kind.name(),
             self.spec.index,
             self.spec.seed,

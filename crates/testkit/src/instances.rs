@@ -1,0 +1,232 @@
+//! `nats-roles run` instances as real OS processes, each serving its dashboard on a free
+//! loopback port (`--http 127.0.0.1:0`, the URL read from its `http url=` stdout line).
+//!
+//! Processes are
+//! killed (SIGKILL) when dropped, also while a failed test unwinds; [`Deployment::report`]
+//! gives every process's stdout and stderr for failure messages.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Child;
+
+use crate::process::{SIGTERM, signal};
+
+/// Environment variables the binary reads: removed so the caller's environment cannot change
+/// what a test runs.
+pub const ENV: [&str; 16] = [
+    "NATS_URL",
+    "NATS_CREDS",
+    "NATS_NKEY",
+    "NATS_USER",
+    "NATS_PASSWORD",
+    "NATS_TOKEN",
+    "NATS_CA",
+    "NATS_CERT",
+    "NATS_KEY",
+    "NATS_ROLES_INSTANCE_ID",
+    "NATS_ROLES_BUCKET",
+    "NATS_ROLES_LOG_FORMAT",
+    "NATS_ROLES_ADMIN_TOKEN",
+    "RUST_LOG",
+    "NO_COLOR",
+    "TERM",
+];
+
+/// How long an instance may take to print its URL, or to exit after SIGTERM.
+pub const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One `nats-roles run` process.
+pub struct Instance {
+    /// Its instance id.
+    pub id: String,
+    /// Base URL of its dashboard and API (`http://127.0.0.1:PORT/`).
+    pub url: String,
+    /// Its HTTP port.
+    pub port: u16,
+    pid: u32,
+    child: Child,
+    stdout: Arc<Mutex<Vec<String>>>,
+    stderr_path: PathBuf,
+}
+
+impl Instance {
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Its stdout lines so far.
+    pub fn stdout(&self) -> Vec<String> {
+        self.stdout
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Its stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// A configuration file and the instances started with it.
+pub struct Deployment {
+    dir: tempfile::TempDir,
+    /// The configuration file.
+    pub config: PathBuf,
+    /// NATS URL the instances use.
+    pub nats_url: String,
+    /// The bucket.
+    pub bucket: String,
+    /// The instances, in start order.
+    pub instances: Vec<Instance>,
+    env: Vec<(String, String)>,
+}
+
+impl Deployment {
+    /// A configuration for `roles` in a fresh `bucket` (auto-created), plus `extra` YAML.
+    pub fn new(nats_url: &str, bucket: &str, roles: &[&str], extra: &str) -> Deployment {
+        let dir = tempfile::Builder::new()
+            .prefix("nats-roles-instances-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("temporary directory: {e}"));
+        let mut yaml = format!(
+            "bucket:\n  name: {bucket}\n  replicas: 1\n  auto_create: true\n{extra}roles:\n"
+        );
+        for role in roles {
+            yaml.push_str(&format!("  - name: {role}\n"));
+        }
+        let config = dir.path().join("roles.yaml");
+        std::fs::write(&config, yaml).unwrap_or_else(|e| panic!("write config: {e}"));
+        Deployment {
+            dir,
+            config,
+            nats_url: nats_url.to_owned(),
+            bucket: bucket.to_owned(),
+            instances: Vec::new(),
+            env: Vec::new(),
+        }
+    }
+
+    /// Sets an environment variable for instances started from now on.
+    pub fn env(&mut self, name: &str, value: &str) {
+        self.env.push((name.to_owned(), value.to_owned()));
+    }
+
+    /// The temporary directory (config, logs).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Starts instance `id` and waits for its dashboard URL; returns its index.
+    pub async fn start(&mut self, id: &str) -> usize {
+        let n = self.instances.len();
+        let stderr_path = self.dir.path().join(format!("{n}-{id}.stderr"));
+        let stderr = std::fs::File::create(&stderr_path)
+            .unwrap_or_else(|e| panic!("create {}: {e}", stderr_path.display()));
+        let bin = crate::nats_roles_bin();
+        let mut cmd = crate::cli::command(&bin);
+        cmd.arg("run")
+            .arg("--config")
+            .arg(&self.config)
+            .args(["--instance-id", id, "--server", &self.nats_url])
+            .args(["--http", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr));
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
+        let pid = child.id().unwrap_or_else(|| panic!("{id} has no pid"));
+        let out = child
+            .stdout
+            .take()
+            .unwrap_or_else(|| panic!("stdout of {id} is piped"));
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (url_tx, url_rx) = tokio::sync::oneshot::channel();
+        tokio::spawn({
+            let lines = lines.clone();
+            async move {
+                let mut url_tx = Some(url_tx);
+                let mut reader = BufReader::new(out).lines();
+                while let Ok(Some(line)) = reader.next_line().await {
+                    if let Some(url) = line.strip_prefix("http url=")
+                        && let Some(tx) = url_tx.take()
+                    {
+                        let _ = tx.send(url.to_owned());
+                    }
+                    lines
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(line);
+                }
+            }
+        });
+        let url = match tokio::time::timeout(START_TIMEOUT, url_rx).await {
+            Ok(Ok(url)) => url,
+            _ => panic!(
+                "{id} printed no `http url=` line within {START_TIMEOUT:?}; stderr:\n{}",
+                std::fs::read_to_string(&stderr_path).unwrap_or_default()
+            ),
+        };
+        let port = url
+            .trim_end_matches('/')
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {url}"));
+        self.instances.push(Instance {
+            id: id.to_owned(),
+            url,
+            port,
+            pid,
+            child,
+            stdout: lines,
+            stderr_path,
+        });
+        n
+    }
+
+    /// Sends SIGTERM to instance `i`.
+    pub fn terminate(&self, i: usize) {
+        signal(self.instances[i].pid, SIGTERM);
+    }
+
+    /// Waits for instance `i` to exit.
+    pub async fn wait_exit(&mut self, i: usize, timeout: Duration) -> ExitStatus {
+        let report = self.report();
+        let child = &mut self.instances[i].child;
+        match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(Ok(status)) => status,
+            Ok(Err(e)) => panic!("wait for instance {i}: {e}"),
+            Err(_) => panic!("instance {i} still running after {timeout:?}\n{report}"),
+        }
+    }
+
+    /// Every instance's stdout and stderr, for failure messages.
+    pub fn report(&self) -> String {
+        let mut out = String::new();
+        for i in &self.instances {
+            out.push_str(&format!(
+                "----- {} stdout -----\n{}\n----- {} stderr -----\n{}\n",
+                i.id,
+                i.stdout().join("\n"),
+                i.id,
+                i.stderr()
+            ));
+        }
+        out
+    }
+}

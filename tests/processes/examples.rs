@@ -1,0 +1,174 @@
+//! Runs every example against a real nats-server, as a newcomer would.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use testkit::NatsServer;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+/// The compiled example `name` against `server`, logging warnings only, with piped output.
+fn example(name: &str, server: &NatsServer) -> Command {
+    let mut cmd = Command::new(testkit::example_bin(name));
+    cmd.env("NATS_URL", server.url())
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Runs an example for `secs` seconds and returns its stdout; fails on a non-zero exit.
+async fn run(server: &NatsServer, name: &str, args: &[&str], secs: u64) -> String {
+    let child = example(name, server)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("RUN_FOR_SECS", secs.to_string())
+        .spawn()
+        .expect("start example");
+    let out = tokio::time::timeout(Duration::from_secs(secs + 20), child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("example {name} did not stop"))
+        .expect("example output");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        out.status.success(),
+        "example {name} failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "example {name} panicked:\n{stderr}"
+    );
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_example_runs_against_a_real_server() {
+    let server = NatsServer::start().await;
+
+    // Example 2 holds "sweeper" and "scheduler"; example 3 observes "scheduler" meanwhile.
+    let (control, router) = tokio::join!(run(&server, "control_plane", &["node-a"], 5), async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        run(&server, "router", &[], 2).await
+    });
+    assert!(control.contains("now holding sweeper"), "{control}");
+    assert!(control.contains("now holding scheduler"), "{control}");
+    assert!(
+        control.contains("scheduler (term "),
+        "scheduler never assigned a job:\n{control}"
+    );
+    assert!(control.contains("stopped"), "{control}");
+    assert!(
+        router.contains("scheduler is node-a"),
+        "router did not find the scheduler:\n{router}"
+    );
+
+    let single = run(&server, "single_role", &["solo"], 2).await;
+    assert!(single.contains("promoted: term"), "{single}");
+    assert!(
+        single.contains("demoted: term") && single.contains("(shutdown)"),
+        "{single}"
+    );
+
+    let configured = run(
+        &server,
+        "from_config",
+        &["roles.example.yaml", "cfg-node"],
+        3,
+    )
+    .await;
+    assert!(
+        configured.contains("holding scheduler (term"),
+        "{configured}"
+    );
+    assert!(
+        configured.contains("released scheduler (shutdown)"),
+        "{configured}"
+    );
+}
+
+/// The README's library example and the crate docs' quick start are examples/quick_start.rs,
+/// word for word, and it runs as written: two copies against a fresh server (no bucket yet),
+/// the first holds the role, Ctrl-C hands it to the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quick_start_of_the_readme_and_the_crate_docs_runs_as_written() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let code = std::fs::read_to_string(format!("{root}/examples/quick_start.rs"))
+        .expect("read examples/quick_start.rs");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).expect("read README.md");
+    let block = readme
+        .split("\n## The library\n")
+        .nth(1)
+        .and_then(|s| s.split("```rust,no_run\n").nth(1))
+        .and_then(|s| s.split("\n```\n").next())
+        .expect("a rust block in the README's library section");
+    assert_eq!(
+        format!("{block}\n"),
+        code,
+        "the README's library example differs from examples/quick_start.rs"
+    );
+    let lib = std::fs::read_to_string(format!("{root}/src/lib.rs")).expect("read src/lib.rs");
+    assert!(
+        lib.contains(r#"include_str!("../examples/quick_start.rs")"#),
+        "the crate docs' quick start is not examples/quick_start.rs"
+    );
+
+    let server = NatsServer::start().await;
+    let start = |id: &str| {
+        example("quick_start", &server)
+            .env("NATS_ROLES_INSTANCE_ID", id)
+            .spawn()
+            .expect("start quick_start")
+    };
+    let mut a = start("qs-a");
+    let mut a_out = BufReader::new(a.stdout.take().expect("stdout")).lines();
+    let line = next_line(&mut a_out).await;
+    assert_eq!(
+        line.split(" term ").next(),
+        Some("promoted: scheduler"),
+        "{line}"
+    );
+    let mut b = start("qs-b");
+    let mut b_out = BufReader::new(b.stdout.take().expect("stdout")).lines();
+    // qs-b waits as a candidate; Ctrl-C on qs-a hands the role over.
+    interrupt(&a);
+    assert_eq!(next_line(&mut a_out).await, "demoted: scheduler (shutdown)");
+    assert_eq!(next_line(&mut a_out).await, "stopped");
+    assert_exits_cleanly(&mut a, "qs-a").await;
+    let line = next_line(&mut b_out).await;
+    assert!(line.starts_with("promoted: scheduler term "), "{line}");
+    interrupt(&b);
+    assert_eq!(next_line(&mut b_out).await, "demoted: scheduler (shutdown)");
+    assert_exits_cleanly(&mut b, "qs-b").await;
+}
+
+/// Waits (10 s) for `child` (`name`) to exit, successfully.
+async fn assert_exits_cleanly(child: &mut tokio::process::Child, name: &str) {
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("{name} did not exit within 10 s"))
+        .expect("wait");
+    assert!(status.success(), "{name}: {status:?}");
+}
+
+/// The next stdout line (10 s at most).
+async fn next_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
+    tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("a line within 10 s")
+        .expect("read stdout")
+        .expect("stdout still open")
+}
+
+/// Ctrl-C (SIGINT) to a child process.
+fn interrupt(child: &tokio::process::Child) {
+    let pid = child.id().expect("running");
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -INT {pid}");
+}

@@ -1,0 +1,16 @@
+//! Integration tests of the `nats-roles` binary and the examples as real OS processes against
+//! real nats-server processes: the election fleet, the operator commands, the HTTP API and
+//! dashboard (also in a headless browser), observability and placement. One module per area;
+//! one binary, so it links once.
+
+mod cli;
+mod dashboard_browser;
+mod election;
+mod examples;
+mod http_processes;
+mod observability;
+mod operator_cli;
+mod placement;
+
+/// The binary under test (cargo builds it for integration tests).
+pub const BIN: &str = env!("CARGO_BIN_EXE_nats-roles");

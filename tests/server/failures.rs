@@ -1,0 +1,772 @@
+//! Failure handling against real nats-server processes: a missing bucket, permission errors,
+//! foreign values in role keys, a server restart and a paused (SIGSTOPped) server.
+//!
+//! Every test starts its own server and uses its own bucket. Waits are bounded and fail with a
+//! message saying what did not happen. Panics inside the library's tasks (tokio worker
+//! threads) are counted by a panic hook and fail the test that checks them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, Once};
+use std::time::{Duration, SystemTime};
+
+use async_nats::jetstream::{self, kv};
+use nats_roles::FailureKind;
+use nats_roles::config::NatsConfig;
+use nats_roles::{
+    DemoteReason, Error, RoleEvent, RoleManager, RoleName, RoleSpec, RoleState, RoleStatus,
+};
+use testkit::roles::*;
+use testkit::{NatsServer, connect, connect_with, create_kv, server_and_client};
+use tokio::time::Instant;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/// Panics seen on tokio worker threads (library tasks) in this test binary.
+static TASK_PANICS: AtomicUsize = AtomicUsize::new(0);
+static TASK_PANIC_MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn count_task_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() == Some("tokio-runtime-worker") {
+                TASK_PANICS.fetch_add(1, Ordering::SeqCst);
+                if let Ok(mut m) = TASK_PANIC_MESSAGES.lock() {
+                    m.push(info.to_string());
+                }
+            }
+            default(info);
+        }));
+    });
+}
+
+fn assert_no_task_panics() {
+    let n = TASK_PANICS.load(Ordering::SeqCst);
+    assert_eq!(
+        n,
+        0,
+        "library tasks panicked: {:?}",
+        TASK_PANIC_MESSAGES
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
+    );
+}
+
+/// Samples `ms` every 20 ms until `stop` is cancelled; returns the roles seen held by more
+/// than one manager at one sampling instant.
+fn spawn_overlap_sampler(
+    ms: Vec<Arc<RoleManager>>,
+    roles: Vec<RoleName>,
+    stop: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<Vec<(Duration, RoleName)>> {
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let mut overlaps = Vec::new();
+        while !stop.is_cancelled() {
+            for r in &roles {
+                if ms.iter().filter(|m| m.is_leader(r)).count() > 1 {
+                    overlaps.push((started.elapsed(), r.clone()));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        overlaps
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Missing bucket
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_bucket_without_auto_create() {
+    count_task_panics();
+    let (_server, client) = server_and_client().await;
+    let started = Instant::now();
+    let result = RoleManager::builder(client, inst("node-a"))
+        .bucket("f_missing")
+        .role(spec(&role("x")))
+        .start()
+        .await;
+    let took = started.elapsed();
+    match result {
+        Err(Error::BucketNotFound { bucket }) => assert_eq!(bucket, "f_missing"),
+        Err(e) => panic!("expected BucketNotFound, got {e}"),
+        Ok(m) => panic!("start must fail without the bucket and auto_create: {m:?}"),
+    }
+    assert!(
+        took < Duration::from_secs(3),
+        "BucketNotFound took {took:?}"
+    );
+    assert_no_task_panics();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Permission denied
+// ---------------------------------------------------------------------------------------------
+
+/// `ro` may not publish to exactly one role key, `role.shard-10`.
+const AUTH_DENY_SHARD_10: &str = r#"authorization {
+  users = [
+    { user: admin, password: a }
+    {
+      user: ro, password: r,
+      permissions: {
+        publish: { allow: [">"], deny: ["$KV.f_perm.role.shard-10"] }
+        subscribe: { allow: [">"] }
+      }
+    }
+  ]
+}"#;
+
+/// The same users after the operator fixed the permission.
+const AUTH_FIXED: &str = r#"authorization {
+  users = [
+    { user: admin, password: a }
+    {
+      user: ro, password: r,
+      permissions: {
+        publish: { allow: [">"] }
+        subscribe: { allow: [">"] }
+      }
+    }
+  ]
+}"#;
+
+/// A permission violation for exactly one role's subject is reported at once (typed, with
+/// the role's status saying so), does not touch the role whose name is a prefix of it
+/// (`shard-1`), never stops the role for good: after the operator fixes the permission (server
+/// config reload) the role is acquired without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permission_denied_is_fast_exact_and_retried_until_fixed() {
+    count_task_panics();
+    let mut server = NatsServer::start_with_config(AUTH_DENY_SHARD_10).await;
+    let admin = connect_with(&server.url(), || {
+        async_nats::ConnectOptions::with_user_and_password("admin".into(), "a".into())
+    })
+    .await;
+    let admin_kv = create_kv(&jetstream::new(admin.clone()), lease_bucket("f_perm")).await;
+
+    let config = NatsConfig {
+        servers: vec![server.url()],
+        user: Some("ro".into()),
+        password: Some("r".into()),
+        ..NatsConfig::default()
+    };
+    let (client, errors) = nats_roles::connect(&config, "ro-test")
+        .await
+        .expect("connect as ro");
+    let slow = Duration::from_secs(1);
+    let m = RoleManager::builder(client, inst("node-ro"))
+        .bucket("f_perm")
+        .server_errors(errors)
+        .retry(nats_roles::RetryPolicy {
+            persistent_interval: slow,
+            ..nats_roles::RetryPolicy::default()
+        })
+        .start()
+        .await
+        .expect("reading the bucket is allowed");
+    let mut events = m.events();
+    let (denied, allowed) = (role("shard-10"), role("shard-1"));
+    let started = Instant::now();
+    m.add_role(spec(&allowed)).expect("add role");
+    m.add_role(spec(&denied)).expect("add role");
+    let e = wait_event(
+        &mut events,
+        Duration::from_secs(2),
+        "Failed{PermissionDenied}",
+        |e| matches!(e, RoleEvent::Failed { .. }),
+    )
+    .await;
+    let took = started.elapsed();
+    eprintln!("permission denial surfaced after {took:?}: {e:?}");
+    assert_eq!(
+        e,
+        RoleEvent::Failed {
+            role: denied.clone(),
+            kind: FailureKind::PermissionDenied
+        },
+        "only the denied subject's role fails"
+    );
+    let s = m.status(&denied).expect("status");
+    assert_eq!(s.failure, Some(FailureKind::PermissionDenied), "{s:?}");
+    assert_eq!(s.last_error.as_deref(), Some("permission_denied"), "{s:?}");
+    assert_ne!(s.state, RoleState::Stopped, "stopped for good: {s:?}");
+    wait_status(
+        &m,
+        &allowed,
+        Duration::from_secs(2),
+        "shard-1 LEADER",
+        |s| s.is_leader(),
+    )
+    .await;
+
+    // Retried at the slow cadence: more failures are not re-reported, nothing is written.
+    tokio::time::sleep(slow * 2).await;
+    while let Ok(e) = events.try_recv() {
+        match &e {
+            RoleEvent::Failed { .. } => {
+                panic!("reported again, or a violation on shard-10 failed shard-1: {e:?}")
+            }
+            RoleEvent::Promoted { role, .. } if role == &denied => {
+                panic!("promoted while denied: {e:?}")
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        admin_kv
+            .entry("role.shard-10")
+            .await
+            .expect("read")
+            .is_none(),
+        "the denied user wrote the role key"
+    );
+
+    // The operator fixes the permission: the role comes back without a restart.
+    server.reload_with(AUTH_FIXED);
+    let fixed = Instant::now();
+    wait_status(
+        &m,
+        &denied,
+        slow * 2 + Duration::from_secs(3),
+        "shard-10 LEADER after the fix",
+        |s| s.is_leader(),
+    )
+    .await;
+    eprintln!("held {:?} after the permission fix", fixed.elapsed());
+    let s = m.status(&denied).expect("status");
+    assert_eq!(s.failure, None, "{s:?}");
+    assert_eq!(s.last_error, None, "{s:?}");
+    assert!(
+        std::iter::from_fn(|| events.try_recv().ok()).any(|e| e
+            == RoleEvent::Recovered {
+                role: denied.clone()
+            }),
+        "no Recovered event"
+    );
+    shutdown(&[&m]).await;
+    assert_no_task_panics();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2b. Full storage
+// ---------------------------------------------------------------------------------------------
+
+/// A bucket whose `max_bytes` cannot hold every role's lease: the roles that cannot be stored
+/// report the server's code (a full stream is a condition that heals, retried with backoff),
+/// and once the operator raises `max_bytes` (stream update) every role is held within 2 × TTL,
+/// without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_storage_heals_when_max_bytes_is_raised() {
+    count_task_panics();
+    let (_server, client) = server_and_client().await;
+    let js = jetstream::new(client.clone());
+    // Room for about three leases (each ~400 bytes with headers).
+    create_kv(
+        &js,
+        kv::Config {
+            max_bytes: 1_200,
+            ..lease_bucket("f_full")
+        },
+    )
+    .await;
+    let timing = nats_roles::Timing {
+        ttl: Duration::from_secs(2),
+        heartbeat: Duration::from_millis(500),
+        ..fast()
+    };
+    let names: Vec<RoleName> = (0..8).map(|i| role(&format!("full-{i}"))).collect();
+    let mut builder = RoleManager::builder(client.clone(), inst("node-full")).bucket("f_full");
+    for r in &names {
+        builder = builder.role(RoleSpec::new(r.clone()).timing(timing));
+    }
+    let m = Arc::new(builder.start().await.expect("start"));
+    let api = nats_roles::http::Api::new(m.clone(), nats_roles::http::ApiOptions::default());
+    // Some roles are held, the others report the full stream with its code.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let blocked = loop {
+        let statuses: Vec<RoleStatus> = names.iter().filter_map(|r| m.status(r)).collect();
+        let blocked: Vec<RoleStatus> = statuses
+            .iter()
+            .filter(|s| s.failure.is_some())
+            .cloned()
+            .collect();
+        if !blocked.is_empty() && blocked.iter().all(|s| !s.is_leader()) {
+            break blocked;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no role reported the full stream: {statuses:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let held = names.iter().filter(|r| m.is_leader(r)).count();
+    eprintln!(
+        "{held} of {} roles held; blocked: {:?}",
+        names.len(),
+        blocked
+            .iter()
+            .map(|s| (s.role.to_string(), s.last_error.clone()))
+            .collect::<Vec<_>>()
+    );
+    assert!(held < names.len(), "every role was stored in a full bucket");
+    // Readiness says so, with the code.
+    let readiness = api.readiness();
+    assert!(
+        !readiness.is_ready() && readiness.reasons.iter().any(|r| r.contains("10077")),
+        "{readiness:?}"
+    );
+    for s in &blocked {
+        let Some(FailureKind::Server(code)) = s.failure else {
+            panic!("not a server code: {s:?}");
+        };
+        assert_eq!(code.class(), nats_roles::FailureClass::Transient, "{s:?}");
+        let text = s.last_error.clone().unwrap_or_default();
+        // The server's own words for the code (10077: "maximum bytes exceeded").
+        let prefix = format!("server_error {} (", code.0);
+        assert!(
+            text.starts_with(&prefix) && text.len() > prefix.len() + 2,
+            "the status names the code and its description: {text}"
+        );
+        assert_ne!(s.state, RoleState::Stopped, "{s:?}");
+    }
+
+    // The operator raises max_bytes.
+    let mut stream = js.get_stream("KV_f_full").await.expect("stream");
+    let mut config = stream.info().await.expect("info").config.clone();
+    config.max_bytes = 1 << 20;
+    js.update_stream(&config).await.expect("raise max_bytes");
+    let raised = Instant::now();
+    for r in &names {
+        wait_status(
+            &m,
+            r,
+            timing.ttl * 2 - raised.elapsed().min(timing.ttl * 2),
+            "LEADER within 2 x TTL of raising max_bytes",
+            |s| s.is_leader() && s.failure.is_none(),
+        )
+        .await;
+    }
+    eprintln!(
+        "every role held {:?} after max_bytes was raised",
+        raised.elapsed()
+    );
+    let readiness = api.readiness();
+    assert!(
+        !readiness.reasons.iter().any(|r| r.contains("10077")),
+        "{readiness:?}"
+    );
+    drop(api);
+    shutdown(&[&m]).await;
+    assert_no_task_panics();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Foreign values
+// ---------------------------------------------------------------------------------------------
+
+/// A lease-shaped value written by another client with a term of 2^64 − 1 and a `ttl_ms` of
+/// 2^63 and no `Nats-TTL`: it is shown as foreign (flag and raw revision, never as a term, so
+/// displayed terms never go back), and the role is taken over after the follower's own backstop
+/// instead of never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
+    count_task_panics();
+    let (_server, client) = server_and_client().await;
+    let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_hostile")).await;
+    let r = role("x");
+    let hostile = serde_json::json!({
+        "v": 1,
+        "holder": "evil",
+        "incarnation": "5b0e1c52-0000-4000-8000-000000000001",
+        "nonce": "5b0e1c52-0000-4000-8000-000000000002",
+        "term": u64::MAX,
+        "priority": 0,
+        "ttl_ms": 1u64 << 63,
+    });
+    let hostile_rev = store
+        .put("role.x", serde_json::to_vec(&hostile).expect("json").into())
+        .await
+        .expect("hostile put");
+    let started = Instant::now();
+    let a = manager_of(&client, "node-a", "f_hostile", &r).await;
+    let s = wait_status(&a, &r, Duration::from_millis(800), "foreign holder", |s| {
+        s.foreign_holder
+    })
+    .await;
+    assert_eq!(
+        s.term, None,
+        "a hostile term shown as the role's term: {s:?}"
+    );
+    assert_eq!(s.leader_id, None, "{s:?}");
+    assert_eq!(s.revision, hostile_rev);
+    // The watcher's view (which the API and the stdout lines show) says the same.
+    let mut observed = a.observe(&r);
+    let info = tokio::time::timeout(Duration::from_secs(2), observed.wait_for(|h| h.is_some()))
+        .await
+        .expect("the watcher reports the holder")
+        .expect("watch open")
+        .clone()
+        .expect("holder info");
+    assert!(info.foreign && info.term.is_none(), "{info:?}");
+    assert_eq!(info.revision, hostile_rev);
+    // Taken over after the backstop on this follower's own TTL (not the hostile 2^63 ms).
+    let upper = 2 * TTL + HEARTBEAT + Duration::from_millis(500);
+    wait_until(upper, "the hostile-held role is taken over", || {
+        a.is_leader(&r)
+    })
+    .await;
+    eprintln!("hostile lease taken over after {:?}", started.elapsed());
+    let term = a.status(&r).and_then(|s| s.term).expect("own term");
+    assert!(term > hostile_rev && term < 1_000, "term {term}");
+    shutdown(&[&a]).await;
+    assert_no_task_panics();
+}
+
+/// P5: a lease naming a live instance but written after that instance started (here by a
+/// foreign client; the same as a second process with the same id) is not adopted: the instance
+/// reports `duplicate_instance` and waits like any follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted() {
+    count_task_panics();
+    let (_server, client) = server_and_client().await;
+    let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_dup")).await;
+    let r = role("x");
+    let b = manager_of(&client, "node-b", "f_dup", &r).await;
+    wait_status(&b, &r, Duration::from_secs(2), "node-b LEADER", |s| {
+        s.is_leader()
+    })
+    .await;
+    let a = manager_of(&client, "node-a", "f_dup", &r).await;
+    wait_status(&a, &r, Duration::from_secs(2), "node-a follows", |s| {
+        s.leader_id.as_ref().is_some_and(|l| l.as_str() == "node-b")
+    })
+    .await;
+    // Another writer puts a lease naming node-a (another incarnation) after node-a started.
+    let twin = serde_json::json!({
+        "v": 1,
+        "holder": "node-a",
+        "incarnation": "5b0e1c52-0000-4000-8000-0000000000aa",
+        "nonce": "5b0e1c52-0000-4000-8000-0000000000bb",
+        "priority": 0,
+        "ttl_ms": 1000,
+    });
+    store
+        .put("role.x", serde_json::to_vec(&twin).expect("json").into())
+        .await
+        .expect("twin put");
+    let s = wait_status(&a, &r, Duration::from_secs(2), "duplicate reported", |s| {
+        s.duplicate_instance
+    })
+    .await;
+    assert!(
+        !s.is_leader(),
+        "adopted a lease written after it started: {s:?}"
+    );
+    // Not adopted at once: still not leader well within the backstop period.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!a.is_leader(&r), "adopted a duplicate's lease");
+    shutdown(&[&a, &b]).await;
+    assert_no_task_panics();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
+    count_task_panics();
+    let (_server, client) = server_and_client().await;
+    let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_foreign")).await;
+    let r = role("x");
+    let garbage_rev = store
+        .put("role.x", "garbage".into())
+        .await
+        .expect("foreign put");
+
+    let started = Instant::now();
+    let a = manager_of(&client, "node-a", "f_foreign", &r).await;
+    let b = manager_of(&client, "node-b", "f_foreign", &r).await;
+    for m in [&a, &b] {
+        let s = wait_status(
+            m,
+            &r,
+            Duration::from_millis(800),
+            "foreign holder seen",
+            |s| s.foreign_holder,
+        )
+        .await;
+        assert!(!s.is_leader(), "{s:?}");
+        assert_eq!(s.leader_id, None);
+        assert_eq!(s.revision, garbage_rev);
+    }
+    assert!(!a.is_leader(&r) && !b.is_leader(&r));
+
+    // Taken over after the observed-expiry backstop (ttl + heartbeat after first sight).
+    let upper = 2 * TTL + HEARTBEAT + Duration::from_millis(500);
+    wait_until(upper, "a manager takes over the foreign-held role", || {
+        leaders(&[&a, &b], &r) == 1
+    })
+    .await;
+    let took = started.elapsed();
+    eprintln!("foreign value taken over after {took:?}");
+    assert!(
+        took > TTL,
+        "took over after {took:?}, before the TTL: the backstop must wait"
+    );
+    let holder = if a.is_leader(&r) { &a } else { &b };
+    let other = if a.is_leader(&r) { &b } else { &a };
+    let l = holder.leadership(&r).expect("leadership");
+    assert!(l.term() > garbage_rev);
+    wait_status(
+        other,
+        &r,
+        Duration::from_secs(1),
+        "the other follows",
+        |s| !s.foreign_holder && s.leader_id.as_ref() == Some(holder.instance_id()),
+    )
+    .await;
+
+    // Garbage written while a manager leads: it demotes (Superseded) and the role recovers.
+    let mut events = holder.events();
+    let second_garbage = store
+        .put("role.x", "more garbage".into())
+        .await
+        .expect("foreign put");
+    let e = wait_event(&mut events, Duration::from_secs(1), "leader demoted", |e| {
+        matches!(e, RoleEvent::Demoted { .. })
+    })
+    .await;
+    // Checked at the end, so that the recovery below is exercised either way.
+    let valid_when_demoted = l.is_valid();
+    assert_eq!(
+        e,
+        RoleEvent::Demoted {
+            role: r.clone(),
+            term: l.term(),
+            reason: DemoteReason::Superseded
+        }
+    );
+    let recovering = Instant::now();
+    wait_until(
+        upper,
+        "the role recovers from the second foreign value",
+        || leaders(&[&a, &b], &r) == 1,
+    )
+    .await;
+    eprintln!(
+        "recovered from a foreign overwrite after {:?}",
+        recovering.elapsed()
+    );
+    let holder = if a.is_leader(&r) { &a } else { &b };
+    assert!(holder.leadership(&r).expect("leadership").term() > second_garbage);
+    shutdown(&[&a, &b]).await;
+    assert_no_task_panics();
+    assert!(!l.is_valid());
+    assert!(
+        !valid_when_demoted,
+        "RoleEvent::Demoted was delivered while the ended term's Leadership was still valid: \
+         the event must be emitted after the term's token is cancelled"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. nats-server restart
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_restart_keeps_one_leader_per_role() {
+    count_task_panics();
+    let mut server = NatsServer::start().await;
+    let client_a = connect(&server.url()).await;
+    let client_b = connect(&server.url()).await;
+    let rs: Vec<RoleName> = (0..4).map(|i| role(&format!("r{i}"))).collect();
+    let a = Arc::new(manager(&client_a, "node-a", "f_restart", &rs).await);
+    let b = Arc::new(manager(&client_b, "node-b", "f_restart", &rs).await);
+    let all_led = || rs.iter().all(|r| leaders(&[&a, &b], r) == 1);
+    wait_until(
+        Duration::from_secs(5),
+        "one leader per role before the restart",
+        all_led,
+    )
+    .await;
+
+    let stop = tokio_util::sync::CancellationToken::new();
+    let sampler = spawn_overlap_sampler(vec![a.clone(), b.clone()], rs.clone(), stop.clone());
+
+    // A quick restart (SIGKILL, same store): leases survive; whoever leads afterwards, one
+    // leader per role.
+    let restarted = Instant::now();
+    server.restart().await;
+    let back = restarted.elapsed();
+    wait_until(
+        back + 5 * TTL,
+        "one leader per role after a quick restart",
+        all_led,
+    )
+    .await;
+    eprintln!(
+        "quick restart: server back after {back:?}, all roles led after {:?}",
+        restarted.elapsed()
+    );
+
+    // An outage longer than the TTL: every leader demotes; after the restart the roles are
+    // elected again.
+    let mut events_a = a.events();
+    let mut events_b = b.events();
+    let down = Instant::now();
+    server.kill();
+    tokio::time::sleep(TTL + Duration::from_millis(500)).await;
+    for r in &rs {
+        assert_eq!(
+            leaders(&[&a, &b], r),
+            0,
+            "{r} still held {:?} into the outage",
+            down.elapsed()
+        );
+    }
+    server.restart().await;
+    let back = down.elapsed();
+    wait_until(
+        Duration::from_secs(5) + 3 * TTL,
+        "one leader per role after the outage",
+        all_led,
+    )
+    .await;
+    eprintln!(
+        "outage: server back after {back:?}, all roles led after {:?}",
+        down.elapsed()
+    );
+    let mut demotions = 0;
+    for rx in [&mut events_a, &mut events_b] {
+        while let Ok(e) = rx.try_recv() {
+            if let RoleEvent::Demoted { reason, .. } = e {
+                assert!(
+                    matches!(
+                        reason,
+                        DemoteReason::DeadlineExpired | DemoteReason::Disconnected
+                    ),
+                    "unexpected demote reason during an outage: {reason:?}"
+                );
+                demotions += 1;
+            }
+        }
+    }
+    assert_eq!(
+        demotions,
+        rs.len(),
+        "every leader demoted once during the outage"
+    );
+
+    // Keep sampling a little longer: the leaders must be stable.
+    tokio::time::sleep(2 * TTL).await;
+    stop.cancel();
+    let overlaps = sampler.await.expect("sampler");
+    assert!(
+        overlaps.is_empty(),
+        "two managers held a role at once: {overlaps:?}"
+    );
+    for r in &rs {
+        assert_eq!(
+            leaders(&[&a, &b], r),
+            1,
+            "{r}: a: {:?} b: {:?}",
+            a.status(r),
+            b.status(r)
+        );
+    }
+    shutdown(&[&a, &b]).await;
+    assert_no_task_panics();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Server paused longer than the TTL
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_server_demotes_at_the_local_deadline() {
+    count_task_panics();
+    let mut server = NatsServer::start().await;
+    let client = connect(&server.url()).await;
+    let r = role("p");
+    let a = manager_of(&client, "node-a", "f_pause", &r).await;
+    let l = wait_status(
+        &a,
+        &r,
+        Duration::from_secs(3),
+        "promotion",
+        RoleStatus::is_leader,
+    )
+    .await;
+    let la = a.leadership(&r).expect("leadership");
+    let term = l.term.expect("term");
+    wait_until(Duration::from_secs(2), "renewals", || {
+        la.revision() >= term + 2
+    })
+    .await;
+
+    let mut events = a.events();
+    let paused = Instant::now();
+    server.pause();
+    let e = wait_event(
+        &mut events,
+        TTL + Duration::from_secs(1),
+        "demotion while paused",
+        |e| matches!(e, RoleEvent::Demoted { .. }),
+    )
+    .await;
+    let demoted_after = paused.elapsed();
+    let RoleEvent::Demoted { reason, .. } = e else {
+        unreachable!()
+    };
+    assert!(
+        matches!(
+            reason,
+            DemoteReason::DeadlineExpired | DemoteReason::Disconnected
+        ),
+        "demote reason {reason:?}"
+    );
+    assert!(!la.is_valid());
+    let s = a.status(&r).expect("status");
+    let last_renew = s.last_heartbeat.expect("renewed before the pause");
+    let demoted_at = s.last_transition;
+    let gap = demoted_at
+        .duration_since(last_renew)
+        .unwrap_or_else(|e| panic!("demote before last renew? {e}"));
+    let bound = TTL.mul_f64(1.0 - MARGIN) + Duration::from_millis(200);
+    eprintln!(
+        "demoted ({reason}) {gap:?} after the last renewal, {demoted_after:?} after the pause"
+    );
+    assert!(
+        gap <= bound,
+        "demoted {gap:?} after the last renewal; the local deadline allows {bound:?}"
+    );
+    assert!(
+        SystemTime::now()
+            .duration_since(demoted_at)
+            .unwrap_or_default()
+            < Duration::from_secs(1)
+    );
+
+    // Keep the server stopped past the TTL, then resume: a leader exists again.
+    let resume_at = paused + TTL + Duration::from_millis(500);
+    tokio::time::sleep_until(resume_at).await;
+    server.resume();
+    let resumed = Instant::now();
+    let l2 = wait_status(
+        &a,
+        &r,
+        Duration::from_secs(5),
+        "promotion after resume",
+        RoleStatus::is_leader,
+    )
+    .await;
+    eprintln!("leader again {:?} after resume", resumed.elapsed());
+    assert!(l2.term.expect("term") > term, "a new term after the pause");
+    shutdown(&[&a]).await;
+    assert_no_task_panics();
+}

@@ -1,0 +1,15 @@
+//! Integration tests in the test process: the library (role managers, the HTTP API, the
+//! history checker) against real nats-server processes, and the test kit itself. One module
+//! per area; one binary, so it links once.
+
+mod bucket_lifecycle;
+mod embedding;
+mod failures;
+mod history;
+mod http_api;
+mod kit_smoke;
+mod lease_protocol;
+mod proxy;
+
+/// The `nats-roles` binary (cargo builds it for integration tests).
+pub const BIN: &str = env!("CARGO_BIN_EXE_nats-roles");
