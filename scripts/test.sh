@@ -39,6 +39,10 @@ section "cargo check --all-targets (default features)"
 # The build without the test-only features must compile too (negative-controls is off in it).
 cargo check --workspace --all-targets
 
+section "cargo clippy --lib --no-default-features (the library an application embeds)"
+# `default-features = false`: the manager alone, without the binary, HTTP, OTel SDK or tooling.
+cargo clippy --lib --no-default-features -- -D warnings
+
 section "cargo build --all-targets --all-features"
 # What the tests run: one build, with the `testing` and `negative-controls` features (the chaos
 # suite's workload node needs them).
@@ -77,6 +81,10 @@ else
         2>&1 | tee "$LOG_DIR/tests.log" || STATUS=1
     count "$LOG_DIR/tests.log" '^test result:'
 fi
+
+section "cargo doc (-D warnings)"
+# Every public item documented, no broken intra-doc links (the lib's #![deny(missing_docs)]).
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features --lib
 
 section "cargo test --doc"
 cargo test --doc --all-features 2>&1 | tee "$LOG_DIR/doc.log" || STATUS=1
