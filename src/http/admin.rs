@@ -140,7 +140,8 @@ async fn do_release(
         return Err(not_leader(api, &name));
     };
     let mut status = manager
-        .status_watch(&name)
+        .role(&name)
+        .map(|h| h.watch())
         .ok_or_else(|| not_leader(api, &name))?;
     manager
         .release(&name, cooldown)

@@ -336,11 +336,6 @@ impl RoleManager {
         v
     }
 
-    /// A channel of a managed role's status (what [`RoleHandle::watch`] returns).
-    pub(crate) fn status_watch(&self, role: &RoleName) -> Option<watch::Receiver<RoleStatus>> {
-        self.shared.roles().get(role).map(|s| s.status.clone())
-    }
-
     /// The current term of a role, if this instance holds it.
     #[must_use]
     pub fn leadership(&self, role: &RoleName) -> Option<Leadership> {
