@@ -4,7 +4,7 @@
 //! the lease to another holder, or let the local deadline pass. The [`Leadership`] handles it
 //! gives out behave like real ones — `is_valid`, `cancelled`, `validate` and `fenced_put`
 //! (fenced against an in-memory lease, so a write after losing the lease fails with
-//! [`Error::Fenced`]) — and everything runs on tokio's clock, so tests can use paused time.
+//! [`FenceError::Fenced`]) — and everything runs on tokio's clock, so tests can use paused time.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {

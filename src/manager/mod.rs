@@ -108,7 +108,7 @@ impl RoleManager {
 
     /// A builder from a validated configuration: bucket, instance, retry, health, fencing,
     /// shutdown and every declared role (without callbacks; add them with
-    /// [`RoleManagerBuilder::role`] instead, or use [`RoleManager::subscribe`]).
+    /// [`RoleManagerBuilder::role`] instead, or use [`RoleHandle::watch`]).
     ///
     /// # Errors
     /// [`Error::Config`] when the configuration is invalid or has no instance id.
@@ -279,7 +279,7 @@ impl RoleManager {
     ///
     /// Not `async`: it only asks the role's task and returns at once, before the hand-over
     /// (`on_demote`, then the lease delete) has happened. To wait for it, watch the role's
-    /// status ([`RoleManager::subscribe`]: `wait_for(|s| !s.is_leader())`) or
+    /// status ([`RoleHandle::watch`]: `wait_for(|s| !s.is_leader())`) or
     /// [`RoleManager::events`] (`Demoted` with reason `released`).
     /// [`RoleManager::remove_role`] and [`RoleManager::shutdown`] do wait.
     ///
