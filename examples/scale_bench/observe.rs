@@ -1,0 +1,147 @@
+//! The bench's own view of the bucket: a KV watcher on `role.>` that stamps every change of
+//! holder with the bench's monotonic clock.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+
+/// One change of a role's holder (`None`: vacant).
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub at: Instant,
+    pub role: String,
+    pub holder: Option<String>,
+}
+
+#[derive(Default)]
+struct State {
+    holders: BTreeMap<String, Option<String>>,
+    log: Vec<Change>,
+}
+
+/// Follows every `role.<name>` key of one bucket.
+#[derive(Clone)]
+pub struct Observer {
+    state: Arc<Mutex<State>>,
+}
+
+impl Observer {
+    /// Starts watching `bucket` (which must exist) through `client`.
+    pub async fn start(client: &async_nats::Client, bucket: &str) -> Observer {
+        let js = async_nats::jetstream::new(client.clone());
+        let kv = loop {
+            match js.get_key_value(bucket).await {
+                Ok(kv) => break kv,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        };
+        let mut watch = kv
+            .watch_with_history("role.>")
+            .await
+            .unwrap_or_else(|e| panic!("watch {bucket}: {e}"));
+        let state = Arc::new(Mutex::new(State::default()));
+        let observer = Observer {
+            state: state.clone(),
+        };
+        tokio::spawn(async move {
+            while let Some(Ok(entry)) = watch.next().await {
+                let at = Instant::now();
+                let role = entry.key.trim_start_matches("role.").to_owned();
+                let holder = match entry.operation {
+                    async_nats::jetstream::kv::Operation::Put => {
+                        serde_json::from_slice::<serde_json::Value>(&entry.value)
+                            .ok()
+                            .and_then(|v| v.get("holder")?.as_str().map(str::to_owned))
+                    }
+                    _ => None,
+                };
+                let mut s = state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if s.holders.get(&role) != Some(&holder) {
+                    s.holders.insert(role.clone(), holder.clone());
+                    s.log.push(Change { at, role, holder });
+                }
+            }
+        });
+        observer
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// The current holder of every role seen.
+    pub fn holders(&self) -> BTreeMap<String, String> {
+        self.with(|s| {
+            s.holders
+                .iter()
+                .filter_map(|(r, h)| Some((r.clone(), h.clone()?)))
+                .collect()
+        })
+    }
+
+    /// How many roles have a holder.
+    pub fn held(&self) -> usize {
+        self.with(|s| s.holders.values().filter(|h| h.is_some()).count())
+    }
+
+    /// Changes seen at or after `since`.
+    pub fn changes_since(&self, since: Instant) -> Vec<Change> {
+        self.with(|s| s.log.iter().filter(|c| c.at >= since).cloned().collect())
+    }
+
+    /// Waits until `n` roles have a holder; returns when, or `None` after `timeout`.
+    pub async fn wait_held(&self, n: usize, timeout: Duration) -> Option<Instant> {
+        let end = Instant::now() + timeout;
+        while Instant::now() < end {
+            if self.held() >= n {
+                return Some(Instant::now());
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        None
+    }
+
+    /// Waits until no holder changed for `quiet` (at most `timeout`).
+    pub async fn wait_quiet(&self, quiet: Duration, timeout: Duration) {
+        let end = Instant::now() + timeout;
+        while Instant::now() < end {
+            let last = self.with(|s| s.log.last().map(|c| c.at));
+            if last.is_none_or(|t| t.elapsed() >= quiet) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// For each of `roles`, how long after `since` it was first held by someone other than
+    /// `old`; waits up to `timeout` for all of them.
+    pub async fn retaken(
+        &self,
+        roles: &[String],
+        old: &str,
+        since: Instant,
+        timeout: Duration,
+    ) -> Vec<Option<Duration>> {
+        let end = Instant::now() + timeout;
+        loop {
+            let got: Vec<Option<Duration>> = {
+                let changes = self.changes_since(since);
+                roles
+                    .iter()
+                    .map(|r| {
+                        changes
+                            .iter()
+                            .find(|c| &c.role == r && c.holder.as_deref().is_some_and(|h| h != old))
+                            .map(|c| c.at.duration_since(since))
+                    })
+                    .collect()
+            };
+            if got.iter().all(Option::is_some) || Instant::now() >= end {
+                return got;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
