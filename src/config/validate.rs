@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::locate::LocationMap;
 use super::*;
-use crate::error::fmt_duration;
+use crate::core::fmt_duration;
 
 /// A problem plus the paths of other YAML values involved in it, tried in
 /// order (after the problem's own field) when looking up its location.
