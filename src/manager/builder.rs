@@ -42,7 +42,7 @@ pub struct RoleManagerBuilder {
     pub(super) meter: Option<opentelemetry::metrics::Meter>,
     pub(super) placement: Option<(PlacementConfig, Option<Duration>)>,
     #[cfg(feature = "negative-controls")]
-    pub(super) negative: Option<crate::negative::NegativeControl>,
+    pub(super) negative: Option<super::negative::NegativeControl>,
 }
 
 impl RoleManagerBuilder {
@@ -65,7 +65,7 @@ impl RoleManagerBuilder {
     /// Test-only: run with one deliberately broken mode, which the history checker must flag.
     #[cfg(feature = "negative-controls")]
     #[doc(hidden)]
-    pub fn negative_control(mut self, mode: crate::negative::NegativeControl) -> Self {
+    pub fn negative_control(mut self, mode: super::negative::NegativeControl) -> Self {
         self.negative = Some(mode);
         self
     }
@@ -167,7 +167,7 @@ impl RoleManagerBuilder {
         let mut backend: Arc<dyn RoleBackend> = Arc::new(opened.store.clone());
         #[cfg(feature = "negative-controls")]
         if let Some(mode) = self.negative {
-            backend = Arc::new(crate::negative::Flawed::new(opened.store.clone(), mode));
+            backend = Arc::new(super::negative::Flawed::new(opened.store.clone(), mode));
         }
         // How long a release can take at most: the drain of the role work, then the write.
         let release_bound = self.drain_timeout

@@ -7,6 +7,8 @@ mod connection;
 pub(crate) mod events;
 mod handle;
 mod health_task;
+#[cfg(feature = "negative-controls")]
+pub(crate) mod negative;
 mod placement;
 mod placement_link;
 mod role_input;
