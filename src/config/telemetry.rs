@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Config, Problems, shorten};
+use super::message::shorten;
+use super::{Config, Problems};
 
 /// Default `service.name` resource attribute of exported telemetry.
 pub const DEFAULT_SERVICE_NAME: &str = "nats-roles";

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::locate::LocationMap;
 use super::*;
+use super::message::shorten;
 use crate::core::fmt_duration;
 
 /// A problem plus the paths of other YAML values involved in it, tried in
