@@ -62,7 +62,6 @@ pub use instance::InstanceConfig;
 pub use nats::{NatsConfig, TlsConfig};
 pub use roles::{RoleConfig, Takeover};
 pub use telemetry::{DEFAULT_SERVICE_NAME, LogFormat, OtlpConfig, OtlpProtocol, TelemetryConfig};
-use validate::Problems;
 
 /// Largest configuration document accepted by [`Config::from_yaml_str`] and
 /// [`Config::load`], in bytes (1 MiB).
