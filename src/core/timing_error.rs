@@ -1,8 +1,6 @@
-//! The rules a lease [`Timing`] must follow, as errors.
+//! The rules a lease `Timing` must follow, as errors.
 
 use std::time::Duration;
-
-use super::types::Timing;
 
 /// A lease [`Timing`](crate::Timing) that breaks a rule (see
 /// [`Timing::validate`](crate::Timing::validate)). The same rules apply to the YAML `timing`
@@ -18,7 +16,7 @@ pub enum TimingError {
         ttl: Duration,
     },
     /// `ttl` is longer than [`Timing::MAX_TTL`](crate::Timing::MAX_TTL) (1 hour).
-    #[error("ttl {} is longer than the maximum {}", fmt_duration(*ttl), fmt_duration(Timing::MAX_TTL))]
+    #[error("ttl {} is longer than the maximum {}", fmt_duration(*ttl), fmt_duration(Duration::from_millis(crate::value::MAX_TTL_MS)))]
     TtlTooLong {
         /// The TTL.
         ttl: Duration,
