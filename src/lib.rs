@@ -60,8 +60,6 @@ mod history;
 mod inspect;
 mod leadership;
 mod metrics;
-#[cfg(feature = "negative-controls")]
-mod negative;
 mod placement;
 mod status;
 mod store;

@@ -27,7 +27,7 @@
 /// Deliberately broken election modes that the history checker must flag (cargo feature
 /// `negative-controls`; test only, never in a build that runs real roles).
 #[cfg(feature = "negative-controls")]
-pub use crate::negative::NegativeControl;
+pub use crate::manager::negative::NegativeControl;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -14,9 +14,9 @@ pub const VALUE_VERSION: u32 = 1;
 /// The largest `ttl_ms` a reader accepts in a lease (one hour, the largest TTL a role can be
 /// configured with). A value claiming more was not written by nats-roles: it is foreign, and
 /// followers judge it by their own TTL (protocol P2, P5), so a hostile value cannot block a
-/// role for longer than the observed-expiry backstop.
-#[allow(clippy::cast_possible_truncation)] // one hour in ms fits in u64
-pub const MAX_TTL_MS: u64 = crate::core::Timing::MAX_TTL.as_millis() as u64;
+/// role for longer than the observed-expiry backstop. `Timing::MAX_TTL` is checked against it
+/// at compile time.
+pub const MAX_TTL_MS: u64 = 60 * 60 * 1000;
 
 /// The JSON document a holder writes into its role key.
 ///

@@ -140,7 +140,10 @@ fn latency_row(what: &str, samples: &[Option<Duration>]) -> String {
     let missing = samples.iter().filter(|s| s.is_none()).count();
     let mut got: Vec<Duration> = samples.iter().flatten().copied().collect();
     got.sort();
-    let within = got.iter().filter(|d| **d <= TTL + Duration::from_millis(100)).count();
+    let within = got
+        .iter()
+        .filter(|d| **d <= TTL + Duration::from_millis(100))
+        .count();
     format!(
         "| {what} | {} | {} | {} | {} | {within} | {missing} |",
         got.len(),
@@ -151,7 +154,10 @@ fn latency_row(what: &str, samples: &[Option<Duration>]) -> String {
 }
 
 async fn run_cell(cell: Cell, cluster: bool, placement: bool) {
-    eprintln!("cell {} (cluster: {cluster}, placement: {placement})", cell.name);
+    eprintln!(
+        "cell {} (cluster: {cluster}, placement: {placement})",
+        cell.name
+    );
     let servers = Servers::start(cluster).await;
     let bucket = format!("scale_{}", cell.name);
     let mut dep = testkit::instances::Deployment::new(&servers.url(), &bucket, &[], "");
@@ -192,7 +198,11 @@ async fn run_cell(cell: Cell, cluster: bool, placement: bool) {
         cell.name,
         cell.instances,
         cell.roles,
-        if cluster { "3-node cluster (R3)" } else { "one server (R1)" },
+        if cluster {
+            "3-node cluster (R3)"
+        } else {
+            "one server (R1)"
+        },
         if placement { "on" } else { "off" }
     );
     println!(
@@ -280,7 +290,9 @@ async fn herd(dep: &mut testkit::instances::Deployment, observer: &Observer) {
         let before = acquire_attempts(dep, Some(i)).await;
         let t = Instant::now();
         dep.terminate(i);
-        let got = observer.retaken(std::slice::from_ref(&role), &holder, t, TTL * 5).await;
+        let got = observer
+            .retaken(std::slice::from_ref(&role), &holder, t, TTL * 5)
+            .await;
         handovers.extend(got);
         tokio::time::sleep(Duration::from_secs(1)).await;
         let after = acquire_attempts(dep, Some(i)).await;

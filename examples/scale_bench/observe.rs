@@ -57,7 +57,9 @@ impl Observer {
                     }
                     _ => None,
                 };
-                let mut s = state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut s = state
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if s.holders.get(&role) != Some(&holder) {
                     s.holders.insert(role.clone(), holder.clone());
                     s.log.push(Change { at, role, holder });
@@ -68,7 +70,10 @@ impl Observer {
     }
 
     fn with<T>(&self, f: impl FnOnce(&State) -> T) -> T {
-        f(&self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+        f(&self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
     /// The current holder of every role seen.

@@ -66,5 +66,7 @@ pub fn pct(sorted: &[Duration], p: f64) -> Option<Duration> {
 
 /// Milliseconds with one decimal, or "—".
 pub fn ms(d: Option<Duration>) -> String {
-    d.map_or("—".to_owned(), |d| format!("{:.1}", d.as_secs_f64() * 1000.0))
+    d.map_or("—".to_owned(), |d| {
+        format!("{:.1}", d.as_secs_f64() * 1000.0)
+    })
 }

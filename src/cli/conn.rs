@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::inspect::Inspector;
 
-use super::Failure;
+use super::outcome::Failure;
 
 /// How to reach the bucket. Flags (and their environment variables) override the file given
 /// with `--config`, which overrides the defaults (`nats://127.0.0.1:4222`, bucket `roles`).

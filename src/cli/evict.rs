@@ -6,8 +6,8 @@ use std::time::SystemTime;
 use crate::RoleName;
 use crate::inspect::{EvictError, Expect, RoleView};
 
-use super::Failure;
 use super::conn::{ConnArgs, bucket_failure, denied};
+use super::outcome::Failure;
 use super::table::age;
 
 /// Arguments of `evict`.

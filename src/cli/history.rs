@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use crate::history::{check_loaded, load_paths, render_html};
 
-use super::{EXIT_RUNTIME, EXIT_USAGE};
+use super::outcome::{EXIT_RUNTIME, EXIT_USAGE};
 
 /// `history` subcommands.
 #[derive(clap::Subcommand, Debug)]

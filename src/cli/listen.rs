@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use crate::config::{DEFAULT_HTTP_LISTEN, HttpConfig};
 use tokio::net::TcpListener;
 
-use super::Failure;
+use super::outcome::Failure;
 
 /// A bound listener and how to reach it.
 pub(crate) struct Bound {

@@ -8,7 +8,9 @@ pub(crate) mod evict;
 pub(crate) mod history;
 #[cfg(feature = "http")]
 pub(crate) mod listen;
+mod outcome;
 mod run;
+mod signal;
 pub(crate) mod status;
 mod table;
 pub(crate) mod watch;
@@ -20,52 +22,4 @@ use std::process::ExitCode;
 #[must_use]
 pub fn main() -> ExitCode {
     run::main()
-}
-
-/// Exit code for runtime failures.
-pub(crate) const EXIT_RUNTIME: u8 = 1;
-/// Exit code for usage and configuration errors.
-pub(crate) const EXIT_USAGE: u8 = 2;
-
-/// Why a command failed, and so its exit code.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// Usage or configuration error: exit 2.
-    Usage(String),
-    /// Runtime failure (connection, bucket, permission, conflict): exit 1.
-    Runtime(String),
-}
-
-impl Failure {
-    /// Prints the message to stderr and returns the exit code.
-    pub(crate) fn report(self) -> ExitCode {
-        match self {
-            Failure::Usage(msg) => {
-                eprintln!("nats-roles: {msg}");
-                ExitCode::from(EXIT_USAGE)
-            }
-            Failure::Runtime(msg) => {
-                eprintln!("nats-roles: {msg}");
-                ExitCode::from(EXIT_RUNTIME)
-            }
-        }
-    }
-}
-
-/// Runs `future` on a fresh runtime; 0 on success.
-pub(crate) fn block_on(future: impl Future<Output = Result<(), Failure>>) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(err) => {
-            return Failure::Runtime(format!("cannot start the runtime: {err}")).report();
-        }
-    };
-    match runtime.block_on(future) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(failure) => failure.report(),
-    }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 #[cfg(feature = "http")]
 use std::time::Duration;
 
-use super::{EXIT_RUNTIME, EXIT_USAGE, Failure};
+use super::outcome::{EXIT_RUNTIME, EXIT_USAGE, Failure};
 use crate::config::Config;
 use crate::{InstanceId, RoleEvent, RoleManager};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -100,9 +100,9 @@ pub(crate) fn main() -> ExitCode {
     match cli.command {
         Command::Validate { config } => validate(&config),
         Command::Run(args) => run(args),
-        Command::Status(args) => super::block_on(super::status::run(args)),
-        Command::Watch(args) => super::block_on(super::watch::run(args)),
-        Command::Evict(args) => super::block_on(super::evict::run(args)),
+        Command::Status(args) => super::outcome::block_on(super::status::run(args)),
+        Command::Watch(args) => super::outcome::block_on(super::watch::run(args)),
+        Command::Evict(args) => super::outcome::block_on(super::evict::run(args)),
         Command::History(command) => super::history::run(command),
     }
 }
@@ -422,7 +422,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     let manager = Arc::new(builder.start().await.map_err(runtime)?);
     http.start(&manager, &config, telemetry);
     let _ = url_printed.send(());
-    shutdown_signal().await;
+    super::signal::shutdown_signal().await;
     info!("shutting down: releasing held roles");
     http.drain();
     let result = manager.shutdown(config.shutdown.timeout).await;
@@ -477,37 +477,4 @@ fn print_event(event: &RoleEvent) {
         RoleEvent::Recovered { role } => format!("recovered role={role}"),
     };
     print_line(&line);
-}
-
-/// Completes on SIGINT or SIGTERM; a second signal exits at once.
-pub(crate) async fn shutdown_signal() {
-    wait_signal().await;
-    tokio::spawn(async {
-        wait_signal().await;
-        eprintln!("nats-roles: second signal, exiting without releasing");
-        std::process::exit(i32::from(EXIT_RUNTIME));
-    });
-}
-
-/// Completes on SIGINT or SIGTERM.
-pub(crate) async fn wait_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

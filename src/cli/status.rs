@@ -8,8 +8,8 @@ use crate::inspect::{RoleList, RoleView, instances};
 use crate::placement::{Candidate, plan};
 use crate::{InstanceId, RoleName};
 
-use super::Failure;
 use super::conn::{ConnArgs, bucket_failure};
+use super::outcome::Failure;
 use super::table::{age, render};
 
 /// Arguments of `status`.

@@ -7,8 +7,8 @@ use crate::RoleName;
 use crate::inspect::{EventView, TransitionTracker, format_time, redact_token};
 use futures_util::StreamExt;
 
-use super::Failure;
 use super::conn::{ConnArgs, bucket_failure};
+use super::outcome::Failure;
 
 /// Arguments of `watch`.
 #[derive(clap::Args, Debug)]
@@ -60,7 +60,7 @@ pub(crate) async fn run(args: WatchArgs) -> Result<(), Failure> {
     if args.count == Some(0) {
         return Ok(());
     }
-    let stop = super::run::wait_signal();
+    let stop = super::signal::wait_signal();
     tokio::pin!(stop);
     loop {
         let update = tokio::select! {

@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 
+use super::message::name_message;
 use super::validate::{check_admin_token, check_bucket_name, check_server};
 use super::{
     Config, ConfigError, ConfigProblem, ENV_ADMIN_TOKEN, ENV_BUCKET, ENV_INSTANCE_ID,
-    ENV_NATS_CREDS, ENV_NATS_URL, name_message,
+    ENV_NATS_CREDS, ENV_NATS_URL,
 };
 use crate::names::InstanceId;
 

@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use super::load::{parse_options, to_usize};
+use super::yaml::{parse_options, to_usize};
 
 /// Line and column of every value in a YAML document, by path
 /// (`roles[2].ttl`, `nats.servers[0]`, ...).

@@ -29,7 +29,6 @@
 //! `timing.heartbeat`, ...) and, when the configuration came from YAML, the
 //! line and column it was written at.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -39,27 +38,30 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 pub use crate::core::{RetryPolicy, Timing, TimingOverrides};
 pub use crate::health::HealthPolicy;
-use crate::names::{InstanceId, NameError, RoleName};
+use crate::names::{InstanceId, RoleName};
 use inline::{Extra, MainPart};
 use nats::Redacted;
 
 mod env;
 mod error;
 mod inline;
+mod instance;
 mod load;
 mod locate;
+mod message;
 mod nats;
 mod roles;
 mod telemetry;
 #[cfg(test)]
 mod tests;
 mod validate;
+mod yaml;
 
 pub use error::{ConfigError, ConfigProblem};
+pub use instance::InstanceConfig;
 pub use nats::{NatsConfig, TlsConfig};
 pub use roles::{RoleConfig, Takeover};
 pub use telemetry::{DEFAULT_SERVICE_NAME, LogFormat, OtlpConfig, OtlpProtocol, TelemetryConfig};
-use validate::Problems;
 
 /// Largest configuration document accepted by [`Config::from_yaml_str`] and
 /// [`Config::load`], in bytes (1 MiB).
@@ -179,27 +181,6 @@ impl Default for BucketConfig {
             auto_create: false,
         }
     }
-}
-
-/// Identity and defaults of this manager instance.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(default, deny_unknown_fields)]
-pub struct InstanceConfig {
-    /// This instance's id. Default: `None`, meaning it must come from the
-    /// command line or `NATS_ROLES_INSTANCE_ID` (see
-    /// [`Config::require_instance_id`]).
-    #[serde(
-        deserialize_with = "de_instance_id",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub id: Option<InstanceId>,
-    /// Priority of this instance for roles that do not set their own; higher
-    /// wins. Default: `0`.
-    pub priority: i32,
-    /// Free-form metadata published with held roles (e.g. `host`, an HTTP
-    /// address); at most 32 entries, keys and values at most 256 bytes.
-    /// Default: empty.
-    pub meta: BTreeMap<String, String>,
 }
 
 /// An optional health command: while it fails, this instance gives up and
@@ -333,30 +314,6 @@ impl HttpConfig {
     #[must_use]
     pub fn listen_addr(&self) -> Option<std::net::SocketAddr> {
         self.listen.as_deref().and_then(|l| l.trim().parse().ok())
-    }
-}
-
-/// `value` for an error message, shortened if it is long.
-fn shorten(value: &str) -> String {
-    const SHOWN: usize = 64;
-    if value.chars().count() <= SHOWN {
-        format!("{value:?}")
-    } else {
-        let head: String = value.chars().take(SHOWN).collect();
-        format!("{head:?}...")
-    }
-}
-
-fn name_message(what: &str, value: &str, err: &NameError) -> String {
-    format!("invalid {what} {}: {err}", shorten(value))
-}
-
-fn de_instance_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<InstanceId>, D::Error> {
-    match Option::<String>::deserialize(d)? {
-        None => Ok(None),
-        Some(id) => InstanceId::new(id.as_str())
-            .map(Some)
-            .map_err(|e| serde::de::Error::custom(name_message("instance id", &id, &e))),
     }
 }
 

@@ -7,7 +7,8 @@ use serde::de::MapAccess;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::inline::{self, Extra, MainPart};
-use super::{InstanceConfig, name_message};
+use super::instance::InstanceConfig;
+use super::message::name_message;
 use crate::core::TimingOverrides;
 use crate::names::RoleName;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Config, Problems, shorten};
+use super::message::shorten;
 
 /// Default `service.name` resource attribute of exported telemetry.
 pub const DEFAULT_SERVICE_NAME: &str = "nats-roles";
@@ -125,63 +125,8 @@ impl OtlpConfig {
     }
 }
 
-impl Config {
-    pub(super) fn check_telemetry(&self, p: &mut Problems) {
-        let t = &self.telemetry;
-        if t.service_name.trim().is_empty() {
-            p.push("telemetry.service_name", "must not be empty");
-        }
-        let Some(o) = &t.otlp else {
-            return;
-        };
-        if let Err(why) = check_endpoint(&o.endpoint) {
-            p.push("telemetry.otlp.endpoint", why);
-        }
-        if !o.metrics && !o.traces {
-            p.push(
-                "telemetry.otlp",
-                "exports neither metrics nor traces; remove the section or enable one",
-            );
-        }
-        if o.export_interval.is_zero() {
-            p.push(
-                "telemetry.otlp.export_interval",
-                "must be greater than zero",
-            );
-        }
-        if o.timeout.is_zero() {
-            p.push("telemetry.otlp.timeout", "must be greater than zero");
-        }
-        p.at_most(
-            "telemetry.otlp.export_interval",
-            o.export_interval,
-            super::MAX_DURATION,
-        );
-        p.at_most("telemetry.otlp.timeout", o.timeout, super::MAX_DURATION);
-        for (name, value) in &o.headers {
-            let token = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-            if !token {
-                p.push(
-                    format!("telemetry.otlp.headers.{name}"),
-                    format!("{} is not a valid HTTP header name", shorten(name)),
-                );
-            }
-            if value.bytes().any(|b| b.is_ascii_control()) {
-                // Never echo the value: it is often a credential.
-                p.push(
-                    format!("telemetry.otlp.headers.{name}"),
-                    "the value contains control characters",
-                );
-            }
-        }
-    }
-}
-
 /// Checks an OTLP endpoint: `http://host[:port][/path]`.
-fn check_endpoint(endpoint: &str) -> Result<(), String> {
+pub(super) fn check_endpoint(endpoint: &str) -> Result<(), String> {
     let e = endpoint.trim();
     if e.is_empty() {
         return Err("is required (e.g. \"http://127.0.0.1:4318\")".to_owned());

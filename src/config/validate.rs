@@ -4,8 +4,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::locate::LocationMap;
+use super::message::shorten;
+use super::telemetry::check_endpoint;
 use super::*;
-use crate::error::fmt_duration;
+use crate::core::fmt_duration;
 
 /// A problem plus the paths of other YAML values involved in it, tried in
 /// order (after the problem's own field) when looking up its location.
@@ -593,5 +595,61 @@ impl Config {
                 ),
             )])
         })
+    }
+}
+
+// The `telemetry` section (its types and endpoint rule are in `telemetry`).
+impl Config {
+    pub(super) fn check_telemetry(&self, p: &mut Problems) {
+        let t = &self.telemetry;
+        if t.service_name.trim().is_empty() {
+            p.push("telemetry.service_name", "must not be empty");
+        }
+        let Some(o) = &t.otlp else {
+            return;
+        };
+        if let Err(why) = check_endpoint(&o.endpoint) {
+            p.push("telemetry.otlp.endpoint", why);
+        }
+        if !o.metrics && !o.traces {
+            p.push(
+                "telemetry.otlp",
+                "exports neither metrics nor traces; remove the section or enable one",
+            );
+        }
+        if o.export_interval.is_zero() {
+            p.push(
+                "telemetry.otlp.export_interval",
+                "must be greater than zero",
+            );
+        }
+        if o.timeout.is_zero() {
+            p.push("telemetry.otlp.timeout", "must be greater than zero");
+        }
+        p.at_most(
+            "telemetry.otlp.export_interval",
+            o.export_interval,
+            MAX_DURATION,
+        );
+        p.at_most("telemetry.otlp.timeout", o.timeout, MAX_DURATION);
+        for (name, value) in &o.headers {
+            let token = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !token {
+                p.push(
+                    format!("telemetry.otlp.headers.{name}"),
+                    format!("{} is not a valid HTTP header name", shorten(name)),
+                );
+            }
+            if value.bytes().any(|b| b.is_ascii_control()) {
+                // Never echo the value: it is often a credential.
+                p.push(
+                    format!("telemetry.otlp.headers.{name}"),
+                    "the value contains control characters",
+                );
+            }
+        }
     }
 }

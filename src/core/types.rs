@@ -7,9 +7,12 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 pub use super::server_code::{FailureClass, ServerCode};
-use crate::error::TimingError;
+use super::timing_error::TimingError;
 use crate::token::FencingToken;
 use crate::value::{HolderValue, LeaseValue};
+
+// The lease format's reader bound (`value::MAX_TTL_MS`) is the largest TTL a role can have.
+const _: () = assert!(Timing::MAX_TTL.as_millis() == crate::value::MAX_TTL_MS as u128);
 
 /// Timing of one role's election (effective values after per-role overrides); the
 /// configuration's `timing` section. Every field is optional in YAML; a missing one takes its

@@ -12,10 +12,10 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::Api;
 use super::auth::AdminCall;
 use super::error::ApiError;
 use super::roles::role_name;
+use super::state::Api;
 use crate::inspect::{EvictError, Evicted, Expect, evict as evict_lease};
 use crate::names::RoleName;
 

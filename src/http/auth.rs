@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderMap, StatusCode, header};
 
-use super::Api;
 use super::error::ApiError;
+use super::state::Api;
 
 /// Who called, for the audit log: the peer address (and an `X-Forwarded-For` header, logged
 /// as given, not trusted).

@@ -8,8 +8,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::{Stream, StreamExt, stream};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::Api;
 use super::error::ApiError;
+use super::state::Api;
 use crate::inspect::{EventView, TransitionTracker, format_time};
 use axum::http::StatusCode;
 

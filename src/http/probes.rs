@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::Api;
+use super::state::Api;
 use crate::core::DemoteReason;
 
 /// What `/readyz` answers (200 when `ready`, else 503).

@@ -7,8 +7,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
-use super::Api;
 use super::error::ApiError;
+use super::state::Api;
 use crate::inspect::{InstanceList, RoleList, RoleView, instances as group};
 use crate::names::RoleName;
 

@@ -40,7 +40,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::ApiOptions;
+use super::options::ApiOptions;
 
 /// The answer to a connection beyond the limit when no idle one can be closed.
 const REFUSED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\

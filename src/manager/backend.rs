@@ -1,6 +1,6 @@
 //! The seam between a role driver and what it acts on besides its state machine: the lease
 //! writes it sends and the way a term reaches the application. Production uses
-//! [`LeaseStore`] as it is; the test-only negative controls (`crate::negative`) decorate it.
+//! [`LeaseStore`] as it is; the test-only negative controls (`negative`) decorate it.
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@ use super::{
     RoleEvent, RoleManager, RoleSpec, bucket, connection, health_task, placement, placement_link,
     watcher,
 };
-use crate::config::PlacementConfig;
+use crate::config::{Config, PlacementConfig};
 use crate::core::{RetryPolicy, Timing};
 use crate::error::Error;
 use crate::health::{HealthChecker, HealthPolicy, HealthState};
@@ -42,7 +42,68 @@ pub struct RoleManagerBuilder {
     pub(super) meter: Option<opentelemetry::metrics::Meter>,
     pub(super) placement: Option<(PlacementConfig, Option<Duration>)>,
     #[cfg(feature = "negative-controls")]
-    pub(super) negative: Option<crate::negative::NegativeControl>,
+    pub(super) negative: Option<super::negative::NegativeControl>,
+}
+
+// The manager's constructors live here, next to what they construct, so the manager's own
+// module does not depend on its builder.
+impl RoleManager {
+    /// A builder using an existing connection (the application owns it).
+    pub fn builder(client: async_nats::Client, instance: InstanceId) -> RoleManagerBuilder {
+        RoleManagerBuilder {
+            client,
+            server_errors: ServerErrors::default(),
+            instance,
+            bucket: crate::config::BucketConfig::default(),
+            priority: 0,
+            meta: BTreeMap::new(),
+            retry: RetryPolicy::default(),
+            drain_timeout: Duration::from_secs(5),
+            validation_interval: None,
+            health: None,
+            roles: Vec::new(),
+            events: broadcast::channel(1024).0,
+            tap_sinks: Vec::new(),
+            meter: None,
+            placement: None,
+            #[cfg(feature = "negative-controls")]
+            negative: None,
+        }
+    }
+
+    /// A builder from a validated configuration: bucket, instance, retry, health, fencing,
+    /// shutdown and every declared role (without callbacks; add them with
+    /// [`RoleManagerBuilder::role`] instead, or use [`RoleHandle::watch`](super::RoleHandle::watch)).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the configuration is invalid or has no instance id.
+    pub fn from_config(
+        client: async_nats::Client,
+        config: &Config,
+        server_errors: ServerErrors,
+    ) -> Result<RoleManagerBuilder, Error> {
+        config.validate()?;
+        let instance = config.require_instance_id()?.clone();
+        let mut builder = Self::builder(client, instance)
+            .server_errors(server_errors)
+            .meta(config.instance.meta.clone())
+            .retry(config.retry)
+            .drain_timeout(config.shutdown.drain_timeout)
+            .validation_interval(config.fencing.validation_interval);
+        builder.bucket = config.bucket.clone();
+        builder = builder
+            .priority(config.instance.priority)
+            .placement(config.placement.clone(), Some(config.member_ttl()));
+        if let Some(argv) = &config.health.command
+            && let Some(checker) = crate::health::CommandHealthChecker::new(argv.clone())
+        {
+            builder = builder.health_checker(checker, config.health.policy);
+        }
+        for role in &config.roles {
+            builder = builder.role(RoleSpec::from_config(role, config));
+        }
+        Ok(builder)
+    }
 }
 
 impl RoleManagerBuilder {
@@ -65,7 +126,7 @@ impl RoleManagerBuilder {
     /// Test-only: run with one deliberately broken mode, which the history checker must flag.
     #[cfg(feature = "negative-controls")]
     #[doc(hidden)]
-    pub fn negative_control(mut self, mode: crate::negative::NegativeControl) -> Self {
+    pub fn negative_control(mut self, mode: super::negative::NegativeControl) -> Self {
         self.negative = Some(mode);
         self
     }
@@ -167,7 +228,7 @@ impl RoleManagerBuilder {
         let mut backend: Arc<dyn RoleBackend> = Arc::new(opened.store.clone());
         #[cfg(feature = "negative-controls")]
         if let Some(mode) = self.negative {
-            backend = Arc::new(crate::negative::Flawed::new(opened.store.clone(), mode));
+            backend = Arc::new(super::negative::Flawed::new(opened.store.clone(), mode));
         }
         // How long a release can take at most: the drain of the role work, then the write.
         let release_bound = self.drain_timeout

@@ -7,6 +7,8 @@ mod connection;
 pub(crate) mod events;
 mod handle;
 mod health_task;
+#[cfg(feature = "negative-controls")]
+pub(crate) mod negative;
 mod placement;
 mod placement_link;
 mod role_input;
@@ -42,7 +44,6 @@ pub use crate::history::HistoryRecorder;
 pub use crate::placement::{MemberRecord, Preferred, PreferredReason};
 pub use crate::store::TtlMode;
 
-use crate::config::Config;
 use crate::core::{Identity, ReleaseReason, RetryPolicy, RoleMachine};
 use crate::error::Error;
 use crate::health::HealthState;
@@ -83,63 +84,6 @@ impl std::fmt::Debug for RoleManager {
 }
 
 impl RoleManager {
-    /// A builder using an existing connection (the application owns it).
-    pub fn builder(client: async_nats::Client, instance: InstanceId) -> RoleManagerBuilder {
-        RoleManagerBuilder {
-            client,
-            server_errors: ServerErrors::default(),
-            instance,
-            bucket: crate::config::BucketConfig::default(),
-            priority: 0,
-            meta: BTreeMap::new(),
-            retry: RetryPolicy::default(),
-            drain_timeout: Duration::from_secs(5),
-            validation_interval: None,
-            health: None,
-            roles: Vec::new(),
-            events: broadcast::channel(1024).0,
-            tap_sinks: Vec::new(),
-            meter: None,
-            placement: None,
-            #[cfg(feature = "negative-controls")]
-            negative: None,
-        }
-    }
-
-    /// A builder from a validated configuration: bucket, instance, retry, health, fencing,
-    /// shutdown and every declared role (without callbacks; add them with
-    /// [`RoleManagerBuilder::role`] instead, or use [`RoleHandle::watch`]).
-    ///
-    /// # Errors
-    /// [`Error::Config`] when the configuration is invalid or has no instance id.
-    pub fn from_config(
-        client: async_nats::Client,
-        config: &Config,
-        server_errors: ServerErrors,
-    ) -> Result<RoleManagerBuilder, Error> {
-        config.validate()?;
-        let instance = config.require_instance_id()?.clone();
-        let mut builder = Self::builder(client, instance)
-            .server_errors(server_errors)
-            .meta(config.instance.meta.clone())
-            .retry(config.retry)
-            .drain_timeout(config.shutdown.drain_timeout)
-            .validation_interval(config.fencing.validation_interval);
-        builder.bucket = config.bucket.clone();
-        builder = builder
-            .priority(config.instance.priority)
-            .placement(config.placement.clone(), Some(config.member_ttl()));
-        if let Some(argv) = &config.health.command
-            && let Some(checker) = crate::health::CommandHealthChecker::new(argv.clone())
-        {
-            builder = builder.health_checker(checker, config.health.policy);
-        }
-        for role in &config.roles {
-            builder = builder.role(RoleSpec::from_config(role, config));
-        }
-        Ok(builder)
-    }
-
     /// This instance's id.
     #[must_use]
     pub fn instance_id(&self) -> &InstanceId {

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use super::event::{Event, Record, TrialInfo};
+use super::event::{Event, Phase, Record, TrialInfo};
 use super::load::Loaded;
 
 const MS: f64 = 1_000_000.0;
@@ -222,6 +222,49 @@ impl<'a> Checker<'a> {
             }
             _ => None,
         })
+    }
+}
+
+impl<'a> Checker<'a> {
+    /// Faults with their ends paired (`start` then `end` of the same `what` and target).
+    fn fault_spans(&self) -> Vec<FaultSpan> {
+        let mut spans: Vec<FaultSpan> = Vec::new();
+        for e in &self.faults {
+            let Event::Fault {
+                what,
+                target,
+                phase,
+            } = &e.rec.event
+            else {
+                continue;
+            };
+            match phase {
+                Phase::Start => spans.push(FaultSpan {
+                    what: what.clone(),
+                    target: target.clone(),
+                    start_ms: self.ms(e.t),
+                    end_ms: None,
+                }),
+                Phase::End => {
+                    // An end closes the latest open fault on its target (`sigcont` ends a
+                    // `sigstop`), or the latest open fault of all for a `heal`.
+                    let open = spans
+                        .iter_mut()
+                        .rev()
+                        .find(|s| s.end_ms.is_none() && (s.target == *target || what == "heal"));
+                    match open {
+                        Some(s) => s.end_ms = Some(self.ms(e.t)),
+                        None => spans.push(FaultSpan {
+                            what: what.clone(),
+                            target: target.clone(),
+                            start_ms: self.ms(e.t),
+                            end_ms: None,
+                        }),
+                    }
+                }
+            }
+        }
+        spans
     }
 }
 

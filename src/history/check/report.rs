@@ -5,9 +5,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::history::event::{Event, Phase, TrialInfo};
+use crate::history::event::TrialInfo;
 
-use super::Checker;
 pub use crate::history::invariant::Invariant;
 /// One broken rule, with what is needed to find it in the history.
 #[derive(Debug, Clone, Serialize)]
@@ -264,48 +263,5 @@ impl Report {
             }
         }
         s
-    }
-}
-
-impl<'a> Checker<'a> {
-    /// Faults with their ends paired (`start` then `end` of the same `what` and target).
-    pub(super) fn fault_spans(&self) -> Vec<FaultSpan> {
-        let mut spans: Vec<FaultSpan> = Vec::new();
-        for e in &self.faults {
-            let Event::Fault {
-                what,
-                target,
-                phase,
-            } = &e.rec.event
-            else {
-                continue;
-            };
-            match phase {
-                Phase::Start => spans.push(FaultSpan {
-                    what: what.clone(),
-                    target: target.clone(),
-                    start_ms: self.ms(e.t),
-                    end_ms: None,
-                }),
-                Phase::End => {
-                    // An end closes the latest open fault on its target (`sigcont` ends a
-                    // `sigstop`), or the latest open fault of all for a `heal`.
-                    let open = spans
-                        .iter_mut()
-                        .rev()
-                        .find(|s| s.end_ms.is_none() && (s.target == *target || what == "heal"));
-                    match open {
-                        Some(s) => s.end_ms = Some(self.ms(e.t)),
-                        None => spans.push(FaultSpan {
-                            what: what.clone(),
-                            target: target.clone(),
-                            start_ms: self.ms(e.t),
-                            end_ms: None,
-                        }),
-                    }
-                }
-            }
-        }
-        spans
     }
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
+use super::backend::{LeaseWrite, RoleBackend};
 use crate::core::{DemoteReason, WriteKind, WriteOutcome};
-use crate::manager::backend::{LeaseWrite, RoleBackend};
 use crate::store::LeaseStore;
 
 /// One deliberately broken mode of the library.
