@@ -31,6 +31,10 @@ rustc --version
 section "cargo fmt --check"
 cargo fmt --all -- --check --color never
 
+section "import cycles"
+# No module of src/ depends on itself through others (top level and inside every folder).
+python3 scripts/import-cycles.py all
+
 section "cargo clippy (-D warnings)"
 # --workspace: the test kit (crates/testkit) too.
 cargo clippy --workspace --all-targets --all-features -- -D warnings
