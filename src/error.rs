@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::core::FailureKind;
-pub use crate::core::TimingError;
+pub use crate::core::{SettingError, TimingError};
 use crate::names::RoleName;
 
 /// Errors returned by the role manager and leadership handles.
@@ -53,6 +53,13 @@ pub enum Error {
         #[source]
         source: TimingError,
     },
+    /// A bucket or placement setting breaks a rule
+    /// ([`BucketSettings::validate`](crate::manager::BucketSettings::validate),
+    /// [`PlacementSettings::validate`](crate::manager::PlacementSettings::validate)); returned
+    /// by [`RoleManagerBuilder::start`](crate::RoleManagerBuilder::start) before anything is
+    /// written.
+    #[error("invalid setting {0}")]
+    InvalidSetting(#[from] crate::core::SettingError),
     /// The NATS user lacks a permission the manager needs.
     #[error("permission denied by the NATS server: {detail}")]
     PermissionDenied {

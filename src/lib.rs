@@ -73,7 +73,7 @@ pub use core::{
     TimingOverrides,
 };
 pub use election::Election;
-pub use error::{Error, FenceError, TimingError};
+pub use error::{Error, FenceError, SettingError, TimingError};
 pub use leadership::Leadership;
 pub use manager::{
     HolderInfo, RoleEvent, RoleHandle, RoleManager, RoleManagerBuilder, RoleSpec, RoleStatus,

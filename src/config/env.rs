@@ -3,11 +3,12 @@
 use std::path::PathBuf;
 
 use super::message::name_message;
-use super::validate::{check_admin_token, check_bucket_name, check_server};
+use super::validate::{check_admin_token, check_server};
 use super::{
     Config, ConfigError, ConfigProblem, ENV_ADMIN_TOKEN, ENV_BUCKET, ENV_INSTANCE_ID,
     ENV_NATS_CREDS, ENV_NATS_URL,
 };
+use crate::core::bucket_settings::check_bucket_name;
 use crate::names::InstanceId;
 
 impl Config {

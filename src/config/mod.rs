@@ -39,6 +39,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 pub use crate::core::{RetryPolicy, Timing, TimingOverrides};
 pub use crate::health::HealthPolicy;
 use crate::names::{InstanceId, RoleName};
+pub use crate::placement::{PlacementSettings, Takeover};
 use inline::{Extra, MainPart};
 use nats::Redacted;
 
@@ -60,31 +61,20 @@ mod yaml;
 pub use error::{ConfigError, ConfigProblem};
 pub use instance::InstanceConfig;
 pub use nats::{NatsConfig, TlsConfig};
-pub use roles::{RoleConfig, Takeover};
+pub use roles::RoleConfig;
 pub use telemetry::{DEFAULT_SERVICE_NAME, LogFormat, OtlpConfig, OtlpProtocol, TelemetryConfig};
 
 /// Largest configuration document accepted by [`Config::from_yaml_str`] and
 /// [`Config::load`], in bytes (1 MiB).
 pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
 
-/// Longest accepted value of every duration setting that has no tighter bound
-/// of its own: 1 hour. It applies to `nats.ping_interval`, `nats.connect_timeout`,
-/// `nats.request_timeout`, `retry.initial_backoff`, `retry.max_backoff`,
-/// `health.interval`, `health.timeout`, `health.cooldown`,
-/// `fencing.validation_interval`, `shutdown.timeout`, `shutdown.drain_timeout`,
-/// the `placement` durations and `telemetry.otlp.export_interval` / `timeout`.
-/// Lease durations are bounded by [`Timing::MAX_TTL`] (`ttl`, `member_ttl`) and
-/// through the TTL (see [`Timing::validate`]).
-pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+pub use crate::core::{BucketSettings, MAX_BUCKET_REPLICAS, MAX_DURATION};
 
 /// Most entries allowed in [`InstanceConfig::meta`].
 pub const MAX_META_ENTRIES: usize = 32;
 
 /// Longest key or value allowed in [`InstanceConfig::meta`], in bytes.
 pub const MAX_META_LEN: usize = 256;
-
-/// Most replicas allowed for the KV bucket ([`BucketConfig::replicas`]).
-pub const MAX_BUCKET_REPLICAS: usize = 5;
 
 /// Environment variable read by [`Config::apply_env`]: comma-separated NATS
 /// server URLs, replacing [`NatsConfig::servers`].
@@ -99,7 +89,7 @@ pub const ENV_NATS_CREDS: &str = "NATS_CREDS";
 pub const ENV_INSTANCE_ID: &str = "NATS_ROLES_INSTANCE_ID";
 
 /// Environment variable read by [`Config::apply_env`]: the KV bucket name,
-/// replacing [`BucketConfig::name`].
+/// replacing [`BucketSettings::name`].
 pub const ENV_BUCKET: &str = "NATS_ROLES_BUCKET";
 
 /// Environment variable read by [`Config::apply_env`]: the admin bearer token
@@ -124,8 +114,8 @@ pub struct Config {
     /// How to connect to NATS. Default: [`NatsConfig::default()`].
     pub nats: NatsConfig,
     /// The JetStream KV bucket holding the role keys. Default:
-    /// [`BucketConfig::default()`] (bucket `roles`).
-    pub bucket: BucketConfig,
+    /// [`BucketSettings::default()`] (bucket `roles`).
+    pub bucket: BucketSettings,
     /// Identity and defaults of this manager instance. Default:
     /// [`InstanceConfig::default()`] (no id, priority 0).
     pub instance: InstanceConfig,
@@ -152,35 +142,11 @@ pub struct Config {
     /// [`TelemetryConfig::default()`] (text logs, no OTLP export).
     pub telemetry: TelemetryConfig,
     /// Placement: priority takeover and load spreading across instances
-    /// (docs/placement.md). Default: [`PlacementConfig::default()`] (off).
-    pub placement: PlacementConfig,
+    /// (docs/placement.md). Default: [`PlacementSettings::default()`] (off).
+    pub placement: PlacementSettings,
     /// The roles this instance takes part in. Default: empty (roles may also
     /// be added at runtime).
     pub roles: Vec<RoleConfig>,
-}
-
-/// The JetStream KV bucket holding one key per role.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct BucketConfig {
-    /// Bucket name: non-empty, ASCII letters, digits, `-` and `_`.
-    /// Default: `"roles"`.
-    pub name: String,
-    /// Number of replicas when the bucket is created, `1..=5`. Default: `1`.
-    pub replicas: usize,
-    /// Create the bucket if it does not exist. Production deployments should
-    /// pre-create it. Default: `false`.
-    pub auto_create: bool,
-}
-
-impl Default for BucketConfig {
-    fn default() -> Self {
-        Self {
-            name: "roles".to_owned(),
-            replicas: 1,
-            auto_create: false,
-        }
-    }
 }
 
 /// An optional health command: while it fails, this instance gives up and
@@ -314,76 +280,6 @@ impl HttpConfig {
     #[must_use]
     pub fn listen_addr(&self) -> Option<std::net::SocketAddr> {
         self.listen.as_deref().and_then(|l| l.trim().parse().ok())
-    }
-}
-
-/// Placement: membership records, priority takeover and load spreading
-/// (docs/placement.md). Every knob applies to this instance only; all instances
-/// of a deployment should use the same values.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PlacementConfig {
-    /// Publish a membership record and move roles to their preferred instance.
-    /// Default: `false`.
-    pub enabled: bool,
-    /// Capacity: this instance's fair share is proportional to it; 1 to 1000.
-    /// Default: `1`.
-    pub weight: u32,
-    /// New members count only once no further member joined for this long.
-    /// Default: `5s`.
-    #[serde(with = "humantime_serde")]
-    pub stability_window: Duration,
-    /// A member that vanished without a graceful stop still counts for this long
-    /// (a flapping member moves nothing). Default: `10s`.
-    #[serde(with = "humantime_serde")]
-    pub leave_delay: Duration,
-    /// How long an instance holds back its campaign for a vacancy another live
-    /// member is preferred for; it takes the role if that member does not.
-    /// Default: `500ms`.
-    #[serde(with = "humantime_serde")]
-    pub claim_grace: Duration,
-    /// A role moved voluntarily is not moved voluntarily again for this long (the
-    /// instance that released it may take it again whenever the plan prefers it: there is
-    /// no campaign cooldown after a placement release). Default: `30s`.
-    #[serde(with = "humantime_serde")]
-    pub cooldown: Duration,
-    /// At most this many voluntary moves per `move_interval`; at least 1.
-    /// Default: `10`.
-    pub move_budget: u32,
-    /// The interval of `move_budget`; greater than zero. Default: `1s`.
-    #[serde(with = "humantime_serde")]
-    pub move_interval: Duration,
-    /// Spreading releases roles only while this instance holds more than its
-    /// share in the plan plus this many. Default: `0`.
-    pub hysteresis: u32,
-    /// Start draining: move every role away and take none another member is
-    /// preferred for. Default: `false`.
-    pub draining: bool,
-    /// TTL of the membership record (heartbeated every quarter of it); whole
-    /// seconds, at least `1s`. Default: `None` (the top-level `timing.ttl`).
-    #[serde(
-        default,
-        with = "humantime_serde",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub member_ttl: Option<Duration>,
-}
-
-impl Default for PlacementConfig {
-    fn default() -> Self {
-        Self {
-            enabled: false,
-            weight: 1,
-            stability_window: Duration::from_secs(5),
-            leave_delay: Duration::from_secs(10),
-            claim_grace: Duration::from_millis(500),
-            cooldown: Duration::from_secs(30),
-            move_budget: 10,
-            move_interval: Duration::from_secs(1),
-            hysteresis: 0,
-            draining: false,
-            member_ttl: None,
-        }
     }
 }
 

@@ -11,17 +11,7 @@ use super::instance::InstanceConfig;
 use super::message::name_message;
 use crate::core::TimingOverrides;
 use crate::names::RoleName;
-
-/// Whether placement may move a role away from this instance voluntarily.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Takeover {
-    /// Hand the role over gracefully when placement prefers another instance. The default.
-    #[default]
-    Voluntary,
-    /// Never release the role for placement (it still moves on stop, failure or health).
-    Never,
-}
+use crate::placement::Takeover;
 
 /// One role this instance takes part in. Timing fields (`ttl`, `heartbeat`, ...) written in
 /// the role's entry override the top-level [`Timing`](crate::core::Timing) for this role.

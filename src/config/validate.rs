@@ -110,22 +110,6 @@ fn timing_issues(t: &Timing) -> Vec<TimingIssue> {
     issues
 }
 
-/// Checks a bucket name: non-empty, `[A-Za-z0-9_-]+`.
-pub(super) fn check_bucket_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("bucket name must not be empty".to_owned());
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
-    {
-        return Err(format!(
-            "bucket name {name:?} contains {c:?}; only ASCII letters, digits, '-' and '_' are allowed"
-        ));
-    }
-    Ok(())
-}
-
 /// Checks one server URL by parsing it as the NATS client does
 /// ([`async_nats::ServerAddr`]: scheme `nats`, `tls`, `ws` or `wss`, `nats://` assumed when
 /// there is none), and then requires a host, a port other than 0, and a port when no scheme
@@ -243,17 +227,8 @@ impl Config {
     }
 
     fn check_bucket(&self, p: &mut Problems) {
-        if let Err(why) = check_bucket_name(&self.bucket.name) {
-            p.push("bucket.name", why);
-        }
-        if !(1..=MAX_BUCKET_REPLICAS).contains(&self.bucket.replicas) {
-            p.push(
-                "bucket.replicas",
-                format!(
-                    "{} is out of range: it must be between 1 and {MAX_BUCKET_REPLICAS}",
-                    self.bucket.replicas
-                ),
-            );
+        for e in self.bucket.problems() {
+            p.push(e.field, e.message);
         }
     }
 
@@ -474,43 +449,8 @@ impl Config {
 
 impl Config {
     fn check_placement(&self, p: &mut Problems) {
-        let c = &self.placement;
-        if !(1..=1000).contains(&c.weight) {
-            p.push(
-                "placement.weight",
-                format!(
-                    "{} is out of range: it must be between 1 and 1000",
-                    c.weight
-                ),
-            );
-        }
-        if c.move_budget == 0 {
-            p.push("placement.move_budget", "must be at least 1");
-        }
-        if c.move_interval.is_zero() {
-            p.push("placement.move_interval", "must be greater than zero");
-        }
-        for (field, value) in [
-            ("placement.stability_window", c.stability_window),
-            ("placement.leave_delay", c.leave_delay),
-            ("placement.claim_grace", c.claim_grace),
-            ("placement.cooldown", c.cooldown),
-            ("placement.move_interval", c.move_interval),
-        ] {
-            p.at_most(field, value, MAX_DURATION);
-        }
-        if let Some(ttl) = c.member_ttl
-            && (ttl < Timing::MIN_TTL || ttl > Timing::MAX_TTL || ttl.subsec_nanos() != 0)
-        {
-            p.push(
-                "placement.member_ttl",
-                format!(
-                    "{} must be a whole number of seconds, at least {} and at most {}",
-                    fmt_duration(ttl),
-                    fmt_duration(Timing::MIN_TTL),
-                    fmt_duration(Timing::MAX_TTL)
-                ),
-            );
+        for e in self.placement.problems() {
+            p.push(e.field, e.message);
         }
     }
 

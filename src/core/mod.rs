@@ -1,14 +1,18 @@
 //! The pure (sans-I/O) election core: one state machine per role.
 
 pub mod backoff;
+pub mod bucket_settings;
 pub mod machine;
 pub mod server_code;
+pub mod setting_error;
 pub mod timing_error;
 pub mod types;
 
 pub use backoff::RetryPolicy;
+pub use bucket_settings::{BucketSettings, MAX_BUCKET_REPLICAS};
 pub use machine::{Identity, RoleMachine};
 pub use server_code::{FailureClass, ServerCode};
+pub use setting_error::SettingError;
 pub use timing_error::TimingError;
 pub(crate) use timing_error::fmt_duration;
 pub use types::*;

@@ -583,3 +583,13 @@ pub enum Action {
     /// The machine finished.
     Stopped,
 }
+
+/// Longest accepted value of every duration setting that has no tighter bound
+/// of its own: 1 hour. It applies to `nats.ping_interval`, `nats.connect_timeout`,
+/// `nats.request_timeout`, `retry.initial_backoff`, `retry.max_backoff`,
+/// `health.interval`, `health.timeout`, `health.cooldown`,
+/// `fencing.validation_interval`, `shutdown.timeout`, `shutdown.drain_timeout`,
+/// the `placement` durations and `telemetry.otlp.export_interval` / `timeout`.
+/// Lease durations are bounded by [`Timing::MAX_TTL`] (`ttl`, `member_ttl`) and
+/// through the TTL (see [`Timing::validate`]).
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, ErrorCode, kv};
 
-use crate::config::BucketConfig;
+use crate::core::BucketSettings;
 use crate::error::Error;
 use crate::store::{LeaseStore, ServerErrors, TtlMode, jetstream_code};
 
@@ -23,7 +23,7 @@ pub(crate) struct Opened {
 /// Opens the bucket; creates it when it is missing and `auto_create` is set (P1).
 pub(crate) async fn open(
     client: &async_nats::Client,
-    config: &BucketConfig,
+    config: &BucketSettings,
     errors: &ServerErrors,
 ) -> Result<Opened, Error> {
     let js = jetstream::new(client.clone());
@@ -90,7 +90,7 @@ pub(crate) async fn open(
 
 pub(crate) async fn create(
     js: &jetstream::Context,
-    config: &BucketConfig,
+    config: &BucketSettings,
 ) -> Result<kv::Store, Error> {
     let created = js
         .create_key_value(kv::Config {

@@ -7,11 +7,12 @@ use super::{
     RoleEvent, RoleManager, RoleSpec, bucket, connection, health_task, placement, placement_link,
     watcher,
 };
-use crate::config::{Config, PlacementConfig};
+use crate::config::Config;
 use crate::core::{RetryPolicy, Timing};
 use crate::error::Error;
 use crate::health::{HealthChecker, HealthPolicy, HealthState};
 use crate::names::InstanceId;
+use crate::placement::PlacementSettings;
 use crate::store::ServerErrors;
 use crate::tap::{Tap, TapSink};
 use placement_link::PlacementLink;
@@ -29,7 +30,7 @@ pub struct RoleManagerBuilder {
     pub(super) client: async_nats::Client,
     pub(super) server_errors: ServerErrors,
     pub(super) instance: InstanceId,
-    pub(super) bucket: crate::config::BucketConfig,
+    pub(super) bucket: crate::core::BucketSettings,
     pub(super) priority: i32,
     pub(super) meta: BTreeMap<String, String>,
     pub(super) retry: RetryPolicy,
@@ -40,7 +41,7 @@ pub struct RoleManagerBuilder {
     pub(super) events: broadcast::Sender<RoleEvent>,
     pub(super) tap_sinks: Vec<Arc<dyn TapSink>>,
     pub(super) meter: Option<opentelemetry::metrics::Meter>,
-    pub(super) placement: Option<(PlacementConfig, Option<Duration>)>,
+    pub(super) placement: Option<PlacementSettings>,
     #[cfg(feature = "negative-controls")]
     pub(super) negative: Option<super::negative::NegativeControl>,
 }
@@ -54,7 +55,7 @@ impl RoleManager {
             client,
             server_errors: ServerErrors::default(),
             instance,
-            bucket: crate::config::BucketConfig::default(),
+            bucket: crate::core::BucketSettings::default(),
             priority: 0,
             meta: BTreeMap::new(),
             retry: RetryPolicy::default(),
@@ -93,7 +94,10 @@ impl RoleManager {
         builder.bucket = config.bucket.clone();
         builder = builder
             .priority(config.instance.priority)
-            .placement(config.placement.clone(), Some(config.member_ttl()));
+            .placement(PlacementSettings {
+                member_ttl: Some(config.member_ttl()),
+                ..config.placement.clone()
+            });
         if let Some(argv) = &config.health.command
             && let Some(checker) = crate::health::CommandHealthChecker::new(argv.clone())
         {
@@ -115,11 +119,12 @@ impl RoleManagerBuilder {
         self
     }
 
-    /// Enables placement (docs/placement.md) when `config.enabled`: a membership record
-    /// `member.<instance>` with TTL `member_ttl` (default: the shortest role TTL), priority
-    /// takeover and load spreading by graceful hand-over.
-    pub fn placement(mut self, config: PlacementConfig, member_ttl: Option<Duration>) -> Self {
-        self.placement = config.enabled.then_some((config, member_ttl));
+    /// Enables placement (docs/placement.md) when `settings.enabled`: a membership record
+    /// `member.<instance>` with TTL `settings.member_ttl` (default: the shortest role TTL),
+    /// priority takeover and load spreading by graceful hand-over. The settings are checked
+    /// by [`start`](Self::start) ([`PlacementSettings::validate`]).
+    pub fn placement(mut self, settings: PlacementSettings) -> Self {
+        self.placement = settings.enabled.then_some(settings);
         self
     }
 
@@ -223,6 +228,10 @@ impl RoleManagerBuilder {
         for spec in &self.roles {
             spec.validate()?;
         }
+        self.bucket.validate()?;
+        if let Some(settings) = &self.placement {
+            settings.validate()?;
+        }
         let opened = bucket::open(&self.client, &self.bucket, &self.server_errors).await?;
         #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
         let mut backend: Arc<dyn RoleBackend> = Arc::new(opened.store.clone());
@@ -238,9 +247,10 @@ impl RoleManagerBuilder {
                 .map(|r| r.timing.operation_timeout)
                 .max()
                 .unwrap_or(Timing::default().operation_timeout);
-        let placement = self.placement.clone().map(|(config, member_ttl)| {
+        let placement = self.placement.clone().map(|config| {
             let shortest = self.roles.iter().map(|r| r.timing.ttl).min();
-            let member_ttl = member_ttl
+            let member_ttl = config
+                .member_ttl
                 .or(shortest)
                 .unwrap_or(Timing::default().ttl)
                 .max(Duration::from_secs(1));

@@ -40,8 +40,9 @@ pub use handle::RoleHandle;
 pub use spec::RoleSpec;
 pub use status::RoleStatus;
 
+pub use crate::core::BucketSettings;
 pub use crate::history::HistoryRecorder;
-pub use crate::placement::{MemberRecord, Preferred, PreferredReason};
+pub use crate::placement::{MemberRecord, PlacementSettings, Preferred, PreferredReason, Takeover};
 pub use crate::store::TtlMode;
 
 use crate::core::{Identity, ReleaseReason, RetryPolicy, RoleMachine};

@@ -12,15 +12,15 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{PlacementConfig, Takeover};
 use crate::names::RoleName;
 use crate::placement::controller::{OwnRole, RecordRoles};
 use crate::placement::{MemberRecord, Membership, MembershipTiming, Preferred};
+use crate::placement::{PlacementSettings, Takeover};
 
 /// Placement settings of one manager.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
-    pub(crate) config: PlacementConfig,
+    pub(crate) config: PlacementSettings,
     /// TTL of the membership record.
     pub(crate) member_ttl: Duration,
     /// Longest wait for one KV write.

@@ -55,7 +55,7 @@ pub(crate) async fn open_bucket(
     name: &str,
     errors: &crate::store::ServerErrors,
 ) -> Result<OpenedBucket, crate::error::Error> {
-    let config = crate::config::BucketConfig {
+    let config = crate::core::BucketSettings {
         name: name.to_owned(),
         auto_create: false,
         ..Default::default()

@@ -121,7 +121,7 @@ pub(crate) async fn run(
 /// What the watcher needs to notice a deleted or recreated bucket.
 pub(crate) struct BucketRecovery {
     pub(crate) js: async_nats::jetstream::Context,
-    pub(crate) config: crate::config::BucketConfig,
+    pub(crate) config: crate::core::BucketSettings,
     pub(crate) epoch: u64,
 }
 

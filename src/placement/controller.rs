@@ -15,7 +15,7 @@ use super::decide::{Held, ReleaseRules, choose_release, hold_back, vacancies_fil
 use super::member::MemberRecord;
 use super::membership::{Membership, MembershipTiming};
 use super::plan::{Candidate, Placement, Preferred, plan};
-use crate::config::{PlacementConfig, Takeover};
+use super::settings::{PlacementSettings, Takeover};
 use crate::names::{InstanceId, RoleName};
 
 /// What a controller is configured with.
@@ -24,7 +24,7 @@ pub struct ControllerSettings {
     /// This instance.
     pub instance: InstanceId,
     /// The placement knobs.
-    pub config: PlacementConfig,
+    pub config: PlacementSettings,
     /// Longest wait for one KV write.
     pub operation_timeout: Duration,
     /// Longest a voluntary move stays in flight (the drain timeout and two member TTLs).

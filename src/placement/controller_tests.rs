@@ -23,7 +23,7 @@ fn role(s: &str) -> RoleName {
 /// (draining if `draining`) and `b`; claim grace 1 s, one operation 1 s, a move in flight
 /// at most 10 s, `budget` moves a minute, cooldown 30 s.
 fn controller(budget: u32, draining: bool, t0: Instant) -> Controller {
-    let config = PlacementConfig {
+    let config = PlacementSettings {
         enabled: true,
         stability_window: Duration::ZERO,
         leave_delay: Duration::ZERO,
@@ -31,7 +31,7 @@ fn controller(budget: u32, draining: bool, t0: Instant) -> Controller {
         cooldown: 30 * SECOND,
         move_budget: budget,
         move_interval: 60 * SECOND,
-        ..PlacementConfig::default()
+        ..PlacementSettings::default()
     };
     let mut c = Controller::new(
         ControllerSettings {

@@ -16,9 +16,11 @@ mod member;
 mod membership;
 mod plan;
 mod quota;
+mod settings;
 
 pub use member::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
 pub use membership::{Membership, MembershipTiming};
 #[cfg(feature = "cli")]
 pub use plan::{Candidate, plan};
 pub use plan::{Preferred, PreferredReason};
+pub use settings::{PlacementSettings, Takeover};

@@ -39,7 +39,7 @@ fn defaults_match_documentation() {
     assert!(!c.nats.tls.required);
     assert_eq!(
         c.bucket,
-        BucketConfig {
+        BucketSettings {
             name: "roles".into(),
             replicas: 1,
             auto_create: false
