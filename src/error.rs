@@ -53,9 +53,11 @@ pub enum Error {
         #[source]
         source: TimingError,
     },
-    /// A bucket or placement setting breaks a rule
+    /// A bucket, placement, retry or health setting breaks a rule
     /// ([`BucketSettings::validate`](crate::manager::BucketSettings::validate),
-    /// [`PlacementSettings::validate`](crate::manager::PlacementSettings::validate)); returned
+    /// [`PlacementSettings::validate`](crate::manager::PlacementSettings::validate),
+    /// [`RetryPolicy::validate`](crate::RetryPolicy::validate),
+    /// [`HealthPolicy::validate`](crate::health::HealthPolicy::validate)); returned
     /// by [`RoleManagerBuilder::start`](crate::RoleManagerBuilder::start) before anything is
     /// written.
     #[error("invalid setting {0}")]

@@ -4,6 +4,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::timing_error::fmt_duration;
+use crate::core::{MAX_DURATION, SettingError};
+
 /// Decides whether this instance is fit to hold roles.
 pub trait HealthChecker: Send + Sync + 'static {
     /// Returns `true` when healthy. Called every `interval` with a timeout; a timeout counts as
@@ -29,6 +32,60 @@ pub struct HealthPolicy {
     /// Time after becoming unhealthy before contending for roles again. Default: `10s`.
     #[serde(with = "humantime_serde")]
     pub cooldown: Duration,
+}
+
+impl HealthPolicy {
+    /// Every rule this policy breaks (empty when valid); fields are named as in YAML
+    /// (`health.timeout`).
+    #[must_use]
+    pub fn problems(&self) -> Vec<SettingError> {
+        let mut found = Vec::new();
+        if self.interval.is_zero() {
+            found.push(SettingError::new(
+                "health.interval",
+                "must be greater than 0s",
+            ));
+        }
+        if self.timeout.is_zero() {
+            found.push(SettingError::new(
+                "health.timeout",
+                "must be greater than 0s",
+            ));
+        } else if self.timeout > self.interval {
+            found.push(SettingError::related(
+                "health.timeout",
+                format!(
+                    "{} must not exceed interval {}",
+                    fmt_duration(self.timeout),
+                    fmt_duration(self.interval)
+                ),
+                "health.interval",
+            ));
+        }
+        found.extend(
+            [
+                ("health.interval", self.interval),
+                ("health.cooldown", self.cooldown),
+            ]
+            .into_iter()
+            .filter_map(|(field, value)| SettingError::at_most(field, value, MAX_DURATION)),
+        );
+        if self.failure_threshold == 0 {
+            found.push(SettingError::new(
+                "health.failure_threshold",
+                "must be at least 1",
+            ));
+        }
+        found
+    }
+
+    /// Checks every rule.
+    ///
+    /// # Errors
+    /// The first rule broken.
+    pub fn validate(&self) -> Result<(), SettingError> {
+        self.problems().into_iter().next().map_or(Ok(()), Err)
+    }
 }
 
 impl Default for HealthPolicy {

@@ -50,6 +50,14 @@ impl Problems {
         }
     }
 
+    /// Reports every problem a library setting found in itself.
+    pub(super) fn settings(&mut self, problems: Vec<crate::core::SettingError>) {
+        for e in problems {
+            let related = e.related.iter().map(|r| (*r).to_owned()).collect();
+            self.push_related(e.field, e.message, related);
+        }
+    }
+
     pub(super) fn push_related(
         &mut self,
         field: impl Into<String>,
@@ -227,9 +235,7 @@ impl Config {
     }
 
     fn check_bucket(&self, p: &mut Problems) {
-        for e in self.bucket.problems() {
-            p.push(e.field, e.message);
-        }
+        p.settings(self.bucket.problems());
     }
 
     fn check_instance(&self, p: &mut Problems) {
@@ -338,52 +344,7 @@ impl Config {
     }
 
     fn check_retry(&self, p: &mut Problems) {
-        let r = &self.retry;
-        if r.initial.is_zero() {
-            p.push("retry.initial_backoff", "must be greater than 0s");
-        }
-        p.at_most("retry.initial_backoff", r.initial, MAX_DURATION);
-        p.at_most("retry.max_backoff", r.max, MAX_DURATION);
-        p.at_most(
-            "retry.persistent_interval",
-            r.persistent_interval,
-            MAX_DURATION,
-        );
-        if r.persistent_interval < Duration::from_millis(100) {
-            p.push(
-                "retry.persistent_interval",
-                format!(
-                    "{} is too short: persistent failures are retried slowly, at least 100ms",
-                    fmt_duration(r.persistent_interval)
-                ),
-            );
-        }
-        if r.max < r.initial {
-            p.push_related(
-                "retry.max_backoff",
-                format!(
-                    "{} must be at least initial_backoff {}",
-                    fmt_duration(r.max),
-                    fmt_duration(r.initial)
-                ),
-                vec!["retry.initial_backoff".to_owned()],
-            );
-        }
-        if !(r.multiplier.is_finite() && r.multiplier >= 1.0) {
-            p.push(
-                "retry.multiplier",
-                format!("{} must be a finite number of at least 1.0", r.multiplier),
-            );
-        }
-        if !(0.0..=1.0).contains(&r.jitter) {
-            p.push(
-                "retry.jitter",
-                format!(
-                    "{} is out of range: it must be between 0.0 and 1.0",
-                    r.jitter
-                ),
-            );
-        }
+        p.settings(self.retry.problems());
     }
 
     fn check_health(&self, p: &mut Problems) {
@@ -397,28 +358,7 @@ impl Config {
             }
             _ => {}
         }
-        let h = &self.health.policy;
-        if h.interval.is_zero() {
-            p.push("health.interval", "must be greater than 0s");
-        }
-        if h.timeout.is_zero() {
-            p.push("health.timeout", "must be greater than 0s");
-        } else if h.timeout > h.interval {
-            p.push_related(
-                "health.timeout",
-                format!(
-                    "{} must not exceed interval {}",
-                    fmt_duration(h.timeout),
-                    fmt_duration(h.interval)
-                ),
-                vec!["health.interval".to_owned()],
-            );
-        }
-        p.at_most("health.interval", h.interval, MAX_DURATION);
-        p.at_most("health.cooldown", h.cooldown, MAX_DURATION);
-        if h.failure_threshold == 0 {
-            p.push("health.failure_threshold", "must be at least 1");
-        }
+        p.settings(self.health.policy.problems());
     }
 
     fn check_fencing_and_shutdown(&self, p: &mut Problems) {
@@ -449,9 +389,7 @@ impl Config {
 
 impl Config {
     fn check_placement(&self, p: &mut Problems) {
-        for e in self.placement.problems() {
-            p.push(e.field, e.message);
-        }
+        p.settings(self.placement.problems());
     }
 
     fn check_http(&self, p: &mut Problems) {

@@ -4,6 +4,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::setting_error::SettingError;
+use super::timing_error::fmt_duration;
+use super::types::MAX_DURATION;
+
 /// Retry policy for failed NATS operations: jittered exponential backoff; the configuration's
 /// `retry` section (where `initial` and `max` are called `initial_backoff` and `max_backoff`).
 /// Every field is optional in YAML; a missing one takes its value from
@@ -47,6 +51,75 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// Every rule this policy breaks (empty when valid); fields are named as in YAML
+    /// (`retry.max_backoff`).
+    #[must_use]
+    pub fn problems(&self) -> Vec<SettingError> {
+        let mut found = Vec::new();
+        if self.initial.is_zero() {
+            found.push(SettingError::new(
+                "retry.initial_backoff",
+                "must be greater than 0s",
+            ));
+        }
+        found.extend(
+            [
+                ("retry.initial_backoff", self.initial),
+                ("retry.max_backoff", self.max),
+                ("retry.persistent_interval", self.persistent_interval),
+            ]
+            .into_iter()
+            .filter_map(|(field, value)| SettingError::at_most(field, value, MAX_DURATION)),
+        );
+        if self.persistent_interval < Duration::from_millis(100) {
+            found.push(SettingError::new(
+                "retry.persistent_interval",
+                format!(
+                    "{} is too short: persistent failures are retried slowly, at least 100ms",
+                    fmt_duration(self.persistent_interval)
+                ),
+            ));
+        }
+        if self.max < self.initial {
+            found.push(SettingError::related(
+                "retry.max_backoff",
+                format!(
+                    "{} must be at least initial_backoff {}",
+                    fmt_duration(self.max),
+                    fmt_duration(self.initial)
+                ),
+                "retry.initial_backoff",
+            ));
+        }
+        if !(self.multiplier.is_finite() && self.multiplier >= 1.0) {
+            found.push(SettingError::new(
+                "retry.multiplier",
+                format!(
+                    "{} must be a finite number of at least 1.0",
+                    self.multiplier
+                ),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.jitter) {
+            found.push(SettingError::new(
+                "retry.jitter",
+                format!(
+                    "{} is out of range: it must be between 0.0 and 1.0",
+                    self.jitter
+                ),
+            ));
+        }
+        found
+    }
+
+    /// Checks every rule.
+    ///
+    /// # Errors
+    /// The first rule broken.
+    pub fn validate(&self) -> Result<(), SettingError> {
+        self.problems().into_iter().next().map_or(Ok(()), Err)
+    }
+
     /// Delay before retry number `attempt` (1-based), with jitter drawn from `rng`.
     pub(crate) fn delay(&self, attempt: u32, rng: &mut SplitMix64) -> Duration {
         let exp = i32::try_from(attempt.saturating_sub(1).min(64)).unwrap_or(64);

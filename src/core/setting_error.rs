@@ -1,7 +1,12 @@
 //! [`SettingError`]: a library setting outside its rules.
 
-/// A setting of [`PlacementSettings`](crate::manager::PlacementSettings) or
-/// [`BucketSettings`](crate::manager::BucketSettings) breaks one of its rules (returned by
+use std::time::Duration;
+
+use super::timing_error::fmt_duration;
+
+/// A setting of [`PlacementSettings`](crate::manager::PlacementSettings),
+/// [`BucketSettings`](crate::manager::BucketSettings), [`RetryPolicy`](crate::RetryPolicy)
+/// or [`HealthPolicy`](crate::health::HealthPolicy) breaks one of its rules (returned by
 /// their `validate()` and by [`RoleManagerBuilder::start`](crate::RoleManagerBuilder::start)).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
@@ -11,6 +16,8 @@ pub struct SettingError {
     pub field: &'static str,
     /// What is wrong, and the rule.
     pub message: String,
+    /// Other settings the rule involves (`retry.initial_backoff` for `retry.max_backoff`).
+    pub related: Vec<&'static str>,
 }
 
 impl SettingError {
@@ -19,22 +26,31 @@ impl SettingError {
         Self {
             field,
             message: message.into(),
+            related: Vec::new(),
+        }
+    }
+
+    /// A problem with `field` that involves `related` too.
+    pub(crate) fn related(
+        field: &'static str,
+        message: impl Into<String>,
+        related: &'static str,
+    ) -> Self {
+        Self {
+            related: vec![related],
+            ..Self::new(field, message)
         }
     }
 
     /// `field` when `value` is longer than `max`.
-    pub(crate) fn at_most(
-        field: &'static str,
-        value: std::time::Duration,
-        max: std::time::Duration,
-    ) -> Option<Self> {
+    pub(crate) fn at_most(field: &'static str, value: Duration, max: Duration) -> Option<Self> {
         (value > max).then(|| {
             Self::new(
                 field,
                 format!(
                     "{} is longer than the maximum {}",
-                    super::timing_error::fmt_duration(value),
-                    super::timing_error::fmt_duration(max)
+                    fmt_duration(value),
+                    fmt_duration(max)
                 ),
             )
         })

@@ -229,6 +229,10 @@ impl RoleManagerBuilder {
             spec.validate()?;
         }
         self.bucket.validate()?;
+        self.retry.validate()?;
+        if let Some((_, policy)) = &self.health {
+            policy.validate()?;
+        }
         if let Some(settings) = &self.placement {
             settings.validate()?;
         }
