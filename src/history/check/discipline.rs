@@ -164,13 +164,12 @@ impl<'a> Checker<'a> {
                         Some(o) if o.token == token => {}
                         // Renewals continue while a released term drains.
                         _ if closed.get(&role) == Some(&token) => {}
-                        _ if judge => self.violate(
+                        _ if judge => self.violate_by(
                             Invariant::S6,
-                            Some(&role),
-                            vec![node.to_string()],
-                            vec![*term],
+                            &role,
+                            node,
+                            *term,
                             e.t,
-                            None,
                             format!("{node} renewed term {term}, which it does not hold"),
                         ),
                         _ => {}
@@ -200,13 +199,12 @@ impl<'a> Checker<'a> {
                                 open.insert(role.clone(), o);
                             }
                             if judge {
-                                self.violate(
+                                self.violate_by(
                                     Invariant::S6,
-                                    Some(&role),
-                                    vec![node.to_string()],
-                                    vec![*term],
+                                    &role,
+                                    node,
+                                    *term,
                                     e.t,
-                                    None,
                                     format!(
                                         "{node} demoted term {term} ({reason}), which it does not hold"
                                     ),
@@ -236,15 +234,7 @@ impl<'a> Checker<'a> {
                         )),
                     };
                     if let Some(msg) = problem {
-                        self.violate(
-                            Invariant::S5,
-                            Some(&role),
-                            vec![node.to_string()],
-                            vec![*term],
-                            e.t,
-                            None,
-                            msg,
-                        );
+                        self.violate_by(Invariant::S5, &role, node, *term, e.t, msg);
                     }
                 }
                 Event::FencedWrite {
@@ -262,13 +252,12 @@ impl<'a> Checker<'a> {
                         self.stats.fenced_refused += 1;
                     }
                     if judge && !promoted.contains(&(role.clone(), (*epoch, *term))) {
-                        self.violate(
+                        self.violate_by(
                             Invariant::S6,
-                            Some(&role),
-                            vec![node.to_string()],
-                            vec![*term],
+                            &role,
+                            node,
+                            *term,
                             e.t,
-                            None,
                             format!("{node} wrote fenced data in term {term}, never promoted"),
                         );
                     }

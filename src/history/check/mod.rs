@@ -184,6 +184,27 @@ impl<'a> Checker<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// A violation by one node in one term of `role`, at `at`.
+    fn violate_by(
+        &mut self,
+        invariant: Invariant,
+        role: &str,
+        node: &str,
+        term: u64,
+        at: u64,
+        message: String,
+    ) {
+        self.violate(
+            invariant,
+            Some(role),
+            vec![node.to_string()],
+            vec![term],
+            at,
+            None,
+            message,
+        );
+    }
+
     fn violate(
         &mut self,
         invariant: Invariant,

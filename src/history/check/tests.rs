@@ -255,33 +255,27 @@ fn s3_one_revision_claimed_by_two_nodes_is_flagged() {
 
 #[test]
 fn s4_overlapping_terms_are_flagged_and_a_lapsed_deadline_ends_acting() {
-    // n2 promotes while n1's term is open with its deadline ahead.
-    let h = H::trial(1000)
-        .start(0, "n1")
-        .start(0, "n2")
-        .promote(10, "n1", 2, 910)
-        .promote(400, "n2", 9, 1300)
-        .demote(450, "n1", 2)
-        .demote(800, "n2", 9)
-        .stop(900, "n1")
-        .stop(900, "n2");
-    let r = h.check();
+    // n2 promotes at 400 ms while n1's term (deadline `n1_deadline`) is open.
+    let overlap = |n1_deadline| {
+        H::trial(1000)
+            .start(0, "n1")
+            .start(0, "n2")
+            .promote(10, "n1", 2, n1_deadline)
+            .promote(400, "n2", 9, 1300)
+            .demote(450, "n1", 2)
+            .demote(800, "n2", 9)
+            .stop(900, "n1")
+            .stop(900, "n2")
+            .check()
+    };
+    let r = overlap(910);
     only(&r, Invariant::S4);
     let v = &r.violations[0];
     assert_eq!(v.terms, vec![2, 9]);
     assert!((v.at_ms - 400.0).abs() < 0.01 && v.until_ms == Some(450.0));
     // The same, but n1's deadline (300 ms) passed before n2's promote: n1 stopped acting at
     // its deadline even though its demote is stamped late (a slow or paused process).
-    let h = H::trial(1000)
-        .start(0, "n1")
-        .start(0, "n2")
-        .promote(10, "n1", 2, 300)
-        .promote(400, "n2", 9, 1300)
-        .demote(450, "n1", 2)
-        .demote(800, "n2", 9)
-        .stop(900, "n1")
-        .stop(900, "n2");
-    let r = h.check();
+    let r = overlap(300);
     assert!(r.is_clean(), "{}", r.render_text());
 }
 
