@@ -183,7 +183,6 @@ impl<'a> Checker<'a> {
             .collect()
     }
 
-    #[allow(clippy::too_many_arguments)]
     /// A violation by one node in one term of `role`, at `at`.
     fn violate_by(
         &mut self,
@@ -205,6 +204,7 @@ impl<'a> Checker<'a> {
         );
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn violate(
         &mut self,
         invariant: Invariant,
