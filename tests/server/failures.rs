@@ -57,6 +57,33 @@ fn assert_no_task_panics() {
     );
 }
 
+/// Writes a lease-shaped value of another client to `role.x` (no `Nats-TTL`): `holder` with the
+/// incarnation and nonce `ids`, `term` if given, and `ttl_ms`; its revision.
+async fn put_foreign_lease(
+    store: &kv::Store,
+    holder: &str,
+    [incarnation, nonce]: [&str; 2],
+    term: Option<u64>,
+    ttl_ms: u64,
+) -> u64 {
+    let mut lease = serde_json::json!({
+        "v": 1,
+        "holder": holder,
+        "incarnation": incarnation,
+        "nonce": nonce,
+        "priority": 0,
+        "ttl_ms": ttl_ms,
+    });
+    if let Some(term) = term {
+        lease["term"] = term.into();
+    }
+    let value = serde_json::to_vec(&lease).expect("json");
+    store
+        .put("role.x", value.into())
+        .await
+        .unwrap_or_else(|e| panic!("put a lease of {holder}: {e}"))
+}
+
 /// Samples `ms` every 20 ms until `stop` is cancelled; returns the roles seen held by more
 /// than one manager at one sampling instant.
 fn spawn_overlap_sampler(
@@ -382,19 +409,11 @@ async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
     let (_server, client) = server_and_client().await;
     let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_hostile")).await;
     let r = role("x");
-    let hostile = serde_json::json!({
-        "v": 1,
-        "holder": "evil",
-        "incarnation": "5b0e1c52-0000-4000-8000-000000000001",
-        "nonce": "5b0e1c52-0000-4000-8000-000000000002",
-        "term": u64::MAX,
-        "priority": 0,
-        "ttl_ms": 1u64 << 63,
-    });
-    let hostile_rev = store
-        .put("role.x", serde_json::to_vec(&hostile).expect("json").into())
-        .await
-        .expect("hostile put");
+    let ids = [
+        "5b0e1c52-0000-4000-8000-000000000001",
+        "5b0e1c52-0000-4000-8000-000000000002",
+    ];
+    let hostile_rev = put_foreign_lease(&store, "evil", ids, Some(u64::MAX), 1u64 << 63).await;
     let started = Instant::now();
     let a = manager_of(&client, "node-a", "f_hostile", &r).await;
     let s = wait_status(&a, &r, Duration::from_millis(800), "foreign holder", |s| {
@@ -450,18 +469,11 @@ async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted()
     })
     .await;
     // Another writer puts a lease naming node-a (another incarnation) after node-a started.
-    let twin = serde_json::json!({
-        "v": 1,
-        "holder": "node-a",
-        "incarnation": "5b0e1c52-0000-4000-8000-0000000000aa",
-        "nonce": "5b0e1c52-0000-4000-8000-0000000000bb",
-        "priority": 0,
-        "ttl_ms": 1000,
-    });
-    store
-        .put("role.x", serde_json::to_vec(&twin).expect("json").into())
-        .await
-        .expect("twin put");
+    let ids = [
+        "5b0e1c52-0000-4000-8000-0000000000aa",
+        "5b0e1c52-0000-4000-8000-0000000000bb",
+    ];
+    put_foreign_lease(&store, "node-a", ids, None, 1000).await;
     let s = wait_status(&a, &r, Duration::from_secs(2), "duplicate reported", |s| {
         s.duplicate_instance
     })

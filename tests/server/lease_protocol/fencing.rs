@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// The value of the role's fenced data key `key` (`data.fenced.<key>`), if any.
+async fn fenced_data(store: &kv::Store, key: &str) -> Option<Vec<u8>> {
+    store
+        .get(format!("data.fenced.{key}"))
+        .await
+        .unwrap_or_else(|e| panic!("get data.fenced.{key}: {e}"))
+        .map(|b| b.to_vec())
+}
+
 // ---------------------------------------------------------------------------------------------
 // 9. Fenced writes
 // ---------------------------------------------------------------------------------------------
@@ -20,7 +29,7 @@ async fn fenced_writes_follow_the_term() {
         .expect("fenced put by the leader");
     assert!(rev > 0);
     assert_eq!(
-        store.get("data.fenced.k").await.expect("get").as_deref(),
+        fenced_data(&store, "k").await.as_deref(),
         Some(&b"from-a"[..])
     );
     la.validate().await.expect("validate while leading");
@@ -39,7 +48,7 @@ async fn fenced_writes_follow_the_term() {
     ));
     lb.validate().await.expect("validate of the new term");
     assert_eq!(
-        store.get("data.fenced.k").await.expect("get").as_deref(),
+        fenced_data(&store, "k").await.as_deref(),
         Some(&b"from-a"[..]),
         "the stale write must not be stored"
     );
@@ -71,11 +80,7 @@ async fn fenced_writes_follow_the_term() {
         "the writes should have raced several renewals"
     );
     assert_eq!(
-        store
-            .get("data.fenced.counter")
-            .await
-            .expect("get")
-            .as_deref(),
+        fenced_data(&store, "counter").await.as_deref(),
         Some(&b"99"[..])
     );
 
@@ -90,11 +95,7 @@ async fn fenced_writes_follow_the_term() {
         other => panic!("a fenced put after the lease was overwritten must fail: {other:?}"),
     }
     assert_eq!(
-        store
-            .get("data.fenced.counter")
-            .await
-            .expect("get")
-            .as_deref(),
+        fenced_data(&store, "counter").await.as_deref(),
         Some(&b"99"[..]),
         "the write after the overwrite must not be stored"
     );
