@@ -57,6 +57,15 @@ fn assert_no_task_panics() {
     );
 }
 
+/// Counts task panics from now on; a server, a client, and the lease bucket `bucket` created
+/// by hand (before any manager starts).
+async fn with_lease_bucket(bucket: &str) -> (NatsServer, async_nats::Client, kv::Store) {
+    count_task_panics();
+    let (server, client) = server_and_client().await;
+    let store = create_kv(&jetstream::new(client.clone()), lease_bucket(bucket)).await;
+    (server, client, store)
+}
+
 /// Writes a lease-shaped value of another client to `role.x` (no `Nats-TTL`): `holder` with the
 /// incarnation and nonce `ids`, `term` if given, and `ttl_ms`; its revision.
 async fn put_foreign_lease(
@@ -405,9 +414,7 @@ async fn full_storage_heals_when_max_bytes_is_raised() {
 /// instead of never.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
-    count_task_panics();
-    let (_server, client) = server_and_client().await;
-    let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_hostile")).await;
+    let (_server, client, store) = with_lease_bucket("f_hostile").await;
     let r = role("x");
     let ids = [
         "5b0e1c52-0000-4000-8000-000000000001",
@@ -454,9 +461,7 @@ async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
 /// reports `duplicate_instance` and waits like any follower.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted() {
-    count_task_panics();
-    let (_server, client) = server_and_client().await;
-    let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_dup")).await;
+    let (_server, client, store) = with_lease_bucket("f_dup").await;
     let r = role("x");
     let b = manager_of(&client, "node-b", "f_dup", &r).await;
     wait_status(&b, &r, Duration::from_secs(2), "node-b LEADER", |s| {
@@ -491,9 +496,7 @@ async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
-    count_task_panics();
-    let (_server, client) = server_and_client().await;
-    let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_foreign")).await;
+    let (_server, client, store) = with_lease_bucket("f_foreign").await;
     let r = role("x");
     let garbage_rev = store
         .put("role.x", "garbage".into())
@@ -549,10 +552,7 @@ async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
         .put("role.x", "more garbage".into())
         .await
         .expect("foreign put");
-    let e = wait_event(&mut events, Duration::from_secs(1), "leader demoted", |e| {
-        matches!(e, RoleEvent::Demoted { .. })
-    })
-    .await;
+    let e = wait_demoted(&mut events, Duration::from_secs(1), "leader demoted").await;
     // Checked at the end, so that the recovery below is exercised either way.
     let valid_when_demoted = l.is_valid();
     assert_eq!(
@@ -724,11 +724,10 @@ async fn paused_server_demotes_at_the_local_deadline() {
     let mut events = a.events();
     let paused = Instant::now();
     server.pause();
-    let e = wait_event(
+    let e = wait_demoted(
         &mut events,
         TTL + Duration::from_secs(1),
         "demotion while paused",
-        |e| matches!(e, RoleEvent::Demoted { .. }),
     )
     .await;
     let demoted_after = paused.elapsed();

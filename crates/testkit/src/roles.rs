@@ -138,6 +138,30 @@ pub async fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() ->
     }
 }
 
+/// [`wait_event`] for the next `Promoted` event.
+pub async fn wait_promoted(
+    rx: &mut broadcast::Receiver<RoleEvent>,
+    timeout: Duration,
+    what: &str,
+) -> RoleEvent {
+    wait_event(rx, timeout, what, |e| {
+        matches!(e, RoleEvent::Promoted { .. })
+    })
+    .await
+}
+
+/// [`wait_event`] for the next `Demoted` event.
+pub async fn wait_demoted(
+    rx: &mut broadcast::Receiver<RoleEvent>,
+    timeout: Duration,
+    what: &str,
+) -> RoleEvent {
+    wait_event(rx, timeout, what, |e| {
+        matches!(e, RoleEvent::Demoted { .. })
+    })
+    .await
+}
+
 /// Receives events until `pred` matches one (bounded); returns it.
 pub async fn wait_event(
     rx: &mut broadcast::Receiver<RoleEvent>,

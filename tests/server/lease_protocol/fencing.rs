@@ -140,10 +140,7 @@ async fn unhealthy_leader_releases_and_cools_down() {
     let mut a_events = a.events();
 
     healthy.store(false, Ordering::SeqCst);
-    let e = wait_event(&mut a_events, Duration::from_secs(2), "A demoted", |e| {
-        matches!(e, RoleEvent::Demoted { .. })
-    })
-    .await;
+    let e = wait_demoted(&mut a_events, Duration::from_secs(2), "A demoted").await;
     assert_eq!(
         e,
         RoleEvent::Demoted {
@@ -177,11 +174,10 @@ async fn unhealthy_leader_releases_and_cools_down() {
             "promoted during cooldown: {e:?}"
         );
     }
-    let e = wait_event(
+    let e = wait_promoted(
         &mut a_events,
         cooldown + Duration::from_secs(2),
         "A promoted again",
-        |e| matches!(e, RoleEvent::Promoted { .. }),
     )
     .await;
     let took = recovered.elapsed();
