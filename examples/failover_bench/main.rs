@@ -42,6 +42,7 @@ mod trial;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use tokio::time::Instant;
@@ -51,6 +52,57 @@ use crate::trial::{Bench, Mode};
 
 /// Trials per series that are run but not counted.
 pub(crate) const WARMUP_TRIALS: usize = 2;
+
+// ---------------------------------------------------------------------------------------------
+// The measured data (defined here so that every module sees the fields)
+// ---------------------------------------------------------------------------------------------
+
+/// One measured trial. Durations are from `t0` (the signal) unless noted.
+#[derive(Debug, Clone, Default)]
+struct Sample {
+    /// Until the candidate's `promoted` line was read: the measured value.
+    total: Duration,
+    /// Time since the holder's last renewal was seen, at `t0` (first role).
+    since_renew: Duration,
+    /// Crash: total − (TTL − time since the last renewal), in ms, the largest over the roles:
+    /// what the expiry took beyond the lease itself.
+    detection: Option<f64>,
+    /// Until the holder's `demoted ... reason=shutdown` line was read (hand-over).
+    demoted_line: Option<Duration>,
+    /// Until the delete (hand-over) or expiry (crash) marker was seen by the orchestrator.
+    marker: Option<Duration>,
+    /// Until the new term's put was seen by the orchestrator.
+    new_put: Option<Duration>,
+    /// Hand-over: the holder's exit status was 0.
+    clean_exit: bool,
+}
+
+struct Series {
+    mode: Mode,
+    ttl: Duration,
+    roles: usize,
+    samples: Vec<Sample>,
+    errors: Vec<String>,
+    /// Candidates that never printed the holder line they follow (start-up event race).
+    missing_holder_lines: usize,
+    /// Trials in which the candidate was demoted again right after its promotion.
+    flaps: usize,
+    /// Crash: roles taken over, and how many of them without an expiry marker (backstop).
+    takeovers: usize,
+    backstop_takeovers: usize,
+    wall: Duration,
+}
+
+impl Series {
+    fn label(&self) -> String {
+        let roles = if self.roles == 1 {
+            String::new()
+        } else {
+            format!(", {} roles", self.roles)
+        };
+        format!("{} TTL {}s{roles}", self.mode.name(), self.ttl.as_secs())
+    }
+}
 
 #[derive(Parser, Debug)]
 #[command(about = "Hand-over and crash fail-over latency of nats-roles processes")]

@@ -4,25 +4,26 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::trial::{Mode, Sample, Series};
+use crate::trial::Mode;
+use crate::{Sample, Series};
 
 pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Stats {
-    pub(crate) n: usize,
-    pub(crate) min: f64,
-    pub(crate) p50: f64,
-    pub(crate) p95: f64,
-    pub(crate) p99: f64,
-    pub(crate) max: f64,
-    pub(crate) mean: f64,
+struct Stats {
+    n: usize,
+    min: f64,
+    p50: f64,
+    p95: f64,
+    p99: f64,
+    max: f64,
+    mean: f64,
 }
 
 /// Nearest-rank percentiles (with 50 samples p99 is the largest value).
-pub(crate) fn stats(values: &[f64]) -> Option<Stats> {
+fn stats(values: &[f64]) -> Option<Stats> {
     if values.is_empty() {
         return None;
     }
@@ -43,7 +44,7 @@ pub(crate) fn stats(values: &[f64]) -> Option<Stats> {
     })
 }
 
-pub(crate) fn fmt_ms(x: f64) -> String {
+fn fmt_ms(x: f64) -> String {
     if x >= 100.0 {
         format!("{x:.1}")
     } else {

@@ -8,10 +8,10 @@ use async_nats::jetstream::{self, kv};
 use rand::Rng;
 use tokio::time::Instant;
 
-use crate::WARMUP_TRIALS;
 use crate::kv_log::{KvChange, KvLog};
 use crate::process::{Instance, SIGKILL, SIGTERM, send_signal};
 use crate::report::ms;
+use crate::{Sample, Series, WARMUP_TRIALS};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
@@ -47,53 +47,6 @@ impl Mode {
             Mode::Handover => Duration::from_millis(3),
             Mode::Crash => ttl + Duration::from_millis(25),
         }
-    }
-}
-
-/// One measured trial. Durations are from `t0` (the signal) unless noted.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Sample {
-    /// Until the candidate's `promoted` line was read: the measured value.
-    pub(crate) total: Duration,
-    /// Time since the holder's last renewal was seen, at `t0` (first role).
-    pub(crate) since_renew: Duration,
-    /// Crash: total − (TTL − time since the last renewal), in ms, the largest over the roles:
-    /// what the expiry took beyond the lease itself.
-    pub(crate) detection: Option<f64>,
-    /// Until the holder's `demoted ... reason=shutdown` line was read (hand-over).
-    pub(crate) demoted_line: Option<Duration>,
-    /// Until the delete (hand-over) or expiry (crash) marker was seen by the orchestrator.
-    pub(crate) marker: Option<Duration>,
-    /// Until the new term's put was seen by the orchestrator.
-    pub(crate) new_put: Option<Duration>,
-    /// Hand-over: the holder's exit status was 0.
-    pub(crate) clean_exit: bool,
-}
-
-pub(crate) struct Series {
-    pub(crate) mode: Mode,
-    pub(crate) ttl: Duration,
-    pub(crate) roles: usize,
-    pub(crate) samples: Vec<Sample>,
-    pub(crate) errors: Vec<String>,
-    /// Candidates that never printed the holder line they follow (start-up event race).
-    pub(crate) missing_holder_lines: usize,
-    /// Trials in which the candidate was demoted again right after its promotion.
-    pub(crate) flaps: usize,
-    /// Crash: roles taken over, and how many of them without an expiry marker (backstop).
-    pub(crate) takeovers: usize,
-    pub(crate) backstop_takeovers: usize,
-    pub(crate) wall: Duration,
-}
-
-impl Series {
-    pub(crate) fn label(&self) -> String {
-        let roles = if self.roles == 1 {
-            String::new()
-        } else {
-            format!(", {} roles", self.roles)
-        };
-        format!("{} TTL {}s{roles}", self.mode.name(), self.ttl.as_secs())
     }
 }
 

@@ -552,7 +552,13 @@ async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
         .put("role.x", "more garbage".into())
         .await
         .expect("foreign put");
-    let e = wait_demoted(&mut events, Duration::from_secs(1), "leader demoted").await;
+    let e = wait_event(
+        &mut events,
+        Duration::from_secs(1),
+        "leader demoted",
+        is_demoted,
+    )
+    .await;
     // Checked at the end, so that the recovery below is exercised either way.
     let valid_when_demoted = l.is_valid();
     assert_eq!(
@@ -724,10 +730,11 @@ async fn paused_server_demotes_at_the_local_deadline() {
     let mut events = a.events();
     let paused = Instant::now();
     server.pause();
-    let e = wait_demoted(
+    let e = wait_event(
         &mut events,
         TTL + Duration::from_secs(1),
         "demotion while paused",
+        is_demoted,
     )
     .await;
     let demoted_after = paused.elapsed();

@@ -138,28 +138,14 @@ pub async fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() ->
     }
 }
 
-/// [`wait_event`] for the next `Promoted` event.
-pub async fn wait_promoted(
-    rx: &mut broadcast::Receiver<RoleEvent>,
-    timeout: Duration,
-    what: &str,
-) -> RoleEvent {
-    wait_event(rx, timeout, what, |e| {
-        matches!(e, RoleEvent::Promoted { .. })
-    })
-    .await
+/// A `Promoted` event (a predicate for [`wait_event`]).
+pub fn is_promoted(e: &RoleEvent) -> bool {
+    matches!(e, RoleEvent::Promoted { .. })
 }
 
-/// [`wait_event`] for the next `Demoted` event.
-pub async fn wait_demoted(
-    rx: &mut broadcast::Receiver<RoleEvent>,
-    timeout: Duration,
-    what: &str,
-) -> RoleEvent {
-    wait_event(rx, timeout, what, |e| {
-        matches!(e, RoleEvent::Demoted { .. })
-    })
-    .await
+/// A `Demoted` event (a predicate for [`wait_event`]).
+pub fn is_demoted(e: &RoleEvent) -> bool {
+    matches!(e, RoleEvent::Demoted { .. })
 }
 
 /// Receives events until `pred` matches one (bounded); returns it.

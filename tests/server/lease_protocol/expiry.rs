@@ -10,6 +10,21 @@ use super::*;
 /// How long after the last write a key may take to expire on the server.
 const EXPIRY_SLACK: Duration = Duration::from_millis(1500);
 
+/// Waits for the key's expiry marker and asserts that it came at most TTL + [`EXPIRY_SLACK`]
+/// after the last write seen (`last_write` names that write).
+async fn assert_expires_in_time(
+    entries: &mut mpsc::UnboundedReceiver<(Instant, kv::Entry)>,
+    last_write: &str,
+) {
+    let (last_put, expired) = wait_expiry_marker(entries, None, TTL + Duration::from_secs(4)).await;
+    let after = expired - last_put;
+    eprintln!("key expired {after:?} after {last_write}");
+    assert!(
+        after <= TTL + EXPIRY_SLACK,
+        "key expired {after:?} after {last_write}; expected <= ttl + {EXPIRY_SLACK:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renew_keeps_the_ttl() {
     let (_server, client) = server_and_client().await;
@@ -38,14 +53,7 @@ async fn renew_keeps_the_ttl() {
 
     // "Freeze" the process: no shutdown, no delete; only the TTL can free the key.
     drop(m);
-    let (last_put, expired) =
-        wait_expiry_marker(&mut entries, None, TTL + Duration::from_secs(4)).await;
-    let after = expired - last_put;
-    eprintln!("key expired {after:?} after the last renewal was seen");
-    assert!(
-        after <= TTL + EXPIRY_SLACK,
-        "key expired {after:?} after the last renewal; expected <= ttl + {EXPIRY_SLACK:?}"
-    );
+    assert_expires_in_time(&mut entries, "the last renewal was seen").await;
     let marker = raw_last(&client, "p_ttl_renew", "role.ttl-renew").await;
     assert_eq!(header(&marker, "Nats-Marker-Reason"), Some("MaxAge"));
 }
@@ -85,14 +93,7 @@ async fn acquire_over_tombstone_keeps_the_ttl() {
         "an acquire over a tombstone must carry Nats-TTL (headers: {:?})",
         msg.headers
     );
-    let (last_put, expired) =
-        wait_expiry_marker(&mut entries, None, TTL + Duration::from_secs(4)).await;
-    let after = expired - last_put;
-    eprintln!("key expired {after:?} after the acquire over the tombstone");
-    assert!(
-        after <= TTL + EXPIRY_SLACK,
-        "expired {after:?} after the last write"
-    );
+    assert_expires_in_time(&mut entries, "the acquire over the tombstone").await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -103,8 +104,7 @@ async fn acquire_over_tombstone_keeps_the_ttl() {
 async fn crash_fail_over_via_server_expiry() {
     let (_server, client) = server_and_client().await;
     let r = role("crash");
-    let (a, la) = leading(&client, "node-a", "p_crash", &r).await;
-    let b = manager_of(&client, "node-b", "p_crash", &r).await;
+    let (a, la, b) = leader_and_follower(&client, "p_crash", &r).await;
     wait_status(&b, &r, Duration::from_secs(2), "B follows A", |s| {
         s.leader_id.as_ref() == Some(&inst("node-a"))
     })
@@ -118,7 +118,13 @@ async fn crash_fail_over_via_server_expiry() {
     let mut events = b.events();
     let crashed = Instant::now();
     drop(a);
-    let e = wait_promoted(&mut events, TTL + Duration::from_secs(3), "B promoted").await;
+    let e = wait_event(
+        &mut events,
+        TTL + Duration::from_secs(3),
+        "B promoted",
+        is_promoted,
+    )
+    .await;
     let took = crashed.elapsed();
     eprintln!("crash fail-over took {took:?} (ttl {TTL:?})");
     let RoleEvent::Promoted { term, .. } = e else {

@@ -19,8 +19,7 @@ async fn fenced_data(store: &kv::Store, key: &str) -> Option<Vec<u8>> {
 async fn fenced_writes_follow_the_term() {
     let (_server, client) = server_and_client().await;
     let r = role("fenced");
-    let (a, la) = leading(&client, "node-a", "p_fence", &r).await;
-    let b = manager_of(&client, "node-b", "p_fence", &r).await;
+    let (a, la, b) = leader_and_follower(&client, "p_fence", &r).await;
     let store = kv_store(&client, "p_fence").await;
 
     let rev = la
@@ -140,7 +139,13 @@ async fn unhealthy_leader_releases_and_cools_down() {
     let mut a_events = a.events();
 
     healthy.store(false, Ordering::SeqCst);
-    let e = wait_demoted(&mut a_events, Duration::from_secs(2), "A demoted").await;
+    let e = wait_event(
+        &mut a_events,
+        Duration::from_secs(2),
+        "A demoted",
+        is_demoted,
+    )
+    .await;
     assert_eq!(
         e,
         RoleEvent::Demoted {
@@ -174,10 +179,11 @@ async fn unhealthy_leader_releases_and_cools_down() {
             "promoted during cooldown: {e:?}"
         );
     }
-    let e = wait_promoted(
+    let e = wait_event(
         &mut a_events,
         cooldown + Duration::from_secs(2),
         "A promoted again",
+        is_promoted,
     )
     .await;
     let took = recovered.elapsed();

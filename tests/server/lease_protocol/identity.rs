@@ -172,16 +172,7 @@ async fn observer_sees_holder_but_never_leads() {
             "observer promoted: {e:?}"
         );
     }
-    let entry = kv_store(&client, "p_observe")
-        .await
-        .entry("role.watched")
-        .await
-        .expect("read")
-        .expect("marker");
-    assert_eq!(
-        entry.operation,
-        kv::Operation::Delete,
-        "nobody took the role"
-    );
+    let store = kv_store(&client, "p_observe").await;
+    assert_delete_marker(&store, "role.watched", "nobody took the role").await;
     shutdown(&[&observer]).await;
 }

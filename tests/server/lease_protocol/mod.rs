@@ -85,6 +85,27 @@ async fn watch_key(
     rx
 }
 
+/// Asserts that the last entry of `key` is a delete marker; `what` says why it must be.
+async fn assert_delete_marker(store: &kv::Store, key: &str, what: &str) {
+    let entry = store
+        .entry(key)
+        .await
+        .unwrap_or_else(|e| panic!("read {key}: {e}"))
+        .unwrap_or_else(|| panic!("{key}: no entry, not even a marker"));
+    assert_eq!(entry.operation, kv::Operation::Delete, "{what}: {entry:?}");
+}
+
+/// `node-a` leading `r` in `bucket`, and `node-b` started after it (a follower).
+async fn leader_and_follower(
+    client: &async_nats::Client,
+    bucket: &str,
+    r: &RoleName,
+) -> (RoleManager, nats_roles::Leadership, RoleManager) {
+    let (a, la) = leading(client, "node-a", bucket, r).await;
+    let b = manager_of(client, "node-b", bucket, r).await;
+    (a, la, b)
+}
+
 /// Consumes watcher entries until an expiry marker (`Purge` operation) arrives; returns the
 /// arrival time of the last `Put` seen before it and the marker's arrival time.
 async fn wait_expiry_marker(
@@ -182,16 +203,7 @@ async fn acquire_renew_release() {
     shutdown(&[&m]).await;
 
     // A delete marker, no value.
-    let entry = store
-        .entry("role.solo")
-        .await
-        .expect("read role key")
-        .expect("a marker is left");
-    assert_eq!(
-        entry.operation,
-        kv::Operation::Delete,
-        "shutdown must CAS-delete the lease: {entry:?}"
-    );
+    assert_delete_marker(&store, "role.solo", "shutdown must CAS-delete the lease").await;
     assert!(!l.is_valid(), "the term ends with the release");
 
     // on_demote ran (shutdown waits for it) after the token was cancelled.
