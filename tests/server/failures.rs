@@ -93,6 +93,12 @@ async fn put_foreign_lease(
         .unwrap_or_else(|e| panic!("put a lease of {holder}: {e}"))
 }
 
+/// Shuts `managers` down, then fails if a library task panicked.
+async fn shutdown_without_panics(managers: &[&RoleManager]) {
+    shutdown(managers).await;
+    assert_no_task_panics();
+}
+
 /// Samples `ms` every 20 ms until `stop` is cancelled; returns the roles seen held by more
 /// than one manager at one sampling instant.
 fn spawn_overlap_sampler(
@@ -287,8 +293,7 @@ async fn permission_denied_is_fast_exact_and_retried_until_fixed() {
             }),
         "no Recovered event"
     );
-    shutdown(&[&m]).await;
-    assert_no_task_panics();
+    shutdown_without_panics(&[&m]).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -400,8 +405,7 @@ async fn full_storage_heals_when_max_bytes_is_raised() {
         "{readiness:?}"
     );
     drop(api);
-    shutdown(&[&m]).await;
-    assert_no_task_panics();
+    shutdown_without_panics(&[&m]).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -452,8 +456,7 @@ async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
     eprintln!("hostile lease taken over after {:?}", started.elapsed());
     let term = a.status(&r).and_then(|s| s.term).expect("own term");
     assert!(term > hostile_rev && term < 1_000, "term {term}");
-    shutdown(&[&a]).await;
-    assert_no_task_panics();
+    shutdown_without_panics(&[&a]).await;
 }
 
 /// P5: a lease naming a live instance but written after that instance started (here by a
@@ -490,8 +493,7 @@ async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted()
     // Not adopted at once: still not leader well within the backstop period.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!a.is_leader(&r), "adopted a duplicate's lease");
-    shutdown(&[&a, &b]).await;
-    assert_no_task_panics();
+    shutdown_without_panics(&[&a, &b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -552,13 +554,8 @@ async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
         .put("role.x", "more garbage".into())
         .await
         .expect("foreign put");
-    let e = wait_event(
-        &mut events,
-        Duration::from_secs(1),
-        "leader demoted",
-        is_demoted,
-    )
-    .await;
+    let within = Duration::from_secs(1);
+    let e = wait_event(&mut events, within, "leader demoted", is_demoted).await;
     // Checked at the end, so that the recovery below is exercised either way.
     let valid_when_demoted = l.is_valid();
     assert_eq!(
@@ -582,8 +579,7 @@ async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
     );
     let holder = if a.is_leader(&r) { &a } else { &b };
     assert!(holder.leadership(&r).expect("leadership").term() > second_garbage);
-    shutdown(&[&a, &b]).await;
-    assert_no_task_panics();
+    shutdown_without_panics(&[&a, &b]).await;
     assert!(!l.is_valid());
     assert!(
         !valid_when_demoted,
@@ -697,8 +693,7 @@ async fn server_restart_keeps_one_leader_per_role() {
             b.status(r)
         );
     }
-    shutdown(&[&a, &b]).await;
-    assert_no_task_panics();
+    shutdown_without_panics(&[&a, &b]).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -730,13 +725,8 @@ async fn paused_server_demotes_at_the_local_deadline() {
     let mut events = a.events();
     let paused = Instant::now();
     server.pause();
-    let e = wait_event(
-        &mut events,
-        TTL + Duration::from_secs(1),
-        "demotion while paused",
-        is_demoted,
-    )
-    .await;
+    let within = TTL + Duration::from_secs(1);
+    let e = wait_event(&mut events, within, "demotion while paused", is_demoted).await;
     let demoted_after = paused.elapsed();
     let RoleEvent::Demoted { reason, .. } = e else {
         unreachable!()
@@ -785,6 +775,5 @@ async fn paused_server_demotes_at_the_local_deadline() {
     .await;
     eprintln!("leader again {:?} after resume", resumed.elapsed());
     assert!(l2.term.expect("term") > term, "a new term after the pause");
-    shutdown(&[&a]).await;
-    assert_no_task_panics();
+    shutdown_without_panics(&[&a]).await;
 }

@@ -100,12 +100,7 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
         }
         Kind::ProxyStall => {
             let i = sys.holder_target(rng).await;
-            let id = sys.nodes[i].id().to_owned();
-            sys.log.fault("proxy_stall", &id, Phase::Start);
-            sys.proxy(i).set_mode(Mode::Stall);
-            sys.ttls(rng.random_range(1.5..3.0)).await;
-            sys.proxy(i).set_mode(Mode::Pass);
-            sys.log.fault("heal", &id, Phase::End);
+            proxy_fault(sys, rng, i, "proxy_stall", Mode::Stall, 1.5..3.0).await;
         }
         Kind::ProxyReset => {
             let i = sys.holder_target(rng).await;
@@ -119,27 +114,17 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
         }
         Kind::ProxyOneway => {
             let i = sys.holder_target(rng).await;
-            let id = sys.nodes[i].id().to_owned();
             let dir = if rng.random_bool(0.5) {
                 Dir::Up
             } else {
                 Dir::Down
             };
-            sys.log.fault("proxy_oneway", &id, Phase::Start);
-            sys.proxy(i).set_mode(Mode::OneWay(dir));
-            sys.ttls(rng.random_range(1.5..3.0)).await;
-            sys.proxy(i).set_mode(Mode::Pass);
-            sys.log.fault("heal", &id, Phase::End);
+            proxy_fault(sys, rng, i, "proxy_oneway", Mode::OneWay(dir), 1.5..3.0).await;
         }
         Kind::ProxyDelay => {
             let i = sys.holder_target(rng).await;
-            let id = sys.nodes[i].id().to_owned();
-            sys.log.fault("proxy_delay", &id, Phase::Start);
-            sys.proxy(i)
-                .set_mode(Mode::Delay(ms(rng.random_range(50..400))));
-            sys.ttls(rng.random_range(2.0..4.0)).await;
-            sys.proxy(i).set_mode(Mode::Pass);
-            sys.log.fault("heal", &id, Phase::End);
+            let delay = Mode::Delay(ms(rng.random_range(50..400)));
+            proxy_fault(sys, rng, i, "proxy_delay", delay, 2.0..4.0).await;
         }
         Kind::Clock(_) => {
             // Make the faked node (node 0) the holder: hand the role over to it by stopping
@@ -230,4 +215,22 @@ pub(super) async fn stream_leader(js: &jetstream::Context) -> String {
         );
         tokio::time::sleep(ms(100)).await;
     }
+}
+
+/// Puts node `i`'s proxy in `mode` for a random number of TTLs out of `ttls`, then heals it
+/// (logged as the fault `name` on that node).
+async fn proxy_fault(
+    sys: &mut System,
+    rng: &mut StdRng,
+    i: usize,
+    name: &str,
+    mode: Mode,
+    ttls: std::ops::Range<f64>,
+) {
+    let id = sys.nodes[i].id().to_owned();
+    sys.log.fault(name, &id, Phase::Start);
+    sys.proxy(i).set_mode(mode);
+    sys.ttls(rng.random_range(ttls)).await;
+    sys.proxy(i).set_mode(Mode::Pass);
+    sys.log.fault("heal", &id, Phase::End);
 }

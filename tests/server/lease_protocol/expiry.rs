@@ -118,13 +118,8 @@ async fn crash_fail_over_via_server_expiry() {
     let mut events = b.events();
     let crashed = Instant::now();
     drop(a);
-    let e = wait_event(
-        &mut events,
-        TTL + Duration::from_secs(3),
-        "B promoted",
-        is_promoted,
-    )
-    .await;
+    let within = TTL + Duration::from_secs(3);
+    let e = wait_event(&mut events, within, "B promoted", is_promoted).await;
     let took = crashed.elapsed();
     eprintln!("crash fail-over took {took:?} (ttl {TTL:?})");
     let RoleEvent::Promoted { term, .. } = e else {

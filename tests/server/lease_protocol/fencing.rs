@@ -139,13 +139,8 @@ async fn unhealthy_leader_releases_and_cools_down() {
     let mut a_events = a.events();
 
     healthy.store(false, Ordering::SeqCst);
-    let e = wait_event(
-        &mut a_events,
-        Duration::from_secs(2),
-        "A demoted",
-        is_demoted,
-    )
-    .await;
+    let within = Duration::from_secs(2);
+    let e = wait_event(&mut a_events, within, "A demoted", is_demoted).await;
     assert_eq!(
         e,
         RoleEvent::Demoted {
@@ -179,13 +174,8 @@ async fn unhealthy_leader_releases_and_cools_down() {
             "promoted during cooldown: {e:?}"
         );
     }
-    let e = wait_event(
-        &mut a_events,
-        cooldown + Duration::from_secs(2),
-        "A promoted again",
-        is_promoted,
-    )
-    .await;
+    let within = cooldown + Duration::from_secs(2);
+    let e = wait_event(&mut a_events, within, "A promoted again", is_promoted).await;
     let took = recovered.elapsed();
     eprintln!("A promoted {took:?} after becoming healthy (cooldown {cooldown:?}): {e:?}");
     // The last release (every 2 failed checks, 200 ms) restarted the cooldown shortly before.
