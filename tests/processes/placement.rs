@@ -191,16 +191,8 @@ async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_w
     for id in ab {
         fleet.start(id, &config);
     }
-    let (rec, _watch) = testkit::placement::Recorder::start(&server.url(), &bucket).await;
-    testkit::placement::converge(
-        &rec,
-        6,
-        &ab,
-        t0,
-        Duration::from_secs(1),
-        Duration::from_secs(20),
-    )
-    .await;
+    let (rec, _watch) =
+        testkit::placement::Recorder::start_converged(&server.url(), &bucket, 6, &ab, t0).await;
 
     // Converged: everyone holds what the plan prefers, for its fair share.
     let before = status(&server.url(), &bucket).await;
@@ -300,16 +292,8 @@ async fn an_unhealthy_instance_hands_its_roles_over_and_gets_them_back_after_the
     fleet.start("node-a", &a_config);
     fleet.start("node-b", &config);
     fleet.start("node-c", &config);
-    let (rec, _watch) = testkit::placement::Recorder::start(&server.url(), &bucket).await;
-    testkit::placement::converge(
-        &rec,
-        12,
-        &abc,
-        t0,
-        Duration::from_secs(1),
-        Duration::from_secs(20),
-    )
-    .await;
+    let (rec, _watch) =
+        testkit::placement::Recorder::start_converged(&server.url(), &bucket, 12, &abc, t0).await;
 
     // Unhealthy: every role leaves node-a by hand-over.
     let sick = Instant::now();
@@ -405,16 +389,8 @@ async fn a_member_cooling_down_a_role_is_not_handed_it_until_the_cooldown_ends()
     let t0 = Instant::now();
     fleet.start("node-a", &a_config);
     fleet.start("node-b", &b_config);
-    let (rec, _watch) = testkit::placement::Recorder::start(&server.url(), &bucket).await;
-    testkit::placement::converge(
-        &rec,
-        4,
-        &ab,
-        t0,
-        Duration::from_secs(1),
-        Duration::from_secs(20),
-    )
-    .await;
+    let (rec, _watch) =
+        testkit::placement::Recorder::start_converged(&server.url(), &bucket, 4, &ab, t0).await;
     let port = fleet.http_port("node-a").await;
     let auth = format!("Bearer {token}");
 

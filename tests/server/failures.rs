@@ -57,6 +57,48 @@ fn assert_no_task_panics() {
     );
 }
 
+/// Counts task panics from now on; a server, a client, and the lease bucket `bucket` created
+/// by hand (before any manager starts).
+async fn with_lease_bucket(bucket: &str) -> (NatsServer, async_nats::Client, kv::Store) {
+    count_task_panics();
+    let (server, client) = server_and_client().await;
+    let store = create_kv(&jetstream::new(client.clone()), lease_bucket(bucket)).await;
+    (server, client, store)
+}
+
+/// Writes a lease-shaped value of another client to `role.x` (no `Nats-TTL`): `holder` with the
+/// incarnation and nonce `ids`, `term` if given, and `ttl_ms`; its revision.
+async fn put_foreign_lease(
+    store: &kv::Store,
+    holder: &str,
+    [incarnation, nonce]: [&str; 2],
+    term: Option<u64>,
+    ttl_ms: u64,
+) -> u64 {
+    let mut lease = serde_json::json!({
+        "v": 1,
+        "holder": holder,
+        "incarnation": incarnation,
+        "nonce": nonce,
+        "priority": 0,
+        "ttl_ms": ttl_ms,
+    });
+    if let Some(term) = term {
+        lease["term"] = term.into();
+    }
+    let value = serde_json::to_vec(&lease).expect("json");
+    store
+        .put("role.x", value.into())
+        .await
+        .unwrap_or_else(|e| panic!("put a lease of {holder}: {e}"))
+}
+
+/// Shuts `managers` down, then fails if a library task panicked.
+async fn shutdown_without_panics(managers: &[&RoleManager]) {
+    shutdown(managers).await;
+    assert_no_task_panics();
+}
+
 /// Samples `ms` every 20 ms until `stop` is cancelled; returns the roles seen held by more
 /// than one manager at one sampling instant.
 fn spawn_overlap_sampler(
@@ -251,8 +293,7 @@ async fn permission_denied_is_fast_exact_and_retried_until_fixed() {
             }),
         "no Recovered event"
     );
-    shutdown(&[&m]).await;
-    assert_no_task_panics();
+    shutdown_without_panics(&[&m]).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -364,8 +405,7 @@ async fn full_storage_heals_when_max_bytes_is_raised() {
         "{readiness:?}"
     );
     drop(api);
-    shutdown(&[&m]).await;
-    assert_no_task_panics();
+    shutdown_without_panics(&[&m]).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -378,23 +418,13 @@ async fn full_storage_heals_when_max_bytes_is_raised() {
 /// instead of never.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
-    count_task_panics();
-    let (_server, client) = server_and_client().await;
-    let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_hostile")).await;
+    let (_server, client, store) = with_lease_bucket("f_hostile").await;
     let r = role("x");
-    let hostile = serde_json::json!({
-        "v": 1,
-        "holder": "evil",
-        "incarnation": "5b0e1c52-0000-4000-8000-000000000001",
-        "nonce": "5b0e1c52-0000-4000-8000-000000000002",
-        "term": u64::MAX,
-        "priority": 0,
-        "ttl_ms": 1u64 << 63,
-    });
-    let hostile_rev = store
-        .put("role.x", serde_json::to_vec(&hostile).expect("json").into())
-        .await
-        .expect("hostile put");
+    let ids = [
+        "5b0e1c52-0000-4000-8000-000000000001",
+        "5b0e1c52-0000-4000-8000-000000000002",
+    ];
+    let hostile_rev = put_foreign_lease(&store, "evil", ids, Some(u64::MAX), 1u64 << 63).await;
     let started = Instant::now();
     let a = manager_of(&client, "node-a", "f_hostile", &r).await;
     let s = wait_status(&a, &r, Duration::from_millis(800), "foreign holder", |s| {
@@ -426,8 +456,7 @@ async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
     eprintln!("hostile lease taken over after {:?}", started.elapsed());
     let term = a.status(&r).and_then(|s| s.term).expect("own term");
     assert!(term > hostile_rev && term < 1_000, "term {term}");
-    shutdown(&[&a]).await;
-    assert_no_task_panics();
+    shutdown_without_panics(&[&a]).await;
 }
 
 /// P5: a lease naming a live instance but written after that instance started (here by a
@@ -435,9 +464,7 @@ async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
 /// reports `duplicate_instance` and waits like any follower.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted() {
-    count_task_panics();
-    let (_server, client) = server_and_client().await;
-    let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_dup")).await;
+    let (_server, client, store) = with_lease_bucket("f_dup").await;
     let r = role("x");
     let b = manager_of(&client, "node-b", "f_dup", &r).await;
     wait_status(&b, &r, Duration::from_secs(2), "node-b LEADER", |s| {
@@ -450,18 +477,11 @@ async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted()
     })
     .await;
     // Another writer puts a lease naming node-a (another incarnation) after node-a started.
-    let twin = serde_json::json!({
-        "v": 1,
-        "holder": "node-a",
-        "incarnation": "5b0e1c52-0000-4000-8000-0000000000aa",
-        "nonce": "5b0e1c52-0000-4000-8000-0000000000bb",
-        "priority": 0,
-        "ttl_ms": 1000,
-    });
-    store
-        .put("role.x", serde_json::to_vec(&twin).expect("json").into())
-        .await
-        .expect("twin put");
+    let ids = [
+        "5b0e1c52-0000-4000-8000-0000000000aa",
+        "5b0e1c52-0000-4000-8000-0000000000bb",
+    ];
+    put_foreign_lease(&store, "node-a", ids, None, 1000).await;
     let s = wait_status(&a, &r, Duration::from_secs(2), "duplicate reported", |s| {
         s.duplicate_instance
     })
@@ -473,15 +493,12 @@ async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted()
     // Not adopted at once: still not leader well within the backstop period.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!a.is_leader(&r), "adopted a duplicate's lease");
-    shutdown(&[&a, &b]).await;
-    assert_no_task_panics();
+    shutdown_without_panics(&[&a, &b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
-    count_task_panics();
-    let (_server, client) = server_and_client().await;
-    let store = create_kv(&jetstream::new(client.clone()), lease_bucket("f_foreign")).await;
+    let (_server, client, store) = with_lease_bucket("f_foreign").await;
     let r = role("x");
     let garbage_rev = store
         .put("role.x", "garbage".into())
@@ -537,10 +554,8 @@ async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
         .put("role.x", "more garbage".into())
         .await
         .expect("foreign put");
-    let e = wait_event(&mut events, Duration::from_secs(1), "leader demoted", |e| {
-        matches!(e, RoleEvent::Demoted { .. })
-    })
-    .await;
+    let within = Duration::from_secs(1);
+    let e = wait_event(&mut events, within, "leader demoted", is_demoted).await;
     // Checked at the end, so that the recovery below is exercised either way.
     let valid_when_demoted = l.is_valid();
     assert_eq!(
@@ -564,8 +579,7 @@ async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
     );
     let holder = if a.is_leader(&r) { &a } else { &b };
     assert!(holder.leadership(&r).expect("leadership").term() > second_garbage);
-    shutdown(&[&a, &b]).await;
-    assert_no_task_panics();
+    shutdown_without_panics(&[&a, &b]).await;
     assert!(!l.is_valid());
     assert!(
         !valid_when_demoted,
@@ -679,8 +693,7 @@ async fn server_restart_keeps_one_leader_per_role() {
             b.status(r)
         );
     }
-    shutdown(&[&a, &b]).await;
-    assert_no_task_panics();
+    shutdown_without_panics(&[&a, &b]).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -712,13 +725,8 @@ async fn paused_server_demotes_at_the_local_deadline() {
     let mut events = a.events();
     let paused = Instant::now();
     server.pause();
-    let e = wait_event(
-        &mut events,
-        TTL + Duration::from_secs(1),
-        "demotion while paused",
-        |e| matches!(e, RoleEvent::Demoted { .. }),
-    )
-    .await;
+    let within = TTL + Duration::from_secs(1);
+    let e = wait_event(&mut events, within, "demotion while paused", is_demoted).await;
     let demoted_after = paused.elapsed();
     let RoleEvent::Demoted { reason, .. } = e else {
         unreachable!()
@@ -767,6 +775,5 @@ async fn paused_server_demotes_at_the_local_deadline() {
     .await;
     eprintln!("leader again {:?} after resume", resumed.elapsed());
     assert!(l2.term.expect("term") > term, "a new term after the pause");
-    shutdown(&[&a]).await;
-    assert_no_task_panics();
+    shutdown_without_panics(&[&a]).await;
 }

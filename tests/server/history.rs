@@ -14,6 +14,23 @@ use testkit::NatsServer;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+/// Spawns a command with `RUST_LOG=warn`, stdout piped and killed on drop.
+trait SpawnQuiet {
+    fn spawn_quiet(&mut self, what: &str) -> Child;
+}
+
+impl SpawnQuiet for Command {
+    fn spawn_quiet(&mut self, what: &str) -> Child {
+        self.env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {what}: {e}"))
+    }
+}
+
 /// The compiled `chaos_node` example (cargo builds examples for integration tests).
 fn chaos_node_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
@@ -43,13 +60,7 @@ impl Node {
             .args(["--id", id, "--nats", &server.url(), "--bucket", "hist"])
             .args(["--history", &dir.display().to_string()])
             .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start chaos_node");
+            .spawn_quiet("chaos_node");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let out = child.stdout.take().expect("stdout");
         let sink = lines.clone();
@@ -290,13 +301,7 @@ async fn the_binary_records_its_history() {
         .arg(&config)
         .arg("--history")
         .arg(&history)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start nats-roles run");
+        .spawn_quiet("nats-roles run");
     let out = child.stdout.take().expect("stdout");
     let mut lines = BufReader::new(out).lines();
     let mut promoted = 0;
@@ -469,80 +474,113 @@ mod negative {
         );
     }
 
+    /// One scenario's world: a server, a directory with the harness's history, the running
+    /// nodes.
+    struct Scene {
+        server: NatsServer,
+        tmp: tempfile::TempDir,
+        harness: Harness,
+        nodes: Vec<Node>,
+    }
+
+    impl Scene {
+        /// A server and the nodes `ids` (with `mode`) of a trial `kind` with a `ttl_ms` lease.
+        async fn start(
+            kind: &str,
+            ttl_ms: u64,
+            ids: std::ops::Range<usize>,
+            mode: Option<&str>,
+        ) -> Scene {
+            let server = NatsServer::start().await;
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let harness = Harness::new(tmp.path(), trial(kind, ttl_ms));
+            let nodes = nodes(&server, tmp.path(), ids, mode, ttl_ms).await;
+            Scene {
+                server,
+                tmp,
+                harness,
+                nodes,
+            }
+        }
+
+        /// The holder of `r0` (other than `not`), once there is one.
+        async fn holder(&self, not: Option<&str>) -> String {
+            wait_holder(&self.nodes, "r0", not).await.id.clone()
+        }
+
+        /// Takes the node `id` out of the running ones.
+        fn take(&mut self, id: &str) -> Node {
+            let i = self.nodes.iter().position(|n| n.id == id).expect("holder");
+            self.nodes.remove(i)
+        }
+
+        /// Stops every node gracefully; the checker's report of the histories.
+        async fn finish(self) -> Report {
+            stop_all(self.nodes).await;
+            let report = check_dir(self.tmp.path());
+            drop(self.harness);
+            report
+        }
+    }
+
     /// The holder stops gracefully while another candidate waits.
     async fn release(mode: Option<&'static str>) -> Report {
-        let server = NatsServer::start().await;
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let dir = tmp.path();
-        let _h = Harness::new(dir, trial("release", 1000));
-        let mut all = nodes(&server, dir, 1..3, mode, 1000).await;
-        let holder = wait_holder(&all, "r0", None).await.id.clone();
+        let mut scene = Scene::start("release", 1000, 1..3, mode).await;
+        let holder = scene.holder(None).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let i = all.iter().position(|n| n.id == holder).expect("holder");
-        all.remove(i).terminate().await;
-        wait_holder(&all, "r0", Some(&holder)).await;
+        scene.take(&holder).terminate().await;
+        scene.holder(Some(&holder)).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        stop_all(all).await;
-        check_dir(dir)
+        scene.finish().await
     }
 
     /// The server pauses for 2.5 TTLs: renewals go unanswered and the deadline passes. A
     /// correct holder stops acting at its deadline.
     async fn server_pause(mode: Option<&'static str>) -> Report {
-        let mut server = NatsServer::start().await;
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let dir = tmp.path();
-        let h = Harness::new(dir, trial("server_pause", 1000));
-        let all = nodes(&server, dir, 1..2, mode, 1000).await;
-        wait_holder(&all, "r0", None).await;
+        let mut scene = Scene::start("server_pause", 1000, 1..2, mode).await;
+        scene.holder(None).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        h.fault("server_pause", "nats", Phase::Start);
-        server.pause();
+        scene.harness.fault("server_pause", "nats", Phase::Start);
+        scene.server.pause();
         tokio::time::sleep(Duration::from_millis(2500)).await;
-        server.resume();
-        h.fault("server_pause", "nats", Phase::End);
+        scene.server.resume();
+        scene.harness.fault("server_pause", "nats", Phase::End);
         tokio::time::sleep(Duration::from_millis(2500)).await;
-        stop_all(all).await;
-        check_dir(dir)
+        scene.finish().await
     }
 
     /// The holder is killed; the other node must take over when the key expires.
     async fn kill(mode: Option<&'static str>) -> Report {
-        let server = NatsServer::start().await;
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let dir = tmp.path();
-        let h = Harness::new(dir, trial("sigkill", 2000));
-        let mut all = nodes(&server, dir, 1..3, mode, 2000).await;
-        let holder = wait_holder(&all, "r0", None).await.id.clone();
+        let mut scene = Scene::start("sigkill", 2000, 1..3, mode).await;
+        let holder = scene.holder(None).await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        let i = all.iter().position(|n| n.id == holder).expect("holder");
-        let victim = all.remove(i);
-        h.fault("sigkill", &holder, Phase::Start);
+        let victim = scene.take(&holder);
+        scene.harness.fault("sigkill", &holder, Phase::Start);
         victim.signal("KILL");
         victim.kill().await;
-        wait_holder(&all, "r0", Some(&holder)).await;
-        stop_all(all).await;
-        check_dir(dir)
+        scene.holder(Some(&holder)).await;
+        scene.finish().await
     }
 
     /// Four graceful hand-overs to a herd of five candidates.
     async fn herd(mode: Option<&'static str>) -> Report {
-        let server = NatsServer::start().await;
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let dir = tmp.path();
-        let _h = Harness::new(dir, trial("herd", 1000));
-        let mut all = nodes(&server, dir, 1..6, mode, 1000).await;
+        let mut scene = Scene::start("herd", 1000, 1..6, mode).await;
         for round in 0..4 {
-            let holder = wait_holder(&all, "r0", None).await.id.clone();
+            let holder = scene.holder(None).await;
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let i = all.iter().position(|n| n.id == holder).expect("holder");
-            all.remove(i).terminate().await;
-            all.extend(nodes(&server, dir, 6 + round..7 + round, mode, 1000).await);
+            scene.take(&holder).terminate().await;
+            let more = nodes(
+                &scene.server,
+                scene.tmp.path(),
+                6 + round..7 + round,
+                mode,
+                1000,
+            );
+            scene.nodes.extend(more.await);
         }
-        wait_holder(&all, "r0", None).await;
+        scene.holder(None).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        stop_all(all).await;
-        check_dir(dir)
+        scene.finish().await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -138,6 +138,16 @@ pub async fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() ->
     }
 }
 
+/// A `Promoted` event (a predicate for [`wait_event`]).
+pub fn is_promoted(e: &RoleEvent) -> bool {
+    matches!(e, RoleEvent::Promoted { .. })
+}
+
+/// A `Demoted` event (a predicate for [`wait_event`]).
+pub fn is_demoted(e: &RoleEvent) -> bool {
+    matches!(e, RoleEvent::Demoted { .. })
+}
+
 /// Receives events until `pred` matches one (bounded); returns it.
 pub async fn wait_event(
     rx: &mut broadcast::Receiver<RoleEvent>,

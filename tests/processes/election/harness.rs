@@ -280,6 +280,22 @@ impl Procs {
         }
     }
 
+    /// Waits up to `timeout` until each of `roles` was promoted since `t0`; the promotions
+    /// since `t0` (panics with `what` after the timeout).
+    pub(super) async fn wait_promoted_since<V>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        roles: &BTreeMap<String, V>,
+        t0: Instant,
+    ) -> BTreeMap<String, Vec<(usize, String, u64, Instant)>> {
+        self.wait_until(what, timeout, |log| {
+            let p = promotions(log, Some(t0));
+            roles.keys().all(|r| p.contains_key(r)).then_some(p)
+        })
+        .await
+    }
+
     /// Receives lines until `check(log)` returns `Some`, for at most `timeout`.
     pub(super) async fn try_wait_until<T>(
         &mut self,
@@ -394,31 +410,34 @@ pub(super) fn promotions(
 /// The three instances of the fail-over tests.
 pub(super) const THREE: [&str; 3] = ["node-a", "node-b", "node-c"];
 
-/// One test's setup: a server, a directory with a config for `shard_roles(n)` in a fresh
-/// bucket, and the processes (none started yet).
+/// One test's setup: a server and a directory with a config for `shard_roles(n)` in a fresh
+/// bucket; kept alive for the test.
 pub(super) struct Setup {
-    pub(super) server: NatsServer,
-    pub(super) dir: tempfile::TempDir,
-    pub(super) bucket: String,
-    pub(super) roles: Vec<String>,
-    pub(super) procs: Procs,
+    server: NatsServer,
+    _dir: tempfile::TempDir,
+    bucket: String,
 }
 
 impl Setup {
-    pub(super) async fn new(bucket: &str, timing: Timing, n: usize) -> Setup {
+    /// The setup, its roles and the processes (none started yet).
+    pub(super) async fn new(bucket: &str, timing: Timing, n: usize) -> (Setup, Vec<String>, Procs) {
         let server = NatsServer::start().await;
         let dir = tempdir();
         let bucket = unique_bucket(bucket);
         let roles = shard_roles(n);
         let config = write_config(dir.path(), &bucket, timing, &roles);
         let procs = Procs::new(server.url(), config, dir.path());
-        Setup {
+        let setup = Setup {
             server,
-            dir,
+            _dir: dir,
             bucket,
-            roles,
-            procs,
-        }
+        };
+        (setup, roles, procs)
+    }
+
+    /// The test's bucket, on a client of its own.
+    pub(super) async fn store(&self) -> kv::Store {
+        open_bucket(&self.server.url(), &self.bucket).await
     }
 }
 

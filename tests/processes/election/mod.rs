@@ -166,13 +166,7 @@ async fn config_errors_exit_2_with_the_field_name_and_no_panic() {
 #[tokio::test]
 async fn three_instances_twenty_roles_each_role_has_exactly_one_holder() {
     let _serial = SERIAL.lock().await;
-    let Setup {
-        server,
-        dir: _dir,
-        bucket,
-        roles,
-        mut procs,
-    } = Setup::new("twenty", Timing::FAST, 20).await;
+    let (setup, roles, mut procs) = Setup::new("twenty", Timing::FAST, 20).await;
 
     let started = Instant::now();
     let holders = start_and_settle(&mut procs, &THREE, &roles, Duration::from_secs(5)).await;
@@ -182,7 +176,7 @@ async fn three_instances_twenty_roles_each_role_has_exactly_one_holder() {
     );
 
     // The KV agrees with the promotions: holder and term of every role key.
-    let store = open_bucket(&server.url(), &bucket).await;
+    let store = setup.store().await;
     for (role, (proc, term)) in &holders {
         let (holder, kv_term, _, _) = kv_lease(&store, role)
             .await
@@ -240,30 +234,22 @@ async fn three_instances_twenty_roles_each_role_has_exactly_one_holder() {
 async fn sigkill_of_a_holder_moves_its_roles_within_ttl_plus_500ms() {
     let _serial = SERIAL.lock().await;
     let timing = Timing::FAST;
-    let Setup {
-        server,
-        dir: _dir,
-        bucket,
-        roles,
-        mut procs,
-    } = Setup::new("sigkill", timing, 20).await;
+    let (setup, roles, mut procs) = Setup::new("sigkill", timing, 20).await;
     let holders = start_and_settle(&mut procs, &THREE, &roles, Duration::from_secs(5)).await;
     let victim = busiest(&holders);
     let victim_roles = held_by(&holders, victim);
-    let store = open_bucket(&server.url(), &bucket).await;
+    let store = setup.store().await;
     let recorder = KvRecorder::start(&store).await;
 
     let t0 = Instant::now();
     procs.signal(victim, SIGKILL);
     let limit = timing.ttl() + Duration::from_millis(500);
     let taken = procs
-        .wait_until(
+        .wait_promoted_since(
             "the victim's roles promoted elsewhere",
             limit + Duration::from_secs(3),
-            |log| {
-                let p = promotions(log, Some(t0));
-                victim_roles.keys().all(|r| p.contains_key(r)).then_some(p)
-            },
+            &victim_roles,
+            t0,
         )
         .await;
     let mut max = Duration::ZERO;
@@ -352,13 +338,7 @@ async fn sigkill_of_a_holder_moves_its_roles_within_ttl_plus_500ms() {
 #[tokio::test]
 async fn sigterm_of_a_holder_hands_its_roles_over_within_500ms() {
     let _serial = SERIAL.lock().await;
-    let Setup {
-        server,
-        dir: _dir,
-        bucket,
-        roles,
-        mut procs,
-    } = Setup::new("sigterm", Timing::FAST, 20).await;
+    let (setup, roles, mut procs) = Setup::new("sigterm", Timing::FAST, 20).await;
     let holders = start_and_settle(&mut procs, &THREE, &roles, Duration::from_secs(5)).await;
     let victim = busiest(&holders);
     let victim_id = procs.procs[victim].id.clone();
@@ -366,7 +346,7 @@ async fn sigterm_of_a_holder_hands_its_roles_over_within_500ms() {
 
     // Record every change of the role keys from before the signal on: the watcher has
     // delivered the current lease of each of the victim's roles before the signal is sent.
-    let store = open_bucket(&server.url(), &bucket).await;
+    let store = setup.store().await;
     let recorder = KvRecorder::start(&store).await;
     let deadline = Instant::now() + Duration::from_secs(5);
     while !victim_roles.keys().all(|r| !recorder.history(r).is_empty()) {
@@ -381,13 +361,11 @@ async fn sigterm_of_a_holder_hands_its_roles_over_within_500ms() {
     procs.signal(victim, SIGTERM);
     let limit = Duration::from_millis(500);
     let taken = procs
-        .wait_until(
+        .wait_promoted_since(
             "the victim's roles promoted elsewhere",
             Duration::from_secs(5),
-            |log| {
-                let p = promotions(log, Some(t0));
-                victim_roles.keys().all(|r| p.contains_key(r)).then_some(p)
-            },
+            &victim_roles,
+            t0,
         )
         .await;
     let mut max = Duration::ZERO;
@@ -477,13 +455,7 @@ async fn sigterm_of_a_holder_hands_its_roles_over_within_500ms() {
 async fn restart_after_sigkill_adopts_own_roles_before_the_ttl() {
     let _serial = SERIAL.lock().await;
     let timing = Timing::DEFAULT; // ttl 3 s
-    let Setup {
-        server,
-        dir: _dir,
-        bucket,
-        roles,
-        mut procs,
-    } = Setup::new("restart", timing, 5).await;
+    let (setup, roles, mut procs) = Setup::new("restart", timing, 5).await;
 
     // node-a holds every role; node-b follows (it printed a holder line for each).
     let holders = start_and_settle(&mut procs, &["node-a"], &roles, Duration::from_secs(5)).await;
@@ -515,7 +487,7 @@ async fn restart_after_sigkill_adopts_own_roles_before_the_ttl() {
         );
         eprintln!("note: node-b did not print a holder line for every role (start-up event race)");
     }
-    let store = open_bucket(&server.url(), &bucket).await;
+    let store = setup.store().await;
     let (_, _, _, old_incarnation) = kv_lease(&store, &roles[0]).await.expect("lease");
     let recorder = KvRecorder::start(&store).await;
 

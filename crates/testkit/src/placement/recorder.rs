@@ -26,6 +26,22 @@ impl Recorder {
         Recorder::start_on(crate::connect(url).await, bucket).await
     }
 
+    /// [`Recorder::start`], then waits until the fleet started at `t0` converged: every one of
+    /// `n_roles` roles held by a member of `live`, the spread at most 1, quiet for 1 s (at most
+    /// 20 s; see [`converge`]).
+    pub async fn start_converged(
+        url: &str,
+        bucket: &str,
+        n_roles: usize,
+        live: &[&str],
+        t0: Instant,
+    ) -> (Recorder, tokio::task::JoinHandle<()>) {
+        let (rec, watch) = Recorder::start(url, bucket).await;
+        let quiet = Duration::from_secs(1);
+        converge(&rec, n_roles, live, t0, quiet, Duration::from_secs(20)).await;
+        (rec, watch)
+    }
+
     /// [`Recorder::start`] on a connected client (e.g. one with credentials).
     pub async fn start_on(
         client: async_nats::Client,

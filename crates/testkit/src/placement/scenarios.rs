@@ -68,16 +68,7 @@ pub async fn spread_scenario(bin: &Path, url: &str) -> SpreadReport {
     for id in abc {
         fleet.start(id, &config);
     }
-    let (rec, watch) = Recorder::start(url, &bucket).await;
-    converge(
-        &rec,
-        60,
-        &abc,
-        t0,
-        Duration::from_secs(1),
-        Duration::from_secs(20),
-    )
-    .await;
+    let (rec, watch) = Recorder::start_converged(url, &bucket, 60, &abc, t0).await;
 
     // Two join at once: 20 each -> 12 each.
     let mut live: Vec<&str> = abc.to_vec();
@@ -179,16 +170,7 @@ pub async fn priority_scenario(bin: &Path, url: &str, pin_first: bool) -> Priori
     for id in abc {
         fleet.start(id, &config);
     }
-    let (rec, watch) = Recorder::start(url, &bucket).await;
-    converge(
-        &rec,
-        12,
-        &abc,
-        t0,
-        Duration::from_secs(1),
-        Duration::from_secs(20),
-    )
-    .await;
+    let (rec, watch) = Recorder::start_converged(url, &bucket, 12, &abc, t0).await;
 
     let holders = rec.holders();
     let mut wanted: BTreeSet<String> = BTreeSet::new();

@@ -1,0 +1,236 @@
+//! The fault rounds: what one round of each kind does to the system.
+
+use super::*;
+
+/// One fault round of `fault` (for `Mixed`/`Endurance`, the round's pick).
+pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: &mut StdRng) {
+    match fault {
+        Kind::Sigkill => {
+            let downtime = rng.random_range(1.2..3.0);
+            crash_holder(sys, rng, downtime).await;
+        }
+        Kind::Sigstop => {
+            let i = sys.holder_target(rng).await;
+            let id = sys.nodes[i].id().to_owned();
+            sys.log.fault("sigstop", &id, Phase::Start);
+            sys.nodes[i].pause();
+            sys.ttls(rng.random_range(1.5..3.0)).await;
+            sys.nodes[i].resume();
+            sys.log.fault("sigcont", &id, Phase::End);
+        }
+        Kind::ServerRestart => {
+            sys.log.fault("server_kill", "server", Phase::Start);
+            let server = sys.server.as_mut().expect("single-server trial");
+            server.kill();
+            sys.ttls(rng.random_range(0.3..2.0)).await;
+            let server = sys.server.as_mut().expect("single-server trial");
+            server.restart().await;
+            sys.log.fault("server_restart", "server", Phase::End);
+        }
+        Kind::LeaderKill | Kind::LeaderPause => {
+            let leader = stream_leader(&sys.js).await;
+            // Server names (n1..n3) would read as node ids in the history: prefix them.
+            let target = format!("server:{leader}");
+            let cluster = sys.cluster.as_mut().expect("cluster trial");
+            let i = cluster
+                .index_of(&leader)
+                .unwrap_or_else(|| panic!("stream leader {leader} is not a cluster node"));
+            if fault == Kind::LeaderKill {
+                sys.log.fault("leader_kill", &target, Phase::Start);
+                cluster.kill(i);
+                tokio::time::sleep(ms(sys.ttl_ms).mul_f64(rng.random_range(1.0..2.5))).await;
+                let cluster = sys.cluster.as_mut().expect("cluster trial");
+                cluster.restart(i).await;
+                sys.log.fault("leader_restart", &target, Phase::End);
+            } else {
+                sys.log.fault("leader_pause", &target, Phase::Start);
+                cluster.pause(i);
+                tokio::time::sleep(ms(sys.ttl_ms).mul_f64(rng.random_range(1.0..3.0))).await;
+                let cluster = sys.cluster.as_mut().expect("cluster trial");
+                cluster.resume(i);
+                sys.log.fault("leader_resume", &target, Phase::End);
+            }
+        }
+        Kind::QuorumLoss => {
+            // Two of three servers die: no stream leader, no meta leader. Returns once the
+            // stream has a leader again (quorum back).
+            let cluster = sys.cluster.as_mut().expect("cluster trial");
+            let first = rng.random_range(0..cluster.len());
+            let second = (first + rng.random_range(1..cluster.len())) % cluster.len();
+            let targets = format!(
+                "server:{}+server:{}",
+                cluster.node(first).name(),
+                cluster.node(second).name()
+            );
+            sys.log.fault("quorum_loss", &targets, Phase::Start);
+            cluster.kill(first);
+            cluster.kill(second);
+            sys.ttls(3.0).await;
+            let cluster = sys.cluster.as_mut().expect("cluster trial");
+            cluster.spawn_together(&[first, second]);
+            // Quorum is back when every node is healthy, they agree on a meta leader, and the
+            // bucket's stream has a leader (the survivor may report a stale one until then).
+            cluster.wait_ready().await;
+            stream_leader(&sys.js).await;
+            sys.log.fault("quorum_back", &targets, Phase::End);
+        }
+        Kind::DiskFull => {
+            // The operator's disk (or account limit) is full: the stream refuses new bytes.
+            let mut stream = sys
+                .js
+                .get_stream(format!("KV_{BUCKET}"))
+                .await
+                .expect("bucket stream");
+            let info = stream.info().await.expect("stream info").clone();
+            let mut config = info.config.clone();
+            let before = config.max_bytes;
+            config.max_bytes = i64::try_from(info.state.bytes).unwrap_or(i64::MAX).max(1);
+            sys.log.fault("disk_full", "server", Phase::Start);
+            sys.js
+                .update_stream(&config)
+                .await
+                .expect("lower max_bytes");
+            sys.ttls(rng.random_range(2.0..3.0)).await;
+            config.max_bytes = before;
+            sys.js
+                .update_stream(&config)
+                .await
+                .expect("raise max_bytes");
+            sys.log.fault("disk_freed", "server", Phase::End);
+        }
+        Kind::ProxyStall => {
+            let i = sys.holder_target(rng).await;
+            proxy_fault(sys, rng, i, "proxy_stall", Mode::Stall, 1.5..3.0).await;
+        }
+        Kind::ProxyReset => {
+            let i = sys.holder_target(rng).await;
+            let id = sys.nodes[i].id().to_owned();
+            sys.log.fault("proxy_reset", &id, Phase::Start);
+            for _ in 0..rng.random_range(1..4) {
+                sys.proxy(i).reset();
+                tokio::time::sleep(ms(rng.random_range(50..400))).await;
+            }
+            sys.log.fault("heal", &id, Phase::End);
+        }
+        Kind::ProxyOneway => {
+            let i = sys.holder_target(rng).await;
+            let dir = if rng.random_bool(0.5) {
+                Dir::Up
+            } else {
+                Dir::Down
+            };
+            proxy_fault(sys, rng, i, "proxy_oneway", Mode::OneWay(dir), 1.5..3.0).await;
+        }
+        Kind::ProxyDelay => {
+            let i = sys.holder_target(rng).await;
+            let delay = Mode::Delay(ms(rng.random_range(50..400)));
+            proxy_fault(sys, rng, i, "proxy_delay", delay, 2.0..4.0).await;
+        }
+        Kind::Clock(_) => {
+            // Make the faked node (node 0) the holder: hand the role over to it by stopping
+            // the other node gracefully, then restart that one.
+            let holder = sys.holder(&sys.roles[0].clone()).await;
+            if holder.as_deref() != Some(sys.nodes[0].id()) {
+                let other = sys.node_index(holder.as_deref().unwrap_or("n2"));
+                if other != 0 {
+                    sys.nodes[other].terminate(Duration::from_secs(20)).await;
+                    sys.wait_all_held(Duration::from_secs(10)).await;
+                    sys.start_node(other).await;
+                }
+            }
+            let id = sys.nodes[0].id().to_owned();
+            sys.log.fault("proxy_stall", &id, Phase::Start);
+            sys.proxy(0).set_mode(Mode::Stall);
+            sys.ttls(3.0).await;
+            sys.proxy(0).set_mode(Mode::Pass);
+            sys.log.fault("heal", &id, Phase::End);
+        }
+        Kind::Herd => {
+            // Alternate crash (vacancy by expiry) and graceful stop (vacancy by release).
+            let i = sys.holder_target(rng).await;
+            let id = sys.nodes[i].id().to_owned();
+            if round.is_multiple_of(2) {
+                sys.log.fault("sigkill", &id, Phase::Start);
+                sys.nodes[i].kill().await;
+            } else {
+                sys.log.fault("sigterm", &id, Phase::Start);
+                sys.nodes[i].terminate(Duration::from_secs(20)).await;
+            }
+            sys.wait_all_held(Duration::from_secs(10)).await;
+            sys.start_node(i).await;
+            sys.log.fault("restart", &id, Phase::End);
+        }
+        Kind::Negative(_) => {
+            // One schedule that gives every broken mode its chance: a partition of the holder
+            // (deadline discipline), a graceful hand-over (demote, contention) and a crash
+            // (expiry), in a seeded order.
+            match (round + sys.rotation) % 3 {
+                0 => Box::pin(one_round(sys, Kind::ProxyStall, round, rng)).await,
+                1 => {
+                    let i = sys.holder_target(rng).await;
+                    let id = sys.nodes[i].id().to_owned();
+                    sys.log.fault("sigterm", &id, Phase::Start);
+                    sys.nodes[i].terminate(Duration::from_secs(20)).await;
+                    sys.ttls(0.5).await;
+                    sys.start_node(i).await;
+                    sys.log.fault("restart", &id, Phase::End);
+                }
+                // Dead for 3 TTLs: longer than the followers' observed-expiry backstop
+                // (TTL + heartbeat + 500 ms), so that a lease that does not expire shows as a
+                // late fail-over instead of being adopted by the restarted holder.
+                _ => crash_holder(sys, rng, 3.0).await,
+            }
+        }
+        Kind::Mixed | Kind::Endurance => unreachable!("picked per round"),
+    }
+}
+
+/// SIGKILLs the holder of a random role and restarts it after `downtime` × TTL (the restarted
+/// process adopts its lease if it is still there).
+pub(super) async fn crash_holder(sys: &mut System, rng: &mut StdRng, downtime: f64) {
+    let i = sys.holder_target(rng).await;
+    let id = sys.nodes[i].id().to_owned();
+    sys.log.fault("sigkill", &id, Phase::Start);
+    sys.nodes[i].kill().await;
+    sys.ttls(downtime).await;
+    sys.start_node(i).await;
+    sys.log.fault("restart", &id, Phase::End);
+}
+
+/// Server name of the stream leader of the bucket's stream (`KV_chaos`), retried while the
+/// cluster has none (bounded).
+pub(super) async fn stream_leader(js: &jetstream::Context) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(mut stream) = js.get_stream(format!("KV_{BUCKET}")).await
+            && let Ok(info) = stream.info().await
+            && let Some(leader) = info.cluster.as_ref().and_then(|c| c.leader.clone())
+            && !leader.is_empty()
+        {
+            return leader;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no stream leader of KV_{BUCKET} within 20 s"
+        );
+        tokio::time::sleep(ms(100)).await;
+    }
+}
+
+/// Puts node `i`'s proxy in `mode` for a random number of TTLs out of `ttls`, then heals it
+/// (logged as the fault `name` on that node).
+async fn proxy_fault(
+    sys: &mut System,
+    rng: &mut StdRng,
+    i: usize,
+    name: &str,
+    mode: Mode,
+    ttls: std::ops::Range<f64>,
+) {
+    let id = sys.nodes[i].id().to_owned();
+    sys.log.fault(name, &id, Phase::Start);
+    sys.proxy(i).set_mode(mode);
+    sys.ttls(rng.random_range(ttls)).await;
+    sys.proxy(i).set_mode(Mode::Pass);
+    sys.log.fault("heal", &id, Phase::End);
+}
