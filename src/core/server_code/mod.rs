@@ -95,7 +95,6 @@ pub const CONFIGURATION_ERRORS: &[u16] = &[
     10166, // MESSAGE_TTL_DISABLED
 ];
 
-
 #[cfg(test)]
 mod tests {
     use async_nats::jetstream::ErrorCode;
