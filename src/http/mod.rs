@@ -22,7 +22,8 @@
 //! Embedding it in an application that runs its own manager:
 //!
 //! ```no_run
-//! //! use nats_roles::http::{Api, ApiOptions};
+//! use std::sync::Arc;
+//! use nats_roles::http::{Api, ApiOptions};
 //! # async fn run(manager: nats_roles::RoleManager) -> std::io::Result<()> {
 //! let api = Api::new(Arc::new(manager), ApiOptions::default());
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;

@@ -239,12 +239,12 @@ fn table(outcomes: &[Outcome]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_the_holder() {
-    ci(Kind::Sigkill, 3, 2).await;
+    ci(Kind::Sigkill, 2, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigstop_of_the_holder_longer_than_the_ttl() {
-    ci(Kind::Sigstop, 3, 2).await;
+    ci(Kind::Sigstop, 2, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -254,12 +254,12 @@ async fn server_kill_and_restart_on_the_same_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_stream_leader_kill() {
-    ci(Kind::LeaderKill, 2, 1).await;
+    ci(Kind::LeaderKill, 1, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_stream_leader_pause() {
-    ci(Kind::LeaderPause, 2, 1).await;
+    ci(Kind::LeaderPause, 1, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,37 +269,37 @@ async fn cluster_quorum_loss_and_return() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disk_full_then_freed() {
-    ci(Kind::DiskFull, 2, 2).await;
+    ci(Kind::DiskFull, 1, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_stall_partitions_the_holder() {
-    ci(Kind::ProxyStall, 3, 2).await;
+    ci(Kind::ProxyStall, 2, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_reset_of_the_holders_connections() {
-    ci(Kind::ProxyReset, 3, 2).await;
+    ci(Kind::ProxyReset, 2, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_one_way_partition() {
-    ci(Kind::ProxyOneway, 3, 2).await;
+    ci(Kind::ProxyOneway, 2, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_delay_on_the_holders_link() {
-    ci(Kind::ProxyDelay, 3, 2).await;
+    ci(Kind::ProxyDelay, 2, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clock_at_rate_0_9_keeps_lease_discipline() {
-    ci(Kind::Clock(90), 3, 2).await;
+    ci(Kind::Clock(90), 2, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clock_at_rate_0_5_is_flagged() {
-    ci(Kind::Clock(50), 2, 1).await;
+    ci(Kind::Clock(50), 1, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,22 +309,22 @@ async fn herd_of_100_candidates_for_one_role() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_plain_put_is_flagged() {
-    ci(Kind::Negative("plain-put"), 5, 3).await;
+    ci(Kind::Negative("plain-put"), 3, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_drop_ttl_is_flagged() {
-    ci(Kind::Negative("drop-ttl"), 5, 3).await;
+    ci(Kind::Negative("drop-ttl"), 3, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_no_local_deadline_is_flagged() {
-    ci(Kind::Negative("no-local-deadline"), 5, 3).await;
+    ci(Kind::Negative("no-local-deadline"), 3, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_skip_demote_is_flagged() {
-    ci(Kind::Negative("skip-demote"), 5, 3).await;
+    ci(Kind::Negative("skip-demote"), 3, 3).await;
 }
 
 // ---------------------------------------------------------------------------------------------
