@@ -87,7 +87,15 @@ impl LeaseValue {
 pub enum HolderValue {
     /// A lease written by nats-roles (protocol version 1).
     Lease(Box<LeaseValue>),
-    /// Anything else: not JSON, another version, missing fields.
+    /// A lease of a newer protocol version (`"v"` above [`VALUE_VERSION`], e.g. a version 2
+    /// session lease, whose key does not change while its term lasts): never taken over after
+    /// the follower backstop, since its holder may be renewing elsewhere (protocol P2,
+    /// "Versioning"). The role waits until the key is deleted or expires.
+    Newer {
+        /// The version the value claims.
+        version: u64,
+    },
+    /// Anything else: not JSON, an older version, missing fields.
     Foreign,
 }
 
@@ -98,7 +106,10 @@ impl HolderValue {
     pub fn parse(bytes: &[u8]) -> Self {
         match serde_json::from_slice::<LeaseValue>(bytes) {
             Ok(v) if v.v == VALUE_VERSION && v.ttl_ms <= MAX_TTL_MS => Self::Lease(Box::new(v)),
-            _ => Self::Foreign,
+            _ => match newer_version(bytes) {
+                Some(version) => Self::Newer { version },
+                None => Self::Foreign,
+            },
         }
     }
 
@@ -120,9 +131,21 @@ impl HolderValue {
     pub fn lease(&self) -> Option<&LeaseValue> {
         match self {
             Self::Lease(l) => Some(l),
-            Self::Foreign => None,
+            Self::Newer { .. } | Self::Foreign => None,
         }
     }
+}
+
+/// The `"v"` of a JSON object whose version is above ours.
+fn newer_version(bytes: &[u8]) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Versioned {
+        v: u64,
+    }
+    serde_json::from_slice::<Versioned>(bytes)
+        .ok()
+        .map(|x| x.v)
+        .filter(|v| *v > u64::from(VALUE_VERSION))
 }
 
 /// Current wall-clock time formatted as RFC 3339 (informational fields only).
@@ -162,11 +185,28 @@ mod tests {
     }
 
     #[test]
+    fn a_newer_protocol_version_is_recognised_whatever_its_fields() {
+        let mut v = sample();
+        v.v = 2;
+        assert_eq!(
+            HolderValue::parse(&v.to_bytes()),
+            HolderValue::Newer { version: 2 }
+        );
+        let session = br#"{"v":2,"holder":"node-a","session":"s-1","term":null}"#;
+        assert_eq!(
+            HolderValue::parse(session),
+            HolderValue::Newer { version: 2 }
+        );
+        assert_eq!(HolderValue::parse(br#"{"v":"2"}"#), HolderValue::Foreign);
+        assert_eq!(HolderValue::parse(br#"{"v":1}"#), HolderValue::Foreign);
+    }
+
+    #[test]
     fn foreign_values_are_recognised() {
         assert_eq!(HolderValue::parse(b"garbage\xff"), HolderValue::Foreign);
         assert_eq!(HolderValue::parse(b"{}"), HolderValue::Foreign);
         let mut v = sample();
-        v.v = 2;
+        v.v = 0;
         assert_eq!(HolderValue::parse(&v.to_bytes()), HolderValue::Foreign);
         assert_eq!(
             HolderValue::parse(br#"{"v":1,"holder":"a b"}"#),

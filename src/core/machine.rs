@@ -1040,6 +1040,12 @@ impl RoleMachine {
     fn backstop_at(&self) -> Option<Instant> {
         let k = self.known.as_ref()?;
         match &k.state {
+            // A lease of a newer protocol is never taken over by the backstop: its key need
+            // not change while its holder lives (P2, "Versioning").
+            KeyState::Held {
+                value: HolderValue::Newer { .. },
+                ..
+            } => None,
             KeyState::Held { value, .. } => {
                 let holder_ttl = value.lease().map_or(Duration::ZERO, LeaseValue::ttl);
                 Some(

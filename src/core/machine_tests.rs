@@ -485,3 +485,63 @@ fn an_acquire_below_the_bucket_s_known_revisions_is_not_promoted() {
     let term = m.term().expect("promoted in the new epoch");
     assert_eq!(term.token.epoch(), EPOCH + 1);
 }
+
+/// P2 "Versioning": a value nats-roles cannot read is taken over once its revision stayed
+/// unchanged for the backstop period, but a lease of a newer protocol version (a version 2
+/// session lease does not change while its holder lives) never is: the role waits for the key
+/// to be deleted or to expire.
+#[test]
+fn a_newer_protocol_lease_is_never_taken_over_by_the_backstop() {
+    let long = Duration::from_secs(3600);
+    for (value, taken) in [
+        (HolderValue::Foreign, true),
+        (HolderValue::Newer { version: 2 }, false),
+    ] {
+        let (mut m, t0) = machine();
+        start_on(
+            &mut m,
+            t0,
+            KeyState::Held {
+                revision: 7,
+                value: value.clone(),
+            },
+        );
+        drain(&mut m);
+        let mut now = t0;
+        let mut acquired = None;
+        while now < t0 + long {
+            let Some(at) = m.poll_timeout() else { break };
+            now = at.max(now + Duration::from_millis(1));
+            m.handle_timeout(now);
+            for a in drain(&mut m) {
+                match a {
+                    Action::Read { op, .. } => m.handle_read(
+                        op,
+                        Ok(KeyState::Held {
+                            revision: 7,
+                            value: value.clone(),
+                        }),
+                        now,
+                    ),
+                    Action::Write(w) if w.kind == WriteKind::Acquire => acquired = Some(w.expected),
+                    _ => {}
+                }
+            }
+            if acquired.is_some() {
+                break;
+            }
+        }
+        for a in drain(&mut m) {
+            if let Action::Write(w) = a
+                && w.kind == WriteKind::Acquire
+            {
+                acquired = Some(w.expected);
+            }
+        }
+        if taken {
+            assert_eq!(acquired, Some(7), "{value:?}: taken over on revision 7");
+        } else {
+            assert_eq!(acquired, None, "{value:?} was taken over");
+        }
+    }
+}

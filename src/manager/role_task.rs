@@ -496,7 +496,18 @@ impl RoleTask {
                 s.revision = obs.revision();
                 if state != RoleState::Leader {
                     match obs {
-                        KeyState::Held { .. } => {
+                        KeyState::Held { value, .. } => {
+                            if let crate::value::HolderValue::Newer { version } = value
+                                && !s.foreign_holder
+                            {
+                                warn!(
+                                    role = %self.role,
+                                    version,
+                                    "the role's key holds a lease of protocol version {version}; \
+                                     this instance speaks version 1 and never takes it over \
+                                     (one protocol version per bucket: docs/protocol.md, Versioning)"
+                                );
+                            }
                             s.leader_id = obs.lease().map(|l| l.holder.clone());
                             s.term = obs.lease().map(|l| l.term.unwrap_or(obs.revision()));
                             s.foreign_holder = obs.lease().is_none();

@@ -239,17 +239,17 @@ fn table(outcomes: &[Outcome]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_the_holder() {
-    ci(Kind::Sigkill, 2, 2).await;
+    ci(Kind::Sigkill, 1, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigstop_of_the_holder_longer_than_the_ttl() {
-    ci(Kind::Sigstop, 2, 2).await;
+    ci(Kind::Sigstop, 1, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_kill_and_restart_on_the_same_store() {
-    ci(Kind::ServerRestart, 2, 2).await;
+    ci(Kind::ServerRestart, 1, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -274,27 +274,27 @@ async fn disk_full_then_freed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_stall_partitions_the_holder() {
-    ci(Kind::ProxyStall, 2, 2).await;
+    ci(Kind::ProxyStall, 1, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_reset_of_the_holders_connections() {
-    ci(Kind::ProxyReset, 2, 2).await;
+    ci(Kind::ProxyReset, 1, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_one_way_partition() {
-    ci(Kind::ProxyOneway, 2, 2).await;
+    ci(Kind::ProxyOneway, 1, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_delay_on_the_holders_link() {
-    ci(Kind::ProxyDelay, 2, 2).await;
+    ci(Kind::ProxyDelay, 1, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clock_at_rate_0_9_keeps_lease_discipline() {
-    ci(Kind::Clock(90), 2, 2).await;
+    ci(Kind::Clock(90), 1, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

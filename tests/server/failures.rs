@@ -496,6 +496,42 @@ async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted()
     shutdown_without_panics(&[&a, &b]).await;
 }
 
+/// P2 "Versioning": a lease of a newer protocol version (a version 2 session lease, whose key
+/// does not change while its holder lives) is never taken over by the backstop; the role is
+/// campaigned for again once the key is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_protocol_lease_is_never_taken_over() {
+    let (_server, client, store) = with_lease_bucket("f_newer").await;
+    let r = role("x");
+    let v2 = serde_json::json!({
+        "v": 2, "holder": "node-v2", "session": "session.node-v2.3000", "term": null
+    });
+    let rev = store
+        .put("role.x", serde_json::to_vec(&v2).expect("json").into())
+        .await
+        .expect("v2 put");
+    let a = manager_of(&client, "node-a", "f_newer", &r).await;
+    let b = manager_of(&client, "node-b", "f_newer", &r).await;
+    // Three backstop periods: a foreign value would have been taken over after one.
+    tokio::time::sleep(3 * (2 * TTL + HEARTBEAT + Duration::from_millis(500))).await;
+    for m in [&a, &b] {
+        let s = m.status(&r).expect("status");
+        assert!(
+            !s.is_leader(),
+            "a newer-protocol lease was taken over: {s:?}"
+        );
+        assert!(s.foreign_holder && s.revision == rev, "{s:?}");
+    }
+    store.delete("role.x").await.expect("delete the v2 lease");
+    wait_until(
+        Duration::from_secs(2),
+        "the vacated role is held again",
+        || leaders(&[&a, &b], &r) == 1,
+    )
+    .await;
+    shutdown_without_panics(&[&a, &b]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
     let (_server, client, store) = with_lease_bucket("f_foreign").await;
