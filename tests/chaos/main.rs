@@ -309,22 +309,22 @@ async fn herd_of_100_candidates_for_one_role() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_plain_put_is_flagged() {
-    ci(Kind::Negative("plain-put"), 3, 3).await;
+    ci(Kind::Negative("plain-put"), 2, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_drop_ttl_is_flagged() {
-    ci(Kind::Negative("drop-ttl"), 3, 3).await;
+    ci(Kind::Negative("drop-ttl"), 2, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_no_local_deadline_is_flagged() {
-    ci(Kind::Negative("no-local-deadline"), 3, 3).await;
+    ci(Kind::Negative("no-local-deadline"), 2, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_skip_demote_is_flagged() {
-    ci(Kind::Negative("skip-demote"), 3, 3).await;
+    ci(Kind::Negative("skip-demote"), 2, 3).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -368,7 +368,7 @@ async fn soak_mixed_faults_steady_state_and_resources() {
         all.extend(series(Kind::Endurance, 1, 40, true).await);
     } else {
         all.extend(series(Kind::Mixed, 1, 3, true).await);
-        all.extend(series(Kind::Endurance, 1, 5, false).await);
+        all.extend(series(Kind::Endurance, 1, 4, false).await);
     }
     let summary = table(&all);
     eprintln!("chaos soak summary (CHAOS_SEED={}):{summary}", base_seed());

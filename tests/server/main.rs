@@ -5,6 +5,7 @@
 mod bucket_lifecycle;
 mod embedding;
 mod failures;
+mod foreign;
 mod history;
 mod http_api;
 mod kit_smoke;

@@ -1,0 +1,224 @@
+//! Values other clients write into role keys, against a real nats-server: hostile and
+//! unreadable values (foreign: bounded by the backstop), a lease naming us written after we
+//! started (a duplicate, not adopted), and a lease of a newer protocol version (never taken
+//! over).
+
+use std::time::Duration;
+
+use nats_roles::{DemoteReason, RoleEvent};
+use testkit::roles::*;
+use tokio::time::Instant;
+
+use crate::failures::{put_foreign_lease, shutdown_without_panics, with_lease_bucket};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_lease_is_foreign_and_bounded_by_the_backstop() {
+    let (_server, client, store) = with_lease_bucket("f_hostile").await;
+    let r = role("x");
+    let ids = [
+        "5b0e1c52-0000-4000-8000-000000000001",
+        "5b0e1c52-0000-4000-8000-000000000002",
+    ];
+    let hostile_rev = put_foreign_lease(&store, "evil", ids, Some(u64::MAX), 1u64 << 63).await;
+    let started = Instant::now();
+    let a = manager_of(&client, "node-a", "f_hostile", &r).await;
+    let s = wait_status(&a, &r, Duration::from_millis(800), "foreign holder", |s| {
+        s.foreign_holder
+    })
+    .await;
+    assert_eq!(
+        s.term, None,
+        "a hostile term shown as the role's term: {s:?}"
+    );
+    assert_eq!(s.leader_id, None, "{s:?}");
+    assert_eq!(s.revision, hostile_rev);
+    // The watcher's view (which the API and the stdout lines show) says the same.
+    let mut observed = a.observe(&r);
+    let info = tokio::time::timeout(Duration::from_secs(2), observed.wait_for(|h| h.is_some()))
+        .await
+        .expect("the watcher reports the holder")
+        .expect("watch open")
+        .clone()
+        .expect("holder info");
+    assert!(info.foreign && info.term.is_none(), "{info:?}");
+    assert_eq!(info.revision, hostile_rev);
+    // Taken over after the backstop on this follower's own TTL (not the hostile 2^63 ms).
+    let upper = 2 * TTL + HEARTBEAT + Duration::from_millis(500);
+    wait_until(upper, "the hostile-held role is taken over", || {
+        a.is_leader(&r)
+    })
+    .await;
+    eprintln!("hostile lease taken over after {:?}", started.elapsed());
+    let term = a.status(&r).and_then(|s| s.term).expect("own term");
+    assert!(term > hostile_rev && term < 1_000, "term {term}");
+    shutdown_without_panics(&[&a]).await;
+}
+
+/// P5: a lease naming a live instance but written after that instance started (here by a
+/// foreign client; the same as a second process with the same id) is not adopted: the instance
+/// reports `duplicate_instance` and waits like any follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted() {
+    let (_server, client, store) = with_lease_bucket("f_dup").await;
+    let r = role("x");
+    let b = manager_of(&client, "node-b", "f_dup", &r).await;
+    wait_status(&b, &r, Duration::from_secs(2), "node-b LEADER", |s| {
+        s.is_leader()
+    })
+    .await;
+    let a = manager_of(&client, "node-a", "f_dup", &r).await;
+    wait_status(&a, &r, Duration::from_secs(2), "node-a follows", |s| {
+        s.leader_id.as_ref().is_some_and(|l| l.as_str() == "node-b")
+    })
+    .await;
+    // Another writer puts a lease naming node-a (another incarnation) after node-a started.
+    let ids = [
+        "5b0e1c52-0000-4000-8000-0000000000aa",
+        "5b0e1c52-0000-4000-8000-0000000000bb",
+    ];
+    put_foreign_lease(&store, "node-a", ids, None, 1000).await;
+    let s = wait_status(&a, &r, Duration::from_secs(2), "duplicate reported", |s| {
+        s.duplicate_instance
+    })
+    .await;
+    assert!(
+        !s.is_leader(),
+        "adopted a lease written after it started: {s:?}"
+    );
+    // Not adopted at once: still not leader well within the backstop period.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!a.is_leader(&r), "adopted a duplicate's lease");
+    shutdown_without_panics(&[&a, &b]).await;
+}
+
+/// P2 "Versioning": a lease of a newer protocol version (a version 2 session lease, whose key
+/// does not change while its holder lives) is never taken over by the backstop; the role is
+/// campaigned for again once the key is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_protocol_lease_is_never_taken_over() {
+    let (_server, client, store) = with_lease_bucket("f_newer").await;
+    let r = role("x");
+    let v2 = serde_json::json!({
+        "v": 2, "holder": "node-v2", "session": "session.node-v2.3000", "term": null
+    });
+    let rev = store
+        .put("role.x", serde_json::to_vec(&v2).expect("json").into())
+        .await
+        .expect("v2 put");
+    let a = manager_of(&client, "node-a", "f_newer", &r).await;
+    let b = manager_of(&client, "node-b", "f_newer", &r).await;
+    // Three backstop periods: a foreign value would have been taken over after one.
+    tokio::time::sleep(3 * (2 * TTL + HEARTBEAT + Duration::from_millis(500))).await;
+    for m in [&a, &b] {
+        let s = m.status(&r).expect("status");
+        assert!(
+            !s.is_leader(),
+            "a newer-protocol lease was taken over: {s:?}"
+        );
+        assert!(s.foreign_holder && s.revision == rev, "{s:?}");
+    }
+    store.delete("role.x").await.expect("delete the v2 lease");
+    wait_until(
+        Duration::from_secs(2),
+        "the vacated role is held again",
+        || leaders(&[&a, &b], &r) == 1,
+    )
+    .await;
+    shutdown_without_panics(&[&a, &b]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
+    let (_server, client, store) = with_lease_bucket("f_foreign").await;
+    let r = role("x");
+    let garbage_rev = store
+        .put("role.x", "garbage".into())
+        .await
+        .expect("foreign put");
+
+    let started = Instant::now();
+    let a = manager_of(&client, "node-a", "f_foreign", &r).await;
+    let b = manager_of(&client, "node-b", "f_foreign", &r).await;
+    for m in [&a, &b] {
+        let s = wait_status(
+            m,
+            &r,
+            Duration::from_millis(800),
+            "foreign holder seen",
+            |s| s.foreign_holder,
+        )
+        .await;
+        assert!(!s.is_leader(), "{s:?}");
+        assert_eq!(s.leader_id, None);
+        assert_eq!(s.revision, garbage_rev);
+    }
+    assert!(!a.is_leader(&r) && !b.is_leader(&r));
+
+    // Taken over after the observed-expiry backstop (ttl + heartbeat after first sight).
+    let upper = 2 * TTL + HEARTBEAT + Duration::from_millis(500);
+    wait_until(upper, "a manager takes over the foreign-held role", || {
+        leaders(&[&a, &b], &r) == 1
+    })
+    .await;
+    let took = started.elapsed();
+    eprintln!("foreign value taken over after {took:?}");
+    assert!(
+        took > TTL,
+        "took over after {took:?}, before the TTL: the backstop must wait"
+    );
+    let holder = if a.is_leader(&r) { &a } else { &b };
+    let other = if a.is_leader(&r) { &b } else { &a };
+    let l = holder.leadership(&r).expect("leadership");
+    assert!(l.term() > garbage_rev);
+    wait_status(
+        other,
+        &r,
+        Duration::from_secs(1),
+        "the other follows",
+        |s| !s.foreign_holder && s.leader_id.as_ref() == Some(holder.instance_id()),
+    )
+    .await;
+
+    // Garbage written while a manager leads: it demotes (Superseded) and the role recovers.
+    let mut events = holder.events();
+    let second_garbage = store
+        .put("role.x", "more garbage".into())
+        .await
+        .expect("foreign put");
+    let within = Duration::from_secs(1);
+    let e = wait_event(&mut events, within, "leader demoted", is_demoted).await;
+    // Checked at the end, so that the recovery below is exercised either way.
+    let valid_when_demoted = l.is_valid();
+    assert_eq!(
+        e,
+        RoleEvent::Demoted {
+            role: r.clone(),
+            term: l.term(),
+            reason: DemoteReason::Superseded
+        }
+    );
+    let recovering = Instant::now();
+    wait_until(
+        upper,
+        "the role recovers from the second foreign value",
+        || leaders(&[&a, &b], &r) == 1,
+    )
+    .await;
+    eprintln!(
+        "recovered from a foreign overwrite after {:?}",
+        recovering.elapsed()
+    );
+    let holder = if a.is_leader(&r) { &a } else { &b };
+    assert!(holder.leadership(&r).expect("leadership").term() > second_garbage);
+    shutdown_without_panics(&[&a, &b]).await;
+    assert!(!l.is_valid());
+    assert!(
+        !valid_when_demoted,
+        "RoleEvent::Demoted was delivered while the ended term's Leadership was still valid: \
+         the event must be emitted after the term's token is cancelled"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. nats-server restart
+// ---------------------------------------------------------------------------------------------
