@@ -8,8 +8,8 @@ use async_nats::jetstream::{self, ErrorCode, context::PublishErrorKind};
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
-use crate::core::{FailureKind, KeyState, ServerCode, WriteOutcome};
-use crate::value::HolderValue;
+use crate::core::{FailureKind, KeyState, ServerCode, SessionKeyState, WriteOutcome};
+use crate::value::{HolderValue, SessionValue};
 
 /// Header names not exported by async-nats as constants.
 const EXPECTED_LAST_SUBJECT_SEQUENCE: &str = "Nats-Expected-Last-Subject-Sequence";
@@ -297,6 +297,35 @@ impl LeaseStore {
     /// # Errors
     /// A classified [`FailureKind`] when the read fails or times out.
     pub async fn read(&self, key: &str, timeout: Duration) -> Result<KeyState, FailureKind> {
+        Ok(match self.read_raw(key, timeout).await? {
+            None => KeyState::Absent,
+            Some((sequence, headers, payload)) => key_state(sequence, &headers, &payload),
+        })
+    }
+
+    /// Reads the last entry of session key `key` from the stream leader (protocol Q5 rule 3,
+    /// the session backstop, and the session's own re-reads).
+    ///
+    /// # Errors
+    /// A classified [`FailureKind`] when the read fails or times out.
+    pub async fn read_session(
+        &self,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<SessionKeyState, FailureKind> {
+        Ok(match self.read_raw(key, timeout).await? {
+            None => SessionKeyState::Absent,
+            Some((sequence, headers, payload)) => session_state(key, sequence, &headers, &payload),
+        })
+    }
+
+    /// The last entry of `key` from the stream leader: its sequence, headers and payload, or
+    /// `None` when the key has no entry.
+    async fn read_raw(
+        &self,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<Option<(u64, HeaderMap, Bytes)>, FailureKind> {
         let subject = self.subject(key);
         // Reads go to the stream leader through exactly this API subject.
         let api = format!("$JS.API.STREAM.MSG.GET.KV_{}", self.bucket);
@@ -308,14 +337,12 @@ impl LeaseStore {
         };
         match result {
             Err(_) => Err(FailureKind::Unavailable),
-            Ok(Ok(msg)) => Ok(key_state(msg.sequence, &msg.headers, &msg.payload)),
+            Ok(Ok(msg)) => Ok(Some((msg.sequence, msg.headers, msg.payload))),
             Ok(Err(err)) => {
                 use async_nats::jetstream::stream::LastRawMessageErrorKind as K;
                 match err.kind() {
-                    K::NoMessageFound => Ok(KeyState::Absent),
-                    K::JetStream(e) if e.error_code() == ErrorCode::NO_MESSAGE_FOUND => {
-                        Ok(KeyState::Absent)
-                    }
+                    K::NoMessageFound => Ok(None),
+                    K::JetStream(e) if e.error_code() == ErrorCode::NO_MESSAGE_FOUND => Ok(None),
                     K::JetStream(e) if e.error_code() == ErrorCode::STREAM_NOT_FOUND => {
                         Err(FailureKind::BucketNotFound)
                     }
@@ -392,6 +419,23 @@ pub(crate) fn key_state(sequence: u64, headers: &HeaderMap, payload: &[u8]) -> K
     KeyState::Held {
         revision: sequence,
         value: HolderValue::parse_at(payload, sequence),
+    }
+}
+
+/// Interprets one entry of session key `key` (a read or a watcher entry): a delete, purge or
+/// expiry marker, or a value (`None` inside when it is not a session of the key's instance).
+pub(crate) fn session_state(
+    key: &str,
+    sequence: u64,
+    headers: &HeaderMap,
+    payload: &[u8],
+) -> SessionKeyState {
+    match key_state(sequence, headers, b"") {
+        KeyState::Vacant { revision, expired } => SessionKeyState::Marker { revision, expired },
+        _ => SessionKeyState::Value {
+            revision: sequence,
+            value: SessionValue::parse(key, payload),
+        },
     }
 }
 

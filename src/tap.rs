@@ -238,9 +238,11 @@ mod tests {
         let nonce = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
         let token = FencingToken::new(1_700_000_000_000_000_000, 42, nonce);
         let lease = LeaseValue {
-            v: 1,
+            v: crate::value::VALUE_VERSION,
             holder: InstanceId::new("node-a").expect("valid"),
             incarnation: uuid::Uuid::nil(),
+            session: uuid::Uuid::nil(),
+            session_key: crate::value::session_key(&InstanceId::new("node-a").expect("valid"), 3000),
             nonce,
             term: Some(42),
             priority: 0,

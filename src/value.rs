@@ -1,4 +1,4 @@
-//! The lease value stored under `role.<name>` (protocol P2).
+//! The values stored under `role.<name>` (protocol Q2) and `session.<instance>.<ttl_ms>`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,8 +8,31 @@ use uuid::Uuid;
 
 use crate::names::InstanceId;
 
-/// Version of the lease value format written by this crate.
-pub const VALUE_VERSION: u32 = 1;
+/// Version of the lease protocol (and of the values) written by this crate: 2, session leases
+/// (`docs/protocol.md`, Q1–Q11).
+pub const VALUE_VERSION: u32 = 2;
+
+/// Key prefix of session keys (`session.<instance>.<ttl_ms>`, protocol Q1).
+pub const SESSION_PREFIX: &str = "session.";
+
+/// The session key of `instance` for roles with a TTL of `ttl_ms` milliseconds.
+#[must_use]
+pub fn session_key(instance: &InstanceId, ttl_ms: u64) -> String {
+    format!("{SESSION_PREFIX}{instance}.{ttl_ms}")
+}
+
+/// The instance a session key belongs to, and its TTL class; `None` for anything that is not
+/// a well-formed session key.
+#[must_use]
+pub fn parse_session_key(key: &str) -> Option<(InstanceId, u64)> {
+    let rest = key.strip_prefix(SESSION_PREFIX)?;
+    let (instance, ttl) = rest.rsplit_once('.')?;
+    let ttl_ms: u64 = ttl.parse().ok()?;
+    if ttl_ms == 0 || ttl_ms > MAX_TTL_MS || ttl.starts_with('0') {
+        return None;
+    }
+    Some((InstanceId::new(instance).ok()?, ttl_ms))
+}
 
 /// The largest `ttl_ms` a reader accepts in a lease (one hour, the largest TTL a role can be
 /// configured with). A value claiming more was not written by nats-roles: it is foreign, and
@@ -18,7 +41,7 @@ pub const VALUE_VERSION: u32 = 1;
 /// at compile time.
 pub const MAX_TTL_MS: u64 = 60 * 60 * 1000;
 
-/// The JSON document a holder writes into its role key.
+/// The JSON document a holder writes into its role key when a term starts (protocol Q2).
 ///
 /// `Debug` output redacts the nonce (the part of the fencing token that is not guessable).
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,6 +52,10 @@ pub struct LeaseValue {
     pub holder: InstanceId,
     /// Random id of the holder's process start.
     pub incarnation: Uuid,
+    /// The holder's session (its uuid): the term lasts while this session does.
+    pub session: Uuid,
+    /// The holder's session key (`session.<holder>.<ttl_ms>`).
+    pub session_key: String,
     /// Random id of the term; recognises the holder's own late writes.
     pub nonce: Uuid,
     /// Term number this write continues; `None` in the write that starts a term.
@@ -56,6 +83,8 @@ impl std::fmt::Debug for LeaseValue {
             .field("v", &self.v)
             .field("holder", &self.holder)
             .field("incarnation", &self.incarnation)
+            .field("session", &self.session)
+            .field("session_key", &self.session_key)
             .field("nonce", &"<redacted>")
             .field("term", &self.term)
             .field("priority", &self.priority)
@@ -85,8 +114,14 @@ impl LeaseValue {
 /// What a reader makes of the bytes in a role key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HolderValue {
-    /// A lease written by nats-roles (protocol version 1).
+    /// A lease written by nats-roles (protocol version 2).
     Lease(Box<LeaseValue>),
+    /// A lease of an older protocol version (`"v": 1`): a version 1 instance runs on this
+    /// bucket. Incompatible (protocol Q10): never taken over, the role reports the mismatch.
+    Older {
+        /// The version the value claims.
+        version: u64,
+    },
     /// A lease of a newer protocol version (`"v"` above [`VALUE_VERSION`], e.g. a version 2
     /// session lease, whose key does not change while its term lasts): never taken over after
     /// the follower backstop, since its holder may be renewing elsewhere (protocol P2,
@@ -105,10 +140,18 @@ impl HolderValue {
     #[must_use]
     pub fn parse(bytes: &[u8]) -> Self {
         match serde_json::from_slice::<LeaseValue>(bytes) {
-            Ok(v) if v.v == VALUE_VERSION && v.ttl_ms <= MAX_TTL_MS => Self::Lease(Box::new(v)),
-            _ => match newer_version(bytes) {
-                Some(version) => Self::Newer { version },
-                None => Self::Foreign,
+            Ok(v)
+                if v.v == VALUE_VERSION
+                    && v.ttl_ms <= MAX_TTL_MS
+                    && parse_session_key(&v.session_key)
+                        .is_some_and(|(i, t)| i == v.holder && t == v.ttl_ms) =>
+            {
+                Self::Lease(Box::new(v))
+            }
+            _ => match other_version(bytes) {
+                Some(version) if version > u64::from(VALUE_VERSION) => Self::Newer { version },
+                Some(1) if is_v1_lease(bytes) => Self::Older { version: 1 },
+                _ => Self::Foreign,
             },
         }
     }
@@ -131,13 +174,23 @@ impl HolderValue {
     pub fn lease(&self) -> Option<&LeaseValue> {
         match self {
             Self::Lease(l) => Some(l),
-            Self::Newer { .. } | Self::Foreign => None,
+            Self::Older { .. } | Self::Newer { .. } | Self::Foreign => None,
+        }
+    }
+
+    /// Whether this is a lease of another protocol version (older or newer): never taken
+    /// over by a backstop, the role reports the mismatch (protocol Q10).
+    #[must_use]
+    pub fn other_protocol(&self) -> Option<u64> {
+        match self {
+            Self::Older { version } | Self::Newer { version } => Some(*version),
+            Self::Lease(_) | Self::Foreign => None,
         }
     }
 }
 
-/// The `"v"` of a JSON object whose version is above ours.
-fn newer_version(bytes: &[u8]) -> Option<u64> {
+/// The `"v"` of a JSON object with a numeric version other than ours.
+fn other_version(bytes: &[u8]) -> Option<u64> {
     #[derive(serde::Deserialize)]
     struct Versioned {
         v: u64,
@@ -145,7 +198,64 @@ fn newer_version(bytes: &[u8]) -> Option<u64> {
     serde_json::from_slice::<Versioned>(bytes)
         .ok()
         .map(|x| x.v)
-        .filter(|v| *v > u64::from(VALUE_VERSION))
+        .filter(|v| *v != u64::from(VALUE_VERSION))
+}
+
+/// Whether `bytes` is a version 1 lease (P2: holder, incarnation, nonce, ttl_ms), as a version
+/// 1 instance writes it. Anything less is foreign.
+fn is_v1_lease(bytes: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)]
+    struct V1 {
+        holder: InstanceId,
+        incarnation: Uuid,
+        nonce: Uuid,
+        ttl_ms: u64,
+    }
+    serde_json::from_slice::<V1>(bytes).is_ok_and(|v| v.ttl_ms <= MAX_TTL_MS)
+}
+
+/// The JSON document of a session key (protocol Q2): the same bytes at every renewal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionValue {
+    /// Format version (2).
+    pub v: u32,
+    /// The instance whose liveness this session is.
+    pub instance: InstanceId,
+    /// Random id of the instance's process start.
+    pub incarnation: Uuid,
+    /// Random id of this session (new at every session start).
+    pub session: Uuid,
+    /// The session's TTL in milliseconds (the key's `Nats-TTL`, rounded up to seconds there).
+    pub ttl_ms: u64,
+    /// How often the session is renewed, in milliseconds.
+    pub heartbeat_ms: u64,
+}
+
+impl SessionValue {
+    /// Serialises the value to JSON bytes.
+    #[must_use]
+    pub fn to_bytes(&self) -> bytes::Bytes {
+        bytes::Bytes::from(serde_json::to_vec(self).unwrap_or_default())
+    }
+
+    /// Parses the bytes stored under session key `key`: `None` unless the value is a version 2
+    /// session of the instance and TTL class the key names (anything else is foreign and never
+    /// believed).
+    #[must_use]
+    pub fn parse(key: &str, bytes: &[u8]) -> Option<SessionValue> {
+        let (instance, ttl_ms) = parse_session_key(key)?;
+        serde_json::from_slice::<SessionValue>(bytes)
+            .ok()
+            .filter(|v| v.v == VALUE_VERSION && v.instance == instance && v.ttl_ms == ttl_ms)
+            .filter(|v| v.heartbeat_ms > 0 && v.heartbeat_ms <= v.ttl_ms)
+    }
+
+    /// The session's TTL.
+    #[must_use]
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms)
+    }
 }
 
 /// Current wall-clock time formatted as RFC 3339 (informational fields only).
@@ -162,9 +272,11 @@ mod tests {
 
     fn sample() -> LeaseValue {
         LeaseValue {
-            v: 1,
+            v: VALUE_VERSION,
             holder: InstanceId::new("node-a").unwrap(),
             incarnation: Uuid::new_v4(),
+            session: uuid::Uuid::nil(),
+            session_key: crate::value::session_key(&InstanceId::new("node-a").unwrap(), 3000),
             nonce: Uuid::new_v4(),
             term: Some(7),
             priority: 3,

@@ -1,8 +1,11 @@
 //! The election state machine of one role: `(state, input, now) -> (state, actions)`.
 //!
 //! It performs no I/O and reads no clock: the driver feeds it observations of the role key,
-//! outcomes of the writes and reads it asked for, and the current monotonic time, and executes
-//! the [`Action`]s it returns. Rule numbers (P3, P4, ...) refer to `docs/protocol.md`.
+//! outcomes of the writes and reads it asked for, the state of this instance's session
+//! ([`super::SessionMachine`]) and of the holder's session, and the current monotonic time, and
+//! executes the [`Action`]s it returns. Rule numbers (P3, Q4, ...) refer to `docs/protocol.md`:
+//! protocol version 2 writes the role key only when a term starts or ends; the term lasts
+//! while the session it names does.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -26,6 +29,26 @@ use crate::value::{HolderValue, LeaseValue};
 /// batch could see a stale expiry marker land after its own write and flap. Waiting past the
 /// batch keeps the two apart.
 pub const BACKSTOP_GRACE: Duration = Duration::from_millis(500);
+
+/// This instance's session as the role machine needs it (protocol Q4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionUpdate {
+    /// The session is live: terms resting on it may act until `acked_sent_at` + the role's
+    /// local lease.
+    Live {
+        /// The session's uuid.
+        uuid: Uuid,
+        /// Send time of the session's last acknowledged write.
+        acked_sent_at: Instant,
+    },
+    /// The session ended: every term resting on it ends now.
+    Lost {
+        /// The session's uuid.
+        uuid: Uuid,
+        /// Reported to the application as the demotion's reason.
+        reason: DemoteReason,
+    },
+}
 
 /// Who this machine writes as.
 #[derive(Debug, Clone)]
@@ -60,13 +83,10 @@ enum Pending {
     Acquire {
         op: u64,
         nonce: Uuid,
-        sent_at: Instant,
         /// Revision the CAS expects.
         expected: u64,
-    },
-    Renew {
-        op: u64,
-        sent_at: Instant,
+        /// The session the acquire names.
+        session: Uuid,
     },
     Release {
         op: u64,
@@ -80,7 +100,6 @@ impl Pending {
     fn op(self) -> u64 {
         match self {
             Self::Acquire { op, .. }
-            | Self::Renew { op, .. }
             | Self::Release { op }
             | Self::Read { op } => op,
         }
@@ -105,15 +124,14 @@ struct Release {
 #[derive(Debug, Clone)]
 struct Leading {
     term: Term,
-    /// Revision of our last write in this term.
+    /// Revision of the term's role key (the acquire; it does not change during the term).
     rev: u64,
-    next_renew: Instant,
+    /// The session the term rests on.
+    session: Uuid,
     disconnected_since: Option<Instant>,
     /// Set once a graceful release began: the term was demoted to the application, the
     /// lease is still renewed until the drain finished, then deleted.
     release: Option<Release>,
-    /// Re-read before renewing (after a conflict, 10164 or unknown outcome).
-    reread: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -176,6 +194,13 @@ pub struct RoleMachine {
     /// when the process started): only a lease seen there can be a predecessor's (P5
     /// restart adoption).
     first_seen_rev: Option<u64>,
+    /// This instance's live session: its uuid and the send time of its last acknowledged
+    /// write (protocol Q4). No acquire is sent without one.
+    session: Option<(Uuid, Instant)>,
+    /// This role's session key (`session.<instance>.<ttl_ms>`).
+    session_key: String,
+    /// Herd ranking (Q7): contend for the current vacancy only this long after seeing it.
+    herd_delay: Duration,
 
     actions: VecDeque<Action>,
 }
@@ -191,7 +216,12 @@ impl RoleMachine {
         epoch: u64,
         seed: u64,
     ) -> Self {
+        let ttl_ms = u64::try_from(timing.ttl.as_millis()).unwrap_or(u64::MAX);
+        let session_key = crate::value::session_key(&id.instance, ttl_ms);
         Self {
+            session_key,
+            session: None,
+            herd_delay: Duration::ZERO,
             id,
             timing,
             retry,
@@ -278,11 +308,11 @@ impl RoleMachine {
                 if let Some(d) = l.disconnected_since {
                     consider(d + self.timing.disconnect_grace);
                 }
-                if self.pending.is_none() {
-                    consider(
-                        self.not_before
-                            .map_or(l.next_renew, |n| n.max(l.next_renew)),
-                    );
+                // A release waiting for its backoff.
+                if self.pending.is_none()
+                    && l.release.as_ref().is_some_and(|r| r.drained || r.verify)
+                {
+                    consider(self.not_before.unwrap_or(l.term.deadline));
                 }
             }
             // step() does nothing while an operation is in flight or before `not_before`:
@@ -375,13 +405,12 @@ impl RoleMachine {
         match pending {
             Pending::Acquire {
                 nonce,
-                sent_at,
                 expected,
+                session,
                 ..
             } => {
-                self.acquire_done(nonce, sent_at, expected, outcome, now);
+                self.acquire_done(nonce, session, expected, outcome, now);
             }
-            Pending::Renew { sent_at, .. } => self.renew_done(sent_at, outcome, now),
             Pending::Release { .. } => self.release_done(outcome, now),
             Pending::Read { .. } => {}
         }
@@ -415,6 +444,84 @@ impl RoleMachine {
             }
         }
         self.step(now);
+    }
+
+    /// This instance's session started, was renewed, or ended (protocol Q4): a renewal moves
+    /// the deadline of a term resting on it ([`Action::Renewed`]), a loss ends that term at
+    /// once; a candidate acquires only while a session is live.
+    pub fn handle_session(&mut self, update: SessionUpdate, now: Instant) {
+        let local_lease = self.timing.local_lease();
+        match update {
+            SessionUpdate::Live {
+                uuid,
+                acked_sent_at,
+            } => {
+                self.session = Some((uuid, acked_sent_at));
+                if let Phase::Leader(l) = &mut self.phase
+                    && l.session == uuid
+                {
+                    let deadline = acked_sent_at + local_lease;
+                    if deadline > l.term.deadline {
+                        l.term.deadline = deadline;
+                        let (term, revision) = (l.term.clone(), l.rev);
+                        self.actions.push_back(Action::Renewed { term, revision });
+                    }
+                }
+            }
+            SessionUpdate::Lost { uuid, reason } => {
+                if self.session.is_some_and(|(u, _)| u == uuid) {
+                    self.session = None;
+                }
+                if let Phase::Leader(l) = &self.phase
+                    && l.session == uuid
+                {
+                    let (term, released) = (l.term.clone(), l.release.is_some());
+                    self.leave_leadership(term, reason, released, now);
+                }
+            }
+        }
+        self.check_deadline(now);
+        // A term on another session than the live one cannot last (a session replaced
+        // without a loss report seen yet).
+        if let (Phase::Leader(l), Some((uuid, _))) = (&self.phase, self.session)
+            && l.session != uuid
+        {
+            let (term, released) = (l.term.clone(), l.release.is_some());
+            self.leave_leadership(term, DemoteReason::Expired, released, now);
+        }
+        self.step(now);
+    }
+
+    /// The session the role's holder (at `revision` of the role key) rests on is gone
+    /// (protocol Q5 rules 2–4, decided by the session book): the role is vacant, and a
+    /// takeover is a CAS on `revision`.
+    pub fn handle_holder_gone(&mut self, revision: u64, now: Instant) {
+        self.check_deadline(now);
+        if let Some(k) = &mut self.known
+            && k.rev() == revision
+            && let KeyState::Held {
+                value: HolderValue::Lease(_),
+                ..
+            } = &k.state
+            && !matches!(&self.phase, Phase::Leader(l) if l.rev == revision)
+        {
+            k.state = KeyState::Vacant {
+                revision,
+                expired: true,
+            };
+            k.seen_at = now;
+            self.confirmed = None;
+            if self.failures == 0 {
+                self.not_before = None;
+            }
+        }
+        self.step(now);
+    }
+
+    /// Herd ranking (protocol Q7): contend for a vacancy only `delay` after seeing it (zero:
+    /// at once). Only delays acquires, so it can never create a second holder.
+    pub fn handle_herd_delay(&mut self, delay: Duration) {
+        self.herd_delay = delay;
     }
 
     /// The application's demote callback returned (or the drain timeout passed).
@@ -579,11 +686,8 @@ impl RoleMachine {
                 drain: false,
             });
         }
-        // A renew or delete in flight belongs to the ended term; its outcome is ignored.
-        if matches!(
-            self.pending,
-            Some(Pending::Renew { .. } | Pending::Release { .. })
-        ) {
+        // A delete in flight belongs to the ended term; its outcome is ignored.
+        if matches!(self.pending, Some(Pending::Release { .. })) {
             self.pending = None;
         }
         self.not_before = None;
@@ -638,7 +742,7 @@ impl RoleMachine {
                 value: HolderValue::Lease(v),
                 ..
             } if v.nonce == l.term.nonce => {
-                // Our own renew, seen before (or instead of) its acknowledgement.
+                // Our own write, seen before (or instead of) its acknowledgement.
                 l.rev = rev;
                 return;
             }
@@ -659,7 +763,7 @@ impl RoleMachine {
     fn acquire_done(
         &mut self,
         nonce: Uuid,
-        sent_at: Instant,
+        session: Uuid,
         expected: u64,
         outcome: WriteOutcome,
         now: Instant,
@@ -689,16 +793,21 @@ impl RoleMachine {
                         high_water: self.high_water,
                     }));
             }
-            WriteOutcome::Ok { revision } if now >= sent_at + self.timing.local_lease() => {
-                // Acknowledged only after the term's deadline (the process was paused): the
-                // term ended before it began. Promoting it would hand the application a dead
+            WriteOutcome::Ok { revision }
+                if self
+                    .session
+                    .is_none_or(|(u, acked)| u != session || now >= acked + self.timing.local_lease()) =>
+            {
+                // The session the acquire names ended (or its deadline passed: the process
+                // was paused) before the acknowledgement arrived: the term ended before it
+                // began (Q6, late acquire). Promoting it would hand the application a dead
                 // term after newer terms may have been promoted elsewhere (P6 order). Treat
                 // the put as our own late write instead (P5): re-acquire over it if it is
                 // still the key's last entry.
                 self.failures = 0;
                 self.unknown_nonce = None;
                 self.adopted_or_wrote = true;
-                let value = HolderValue::Lease(Box::new(self.value(nonce, None)));
+                let value = HolderValue::Lease(Box::new(self.value_with(nonce, session)));
                 self.observe(KeyState::Held { revision, value }, now, false);
             }
             WriteOutcome::Ok { revision } => {
@@ -706,7 +815,8 @@ impl RoleMachine {
                 self.failures = 0;
                 self.unknown_nonce = None;
                 self.adopted_or_wrote = true;
-                let deadline = sent_at + self.timing.local_lease();
+                let acked = self.session.map_or(now, |(_, acked)| acked);
+                let deadline = acked + self.timing.local_lease();
                 let term = Term {
                     token: FencingToken::new(self.epoch, revision, nonce),
                     nonce,
@@ -714,7 +824,7 @@ impl RoleMachine {
                 };
                 let state = KeyState::Held {
                     revision,
-                    value: HolderValue::Lease(Box::new(self.value(nonce, None))),
+                    value: HolderValue::Lease(Box::new(self.value_with(nonce, session))),
                 };
                 self.known = Some(Known {
                     state,
@@ -724,10 +834,9 @@ impl RoleMachine {
                 self.phase = Phase::Leader(Box::new(Leading {
                     term: term.clone(),
                     rev: revision,
-                    next_renew: sent_at + self.timing.heartbeat,
+                    session,
                     disconnected_since: None,
                     release: None,
-                    reread: false,
                 }));
                 self.actions.push_back(Action::Promote { term, revision });
             }
@@ -746,38 +855,6 @@ impl RoleMachine {
                 self.unknown_nonce = Some(nonce);
                 self.mark_stale(now);
                 self.back_off(now);
-            }
-            WriteOutcome::Failed(kind) if kind.is_permanent() => self.stall(kind, now),
-            WriteOutcome::Failed(kind) => {
-                self.report_failure(kind);
-                self.back_off(now);
-            }
-        }
-    }
-
-    fn renew_done(&mut self, sent_at: Instant, outcome: WriteOutcome, now: Instant) {
-        let heartbeat = self.timing.heartbeat;
-        let local_lease = self.timing.local_lease();
-        let Phase::Leader(l) = &mut self.phase else {
-            return;
-        };
-        match outcome {
-            WriteOutcome::Ok { revision } => {
-                self.high_water = self.high_water.max(revision);
-                self.failures = 0;
-                l.rev = l.rev.max(revision);
-                l.term.deadline = l.term.deadline.max(sent_at + local_lease);
-                l.next_renew = sent_at + heartbeat;
-                self.not_before = None;
-                let (term, revision) = (l.term.clone(), l.rev);
-                self.actions.push_back(Action::Renewed { term, revision });
-            }
-            WriteOutcome::Conflict | WriteOutcome::Retry | WriteOutcome::Unknown => {
-                // P4: re-read; our own late write is continued, anything else is a loss.
-                l.reread = true;
-                if outcome != WriteOutcome::Conflict {
-                    self.back_off(now);
-                }
             }
             WriteOutcome::Failed(kind) if kind.is_permanent() => self.stall(kind, now),
             WriteOutcome::Failed(kind) => {
@@ -850,11 +927,9 @@ impl RoleMachine {
                     } if v.nonce == l.term.nonce => {
                         // Still our term: continue on the revision read (our own late write).
                         l.rev = l.rev.max(*revision);
-                        l.reread = false;
                         if let Some(r) = &mut l.release {
                             r.verify = false;
                         }
-                        l.next_renew = l.next_renew.min(now);
                         self.not_before = None;
                     }
                     _ if rev < l.rev => {
@@ -1040,10 +1115,11 @@ impl RoleMachine {
     fn backstop_at(&self) -> Option<Instant> {
         let k = self.known.as_ref()?;
         match &k.state {
-            // A lease of a newer protocol is never taken over by the backstop: its key need
-            // not change while its holder lives (P2, "Versioning").
+            // A lease of another protocol version is never taken over by the backstop (Q10),
+            // and a version 2 lease's key does not change while its term lasts: its vacancy
+            // is decided from its session (Q5, the session book: `handle_holder_gone`).
             KeyState::Held {
-                value: HolderValue::Newer { .. },
+                value: HolderValue::Newer { .. } | HolderValue::Older { .. } | HolderValue::Lease(_),
                 ..
             } => None,
             KeyState::Held { value, .. } => {
@@ -1060,13 +1136,16 @@ impl RoleMachine {
         }
     }
 
-    fn value(&self, nonce: Uuid, term: Option<u64>) -> LeaseValue {
+    /// The role value of a term started on `session` with `nonce` (Q2).
+    fn value_with(&self, nonce: Uuid, session: Uuid) -> LeaseValue {
         LeaseValue {
             v: crate::value::VALUE_VERSION,
             holder: self.id.instance.clone(),
             incarnation: self.id.incarnation,
+            session,
+            session_key: self.session_key.clone(),
             nonce,
-            term,
+            term: None,
             priority: self.id.priority,
             ttl_ms: u64::try_from(self.timing.ttl.as_millis()).unwrap_or(u64::MAX),
             meta: self.id.meta.clone(),
@@ -1099,16 +1178,20 @@ impl RoleMachine {
         op
     }
 
-    fn send_acquire(&mut self, expected: u64, now: Instant) {
+    fn send_acquire(&mut self, expected: u64, _now: Instant) {
+        let Some((session, _)) = self.session else {
+            // No live session: nothing to rest a term on. `handle_session` steps again.
+            return;
+        };
         let nonce = Uuid::from_u64_pair(self.rng.next_u64(), self.rng.next_u64());
-        let value = self.value(nonce, None);
+        let value = self.value_with(nonce, session);
         let timeout = self.timing.operation_timeout;
         let op = self.send_write(WriteKind::Acquire, expected, Some(value), timeout);
         self.pending = Some(Pending::Acquire {
             op,
             nonce,
-            sent_at: now,
             expected,
+            session,
         });
         self.confirmed = None;
     }
@@ -1175,16 +1258,13 @@ impl RoleMachine {
         if timeout.is_zero() {
             return;
         }
-        if l.reread || l.release.as_ref().is_some_and(|r| r.verify) {
+        // Version 2: the role key is not renewed (the session is); it is written again only
+        // to end the term (Q4).
+        if l.release.as_ref().is_some_and(|r| r.verify) {
             self.send_read(timeout);
         } else if l.release.as_ref().is_some_and(|r| r.drained) {
             let rev = l.rev;
             self.send_release(rev, timeout);
-        } else if now >= l.next_renew {
-            let (nonce, term_no, rev) = (l.term.nonce, l.term.token.term(), l.rev);
-            let value = self.value(nonce, Some(term_no));
-            let op = self.send_write(WriteKind::Renew, rev, Some(value), timeout);
-            self.pending = Some(Pending::Renew { op, sent_at: now });
         }
     }
 
@@ -1200,7 +1280,7 @@ impl RoleMachine {
             KeyState::Absent | KeyState::Vacant { .. } => {
                 // Placement hold-back: another live instance is preferred; let it acquire
                 // first and contend only if it does not within the delay.
-                let hold = k.seen_at + self.campaign_delay;
+                let hold = k.seen_at + self.campaign_delay.max(self.herd_delay);
                 if now < hold {
                     // The jitter is added here: when `not_before` passes, the acquire goes
                     // out at once, and held-back candidates must not all fire together.

@@ -3,6 +3,8 @@
 pub mod backoff;
 pub mod bucket_settings;
 pub mod machine;
+pub mod session;
+pub mod session_book;
 pub mod server_code;
 pub mod setting_error;
 pub mod timing_error;
@@ -10,7 +12,11 @@ pub mod types;
 
 pub use backoff::RetryPolicy;
 pub use bucket_settings::{BucketSettings, MAX_BUCKET_REPLICAS};
-pub use machine::{Identity, RoleMachine};
+pub use machine::{Identity, RoleMachine, SessionUpdate};
+pub use session::{
+    SessionAction, SessionKeyState, SessionLoss, SessionMachine, SessionWriteKind,
+};
+pub use session_book::{SessionBook, Verdict, herd_delay};
 pub use server_code::{FailureClass, ServerCode};
 pub use setting_error::SettingError;
 pub use timing_error::TimingError;

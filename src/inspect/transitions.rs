@@ -265,9 +265,11 @@ mod tests {
 
     fn held(role: &str, holder: &str, term: u64, revision: u64) -> HolderInfo {
         let value = LeaseValue {
-            v: 1,
+            v: crate::value::VALUE_VERSION,
             holder: InstanceId::new(holder).unwrap(),
             incarnation: Uuid::nil(),
+            session: uuid::Uuid::nil(),
+            session_key: crate::value::session_key(&InstanceId::new(holder).unwrap(), 3000),
             nonce: Uuid::from_u128(u128::from(term)),
             term: Some(term),
             priority: 0,

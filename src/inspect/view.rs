@@ -419,9 +419,11 @@ mod tests {
 
     fn info(role: &str, holder: &str, term: u64) -> HolderInfo {
         let value = LeaseValue {
-            v: 1,
+            v: crate::value::VALUE_VERSION,
             holder: InstanceId::new(holder).unwrap(),
             incarnation: Uuid::new_v4(),
+            session: uuid::Uuid::nil(),
+            session_key: crate::value::session_key(&InstanceId::new(holder).unwrap(), 3000),
             nonce: Uuid::new_v4(),
             term: Some(term),
             priority: 3,

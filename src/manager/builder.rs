@@ -300,6 +300,11 @@ impl RoleManagerBuilder {
             backend,
             epoch: std::sync::atomic::AtomicU64::new(opened.epoch),
             bucket_high_water: std::sync::atomic::AtomicU64::new(opened.last_revision),
+            sessions: Mutex::new(HashMap::new()),
+            book: Mutex::new(crate::core::SessionBook::new(
+                crate::core::Timing::MIN_TTL,
+                crate::core::Timing::MAX_TTL,
+            )),
         });
         let cancel = CancellationToken::new();
         let health = self

@@ -13,6 +13,7 @@ mod placement;
 mod placement_link;
 mod role_input;
 mod role_task;
+mod session_task;
 pub(crate) mod shared;
 mod spec;
 pub(crate) mod status;
@@ -167,7 +168,12 @@ impl RoleManager {
             self.shared.store.ttl_mode(),
         ));
         let (current_tx, current) = watch::channel(None);
+        self.shared
+            .book()
+            .note_timing(spec.timing.ttl, spec.timing.heartbeat);
+        let session = spec.campaign.then(|| self.session_for(&spec.timing, seed));
         let task = RoleTask {
+            session,
             role: spec.name.clone(),
             machine,
             shared: self.shared.clone(),
@@ -175,7 +181,6 @@ impl RoleManager {
             status: status_tx,
             callbacks: spec.callbacks,
             current: current_tx,
-            ttl: spec.timing.ttl,
             operation_timeout: spec.timing.operation_timeout,
             validation_interval: self.validation_interval,
             promoted_at: None,
@@ -198,6 +203,48 @@ impl RoleManager {
             p.add_role(spec.name, priority, spec.takeover, spec.campaign);
         }
         Ok(())
+    }
+
+    /// The view of this instance's session for roles of `timing`'s TTL class, starting the
+    /// session (its task) with the first such role (protocol Q1: one session per TTL).
+    fn session_for(
+        &self,
+        timing: &crate::core::Timing,
+        seed: u64,
+    ) -> watch::Receiver<session_task::SessionView> {
+        let ttl_ms = u64::try_from(timing.ttl.as_millis()).unwrap_or(u64::MAX);
+        let mut sessions = self.shared.sessions();
+        if let Some(class) = sessions.get(&ttl_ms) {
+            return class.view.clone();
+        }
+        let key = crate::value::session_key(&self.shared.instance, ttl_ms);
+        let machine = crate::core::SessionMachine::new(
+            self.shared.instance.clone(),
+            self.shared.incarnation,
+            *timing,
+            self.retry,
+            seed ^ 0x5E55_1011,
+        );
+        let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
+        let (view_tx, view_rx) = watch::channel(None);
+        let task = session_task::SessionTask {
+            machine,
+            key,
+            ttl: timing.ttl,
+            shared: self.shared.clone(),
+            inbox: inbox_rx,
+            view: view_tx,
+        };
+        let handle = tokio::spawn(task.run());
+        sessions.insert(
+            ttl_ms,
+            shared::SessionClass {
+                inbox: inbox_tx,
+                view: view_rx.clone(),
+                task: handle,
+            },
+        );
+        view_rx
     }
 
     /// Stops taking part in a role: releases it gracefully if held and waits until the demote
@@ -399,6 +446,24 @@ impl RoleManager {
                 late.push(name);
             }
         }
+        // Q4: the sessions end after the releases (their roles' keys are deleted already; a
+        // role that did not stop in time keeps its session's term until the session expires).
+        let sessions: Vec<shared::SessionClass> =
+            self.shared.sessions().drain().map(|(_, c)| c).collect();
+        for class in sessions {
+            if !late.is_empty() {
+                // A role aborted above may still hand its term to the application until its
+                // deadline: deleting the session would let another instance act before that.
+                // The session key expires after its TTL instead.
+                class.task.abort();
+                continue;
+            }
+            let _ = class.inbox.send(session_task::SessionInput::Stop);
+            let mut task = class.task;
+            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
+                task.abort();
+            }
+        }
         self.cancel.cancel();
         self.tasks.close();
         let _ =
@@ -422,6 +487,9 @@ impl Drop for RoleManager {
         self.cancel.cancel();
         for slot in self.shared.roles().values() {
             slot.task.abort();
+        }
+        for class in self.shared.sessions().values() {
+            class.task.abort();
         }
         // The aborted roles report nothing more: a gauge must not show them held.
         self.shared.tap.manager_stopped(&self.shared.instance);

@@ -12,6 +12,10 @@ use crate::placement::Preferred;
 pub(crate) enum RoleInput {
     /// The watcher saw the role key change.
     Observed(KeyState),
+    /// The session the holder at this revision of the role key rests on is gone (Q5).
+    HolderGone(u64),
+    /// Another live process uses this instance id (seen on the session key).
+    DuplicateInstance,
     /// The connection went down or came back.
     Connection(bool),
     /// Give the role up and stay away for a while.

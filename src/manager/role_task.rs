@@ -44,7 +44,6 @@ pub(crate) struct RoleTask {
     pub(crate) callbacks: Arc<dyn RoleCallbacks>,
     /// The current term: this task is its only writer; handles and the manager read it.
     pub(crate) current: watch::Sender<Option<Leadership>>,
-    pub(crate) ttl: Duration,
     pub(crate) operation_timeout: Duration,
     pub(crate) validation_interval: Option<Duration>,
     /// When the current term was promoted (for the term's duration).
@@ -55,7 +54,14 @@ pub(crate) struct RoleTask {
     /// The state last reported to the tap and the log (the status channel may be ahead: the
     /// promotion and demotion actions write it directly).
     pub(crate) reported: RoleState,
+    /// This instance's session for the role's TTL class (`None` for an observer).
+    pub(crate) session: Option<watch::Receiver<super::session_task::SessionView>>,
 }
+
+/// Herd ranking (Q7): rank `k` waits `k ×` this before claiming a vacancy.
+const HERD_STEP: Duration = Duration::from_millis(2);
+/// Herd ranking: the longest wait of any rank.
+const HERD_CAP: Duration = Duration::from_millis(10);
 
 impl RoleTask {
     /// Runs until the machine stops. Returns after the last demote callback returned.
@@ -87,6 +93,10 @@ impl RoleTask {
         let connected = *self.shared.connected.borrow();
         self.tap(TapEvent::Connection(connected));
         self.machine.start(Instant::now());
+        let mut session = self.session.take();
+        if let Some(update) = session.as_mut().and_then(|s| *s.borrow_and_update()) {
+            self.machine.handle_session(update, Instant::now());
+        }
         loop {
             while let Some(action) = self.machine.poll_action() {
                 self.execute(action, &key, &mut ops, &mut drain, calls, &mut acquired);
@@ -115,9 +125,27 @@ impl RoleTask {
                             self.tap(TapEvent::WriteCompleted { op, kind, outcome: o, elapsed });
                             self.machine.handle_write(op, o, now);
                         }
-                        OpResult::Read(r) => self.machine.handle_read(op, r, now),
+                        OpResult::Read(r) => {
+                            let held = r.as_ref().ok().cloned();
+                            self.machine.handle_read(op, r, now);
+                            if let Some(state) = held {
+                                self.check_holder_session(&state, now);
+                            }
+                        }
                         OpResult::Validate(Ok(state)) => self.machine.handle_validation(state, now),
                         OpResult::Validate(Err(_)) => {}
+                    }
+                }
+                changed = async {
+                    match session.as_mut() {
+                        Some(s) => s.changed().await.is_ok(),
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    match session.as_mut().and_then(|s| *s.borrow_and_update()) {
+                        Some(update) if changed => self.machine.handle_session(update, Instant::now()),
+                        // The session task ended (shutdown): nothing more will come.
+                        _ => session = None,
                     }
                 }
                 () = async { if let Some(d) = drain.as_mut() { d.await } }, if drain.is_some() => {
@@ -127,7 +155,22 @@ impl RoleTask {
                 input = self.inbox.recv(), if inbox_open => {
                     let now = Instant::now();
                     match input {
-                        Some(RoleInput::Observed(state)) => self.machine.handle_observed(state, now),
+                        Some(RoleInput::Observed(state)) => {
+                            if matches!(state, KeyState::Vacant { .. } | KeyState::Absent) {
+                                self.rank_for_vacancy();
+                            }
+                            self.machine.handle_observed(state, now);
+                        }
+                        Some(RoleInput::HolderGone(revision)) => {
+                            self.rank_for_vacancy();
+                            self.machine.handle_holder_gone(revision, now);
+                        }
+                        Some(RoleInput::DuplicateInstance) => {
+                            self.status.send_modify(|s| s.duplicate_instance = true);
+                            self.shared.emit(RoleEvent::DuplicateInstance {
+                                role: self.role.clone(),
+                            });
+                        }
                         Some(RoleInput::Connection(up)) => {
                             self.tap(TapEvent::Connection(up));
                             self.machine.handle_connection(up, now);
@@ -181,7 +224,8 @@ impl RoleTask {
             Action::Write(req) => {
                 let backend = self.shared.backend.clone();
                 let key = key.to_string();
-                let ttl = Some(self.ttl);
+                // Version 2: role keys carry no TTL (the session does, Q1).
+                let ttl = None;
                 let op = req.op;
                 let payload = req.value.map(|mut v| {
                     let now = now_rfc3339();
@@ -430,6 +474,48 @@ impl RoleTask {
         }
     }
 
+    /// Herd ranking (Q7) for the vacancy about to be delivered: the rank of this instance
+    /// among the live instances other than the holder that just left.
+    fn rank_for_vacancy(&mut self) {
+        let previous = self
+            .machine
+            .observed()
+            .and_then(KeyState::lease)
+            .map(|v| v.holder.clone());
+        let live = self.shared.book().live_instances();
+        let delay = crate::core::herd_delay(
+            &self.role,
+            &self.shared.instance,
+            &live,
+            previous.as_ref(),
+            HERD_STEP,
+            HERD_CAP,
+        );
+        self.machine.handle_herd_delay(delay);
+    }
+
+    /// A read showed the role key: if it names a session, ask the session book whether that
+    /// session is gone (the watcher reports later changes).
+    fn check_holder_session(&mut self, state: &KeyState, now: Instant) {
+        let KeyState::Held {
+            revision,
+            value: crate::value::HolderValue::Lease(v),
+        } = state
+        else {
+            return;
+        };
+        let verdict = self.shared.book().role(
+            &self.role,
+            Some((&v.session_key, v.session, v.holder.clone())),
+            *revision,
+            now,
+        );
+        if verdict == crate::core::Verdict::Gone {
+            self.rank_for_vacancy();
+            self.machine.handle_holder_gone(*revision, now);
+        }
+    }
+
     /// A span for one KV operation: a child of the term's span while a term is open.
     fn kv_span(&self, op: &'static str, kind: &'static str, expected: u64) -> tracing::Span {
         let parent = self.term_span.as_ref().and_then(tracing::Span::id);
@@ -497,16 +583,19 @@ impl RoleTask {
                 if state != RoleState::Leader {
                     match obs {
                         KeyState::Held { value, .. } => {
-                            if let crate::value::HolderValue::Newer { version } = value
+                            if let Some(version) = value.other_protocol()
                                 && !s.foreign_holder
                             {
-                                warn!(
-                                    role = %self.role,
-                                    version,
-                                    "the role's key holds a lease of protocol version {version}; \
-                                     this instance speaks version 1 and never takes it over \
-                                     (one protocol version per bucket: docs/protocol.md, Versioning)"
+                                let text = format!(
+                                    "incompatible protocol v{version} in {ROLE_PREFIX}{}: this \
+                                     instance speaks version {} and never takes it over (one \
+                                     protocol version per bucket; upgrade by a new bucket or \
+                                     stop-the-world: docs/protocol.md, Q10)",
+                                    self.role,
+                                    crate::value::VALUE_VERSION
                                 );
+                                error!(role = %self.role, version, "{text}");
+                                s.last_error = Some(text);
                             }
                             s.leader_id = obs.lease().map(|l| l.holder.clone());
                             s.term = obs.lease().map(|l| l.term.unwrap_or(obs.revision()));

@@ -59,6 +59,19 @@ pub(crate) struct Shared {
     /// start-up, then every watcher entry); reset with the epoch. Seeds a new role's high-water
     /// mark (P6).
     pub(crate) bucket_high_water: std::sync::atomic::AtomicU64,
+    /// This instance's sessions, one per TTL class in milliseconds (protocol Q1); the manager
+    /// adds them with the first role of a class.
+    pub(crate) sessions: Mutex<HashMap<u64, SessionClass>>,
+    /// Every session in the bucket and the roles resting on them (protocol Q5). The watcher
+    /// is its writer; role tasks register the role values they read and ask for herd ranks.
+    pub(crate) book: Mutex<crate::core::SessionBook>,
+}
+
+/// One of this instance's sessions.
+pub(crate) struct SessionClass {
+    pub(crate) inbox: mpsc::UnboundedSender<super::session_task::SessionInput>,
+    pub(crate) view: watch::Receiver<super::session_task::SessionView>,
+    pub(crate) task: tokio::task::JoinHandle<()>,
 }
 
 impl Shared {
@@ -116,6 +129,23 @@ impl Shared {
         for slot in roles.values() {
             let _ = slot.inbox.send(RoleInput::BucketReset(epoch));
         }
+    }
+
+    pub(crate) fn sessions(&self) -> MutexGuard<'_, HashMap<u64, SessionClass>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn book(&self) -> MutexGuard<'_, crate::core::SessionBook> {
+        self.book
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Another live process writes this instance's session: every role reports it.
+    pub(crate) fn note_duplicate(&self) {
+        self.broadcast(|| RoleInput::DuplicateInstance);
     }
 
     /// Sends an input to every managed role.

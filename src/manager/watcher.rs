@@ -13,7 +13,11 @@ use tracing::{debug, error, warn};
 use super::events::{HolderInfo, RoleEvent};
 use super::role_input::RoleInput;
 use super::shared::Shared;
-use crate::core::KeyState;
+use super::session_task::SessionInput;
+use crate::core::{KeyState, SessionKeyState, Verdict};
+use crate::value::{SESSION_PREFIX, SessionValue, parse_session_key};
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
 use crate::names::RoleName;
 use crate::store::ROLE_PREFIX;
 use crate::tap::WatcherEvent;
@@ -38,7 +42,8 @@ pub(crate) async fn run(
         let watch = tokio::select! {
             biased;
             () = cancel.cancelled() => return,
-            w = kv.watch_with_history(">") => w,
+            // Q8: only the prefixes the manager needs (role data is not fanned out).
+            w = kv.watch_many_with_history(WATCHED) => w,
         };
         match watch {
             Ok(mut entries) => {
@@ -53,10 +58,35 @@ pub(crate) async fn run(
                         .send_if_modified(|c| !std::mem::replace(c, true));
                 }
                 backoff = Duration::from_millis(100);
+                let mut backstop = tokio::time::interval(BACKSTOP_TICK);
+                backstop.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                let mut reads: FuturesUnordered<BoxFuture<'static, (String, Result<SessionKeyState, crate::core::FailureKind>)>> =
+                    FuturesUnordered::new();
                 loop {
                     let next = tokio::select! {
                         biased;
                         () = cancel.cancelled() => return,
+                        Some((key, result)) = reads.next(), if !reads.is_empty() => {
+                            if let Ok(state) = result {
+                                let gone = shared.book().backstop_read(&key, state, tokio::time::Instant::now());
+                                holders_gone(&shared, gone);
+                            }
+                            continue;
+                        }
+                        _ = backstop.tick() => {
+                            // Q5 rule 4: sessions unchanged (or unseen) for the backstop period
+                            // are read from the stream leader.
+                            let due = shared.book().due_reads(tokio::time::Instant::now());
+                            for key in due {
+                                let store = shared.store.clone();
+                                let timeout = BACKSTOP_READ_TIMEOUT;
+                                reads.push(Box::pin(async move {
+                                    let r = store.read_session(&key, timeout).await;
+                                    (key, r)
+                                }));
+                            }
+                            continue;
+                        }
                         () = shared.bucket_check.notified() => {
                             // Failing writes ask again and again: check at most every second.
                             if last_check.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
@@ -118,6 +148,15 @@ pub(crate) async fn run(
     }
 }
 
+/// The key prefixes the watcher follows (Q8).
+const WATCHED: [&str; 3] = ["role.>", "session.>", "member.>"];
+
+/// How often the watcher looks for sessions due for a backstop read.
+const BACKSTOP_TICK: Duration = Duration::from_millis(250);
+
+/// Timeout of one backstop read.
+const BACKSTOP_READ_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// What the watcher needs to notice a deleted or recreated bucket.
 pub(crate) struct BucketRecovery {
     pub(crate) js: async_nats::jetstream::Context,
@@ -134,6 +173,7 @@ async fn check_bucket(shared: &Shared, bucket: &BucketRecovery, epoch: u64) -> u
             if now != epoch {
                 warn!(bucket = %bucket.config.name, "bucket was recreated; resetting all roles");
                 shared.reset_epoch(now);
+                shared.book().reset();
                 // The holders map restarts too: the new bucket's revisions start again at 1.
                 for tx in shared.holders().values() {
                     tx.send_if_modified(|cur| cur.take().is_some());
@@ -215,6 +255,10 @@ async fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
     if epoch == shared.epoch() {
         shared.saw_revision(entry.revision);
     }
+    if entry.key.starts_with(SESSION_PREFIX) {
+        dispatch_session(shared, entry);
+        return;
+    }
     if entry.key.starts_with(crate::placement::MEMBER_PREFIX) {
         if let Some(p) = &shared.placement {
             p.observe_member(entry.clone()).await;
@@ -229,14 +273,105 @@ async fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
         return;
     };
     let state = entry_state(entry);
-    let info = HolderInfo::from_state(&role, &state, epoch, Some(entry.created.into()));
+    let now = tokio::time::Instant::now();
+    let holder = state
+        .lease()
+        .map(|v| (v.session_key.as_str(), v.session, v.holder.clone()));
+    let verdict = shared.book().role(&role, holder, state.revision(), now);
+    let gone = verdict == Verdict::Gone;
+    let info = HolderInfo::from_state(&role, &state, epoch, Some(entry.created.into()))
+        .filter(|_| !gone);
     let changed = update_holder(shared, &role, state.revision(), info);
+    let revision = state.revision();
     shared.send(&role, RoleInput::Observed(state));
+    if gone {
+        shared.send(&role, RoleInput::HolderGone(revision));
+    }
     if changed && let Some(p) = &shared.placement {
         // The plan depends on who holds what: the controller re-plans (on its own task, so
         // the watcher goes on dispatching at once).
         p.changed();
     }
+}
+
+/// A session key's entry: the session book learns it (roles resting on a session that is now
+/// gone become vacant), and this instance's own session task hears of its key.
+fn dispatch_session(shared: &Shared, entry: &Entry) {
+    let state = session_entry_state(entry);
+    if let Some((instance, ttl_ms)) = parse_session_key(&entry.key)
+        && instance == shared.instance
+        && let Some(class) = shared.sessions().get(&ttl_ms)
+    {
+        let _ = class.inbox.send(SessionInput::Observed(state.clone()));
+    }
+    let gone = shared
+        .book()
+        .observe(&entry.key, state, tokio::time::Instant::now());
+    holders_gone(shared, gone);
+}
+
+/// Interprets one watcher entry of a session key.
+fn session_entry_state(entry: &Entry) -> SessionKeyState {
+    match entry.operation {
+        Operation::Put => SessionKeyState::Value {
+            revision: entry.revision,
+            value: SessionValue::parse(&entry.key, &entry.value),
+        },
+        Operation::Delete => SessionKeyState::Marker {
+            revision: entry.revision,
+            expired: false,
+        },
+        Operation::Purge => SessionKeyState::Marker {
+            revision: entry.revision,
+            expired: true,
+        },
+    }
+}
+
+/// Roles whose holder's session is gone (Q5): vacant for the role tasks and the observer view.
+fn holders_gone(shared: &Shared, gone: Vec<(RoleName, u64)>) {
+    let mut any = false;
+    for (role, revision) in gone {
+        shared.send(&role, RoleInput::HolderGone(revision));
+        any |= clear_holder(shared, &role, revision);
+    }
+    if any && let Some(p) = &shared.placement {
+        p.changed();
+    }
+}
+
+/// The holder of `role` at `revision` is gone: the observer view shows the role vacant.
+fn clear_holder(shared: &Shared, role: &RoleName, revision: u64) -> bool {
+    let holders = shared.holders();
+    let Some(tx) = holders.get(role) else {
+        return false;
+    };
+    let cleared = tx.send_if_modified(|cur| {
+        if cur.as_ref().is_some_and(|c| c.revision == revision) {
+            *cur = None;
+            true
+        } else {
+            false
+        }
+    });
+    drop(holders);
+    if cleared {
+        shared.emit(RoleEvent::HolderChanged(HolderInfo {
+            role: role.clone(),
+            holder: None,
+            foreign: false,
+            term: None,
+            revision,
+            priority: 0,
+            meta: Default::default(),
+            since: SystemTime::now(),
+            token: None,
+            renewed_at: None,
+            acquired_at: None,
+            ttl: None,
+        }));
+    }
+    cleared
 }
 
 /// Records the holder of `role`; true when the term changed (a new holder or a vacancy).

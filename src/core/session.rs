@@ -1,0 +1,887 @@
+//! The session state machine of one instance and TTL class (protocol Q1–Q4):
+//! `(state, input, now) -> (state, actions)`, like [`super::RoleMachine`].
+//!
+//! A session key `session.<instance>.<ttl_ms>` is written by CAS with a per-key TTL when the
+//! session starts and at every heartbeat. Every term of the instance rests on it: a term's
+//! deadline is the send time of the last *acknowledged* session write plus the role's local
+//! lease, so the machine reports the send time of every acknowledged write
+//! ([`SessionAction::Up`], [`SessionAction::Renewed`]) and every loss
+//! ([`SessionAction::Lost`]), after which the roles of the session demote at once and a new
+//! session (new uuid) starts.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::backoff::{RetryPolicy, SplitMix64};
+use super::types::{FailureKind, Timing, WriteOutcome};
+use crate::names::InstanceId;
+use crate::value::{SessionValue, VALUE_VERSION};
+
+/// The state of a session key as seen by the watcher or a read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionKeyState {
+    /// The key does not exist (never written, purged without a marker, or a lagging replica).
+    Absent,
+    /// The last entry is a delete, purge or expiry marker.
+    Marker {
+        /// Revision of the marker.
+        revision: u64,
+        /// Whether it is an expiry (`MaxAge`) marker rather than a delete or purge.
+        expired: bool,
+    },
+    /// The key holds a value; `None` when it is not a session value (foreign).
+    Value {
+        /// Revision of the value.
+        revision: u64,
+        /// The session, if the bytes are one.
+        value: Option<SessionValue>,
+    },
+}
+
+impl SessionKeyState {
+    /// Revision of the entry (0 when absent).
+    #[must_use]
+    pub fn revision(&self) -> u64 {
+        match self {
+            Self::Absent => 0,
+            Self::Marker { revision, .. } | Self::Value { revision, .. } => *revision,
+        }
+    }
+
+    /// The session uuid in the key, if it holds a session.
+    #[must_use]
+    pub fn uuid(&self) -> Option<Uuid> {
+        match self {
+            Self::Value {
+                value: Some(v), ..
+            } => Some(v.session),
+            _ => None,
+        }
+    }
+}
+
+/// Which session write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionWriteKind {
+    /// Start a session (new uuid) over whatever revision the key was read at.
+    Start,
+    /// Renew the session on its last revision.
+    Renew,
+    /// End the session: a delete marker on its last revision.
+    End,
+}
+
+impl SessionWriteKind {
+    /// A short name for logs and spans.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Start => "session_start",
+            Self::Renew => "session_renew",
+            Self::End => "session_end",
+        }
+    }
+}
+
+/// A session write for the driver to send.
+#[derive(Debug, Clone)]
+pub struct SessionWrite {
+    /// Operation id (report with [`SessionMachine::handle_write`]).
+    pub op: u64,
+    /// Which write.
+    pub kind: SessionWriteKind,
+    /// `Nats-Expected-Last-Subject-Sequence`.
+    pub expected: u64,
+    /// The value (`None` for [`SessionWriteKind::End`], a delete marker).
+    pub value: Option<SessionValue>,
+    /// Give up after this long.
+    pub timeout: Duration,
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SessionLoss {
+    /// The local deadline passed without an acknowledged renewal.
+    DeadlineExpired,
+    /// The key expired on the server (an expiry marker) or was purged.
+    Expired,
+    /// Somebody deleted the session key (an operator's eviction of the instance).
+    Evicted,
+    /// Another writer replaced the session (another process with this instance id, or
+    /// another client).
+    Superseded,
+    /// The key is gone or below our revision: the bucket was recreated.
+    BucketReset,
+    /// The session was ended on purpose (shutdown).
+    Ended,
+}
+
+impl SessionLoss {
+    /// A short machine-readable name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DeadlineExpired => "deadline_expired",
+            Self::Expired => "expired",
+            Self::Evicted => "evicted",
+            Self::Superseded => "superseded",
+            Self::BucketReset => "bucket_reset",
+            Self::Ended => "ended",
+        }
+    }
+}
+
+/// What the session machine asks of its driver, or reports.
+#[derive(Debug, Clone)]
+pub enum SessionAction {
+    /// Send this write and report with [`SessionMachine::handle_write`].
+    Write(SessionWrite),
+    /// Read the key from the stream leader and report with [`SessionMachine::handle_read`].
+    Read {
+        /// Operation id.
+        op: u64,
+        /// Give up after this long.
+        timeout: Duration,
+    },
+    /// A session started: terms may rest on it until `acked_sent_at` + their local lease.
+    Up {
+        /// The session's uuid.
+        uuid: Uuid,
+        /// Send time of the write that started it.
+        acked_sent_at: Instant,
+        /// Revision of that write.
+        revision: u64,
+    },
+    /// An acknowledged renewal: the session's deadline moved.
+    Renewed {
+        /// The session's uuid.
+        uuid: Uuid,
+        /// Send time of the acknowledged renewal.
+        acked_sent_at: Instant,
+        /// Revision of the renewal.
+        revision: u64,
+    },
+    /// The session ended: every term resting on it ends now.
+    Lost {
+        /// The session's uuid.
+        uuid: Uuid,
+        /// Why.
+        reason: SessionLoss,
+    },
+    /// Another live process writes this instance's session (instance ids must be unique).
+    Duplicate {
+        /// The other process's incarnation.
+        other_incarnation: Uuid,
+    },
+    /// Writes of the session fail for this reason (reported once per condition).
+    Failed(FailureKind),
+    /// The server answers normally again.
+    Recovered,
+    /// The machine finished (after [`SessionMachine::handle_stop`]).
+    Stopped,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    Write {
+        op: u64,
+        kind: SessionWriteKind,
+        sent_at: Instant,
+        /// The uuid the write carries (start/renew).
+        uuid: Uuid,
+    },
+    Read {
+        op: u64,
+    },
+}
+
+impl Pending {
+    fn op(self) -> u64 {
+        match self {
+            Self::Write { op, .. } | Self::Read { op } => op,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Live {
+    uuid: Uuid,
+    /// Revision of our last acknowledged (or seen) write.
+    rev: u64,
+    /// Send time of the last acknowledged write.
+    acked_sent_at: Instant,
+    next_renew: Instant,
+    /// Re-read before the next write (after a conflict, 10164 or unknown outcome).
+    reread: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Phase {
+    Init,
+    /// No live session: learn the key's revision, then write a new session over it.
+    Starting {
+        /// What the key was last known as (`None`: read first).
+        known: Option<SessionKeyState>,
+        /// The uuid of the session being started (kept across an unknown outcome, so that a
+        /// late commit of our own start is recognised).
+        uuid: Uuid,
+        /// Send time of a start write whose outcome is unknown.
+        unknown_sent_at: Option<Instant>,
+    },
+    Live(Live),
+    /// Another live process holds this instance's session: wait for it to go.
+    Yielding,
+    /// Ending: the delete marker is (being) written.
+    Ending,
+    Stopped,
+}
+
+/// The session state machine of one instance and TTL class.
+#[derive(Debug)]
+pub struct SessionMachine {
+    instance: InstanceId,
+    incarnation: Uuid,
+    timing: Timing,
+    retry: RetryPolicy,
+    rng: SplitMix64,
+    phase: Phase,
+    pending: Option<Pending>,
+    not_before: Option<Instant>,
+    failures: u32,
+    reported_failure: Option<FailureKind>,
+    /// Whether this process already wrote the key (a later write by another incarnation is a
+    /// live duplicate's, not a predecessor's).
+    wrote: bool,
+    /// Incarnations already reported as duplicates.
+    duplicates: Vec<Uuid>,
+    /// Highest revision of the key seen (reads, the watcher, acknowledgements).
+    high_water: u64,
+    next_op: u64,
+    /// Ending: the revision to delete at once the operation in flight settles, or to retry on.
+    ending_rev: Option<u64>,
+    /// Ending: the delete is to be sent again after a backoff.
+    ending_retry: bool,
+    actions: VecDeque<SessionAction>,
+}
+
+impl SessionMachine {
+    /// A machine for `instance`'s session of TTL class `timing.ttl`. `timing.heartbeat` is the
+    /// renewal interval, `timing.local_lease()` the session's own deadline (the longest any of
+    /// its roles may act after a write was sent).
+    #[must_use]
+    pub fn new(
+        instance: InstanceId,
+        incarnation: Uuid,
+        timing: Timing,
+        retry: RetryPolicy,
+        seed: u64,
+    ) -> Self {
+        Self {
+            instance,
+            incarnation,
+            timing,
+            retry,
+            rng: SplitMix64::new(seed),
+            phase: Phase::Init,
+            pending: None,
+            not_before: None,
+            failures: 0,
+            reported_failure: None,
+            wrote: false,
+            duplicates: Vec::new(),
+            high_water: 0,
+            next_op: 1,
+            ending_rev: None,
+            ending_retry: false,
+            actions: VecDeque::new(),
+        }
+    }
+
+    /// Whether the machine finished.
+    #[must_use]
+    pub fn is_stopped(&self) -> bool {
+        matches!(self.phase, Phase::Stopped)
+    }
+
+    /// Next action produced by the last inputs.
+    pub fn poll_action(&mut self) -> Option<SessionAction> {
+        self.actions.pop_front()
+    }
+
+    /// The next time at which [`SessionMachine::handle_timeout`] must be called.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut consider = |i: Instant| t = Some(t.map_or(i, |c| c.min(i)));
+        if let Phase::Live(l) = &self.phase {
+            consider(self.deadline(l));
+            if self.pending.is_none() {
+                consider(self.not_before.map_or(l.next_renew, |n| n.max(l.next_renew)));
+            }
+        } else if self.pending.is_none()
+            && let Some(n) = self.not_before
+        {
+            consider(n);
+        }
+        t
+    }
+
+    fn deadline(&self, l: &Live) -> Instant {
+        l.acked_sent_at + self.timing.local_lease()
+    }
+
+    // ----- inputs -------------------------------------------------------------------------
+
+    /// Starts the first session.
+    pub fn start(&mut self, now: Instant) {
+        if matches!(self.phase, Phase::Init) {
+            self.phase = self.starting(None);
+            self.step(now);
+        }
+    }
+
+    /// Timers fired.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.step(now);
+    }
+
+    /// The watcher reported the session key's state.
+    pub fn handle_observed(&mut self, state: SessionKeyState, now: Instant) {
+        self.check_deadline(now);
+        let rev = state.revision();
+        if rev != 0 && rev <= self.high_water {
+            return; // a replay or an entry we know already
+        }
+        self.high_water = self.high_water.max(rev);
+        match &mut self.phase {
+            Phase::Live(l) => {
+                if state.uuid() == Some(l.uuid) {
+                    // Our own write, seen before (or instead of) its acknowledgement.
+                    l.rev = l.rev.max(rev);
+                } else if rev > l.rev {
+                    let reason = loss_reason(&state);
+                    self.lose(reason, Some(state), now);
+                }
+            }
+            Phase::Starting { known, .. } => {
+                if self.pending.is_none() && self.failures == 0 {
+                    self.not_before = None;
+                }
+                *known = Some(state);
+            }
+            Phase::Yielding => {
+                if !matches!(&state, SessionKeyState::Value { value: Some(v), .. }
+                    if v.instance == self.instance && v.incarnation != self.incarnation)
+                {
+                    // The other process's session is gone: start ours.
+                    self.phase = Phase::Starting {
+                        known: Some(state),
+                        uuid: self.new_uuid(),
+                        unknown_sent_at: None,
+                    };
+                    self.not_before = None;
+                }
+            }
+            Phase::Init | Phase::Ending | Phase::Stopped => {}
+        }
+        self.step(now);
+    }
+
+    /// A write asked for with [`SessionAction::Write`] finished.
+    pub fn handle_write(&mut self, op: u64, outcome: WriteOutcome, now: Instant) {
+        let Some(Pending::Write {
+            kind,
+            sent_at,
+            uuid,
+            ..
+        }) = self.pending.filter(|p| p.op() == op)
+        else {
+            return;
+        };
+        self.pending = None;
+        if matches!(outcome, WriteOutcome::Ok { .. } | WriteOutcome::Conflict) {
+            self.recovered();
+        }
+        self.check_deadline(now);
+        match kind {
+            SessionWriteKind::Start => self.start_done(uuid, sent_at, outcome, now),
+            SessionWriteKind::Renew => self.renew_done(uuid, sent_at, outcome, now),
+            SessionWriteKind::End => self.end_done(outcome, now),
+        }
+        self.step(now);
+    }
+
+    /// A read asked for with [`SessionAction::Read`] finished.
+    pub fn handle_read(
+        &mut self,
+        op: u64,
+        result: Result<SessionKeyState, FailureKind>,
+        now: Instant,
+    ) {
+        if !matches!(self.pending, Some(Pending::Read { op: o }) if o == op) {
+            return;
+        }
+        self.pending = None;
+        if matches!(self.phase, Phase::Ending) {
+            // Stopping while a read was in flight: nothing of ours to delete for sure.
+            self.finish();
+            return;
+        }
+        self.check_deadline(now);
+        match result {
+            Ok(state) => {
+                self.failures = 0;
+                self.recovered();
+                self.read_done(state, now);
+            }
+            Err(kind) => {
+                self.report_failure(kind);
+                if kind.is_permanent() {
+                    self.slow_retry(now);
+                } else {
+                    self.back_off(now);
+                }
+            }
+        }
+        self.step(now);
+    }
+
+    /// End the session (after every role of it was released): a delete marker on its
+    /// revision, then [`SessionAction::Stopped`].
+    pub fn handle_stop(&mut self, now: Instant) {
+        match &self.phase {
+            Phase::Live(l) => {
+                let uuid = l.uuid;
+                let rev = l.rev;
+                self.actions.push_back(SessionAction::Lost {
+                    uuid,
+                    reason: SessionLoss::Ended,
+                });
+                self.phase = Phase::Ending;
+                if self.pending.is_none() {
+                    self.send_end(rev, now);
+                } else {
+                    // A renewal in flight: end on whatever it leaves (see `renew_done`).
+                    self.ending_rev = Some(rev);
+                }
+            }
+            Phase::Ending | Phase::Stopped => {}
+            _ => {
+                if self.pending.is_none() {
+                    self.finish();
+                } else {
+                    self.phase = Phase::Ending;
+                }
+            }
+        }
+    }
+
+    // ----- internals ----------------------------------------------------------------------
+
+    fn starting(&mut self, known: Option<SessionKeyState>) -> Phase {
+        Phase::Starting {
+            known,
+            uuid: self.new_uuid(),
+            unknown_sent_at: None,
+        }
+    }
+
+    fn new_uuid(&mut self) -> Uuid {
+        // Version-4 shaped, from the seeded RNG (deterministic in the simulation).
+        uuid::Builder::from_random_bytes(
+            (u128::from(self.rng.next_u64()) << 64 | u128::from(self.rng.next_u64()))
+                .to_le_bytes(),
+        )
+        .into_uuid()
+    }
+
+    fn value(&self, uuid: Uuid) -> SessionValue {
+        SessionValue {
+            v: VALUE_VERSION,
+            instance: self.instance.clone(),
+            incarnation: self.incarnation,
+            session: uuid,
+            ttl_ms: u64::try_from(self.timing.ttl.as_millis()).unwrap_or(u64::MAX),
+            heartbeat_ms: u64::try_from(self.timing.heartbeat.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    fn check_deadline(&mut self, now: Instant) {
+        if let Phase::Live(l) = &self.phase
+            && now >= self.deadline(l)
+        {
+            self.lose(SessionLoss::DeadlineExpired, None, now);
+        }
+    }
+
+    /// The session is over: report it and start a new one (unless stopping).
+    fn lose(&mut self, reason: SessionLoss, state: Option<SessionKeyState>, now: Instant) {
+        let Phase::Live(l) = &self.phase else {
+            return;
+        };
+        let uuid = l.uuid;
+        self.actions.push_back(SessionAction::Lost { uuid, reason });
+        if matches!(self.pending, Some(Pending::Write { .. })) {
+            // A renewal of the lost session: its outcome no longer matters.
+            self.pending = None;
+        }
+        self.not_before = None;
+        let _ = now;
+        self.phase = Phase::Starting {
+            known: None,
+            uuid: self.new_uuid(),
+            unknown_sent_at: None,
+        };
+        if let Some(state) = state {
+            self.learned(state);
+        }
+    }
+
+    /// What a read or the watcher showed while starting.
+    fn learned(&mut self, state: SessionKeyState) {
+        if let SessionKeyState::Value { value: Some(v), .. } = &state
+            && v.instance == self.instance
+            && v.incarnation != self.incarnation
+            && self.wrote
+        {
+            // Written by another process with our instance id after we wrote: a live
+            // duplicate. Do not fight over the key: wait until its session is gone.
+            if !self.duplicates.contains(&v.incarnation) {
+                self.duplicates.push(v.incarnation);
+                self.actions.push_back(SessionAction::Duplicate {
+                    other_incarnation: v.incarnation,
+                });
+            }
+            self.phase = Phase::Yielding;
+            return;
+        }
+        if let Phase::Starting { known, .. } = &mut self.phase {
+            *known = Some(state);
+        }
+    }
+
+    fn start_done(&mut self, uuid: Uuid, sent_at: Instant, outcome: WriteOutcome, now: Instant) {
+        if matches!(self.phase, Phase::Ending) {
+            match outcome {
+                WriteOutcome::Ok { revision } => self.send_end(revision, now),
+                _ => self.finish(),
+            }
+            return;
+        }
+        let Phase::Starting {
+            known,
+            unknown_sent_at,
+            ..
+        } = &mut self.phase
+        else {
+            return;
+        };
+        match outcome {
+            WriteOutcome::Ok { revision } => {
+                self.failures = 0;
+                self.wrote = true;
+                self.high_water = self.high_water.max(revision);
+                self.go_live(uuid, revision, sent_at, now);
+            }
+            WriteOutcome::Conflict | WriteOutcome::Retry => {
+                // The key moved (an expiry marker, a duplicate's write): read it again.
+                *known = None;
+                if outcome == WriteOutcome::Retry {
+                    self.back_off(now);
+                }
+            }
+            WriteOutcome::Unknown => {
+                // It may still commit: the read shows whether it did (our uuid).
+                *known = None;
+                *unknown_sent_at = Some(unknown_sent_at.map_or(sent_at, |t| t.min(sent_at)));
+                self.back_off(now);
+            }
+            WriteOutcome::Failed(kind) => {
+                self.report_failure(kind);
+                if kind.is_permanent() {
+                    self.slow_retry(now);
+                } else {
+                    self.back_off(now);
+                }
+            }
+        }
+    }
+
+    fn go_live(&mut self, uuid: Uuid, revision: u64, sent_at: Instant, now: Instant) {
+        let live = Live {
+            uuid,
+            rev: revision,
+            acked_sent_at: sent_at,
+            next_renew: sent_at + self.timing.heartbeat,
+            reread: false,
+        };
+        if now >= self.deadline(&live) {
+            // Acknowledged only after its own deadline (the process was paused): start anew.
+            self.phase = Phase::Starting {
+                known: None,
+                uuid: self.new_uuid(),
+                unknown_sent_at: None,
+            };
+            return;
+        }
+        self.not_before = None;
+        self.phase = Phase::Live(live);
+        self.actions.push_back(SessionAction::Up {
+            uuid,
+            acked_sent_at: sent_at,
+            revision,
+        });
+    }
+
+    fn renew_done(&mut self, uuid: Uuid, sent_at: Instant, outcome: WriteOutcome, now: Instant) {
+        if matches!(self.phase, Phase::Ending) {
+            match (outcome, self.ending_rev.take()) {
+                (WriteOutcome::Ok { revision }, _) => self.send_end(revision, now),
+                (_, Some(rev)) => self.send_end(rev, now),
+                (_, None) => self.finish(),
+            }
+            return;
+        }
+        let heartbeat = self.timing.heartbeat;
+        let Phase::Live(l) = &mut self.phase else {
+            return;
+        };
+        if l.uuid != uuid {
+            return;
+        }
+        match outcome {
+            WriteOutcome::Ok { revision } => {
+                self.failures = 0;
+                self.high_water = self.high_water.max(revision);
+                l.rev = l.rev.max(revision);
+                l.acked_sent_at = l.acked_sent_at.max(sent_at);
+                l.next_renew = sent_at + heartbeat;
+                self.not_before = None;
+                let (acked_sent_at, revision) = (l.acked_sent_at, l.rev);
+                self.actions.push_back(SessionAction::Renewed {
+                    uuid,
+                    acked_sent_at,
+                    revision,
+                });
+            }
+            WriteOutcome::Conflict | WriteOutcome::Retry | WriteOutcome::Unknown => {
+                // Re-read: our own late write is continued, anything else is a loss.
+                l.reread = true;
+                if outcome != WriteOutcome::Conflict {
+                    self.back_off(now);
+                }
+            }
+            WriteOutcome::Failed(kind) => {
+                // Retried until the deadline (which ends the session); a persistent refusal
+                // too: the roles stop at the deadline, and the session comes back when the
+                // refusal is fixed.
+                self.report_failure(kind);
+                self.back_off(now);
+            }
+        }
+    }
+
+    fn end_done(&mut self, outcome: WriteOutcome, now: Instant) {
+        match outcome {
+            WriteOutcome::Retry | WriteOutcome::Unknown if self.failures < 3 => {
+                // Try again shortly: a session left behind only delays the others by its TTL.
+                self.back_off(now);
+                self.ending_retry = true;
+            }
+            _ => self.finish(),
+        }
+    }
+
+    fn read_done(&mut self, state: SessionKeyState, now: Instant) {
+        let rev = state.revision();
+        self.high_water = self.high_water.max(rev);
+        match &mut self.phase {
+            Phase::Live(l) => {
+                l.reread = false;
+                if state.uuid() == Some(l.uuid) && rev >= l.rev {
+                    // Still our session (our own late write): continue on the revision read.
+                    l.rev = rev;
+                    l.next_renew = l.next_renew.min(now);
+                    self.not_before = None;
+                } else if rev < l.rev {
+                    // The stream leader never shows an older revision than one it
+                    // acknowledged: the bucket was recreated (or the key purged).
+                    self.lose(SessionLoss::BucketReset, Some(state), now);
+                } else {
+                    let reason = loss_reason(&state);
+                    self.lose(reason, Some(state), now);
+                }
+            }
+            Phase::Starting {
+                uuid,
+                unknown_sent_at,
+                ..
+            } => {
+                let (uuid, unknown) = (*uuid, *unknown_sent_at);
+                if let (Some(sent_at), Some(seen)) = (unknown, state.uuid())
+                    && seen == uuid
+                {
+                    // Our start committed after all.
+                    self.wrote = true;
+                    self.go_live(uuid, rev, sent_at, now);
+                    return;
+                }
+                if let Phase::Starting {
+                    unknown_sent_at, ..
+                } = &mut self.phase
+                {
+                    *unknown_sent_at = None;
+                }
+                self.learned(state);
+                if matches!(self.phase, Phase::Starting { .. }) {
+                    self.not_before = None;
+                }
+            }
+            Phase::Yielding => {
+                self.phase = Phase::Starting {
+                    known: None,
+                    uuid: self.new_uuid(),
+                    unknown_sent_at: None,
+                };
+                self.learned(state);
+                if matches!(self.phase, Phase::Yielding) {
+                    self.slow_retry(now);
+                }
+            }
+            Phase::Init | Phase::Ending | Phase::Stopped => {}
+        }
+    }
+
+    fn step(&mut self, now: Instant) {
+        self.check_deadline(now);
+        if self.pending.is_some() || self.not_before.is_some_and(|t| now < t) {
+            return;
+        }
+        let timeout = self.timing.operation_timeout;
+        match &self.phase {
+            Phase::Starting { known: None, .. } => self.send_read(timeout),
+            Phase::Starting {
+                known: Some(state),
+                uuid,
+                ..
+            } => {
+                let (expected, uuid) = (state.revision(), *uuid);
+                self.not_before = None;
+                self.send(SessionWriteKind::Start, expected, Some(uuid), timeout, now);
+            }
+            Phase::Live(l) => {
+                let remaining = self.deadline(l).saturating_duration_since(now);
+                let timeout = timeout.min(remaining);
+                if timeout.is_zero() {
+                    return;
+                }
+                if l.reread {
+                    self.send_read(timeout);
+                } else if now >= l.next_renew {
+                    let (rev, uuid) = (l.rev, l.uuid);
+                    self.send(SessionWriteKind::Renew, rev, Some(uuid), timeout, now);
+                }
+            }
+            Phase::Yielding => self.send_read(timeout),
+            Phase::Ending if self.ending_retry => {
+                self.ending_retry = false;
+                let rev = self.ending_rev.unwrap_or(self.high_water);
+                self.send_end(rev, now);
+            }
+            Phase::Init | Phase::Ending | Phase::Stopped => {}
+        }
+    }
+
+    fn send(
+        &mut self,
+        kind: SessionWriteKind,
+        expected: u64,
+        uuid: Option<Uuid>,
+        timeout: Duration,
+        now: Instant,
+    ) {
+        let op = self.op_id();
+        let session = uuid.unwrap_or_default();
+        self.pending = Some(Pending::Write {
+            op,
+            kind,
+            sent_at: now,
+            uuid: session,
+        });
+        let value = uuid.map(|u| self.value(u));
+        self.actions.push_back(SessionAction::Write(SessionWrite {
+            op,
+            kind,
+            expected,
+            value,
+            timeout,
+        }));
+    }
+
+    fn send_end(&mut self, rev: u64, now: Instant) {
+        self.phase = Phase::Ending;
+        self.ending_rev = Some(rev);
+        let timeout = self.timing.operation_timeout;
+        self.send(SessionWriteKind::End, rev, None, timeout, now);
+    }
+
+    fn send_read(&mut self, timeout: Duration) {
+        let op = self.op_id();
+        self.pending = Some(Pending::Read { op });
+        self.actions.push_back(SessionAction::Read { op, timeout });
+    }
+
+    fn finish(&mut self) {
+        self.phase = Phase::Stopped;
+        self.pending = None;
+        self.actions.push_back(SessionAction::Stopped);
+    }
+
+    fn op_id(&mut self) -> u64 {
+        let op = self.next_op;
+        self.next_op += 1;
+        op
+    }
+
+    fn back_off(&mut self, now: Instant) {
+        self.failures = self.failures.saturating_add(1);
+        let delay = self.retry.delay(self.failures, &mut self.rng);
+        self.not_before = Some(now + delay);
+    }
+
+    fn slow_retry(&mut self, now: Instant) {
+        let interval = self.retry.persistent_interval;
+        let spread = self.rng.below(interval / 5);
+        self.not_before = Some(now + interval + spread);
+    }
+
+    fn report_failure(&mut self, kind: FailureKind) {
+        if !(kind.is_permanent() || kind.server_code().is_some()) {
+            return;
+        }
+        if self.reported_failure != Some(kind) {
+            self.reported_failure = Some(kind);
+            self.actions.push_back(SessionAction::Failed(kind));
+        }
+    }
+
+    fn recovered(&mut self) {
+        if self.reported_failure.take().is_some() {
+            self.actions.push_back(SessionAction::Recovered);
+        }
+    }
+}
+
+/// Why a session whose key now shows `state` (newer than our last write) is over.
+fn loss_reason(state: &SessionKeyState) -> SessionLoss {
+    match state {
+        SessionKeyState::Marker { expired: true, .. } => SessionLoss::Expired,
+        SessionKeyState::Marker { .. } => SessionLoss::Evicted,
+        SessionKeyState::Value { .. } => SessionLoss::Superseded,
+        SessionKeyState::Absent => SessionLoss::BucketReset,
+    }
+}
