@@ -22,23 +22,23 @@ pub enum Error {
         /// Bucket name.
         bucket: String,
     },
-    /// The bucket has a `max_age` shorter than the TTL of a role this instance campaigns for.
-    /// The server removes every entry `max_age` after it was written, whatever its per-key TTL
-    /// (in every TTL mode), so it would delete a live lease before its holder's deadline and a
-    /// second holder could be promoted while the first still acts. Returned by
+    /// The bucket has a `max_age` and this instance campaigns for a role in it. Protocol
+    /// version 2 writes a role key once per term (the session carries the liveness), and the
+    /// server removes every entry `max_age` after it was written whatever its per-key TTL, so
+    /// the key of a role held longer than `max_age` would vanish while held and a second
+    /// holder could be promoted while the first still acts. Returned by
     /// [`RoleManagerBuilder::start`](crate::RoleManagerBuilder::start) and
     /// [`RoleManager::add_role`](crate::RoleManager::add_role).
     #[error(
-        "bucket {bucket:?} has max_age {max_age:?}, shorter than the TTL {ttl:?} of role {role}: \
-         leases would vanish while held (raise max_age or lower the TTL)"
+        "bucket {bucket:?} has max_age {max_age:?}; role {role} cannot be campaigned for in it: \
+         protocol v2 writes a role key once per term, so the server would remove held roles' keys \
+         (use a bucket without max_age: bucket.auto_create creates one; sessions expire by per-key TTL)"
     )]
-    BucketMaxAgeTooShort {
+    BucketMaxAge {
         /// Bucket name.
         bucket: String,
         /// The bucket's `max_age`.
         max_age: Duration,
-        /// The role's TTL.
-        ttl: Duration,
         /// The role.
         role: RoleName,
     },

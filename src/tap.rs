@@ -242,7 +242,10 @@ mod tests {
             holder: InstanceId::new("node-a").expect("valid"),
             incarnation: uuid::Uuid::nil(),
             session: uuid::Uuid::nil(),
-            session_key: crate::value::session_key(&InstanceId::new("node-a").expect("valid"), 3000),
+            session_key: crate::value::session_key(
+                &InstanceId::new("node-a").expect("valid"),
+                3000,
+            ),
             nonce,
             term: Some(42),
             priority: 0,

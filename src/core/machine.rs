@@ -99,9 +99,7 @@ enum Pending {
 impl Pending {
     fn op(self) -> u64 {
         match self {
-            Self::Acquire { op, .. }
-            | Self::Release { op }
-            | Self::Read { op } => op,
+            Self::Acquire { op, .. } | Self::Release { op } | Self::Read { op } => op,
         }
     }
 }
@@ -598,6 +596,11 @@ impl RoleMachine {
             let released = l.release.is_some();
             self.leave_leadership(term, DemoteReason::BucketReset, released, now);
         }
+        // A recreated bucket says nothing about who held what in the old one, and a holder
+        // there acts until it notices (its next session write, at most its deadline: one
+        // local lease after its last renewal, which came before the deletion). Acquire in
+        // the new bucket only after that (Q6: no overlap across a bucket reset).
+        self.not_before = Some(now + self.timing.ttl);
         self.step(now);
     }
 
@@ -794,9 +797,9 @@ impl RoleMachine {
                     }));
             }
             WriteOutcome::Ok { revision }
-                if self
-                    .session
-                    .is_none_or(|(u, acked)| u != session || now >= acked + self.timing.local_lease()) =>
+                if self.session.is_none_or(|(u, acked)| {
+                    u != session || now >= acked + self.timing.local_lease()
+                }) =>
             {
                 // The session the acquire names ended (or its deadline passed: the process
                 // was paused) before the acknowledgement arrived: the term ended before it
@@ -1308,6 +1311,11 @@ impl RoleMachine {
             }
             KeyState::Held { value, revision } => {
                 let revision = *revision;
+                if self.session.is_none() {
+                    // Nothing can be acquired without a session (Q4): decide about adoption
+                    // and duplicates once it is live (`handle_session` steps again).
+                    return;
+                }
                 if let HolderValue::Lease(v) = value
                     && v.holder == self.id.instance
                 {

@@ -65,7 +65,10 @@ fn lease_with_nonce(holder: &str, incarnation: u64, nonce: Uuid, term: Option<u6
         holder: InstanceId::new(holder).expect("valid instance id"),
         incarnation: Uuid::from_u64_pair(incarnation, incarnation),
         session: uuid::Uuid::nil(),
-        session_key: crate::value::session_key(&InstanceId::new(holder).expect("valid instance id"), 3_000),
+        session_key: crate::value::session_key(
+            &InstanceId::new(holder).expect("valid instance id"),
+            3_000,
+        ),
         nonce,
         term,
         priority: 0,

@@ -3,9 +3,9 @@
 pub mod backoff;
 pub mod bucket_settings;
 pub mod machine;
+pub mod server_code;
 pub mod session;
 pub mod session_book;
-pub mod server_code;
 pub mod setting_error;
 pub mod timing_error;
 pub mod types;
@@ -13,11 +13,9 @@ pub mod types;
 pub use backoff::RetryPolicy;
 pub use bucket_settings::{BucketSettings, MAX_BUCKET_REPLICAS};
 pub use machine::{Identity, RoleMachine, SessionUpdate};
-pub use session::{
-    SessionAction, SessionKeyState, SessionLoss, SessionMachine, SessionWriteKind,
-};
-pub use session_book::{SessionBook, Verdict, herd_delay};
 pub use server_code::{FailureClass, ServerCode};
+pub use session::{SessionAction, SessionKeyState, SessionLoss, SessionMachine, SessionWriteKind};
+pub use session_book::{SessionBook, Verdict, herd_delay};
 pub use setting_error::SettingError;
 pub use timing_error::TimingError;
 pub(crate) use timing_error::fmt_duration;

@@ -55,9 +55,7 @@ impl SessionKeyState {
     #[must_use]
     pub fn uuid(&self) -> Option<Uuid> {
         match self {
-            Self::Value {
-                value: Some(v), ..
-            } => Some(v.session),
+            Self::Value { value: Some(v), .. } => Some(v.session),
             _ => None,
         }
     }
@@ -320,7 +318,10 @@ impl SessionMachine {
         if let Phase::Live(l) = &self.phase {
             consider(self.deadline(l));
             if self.pending.is_none() {
-                consider(self.not_before.map_or(l.next_renew, |n| n.max(l.next_renew)));
+                consider(
+                    self.not_before
+                        .map_or(l.next_renew, |n| n.max(l.next_renew)),
+                );
             }
         } else if self.pending.is_none()
             && let Some(n) = self.not_before
@@ -493,8 +494,7 @@ impl SessionMachine {
     fn new_uuid(&mut self) -> Uuid {
         // Version-4 shaped, from the seeded RNG (deterministic in the simulation).
         uuid::Builder::from_random_bytes(
-            (u128::from(self.rng.next_u64()) << 64 | u128::from(self.rng.next_u64()))
-                .to_le_bytes(),
+            (u128::from(self.rng.next_u64()) << 64 | u128::from(self.rng.next_u64())).to_le_bytes(),
         )
         .into_uuid()
     }

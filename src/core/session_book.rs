@@ -108,15 +108,23 @@ impl SessionBook {
 
     /// A session key's entry from the watcher (or a newer one from a read). Returns the roles
     /// that became vacant, with the revision of their role value.
-    pub fn observe(&mut self, key: &str, state: SessionKeyState, now: Instant) -> Vec<(RoleName, u64)> {
+    pub fn observe(
+        &mut self,
+        key: &str,
+        state: SessionKeyState,
+        now: Instant,
+    ) -> Vec<(RoleName, u64)> {
         let rev = state.revision();
-        let track = self.sessions.entry(key.to_string()).or_insert_with(|| Track {
-            state: SessionKeyState::Absent,
-            seen_at: now,
-            uuids: Vec::new(),
-            stale: None,
-            read_at: None,
-        });
+        let track = self
+            .sessions
+            .entry(key.to_string())
+            .or_insert_with(|| Track {
+                state: SessionKeyState::Absent,
+                seen_at: now,
+                uuids: Vec::new(),
+                stale: None,
+                read_at: None,
+            });
         if rev <= track.state.revision() {
             return Vec::new();
         }
@@ -240,7 +248,10 @@ impl SessionBook {
                 _ => Duration::ZERO,
             };
             let period = self.period(ttl);
-            if track.and_then(|t| t.read_at).is_some_and(|r| now < r + period) {
+            if track
+                .and_then(|t| t.read_at)
+                .is_some_and(|r| now < r + period)
+            {
                 continue;
             }
             let waiting = roles.iter().filter_map(|r| self.roles.get(r)).any(|i| {
@@ -284,10 +295,7 @@ impl SessionBook {
         state: SessionKeyState,
         now: Instant,
     ) -> Vec<(RoleName, u64)> {
-        let known = self
-            .sessions
-            .get(key)
-            .map_or(0, |t| t.state.revision());
+        let known = self.sessions.get(key).map_or(0, |t| t.state.revision());
         if state.revision() > known {
             // News the watcher has not delivered (yet): learn it; the period starts again.
             return self.observe(key, state, now);
@@ -315,7 +323,6 @@ impl SessionBook {
             })
             .collect()
     }
-
 }
 
 /// Herd ranking (protocol Q7): `me`'s rank for `role` among `live` instances other than

@@ -393,7 +393,10 @@ mod tests {
                 holder: InstanceId::new(holder).expect("valid"),
                 incarnation: Uuid::from_u128(1),
                 session: uuid::Uuid::nil(),
-                session_key: crate::value::session_key(&InstanceId::new(holder).expect("valid"), 3_000),
+                session_key: crate::value::session_key(
+                    &InstanceId::new(holder).expect("valid"),
+                    3_000,
+                ),
                 nonce,
                 term: (revision != started).then_some(started),
                 priority: 0,

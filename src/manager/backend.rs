@@ -34,6 +34,11 @@ pub(crate) trait RoleBackend: Send + Sync + 'static {
         timeout: Duration,
     ) -> BoxFuture<'static, WriteOutcome>;
 
+    /// Whether candidates rank themselves before claiming a vacancy (herd ranking, Q7).
+    fn herd_ranking(&self) -> bool {
+        true
+    }
+
     /// The deadline handed to the application for a term whose local deadline is `deadline`.
     fn handed_deadline(&self, deadline: Instant) -> Instant {
         deadline

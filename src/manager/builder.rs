@@ -222,8 +222,7 @@ impl RoleManagerBuilder {
     /// # Errors
     /// [`Error::InvalidTiming`] (before connecting to the bucket) for a role whose timing breaks
     /// a rule of [`Timing::validate`]; [`Error::BucketNotFound`], [`Error::PermissionDenied`],
-    /// [`Error::JetStream`]; [`Error::BucketMaxAgeTooShort`] when the bucket's `max_age` is
-    /// shorter than a role's TTL; or [`Error::RoleExists`] for a role given twice.
+    /// [`Error::JetStream`]; [`Error::BucketMaxAge`] when the bucket has a `max_age` (see there); or [`Error::RoleExists`] for a role given twice.
     pub async fn start(self) -> Result<RoleManager, Error> {
         for spec in &self.roles {
             spec.validate()?;

@@ -108,25 +108,24 @@ impl RoleManager {
     ///
     /// # Errors
     /// [`Error::InvalidTiming`] if the role's timing breaks a rule of [`Timing::validate`](crate::core::Timing::validate);
-    /// [`Error::BucketMaxAgeTooShort`] if the bucket's `max_age` is shorter than the role's TTL
-    /// (a role this instance campaigns for); [`Error::RoleExists`] if the role is already
+    /// [`Error::BucketMaxAge`] if the bucket has a `max_age` (and this instance campaigns for
+    /// the role: protocol v2 role keys are written once per term); [`Error::RoleExists`] if the role is already
     /// managed; [`Error::Stopped`] after shutdown.
     pub fn add_role(&self, spec: RoleSpec) -> Result<(), Error> {
         if self.cancel.is_cancelled() {
             return Err(Error::Stopped);
         }
         spec.validate()?;
-        // In every TTL mode: the server removes an entry `max_age` after it was written,
-        // whatever its per-key TTL, so a shorter `max_age` expires a live lease early and a
-        // second holder can be promoted before the first one's deadline (P3). An observer
-        // writes no lease.
+        // In every TTL mode the server removes an entry `max_age` after it was written,
+        // whatever its per-key TTL; a version 2 role key is written once per term, so any
+        // `max_age` would expire a held role's key while its holder still acts (Q1). An
+        // observer writes nothing and is not refused.
         let store = &self.shared.store;
         let max_age = store.max_age();
-        if spec.campaign && !max_age.is_zero() && max_age < spec.timing.ttl {
-            return Err(Error::BucketMaxAgeTooShort {
+        if spec.campaign && !max_age.is_zero() {
+            return Err(Error::BucketMaxAge {
                 bucket: store.bucket().to_string(),
                 max_age,
-                ttl: spec.timing.ttl,
                 role: spec.name,
             });
         }
@@ -226,7 +225,7 @@ impl RoleManager {
             seed ^ 0x5E55_1011,
         );
         let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
-        let (view_tx, view_rx) = watch::channel(None);
+        let (view_tx, view_rx) = watch::channel(session_task::SessionView::default());
         let task = session_task::SessionTask {
             machine,
             key,

@@ -21,7 +21,7 @@ use crate::store::LeaseStore;
 pub enum NegativeControl {
     /// Lease writes without the expected-revision header (plain puts instead of CAS).
     PlainPut,
-    /// Renewals without `Nats-TTL`: a dead holder's key never expires.
+    /// Session renewals without `Nats-TTL`: a dead holder's session never expires.
     DropTtl,
     /// The holder keeps acting after its local deadline (the driver does not demote at it).
     NoLocalDeadline,
@@ -104,7 +104,7 @@ impl RoleBackend for Flawed {
         let store = self.store.clone();
         // `plain-put`: no expected-revision header.
         let expected = (self.mode != NegativeControl::PlainPut).then_some(write.expected);
-        // `drop-ttl`: renewals without a TTL.
+        // `drop-ttl`: renewals (of the session, protocol v2) without a TTL.
         if self.mode == NegativeControl::DropTtl && write.kind == WriteKind::Renew {
             write.ttl = None;
         }
@@ -114,6 +114,13 @@ impl RoleBackend for Flawed {
                 .lease_write(&key, expected, write.ttl, write.payload, delete, timeout)
                 .await
         })
+    }
+
+    /// `plain-put`: candidates claim every vacancy at once (as protocol v1 did), so that
+    /// vacancies are contended and the missing CAS — the only thing between two writers —
+    /// shows; herd ranking would otherwise keep most claims apart in time.
+    fn herd_ranking(&self) -> bool {
+        self.mode != NegativeControl::PlainPut
     }
 
     /// `no-local-deadline`: the application may act for another hour.

@@ -94,8 +94,9 @@ impl RoleTask {
         self.tap(TapEvent::Connection(connected));
         self.machine.start(Instant::now());
         let mut session = self.session.take();
-        if let Some(update) = session.as_mut().and_then(|s| *s.borrow_and_update()) {
-            self.machine.handle_session(update, Instant::now());
+        let mut session_failure = None;
+        if let Some(view) = session.as_mut().map(|s| *s.borrow_and_update()) {
+            self.session_changed(view, &mut session_failure);
         }
         loop {
             while let Some(action) = self.machine.poll_action() {
@@ -123,6 +124,9 @@ impl RoleTask {
                                 self.shared.bucket_check.notify_one();
                             }
                             self.tap(TapEvent::WriteCompleted { op, kind, outcome: o, elapsed });
+                            // P6: the highest revision seen in this bucket (any key: the
+                            // session's writes move it most) bounds what may be promoted.
+                            self.machine.seed_high_water(self.shared.bucket_high_water());
                             self.machine.handle_write(op, o, now);
                         }
                         OpResult::Read(r) => {
@@ -142,8 +146,8 @@ impl RoleTask {
                         None => std::future::pending().await,
                     }
                 } => {
-                    match session.as_mut().and_then(|s| *s.borrow_and_update()) {
-                        Some(update) if changed => self.machine.handle_session(update, Instant::now()),
+                    match session.as_mut().map(|s| *s.borrow_and_update()) {
+                        Some(view) if changed => self.session_changed(view, &mut session_failure),
                         // The session task ended (shutdown): nothing more will come.
                         _ => session = None,
                     }
@@ -414,42 +418,8 @@ impl RoleTask {
                     *drain = Some(Box::pin(async {}));
                 }
             }
-            Action::Failed(kind) => {
-                self.tap(TapEvent::Failed(kind));
-                if kind.is_permanent() {
-                    error!(
-                        error = %self.shared.store.describe(kind),
-                        class = kind.class().as_str(),
-                        "role cannot campaign or renew; retrying slowly until fixed"
-                    );
-                } else {
-                    warn!(
-                        error = %self.shared.store.describe(kind),
-                        class = kind.class().as_str(),
-                        "role cannot campaign or renew; retrying with backoff"
-                    );
-                }
-                let text = self.shared.store.describe(kind);
-                self.status.send_modify(|s| {
-                    s.last_error = Some(text);
-                    s.failure = Some(kind);
-                });
-                self.shared.emit(RoleEvent::Failed {
-                    role: self.role.clone(),
-                    kind,
-                });
-            }
-            Action::Recovered => {
-                self.tap(TapEvent::Recovered);
-                info!("the server answers normally again");
-                self.status.send_modify(|s| {
-                    s.last_error = None;
-                    s.failure = None;
-                });
-                self.shared.emit(RoleEvent::Recovered {
-                    role: self.role.clone(),
-                });
-            }
+            Action::Failed(kind) => self.report_failed(kind),
+            Action::Recovered => self.report_recovered(),
             Action::Notice(Notice::DuplicateInstance { other_incarnation }) => {
                 error!(
                     %other_incarnation,
@@ -474,9 +444,72 @@ impl RoleTask {
         }
     }
 
+    /// This instance's session changed: its state goes to the machine; a failure of its writes
+    /// (or the end of one) is reported as the role's, since the role cannot campaign without it.
+    fn session_changed(
+        &mut self,
+        view: super::session_task::SessionView,
+        reported: &mut Option<FailureKind>,
+    ) {
+        if let Some(update) = view.update {
+            self.machine.handle_session(update, Instant::now());
+        }
+        if view.failure == *reported {
+            return;
+        }
+        *reported = view.failure;
+        match view.failure {
+            Some(kind) => self.report_failed(kind),
+            None => self.report_recovered(),
+        }
+    }
+
+    /// The role cannot campaign or renew: reported once per condition (tap, log, status, event).
+    fn report_failed(&mut self, kind: FailureKind) {
+        self.tap(TapEvent::Failed(kind));
+        if kind.is_permanent() {
+            error!(
+                error = %self.shared.store.describe(kind),
+                class = kind.class().as_str(),
+                "role cannot campaign or renew; retrying slowly until fixed"
+            );
+        } else {
+            warn!(
+                error = %self.shared.store.describe(kind),
+                class = kind.class().as_str(),
+                "role cannot campaign or renew; retrying with backoff"
+            );
+        }
+        let text = self.shared.store.describe(kind);
+        self.status.send_modify(|s| {
+            s.last_error = Some(text);
+            s.failure = Some(kind);
+        });
+        self.shared.emit(RoleEvent::Failed {
+            role: self.role.clone(),
+            kind,
+        });
+    }
+
+    /// The server answers normally again.
+    fn report_recovered(&mut self) {
+        self.tap(TapEvent::Recovered);
+        info!("the server answers normally again");
+        self.status.send_modify(|s| {
+            s.last_error = None;
+            s.failure = None;
+        });
+        self.shared.emit(RoleEvent::Recovered {
+            role: self.role.clone(),
+        });
+    }
+
     /// Herd ranking (Q7) for the vacancy about to be delivered: the rank of this instance
     /// among the live instances other than the holder that just left.
     fn rank_for_vacancy(&mut self) {
+        if !self.shared.backend.herd_ranking() {
+            return;
+        }
         let previous = self
             .machine
             .observed()
@@ -597,11 +630,15 @@ impl RoleTask {
                                 error!(role = %self.role, version, "{text}");
                                 s.last_error = Some(text);
                             }
+                            if value.other_protocol().is_none() {
+                                clear_incompatible(s);
+                            }
                             s.leader_id = obs.lease().map(|l| l.holder.clone());
                             s.term = obs.lease().map(|l| l.term.unwrap_or(obs.revision()));
                             s.foreign_holder = obs.lease().is_none();
                         }
                         KeyState::Vacant { .. } | KeyState::Absent => {
+                            clear_incompatible(s);
                             s.leader_id = None;
                             s.term = None;
                             s.foreign_holder = false;
@@ -643,6 +680,16 @@ impl RoleTask {
         let reason = (from == RoleState::Leader).then_some(reason).flatten();
         self.trace_transition(from, to, reason, term.into());
         self.tap(TapEvent::StateChanged { from, to, reason });
+    }
+}
+
+/// The role's key no longer holds a lease of another protocol: its mismatch report is over.
+fn clear_incompatible(s: &mut RoleStatus) {
+    if s.last_error
+        .as_deref()
+        .is_some_and(|e| e.starts_with("incompatible protocol"))
+    {
+        s.last_error = None;
     }
 }
 

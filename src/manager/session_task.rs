@@ -12,10 +12,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, error, info, warn};
 
+use super::backend::LeaseWrite;
 use super::shared::Shared;
 use crate::core::{
     DemoteReason, FailureKind, SessionAction, SessionKeyState, SessionLoss, SessionMachine,
-    SessionUpdate, SessionWriteKind, WriteOutcome,
+    SessionUpdate, SessionWriteKind, WriteKind, WriteOutcome,
 };
 
 /// Messages to a session task.
@@ -27,8 +28,15 @@ pub(crate) enum SessionInput {
     Stop,
 }
 
-/// The state of a session as role tasks see it: `None` before the first session started.
-pub(crate) type SessionView = Option<SessionUpdate>;
+/// The state of a session as role tasks see it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SessionView {
+    /// The session's latest state; `None` before the first session started.
+    pub(crate) update: Option<SessionUpdate>,
+    /// Why session writes fail now (a server error code or a persistent failure): the roles of
+    /// the session cannot campaign and report it.
+    pub(crate) failure: Option<FailureKind>,
+}
 
 enum OpResult {
     Write(WriteOutcome),
@@ -48,7 +56,8 @@ pub(crate) struct SessionTask {
 impl SessionTask {
     /// Runs until the machine stopped (after [`SessionInput::Stop`]).
     pub(crate) async fn run(mut self) {
-        let span = tracing::info_span!("session", key = %self.key, instance = %self.shared.instance);
+        let span =
+            tracing::info_span!("session", key = %self.key, instance = %self.shared.instance);
         async move { self.drive().await }.instrument(span).await;
     }
 
@@ -59,7 +68,17 @@ impl SessionTask {
         self.machine.start(Instant::now());
         loop {
             while let Some(action) = self.machine.poll_action() {
+                let reset = matches!(
+                    action,
+                    SessionAction::Lost {
+                        reason: SessionLoss::BucketReset,
+                        ..
+                    }
+                );
                 self.execute(action, &mut ops);
+                if reset {
+                    self.await_epoch_check().await;
+                }
             }
             if self.machine.is_stopped() {
                 return;
@@ -73,6 +92,11 @@ impl SessionTask {
                         OpResult::Write(o) => {
                             if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
                                 self.shared.bucket_check.notify_one();
+                            }
+                            if let WriteOutcome::Ok { revision } = o {
+                                // P6: every revision this instance wrote is below any later
+                                // write in this bucket (roles seed their high-water mark).
+                                self.shared.saw_revision(revision);
                             }
                             self.machine.handle_write(op, o, now);
                         }
@@ -94,6 +118,18 @@ impl SessionTask {
         }
     }
 
+    /// The session key went back (a recreated bucket): before a new session lets this
+    /// instance's roles acquire again, give the watcher time to confirm the bucket's new
+    /// epoch (P1, P6), so that every new term carries it. At most [`EPOCH_CHECK_WAIT`].
+    async fn await_epoch_check(&self) {
+        let before = self.shared.epoch();
+        let until = Instant::now() + EPOCH_CHECK_WAIT;
+        self.shared.bucket_check.notify_one();
+        while self.shared.epoch() == before && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     fn execute(
         &mut self,
         action: SessionAction,
@@ -101,16 +137,30 @@ impl SessionTask {
     ) {
         match action {
             SessionAction::Write(w) => {
-                let store = self.shared.store.clone();
-                let key = self.key.clone();
-                let delete = w.kind == SessionWriteKind::End;
-                let ttl = (!delete).then_some(self.ttl);
-                let payload = w.value.map(|v| v.to_bytes()).unwrap_or_default();
-                let (op, expected, timeout) = (w.op, w.expected, w.timeout);
-                let span = tracing::debug_span!("kv", op = "cas", kind = w.kind.as_str(), expected);
+                // Through the role drivers' backend: the test-only negative controls decorate
+                // session writes too (`drop-ttl` drops the session renewals' TTL).
+                let backend = self.shared.backend.clone();
+                let kind = match w.kind {
+                    SessionWriteKind::Start => WriteKind::Acquire,
+                    SessionWriteKind::Renew => WriteKind::Renew,
+                    SessionWriteKind::End => WriteKind::Release,
+                };
+                let write = LeaseWrite {
+                    kind,
+                    expected: w.expected,
+                    ttl: (kind != WriteKind::Release).then_some(self.ttl),
+                    payload: w.value.map(|v| v.to_bytes()).unwrap_or_default(),
+                };
+                let (op, key, timeout) = (w.op, self.key.clone(), w.timeout);
+                let span = tracing::debug_span!(
+                    "kv",
+                    op = "cas",
+                    kind = w.kind.as_str(),
+                    expected = w.expected
+                );
                 ops.push(Box::pin(
                     async move {
-                        let outcome = store.cas(&key, expected, ttl, payload, delete, timeout).await;
+                        let outcome = backend.write(key, write, timeout).await;
                         (op, OpResult::Write(outcome))
                     }
                     .instrument(span),
@@ -129,10 +179,12 @@ impl SessionTask {
                 revision,
             } => {
                 info!(%uuid, revision, "session started");
-                self.view.send_replace(Some(SessionUpdate::Live {
-                    uuid,
-                    acked_sent_at,
-                }));
+                self.view.send_modify(|v| {
+                    v.update = Some(SessionUpdate::Live {
+                        uuid,
+                        acked_sent_at,
+                    });
+                });
             }
             SessionAction::Renewed {
                 uuid,
@@ -140,21 +192,29 @@ impl SessionTask {
                 revision,
             } => {
                 tracing::trace!(revision, "session renewed");
-                self.view.send_replace(Some(SessionUpdate::Live {
-                    uuid,
-                    acked_sent_at,
-                }));
+                self.view.send_modify(|v| {
+                    v.update = Some(SessionUpdate::Live {
+                        uuid,
+                        acked_sent_at,
+                    });
+                });
             }
             SessionAction::Lost { uuid, reason } => {
+                if reason == SessionLoss::BucketReset {
+                    // The session key went back: the bucket was recreated (P1).
+                    self.shared.bucket_check.notify_one();
+                }
                 if reason == SessionLoss::Ended {
                     info!(%uuid, "session ended");
                 } else {
                     warn!(%uuid, reason = reason.as_str(), "session lost; every role of it demotes");
                 }
-                self.view.send_replace(Some(SessionUpdate::Lost {
-                    uuid,
-                    reason: demote_reason(reason),
-                }));
+                self.view.send_modify(|v| {
+                    v.update = Some(SessionUpdate::Lost {
+                        uuid,
+                        reason: demote_reason(reason),
+                    });
+                });
             }
             SessionAction::Duplicate { other_incarnation } => {
                 error!(
@@ -167,14 +227,22 @@ impl SessionTask {
             }
             SessionAction::Failed(kind) => {
                 warn!(error = %self.shared.store.describe(kind), "session writes fail; retrying");
+                self.view.send_modify(|v| v.failure = Some(kind));
             }
-            SessionAction::Recovered => info!("session writes succeed again"),
+            SessionAction::Recovered => {
+                info!("session writes succeed again");
+                self.view.send_modify(|v| v.failure = None);
+            }
             SessionAction::Stopped => debug!("session task stopped"),
         }
     }
 }
 
+/// How long a session lost to a recreated bucket waits for the watcher's epoch check.
+const EPOCH_CHECK_WAIT: Duration = Duration::from_secs(2);
+
 /// The demotion reason a term resting on a session gets when the session ends.
+
 fn demote_reason(loss: SessionLoss) -> DemoteReason {
     match loss {
         SessionLoss::DeadlineExpired => DemoteReason::DeadlineExpired,

@@ -12,16 +12,16 @@ use tracing::{debug, error, warn};
 
 use super::events::{HolderInfo, RoleEvent};
 use super::role_input::RoleInput;
-use super::shared::Shared;
 use super::session_task::SessionInput;
+use super::shared::Shared;
 use crate::core::{KeyState, SessionKeyState, Verdict};
-use crate::value::{SESSION_PREFIX, SessionValue, parse_session_key};
-use futures_util::future::BoxFuture;
-use futures_util::stream::FuturesUnordered;
 use crate::names::RoleName;
 use crate::store::ROLE_PREFIX;
 use crate::tap::WatcherEvent;
 use crate::value::HolderValue;
+use crate::value::{SESSION_PREFIX, SessionValue, parse_session_key};
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
 
 /// Runs the watcher until `cancel`; recreates it after errors (a new watcher replays the
 /// current value of every key; role tasks ignore revisions they already know).
@@ -35,6 +35,7 @@ pub(crate) async fn run(
     let mut epoch = bucket.epoch;
     let mut first = true;
     let mut last_check: Option<tokio::time::Instant> = None;
+    let mut deferred_check: Option<tokio::time::Instant> = None;
     loop {
         if !std::mem::take(&mut first) {
             epoch = check_bucket(&shared, &bucket, epoch).await;
@@ -60,8 +61,9 @@ pub(crate) async fn run(
                 backoff = Duration::from_millis(100);
                 let mut backstop = tokio::time::interval(BACKSTOP_TICK);
                 backstop.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                let mut reads: FuturesUnordered<BoxFuture<'static, (String, Result<SessionKeyState, crate::core::FailureKind>)>> =
-                    FuturesUnordered::new();
+                let mut reads: FuturesUnordered<
+                    BoxFuture<'static, (String, Result<SessionKeyState, crate::core::FailureKind>)>,
+                > = FuturesUnordered::new();
                 loop {
                     let next = tokio::select! {
                         biased;
@@ -87,11 +89,19 @@ pub(crate) async fn run(
                             }
                             continue;
                         }
-                        () = shared.bucket_check.notified() => {
-                            // Failing writes ask again and again: check at most every second.
-                            if last_check.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+                        () = async {
+                            match deferred_check {
+                                Some(at) => tokio::time::sleep_until(at).await,
+                                None => shared.bucket_check.notified().await,
+                            }
+                        } => {
+                            // Failing writes ask again and again: check at most every second,
+                            // and a request within that second is deferred, not dropped.
+                            if let Some(t) = last_check.filter(|t| t.elapsed() < Duration::from_secs(1)) {
+                                deferred_check = Some(t + Duration::from_secs(1));
                                 continue;
                             }
+                            deferred_check = None;
                             last_check = Some(tokio::time::Instant::now());
                             let now = check_bucket(&shared, &bucket, epoch).await;
                             if now == epoch {
@@ -279,8 +289,8 @@ async fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
         .map(|v| (v.session_key.as_str(), v.session, v.holder.clone()));
     let verdict = shared.book().role(&role, holder, state.revision(), now);
     let gone = verdict == Verdict::Gone;
-    let info = HolderInfo::from_state(&role, &state, epoch, Some(entry.created.into()))
-        .filter(|_| !gone);
+    let info =
+        HolderInfo::from_state(&role, &state, epoch, Some(entry.created.into())).filter(|_| !gone);
     let changed = update_holder(shared, &role, state.revision(), info);
     let revision = state.revision();
     shared.send(&role, RoleInput::Observed(state));

@@ -24,7 +24,10 @@ fn lease(holder: &str, nonce: Uuid, term: Option<u64>) -> bytes::Bytes {
         holder: InstanceId::new(holder).expect("valid id"),
         incarnation: Uuid::nil(),
         session: uuid::Uuid::nil(),
-        session_key: nats_roles::tooling::value::session_key(&InstanceId::new(holder).expect("valid id"), 10_000),
+        session_key: nats_roles::tooling::value::session_key(
+            &InstanceId::new(holder).expect("valid id"),
+            10_000,
+        ),
         nonce,
         term,
         priority: 0,

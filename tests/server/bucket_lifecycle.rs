@@ -211,7 +211,8 @@ async fn a_recreated_bucket_ends_terms_at_once_and_new_roles_take_the_new_epoch(
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "p not held in the new epoch within 20 s"
+            "p not held in the new epoch within 20 s: {:?}",
+            managers.iter().map(|m| m.status(&p)).collect::<Vec<_>>()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
@@ -274,11 +275,10 @@ async fn a_bucket_max_age_shorter_than_the_ttl_is_refused() {
         .start()
         .await;
     match result {
-        Err(Error::BucketMaxAgeTooShort { max_age, ttl, .. }) => {
+        Err(Error::BucketMaxAge { max_age, .. }) => {
             assert_eq!(max_age, Duration::from_secs(2));
-            assert_eq!(ttl, Duration::from_secs(3));
         }
-        other => panic!("expected BucketMaxAgeTooShort, got {other:?}"),
+        other => panic!("expected BucketMaxAge, got {other:?}"),
     }
 }
 
@@ -323,20 +323,26 @@ async fn a_max_age_shorter_than_the_ttl_is_refused_in_per_key_mode_too() {
         .start()
         .await;
     match result {
-        Err(Error::BucketMaxAgeTooShort {
-            max_age, ttl, role, ..
-        }) => {
+        Err(Error::BucketMaxAge { max_age, role, .. }) => {
             assert_eq!(max_age, Duration::from_secs(2));
-            assert_eq!(ttl, Duration::from_secs(3));
             assert_eq!(role.as_str(), "r");
         }
-        other => panic!("expected BucketMaxAgeTooShort, got {other:?}"),
+        other => panic!("expected BucketMaxAge, got {other:?}"),
     }
 
-    // With add_role, after start; a TTL equal to max_age and an observer are accepted.
+    // Protocol v2: even a TTL equal to max_age is refused (a role key is written once per
+    // term, so max_age would remove a key held longer than it); an observer is accepted.
+    let result = RoleManager::builder(client.clone(), inst("a"))
+        .bucket("perkey")
+        .role(RoleSpec::new(role("equal")).timing(timing_with_ttl(2)))
+        .start()
+        .await;
+    assert!(
+        matches!(result, Err(Error::BucketMaxAge { .. })),
+        "any max_age is refused: {result:?}"
+    );
     let manager = RoleManager::builder(client, inst("a"))
         .bucket("perkey")
-        .role(RoleSpec::new(role("ok")).timing(timing_with_ttl(2)))
         .role(
             RoleSpec::new(role("watched"))
                 .timing(timing_with_ttl(3))
@@ -346,8 +352,8 @@ async fn a_max_age_shorter_than_the_ttl_is_refused_in_per_key_mode_too() {
         .await
         .expect("ttl = max_age and an observer are fine");
     match manager.add_role(RoleSpec::new(role("late")).timing(timing_with_ttl(3))) {
-        Err(Error::BucketMaxAgeTooShort { role, .. }) => assert_eq!(role.as_str(), "late"),
-        other => panic!("expected BucketMaxAgeTooShort, got {other:?}"),
+        Err(Error::BucketMaxAge { role, .. }) => assert_eq!(role.as_str(), "late"),
+        other => panic!("expected BucketMaxAge, got {other:?}"),
     }
     assert!(!manager.roles().contains(&role("late")));
     manager.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -570,12 +576,12 @@ fn trial(ttl_secs: u64) -> TrialInfo {
     }
 }
 
-/// `nats-roles run` against a per-key bucket whose `max_age` (2 s) is shorter than the role's TTL
-/// (3 s) exits at start naming both, and never holds the role. (Before, it ran: the server then
-/// expired a live lease at `max_age`, and a holder paused past it overlapped its successor by
-/// about 0.5 s — the history checker's S4.)
+/// `nats-roles run` against a per-key bucket with a `max_age` (2 s) exits at start naming it,
+/// and never holds the role. (Protocol v1 refused only a `max_age` below the TTL; v2 writes a
+/// role key once per term, and a run on such a bucket overlapped a successor — S4 — once the
+/// server removed the held role's key at `max_age`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_refuses_a_per_key_bucket_whose_max_age_is_shorter_than_the_ttl() {
+async fn run_refuses_a_per_key_bucket_with_a_max_age() {
     let server = NatsServer::start().await;
     let client = testkit::connect(&server.url()).await;
     per_key_bucket_with_max_age(&jetstream::new(client), "short", Duration::from_secs(2)).await;
@@ -586,7 +592,7 @@ async fn run_refuses_a_per_key_bucket_whose_max_age_is_shorter_than_the_ttl() {
     let output = run.output();
     assert_eq!(status.code(), Some(1), "{output}");
     assert!(
-        output.contains("bucket \"short\" has max_age 2s, shorter than the TTL 3s of role r"),
+        output.contains("bucket \"short\" has max_age 2s; role r cannot be campaigned for in it"),
         "{output}"
     );
     assert!(!output.contains("promoted "), "{output}");
@@ -595,12 +601,14 @@ async fn run_refuses_a_per_key_bucket_whose_max_age_is_shorter_than_the_ttl() {
     assert_eq!(report.stats.promotes, 0, "{}", report.render_text());
 }
 
-/// Two `run` processes on a per-key bucket with `max_age` equal to the TTL (2 s, accepted); the
-/// holder is stopped (SIGSTOP) past `max_age`, the other one takes over, the holder resumes. Its
-/// local deadline (TTL × 0.9 after its last renewal) passes before the server removes the lease,
-/// so the history checker finds no overlap (S4) and no other violation.
+/// Two `run` processes on a per-key bucket without `max_age` (what protocol v2 needs); the
+/// holder is stopped (SIGSTOP) past its TTL, the other one takes over once the holder's session
+/// expired, the holder resumes. Its local deadline (TTL × 0.9 after its last acknowledged
+/// session renewal) passes before the server expires the session, so the history checker
+/// finds no overlap (S4) and no other violation. (With protocol v1 this ran on a bucket with
+/// `max_age` = TTL; v2 refuses any `max_age`: `a_max_age_shorter_than_the_ttl_is_refused_in_per_key_mode_too`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_holder_paused_past_max_age_never_overlaps_its_successor() {
+async fn a_holder_paused_past_its_ttl_never_overlaps_its_successor() {
     let report = paused_holder_trial(2).await;
     assert!(report.is_clean(), "{}", report.render_text());
     let failover = report
@@ -610,16 +618,16 @@ async fn a_holder_paused_past_max_age_never_overlaps_its_successor() {
         .find(|f| f.fault == "sigstop")
         .unwrap_or_else(|| panic!("no fail-over measured:\n{}", report.render_text()));
     let took = failover.duration_ms.expect("a successor");
-    println!("max_age 2s, ttl 2s: successor promoted {took:.0} ms after the SIGSTOP");
+    println!("ttl 2s: successor promoted {took:.0} ms after the SIGSTOP");
     assert!(took < 3000.0, "fail-over took {took} ms");
 }
 
-/// Runs the paused-holder scenario with role TTL `ttl_secs` on a per-key bucket with
-/// `max_age: 2s` and returns the history checker's report.
+/// Runs the paused-holder scenario with role TTL `ttl_secs` on a per-key bucket without
+/// `max_age` and returns the history checker's report.
 async fn paused_holder_trial(ttl_secs: u64) -> Report {
     let server = NatsServer::start().await;
     let client = testkit::connect(&server.url()).await;
-    per_key_bucket_with_max_age(&jetstream::new(client), "paused", Duration::from_secs(2)).await;
+    per_key_bucket_with_max_age(&jetstream::new(client), "paused", Duration::ZERO).await;
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
     let log = HarnessLog::create(dir, trial(ttl_secs));

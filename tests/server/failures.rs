@@ -77,9 +77,11 @@ pub(crate) async fn put_foreign_lease(
     ttl_ms: u64,
 ) -> u64 {
     let mut lease = serde_json::json!({
-        "v": 1,
+        "v": 2,
         "holder": holder,
         "incarnation": incarnation,
+        "session": nonce,
+        "session_key": format!("session.{holder}.{ttl_ms}"),
         "nonce": nonce,
         "priority": 0,
         "ttl_ms": ttl_ms,
@@ -542,8 +544,9 @@ async fn paused_server_demotes_at_the_local_deadline() {
     .await;
     let la = a.leadership(&r).expect("leadership");
     let term = l.term.expect("term");
-    wait_until(Duration::from_secs(2), "renewals", || {
-        la.revision() >= term + 2
+    let first_deadline = la.deadline();
+    wait_until(Duration::from_secs(2), "session renewals", || {
+        la.deadline() >= first_deadline + HEARTBEAT * 2
     })
     .await;
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use nats_roles::{DemoteReason, RoleEvent};
+use nats_roles::{DemoteReason, RoleEvent, RoleManager, RoleName};
 use testkit::roles::*;
 use tokio::time::Instant;
 
@@ -85,43 +85,73 @@ async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted()
         !s.is_leader(),
         "adopted a lease written after it started: {s:?}"
     );
-    // Not adopted at once: still not leader well within the backstop period.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!a.is_leader(&r), "adopted a duplicate's lease");
+    // The value names a session node-a never had: once node-a's own session is renewed
+    // above it, that session is known gone (Q5 rule 2) and the role is vacant for everyone.
+    wait_until(Duration::from_secs(3), "the role is held again", || {
+        leaders(&[&a, &b], &r) == 1
+    })
+    .await;
     shutdown_without_panics(&[&a, &b]).await;
 }
 
-/// P2 "Versioning": a lease of a newer protocol version (a version 2 session lease, whose key
-/// does not change while its holder lives) is never taken over by the backstop; the role is
-/// campaigned for again once the key is deleted.
+/// Q10: a lease of another protocol version — a version 1 lease (a v1 instance runs on the
+/// bucket) or a newer one — is never taken over by the backstop; the role reports the
+/// incompatible protocol and is campaigned for again once the key is deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_newer_protocol_lease_is_never_taken_over() {
+async fn a_lease_of_another_protocol_version_is_never_taken_over() {
     let (_server, client, store) = with_lease_bucket("f_newer").await;
-    let r = role("x");
-    let v2 = serde_json::json!({
-        "v": 2, "holder": "node-v2", "session": "session.node-v2.3000", "term": null
+    let v1 = serde_json::json!({
+        "v": 1, "holder": "node-v1", "incarnation": "5b0e1c52-0000-4000-8000-0000000000aa",
+        "nonce": "5b0e1c52-0000-4000-8000-0000000000bb", "priority": 0, "ttl_ms": 3000
     });
-    let rev = store
-        .put("role.x", serde_json::to_vec(&v2).expect("json").into())
+    let v3 = serde_json::json!({"v": 3, "holder": "node-v3", "anything": true});
+    let mut revs = Vec::new();
+    for (key, value) in [("role.x", &v1), ("role.y", &v3)] {
+        let rev = store
+            .put(key, serde_json::to_vec(value).expect("json").into())
+            .await
+            .expect("put");
+        revs.push(rev);
+    }
+    let (x, y) = (role("x"), role("y"));
+    let spec_of = |r: &RoleName| spec(r);
+    let a = RoleManager::builder(client.clone(), inst("node-a"))
+        .bucket("f_newer")
+        .role(spec_of(&x))
+        .role(spec_of(&y))
+        .start()
         .await
-        .expect("v2 put");
-    let a = manager_of(&client, "node-a", "f_newer", &r).await;
-    let b = manager_of(&client, "node-b", "f_newer", &r).await;
+        .expect("start a");
+    let b = RoleManager::builder(client.clone(), inst("node-b"))
+        .bucket("f_newer")
+        .role(spec_of(&x))
+        .role(spec_of(&y))
+        .start()
+        .await
+        .expect("start b");
     // Three backstop periods: a foreign value would have been taken over after one.
     tokio::time::sleep(3 * (2 * TTL + HEARTBEAT + Duration::from_millis(500))).await;
     for m in [&a, &b] {
-        let s = m.status(&r).expect("status");
-        assert!(
-            !s.is_leader(),
-            "a newer-protocol lease was taken over: {s:?}"
-        );
-        assert!(s.foreign_holder && s.revision == rev, "{s:?}");
+        for ((r, rev), version) in [(&x, revs[0]), (&y, revs[1])].into_iter().zip([1, 3]) {
+            let s = m.status(r).expect("status");
+            assert!(
+                !s.is_leader(),
+                "a lease of protocol v{version} was taken over: {s:?}"
+            );
+            assert!(s.foreign_holder && s.revision == rev, "{s:?}");
+            let error = s.last_error.clone().unwrap_or_default();
+            assert!(
+                error.contains(&format!("incompatible protocol v{version} in role.{r}")),
+                "the status names the mismatch: {error:?}"
+            );
+        }
     }
-    store.delete("role.x").await.expect("delete the v2 lease");
+    store.delete("role.x").await.expect("delete the v1 lease");
+    store.delete("role.y").await.expect("delete the v3 lease");
     wait_until(
         Duration::from_secs(2),
-        "the vacated role is held again",
-        || leaders(&[&a, &b], &r) == 1,
+        "the vacated roles are held again",
+        || leaders(&[&a, &b], &x) == 1 && leaders(&[&a, &b], &y) == 1,
     )
     .await;
     shutdown_without_panics(&[&a, &b]).await;

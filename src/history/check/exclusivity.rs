@@ -81,6 +81,23 @@ impl<'a> Checker<'a> {
     pub(super) fn s3(&mut self, role: &str) {
         let mut owner: HashMap<u64, String> = HashMap::new();
         let mut found = Vec::new();
+        // The epoch each node promoted a term (= revision) in: one revision number stored in
+        // two buckets (a recreated one restarts revisions, P1) is not a double write.
+        let epochs: HashMap<(String, u64), u64> = self
+            .role_events(role)
+            .into_iter()
+            .filter_map(|e| match &e.rec.event {
+                Event::Promote { epoch, term, .. } => Some(((e.rec.node.clone(), *term), *epoch)),
+                _ => None,
+            })
+            .collect();
+        let same_bucket = |a: &str, b: &str, rev: u64| match (
+            epochs.get(&(a.to_string(), rev)),
+            epochs.get(&(b.to_string(), rev)),
+        ) {
+            (Some(x), Some(y)) => x == y,
+            _ => true,
+        };
         for e in self.role_events(role) {
             if let Event::Complete {
                 kind: OpKind::Acquire | OpKind::Renew,
@@ -90,8 +107,12 @@ impl<'a> Checker<'a> {
             } = &e.rec.event
             {
                 match owner.get(rev) {
-                    Some(o) if *o != e.rec.node => {
+                    Some(o) if *o != e.rec.node && same_bucket(o, &e.rec.node, *rev) => {
                         found.push((vec![o.clone(), e.rec.node.clone()], *rev, e.t))
+                    }
+                    Some(o) if *o != e.rec.node => {
+                        // Another bucket: the later writer owns the number from now on.
+                        owner.insert(*rev, e.rec.node.clone());
                     }
                     Some(_) => {}
                     None => {

@@ -224,27 +224,27 @@ impl<'a> Checker<'a> {
             .unwrap_or(start)
     }
 
-    /// Send time of `node`'s last acquire/renew of `role` before `t`, plus the TTL as the
-    /// server applies it (whole seconds, rounded up).
+    /// When the server can expire what `node`'s term of `role` rests on, as of `t`: the send
+    /// time of its last acquire/renew write before `t` — or, in protocol v2 where the session
+    /// is renewed and the role key is not, the time of the last `renew` (a session renewal's
+    /// acknowledgement moved the deadline: its send was a little earlier, so this errs late,
+    /// towards fewer L1 reports) — plus the TTL as the server applies it (whole seconds,
+    /// rounded up).
     pub(super) fn lease_end(&self, node: &str, role: &str, t: u64, ttl: u64) -> Option<u64> {
         let sec = 1_000_000_000;
-        let ttl = ttl.div_ceil(sec) * sec;
+        let server_ttl = ttl.div_ceil(sec) * sec;
         self.all
             .iter()
-            .filter(|e| {
-                e.t <= t
-                    && e.rec.node == node
-                    && e.rec.role.as_deref() == Some(role)
-                    && matches!(
-                        e.rec.event,
-                        Event::Invoke {
-                            kind: OpKind::Acquire | OpKind::Renew,
-                            ..
-                        }
-                    )
+            .filter(|e| e.t <= t && e.rec.node == node && e.rec.role.as_deref() == Some(role))
+            .filter_map(|e| match &e.rec.event {
+                Event::Invoke {
+                    kind: OpKind::Acquire | OpKind::Renew,
+                    ..
+                } => Some(e.t + server_ttl),
+                Event::Renew { .. } => Some(e.t + server_ttl),
+                _ => None,
             })
-            .map(|e| e.t + ttl)
-            .next_back()
+            .max()
     }
 
     /// L1 for one stretch `[from, to)` without a holder: the time in it after the last fault

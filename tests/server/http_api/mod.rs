@@ -403,9 +403,11 @@ async fn foreign_metadata_is_capped_in_every_view() {
         meta.insert(format!("m{n:04}"), n.to_string().into());
     }
     let lease = serde_json::json!({
-        "v": 1,
+        "v": 2,
         "holder": "intruder",
         "incarnation": uuid::Uuid::new_v4(),
+        "session": uuid::Uuid::new_v4(),
+        "session_key": "session.intruder.3000",
         "nonce": uuid::Uuid::new_v4(),
         "priority": 0,
         "ttl_ms": 3000,

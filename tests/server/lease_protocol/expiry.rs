@@ -26,74 +26,77 @@ async fn assert_expires_in_time(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn renew_keeps_the_ttl() {
+async fn session_renewals_keep_the_ttl_and_role_keys_have_none() {
     let (_server, client) = server_and_client().await;
     let r = role("ttl-renew");
     let (m, l) = leading(&client, "node-a", "p_ttl_renew", &r).await;
-    let mut entries = watch_key(&client, "p_ttl_renew", "role.ttl-renew").await;
-    wait_until(Duration::from_secs(3), "several renewals", || {
-        l.revision() >= l.term() + 3
-    })
-    .await;
+    let session_key = "session.node-a.1000";
+    let mut entries = watch_key(&client, "p_ttl_renew", session_key).await;
+    let first = raw_last(&client, "p_ttl_renew", session_key).await.sequence;
+    // Three heartbeats: at least two session renewals.
+    tokio::time::sleep(HEARTBEAT * 3).await;
 
-    // The last write is a renewal (it carries the term) with a per-key TTL.
-    let msg = raw_last(&client, "p_ttl_renew", "role.ttl-renew").await;
-    let value: LeaseValue = serde_json::from_slice(&msg.payload).expect("lease value");
-    assert_eq!(
-        value.term,
-        Some(l.term()),
-        "the last write must be a renewal"
+    // The last session write is a renewal with a per-key TTL (Q3); the role key has none.
+    let msg = raw_last(&client, "p_ttl_renew", session_key).await;
+    assert!(
+        msg.sequence >= first + 2,
+        "the session is renewed every heartbeat"
     );
     assert_eq!(
         header(&msg, "Nats-TTL"),
         Some("1"),
-        "renewals must carry Nats-TTL (headers: {:?})",
+        "session renewals must carry Nats-TTL (headers: {:?})",
         msg.headers
     );
+    let role_msg = raw_last(&client, "p_ttl_renew", "role.ttl-renew").await;
+    assert_eq!(
+        role_msg.sequence,
+        l.term(),
+        "the role key is written once per term"
+    );
+    assert_eq!(
+        header(&role_msg, "Nats-TTL"),
+        None,
+        "role keys carry no TTL (Q1)"
+    );
 
-    // "Freeze" the process: no shutdown, no delete; only the TTL can free the key.
+    // "Freeze" the process: no shutdown, no delete; only the TTL can end the session.
     drop(m);
-    assert_expires_in_time(&mut entries, "the last renewal was seen").await;
-    let marker = raw_last(&client, "p_ttl_renew", "role.ttl-renew").await;
+    assert_expires_in_time(&mut entries, "the last session renewal was seen").await;
+    let marker = raw_last(&client, "p_ttl_renew", session_key).await;
     assert_eq!(header(&marker, "Nats-Marker-Reason"), Some("MaxAge"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acquire_over_tombstone_keeps_the_ttl() {
+async fn a_session_started_over_a_tombstone_keeps_the_ttl() {
     let (_server, client) = server_and_client().await;
     let r = role("ttl-tomb");
+    let session_key = "session.node-a.1000";
     let (a, _) = leading(&client, "node-a", "p_ttl_tomb", &r).await;
     shutdown(&[&a]).await;
-    let tomb = raw_last(&client, "p_ttl_tomb", "role.ttl-tomb").await;
+    let tomb = raw_last(&client, "p_ttl_tomb", session_key).await;
     assert_eq!(
         header(&tomb, "KV-Operation"),
         Some("DEL"),
-        "release leaves a delete marker"
+        "a graceful stop ends the session with a delete marker"
     );
 
-    let mut entries = watch_key(&client, "p_ttl_tomb", "role.ttl-tomb").await;
-    let (b, l) = leading(&client, "node-b", "p_ttl_tomb", &r).await;
-    // Drop at once, before the first renewal: the acquire is the only write of the term.
+    let mut entries = watch_key(&client, "p_ttl_tomb", session_key).await;
+    let (b, _l) = leading(&client, "node-a", "p_ttl_tomb", &r).await;
+    // Drop at once, before the first renewal: the start is the only session write.
     drop(b);
-    assert_eq!(
-        l.term(),
-        tomb.sequence + 1,
-        "acquired directly over the tombstone"
+    let msg = raw_last(&client, "p_ttl_tomb", session_key).await;
+    assert!(
+        msg.sequence > tomb.sequence,
+        "a new session over the tombstone"
     );
-    let msg = raw_last(&client, "p_ttl_tomb", "role.ttl-tomb").await;
-    let value: LeaseValue = serde_json::from_slice(&msg.payload).expect("lease value");
-    assert_eq!(value.holder, inst("node-b"));
-    if value.term.is_none() {
-        // Still the acquire itself (the usual case).
-        assert_eq!(msg.sequence, l.term());
-    }
     assert_eq!(
         header(&msg, "Nats-TTL"),
         Some("1"),
-        "an acquire over a tombstone must carry Nats-TTL (headers: {:?})",
+        "a session started over a tombstone must carry Nats-TTL (headers: {:?})",
         msg.headers
     );
-    assert_expires_in_time(&mut entries, "the acquire over the tombstone").await;
+    assert_expires_in_time(&mut entries, "the session start over the tombstone").await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -109,9 +112,10 @@ async fn crash_fail_over_via_server_expiry() {
         s.leader_id.as_ref() == Some(&inst("node-a"))
     })
     .await;
-    // Let a few renewals happen so that the crash hits a renewed lease.
-    wait_until(Duration::from_secs(2), "renewals", || {
-        la.revision() > la.term() + 1
+    // Let a few session renewals happen so that the crash hits a renewed session.
+    let first_deadline = la.deadline();
+    wait_until(Duration::from_secs(2), "session renewals", || {
+        la.deadline() >= first_deadline + HEARTBEAT * 2
     })
     .await;
 

@@ -169,21 +169,29 @@ async fn acquire_renew_release() {
     assert_eq!(l.revision(), term, "a fresh term's revision is the term");
     assert!(l.is_valid());
 
-    // More than two heartbeats: the revision moves with every renewal.
+    // Protocol v2 (Q4): the session is renewed every heartbeat and moves the term's deadline;
+    // the role key is not rewritten during the term.
+    let first_deadline = l.deadline();
     wait_until(
         Duration::from_secs(2),
-        "two renewals moving the revision",
-        || l.revision() >= term + 2,
+        "two session renewals moving the deadline",
+        || l.deadline() >= first_deadline + HEARTBEAT * 2,
     )
     .await;
-    assert!(l.is_valid(), "renewals keep the term valid");
+    assert!(l.is_valid(), "session renewals keep the term valid");
     assert_eq!(l.term(), term, "renewals keep the term");
+    assert_eq!(
+        l.revision(),
+        term,
+        "the role key is not rewritten during the term"
+    );
     let status = m.status(&r).expect("status");
     assert!(status.is_leader());
     assert_eq!(status.term, Some(term));
     assert!(status.last_heartbeat.is_some());
 
-    // The stored value is a P2 lease of ours continuing the term.
+    // The stored value is a Q2 role value of ours naming our session; the session key holds
+    // the session and has moved past the role key.
     let store = kv_store(&client, "p_arr").await;
     let entry = store
         .entry("role.solo")
@@ -191,19 +199,43 @@ async fn acquire_renew_release() {
         .expect("read role key")
         .expect("role key present");
     assert_eq!(entry.operation, kv::Operation::Put);
+    assert_eq!(
+        entry.revision, term,
+        "the role key stays at the term's revision"
+    );
     let value: LeaseValue =
         serde_json::from_slice(&entry.value).expect("value parses as LeaseValue");
-    assert_eq!(value.v, 1);
+    assert_eq!(value.v, 2);
     assert_eq!(value.holder, inst("node-a"));
     assert_eq!(value.incarnation, m.incarnation());
     assert_eq!(value.nonce, l.token().nonce());
-    assert_eq!(value.term, Some(term), "renewals carry the term number");
+    assert_eq!(value.term, None, "the one write of a term starts it");
     assert_eq!(value.ttl_ms, 1000);
+    assert_eq!(value.session_key, "session.node-a.1000");
+    let session = store
+        .entry("session.node-a.1000")
+        .await
+        .expect("read session key")
+        .expect("session key present");
+    assert!(
+        session.revision > term,
+        "the session is renewed after the acquire"
+    );
+    let sv: nats_roles::tooling::value::SessionValue =
+        serde_json::from_slice(&session.value).expect("session value parses");
+    assert_eq!(sv.session, value.session, "the role names the live session");
+    assert_eq!(sv.incarnation, m.incarnation());
 
     shutdown(&[&m]).await;
 
-    // A delete marker, no value.
+    // A delete marker, no value; the session ended after the release (Q4).
     assert_delete_marker(&store, "role.solo", "shutdown must CAS-delete the lease").await;
+    assert_delete_marker(
+        &store,
+        "session.node-a.1000",
+        "shutdown must end the session",
+    )
+    .await;
     assert!(!l.is_valid(), "the term ends with the release");
 
     // on_demote ran (shutdown waits for it) after the token was cancelled.
