@@ -1344,6 +1344,11 @@ impl RoleMachine {
                             }));
                     }
                 }
+                if self.backstop_at().is_none() {
+                    // Nothing to time (a v2 lease: the session book reports when its holder is
+                    // gone): a passed backoff must not stay due (a busy loop).
+                    self.not_before = None;
+                }
                 if self.backstop_at().is_some_and(|b| now >= b) {
                     if self.confirmed == Some(revision) {
                         // Unchanged for longer than any lease: take over on that revision.

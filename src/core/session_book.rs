@@ -47,6 +47,8 @@ struct Track {
     stale: Option<u64>,
     /// When the last backstop read was sent (at most one per period).
     read_at: Option<Instant>,
+    /// The revision known when that read was sent.
+    read_rev: Option<u64>,
 }
 
 impl Track {
@@ -116,6 +118,7 @@ impl SessionBook {
             uuids: Vec::new(),
             stale: None,
             read_at: None,
+            read_rev: None,
         });
         if rev <= track.state.revision() {
             return Vec::new();
@@ -260,6 +263,7 @@ impl SessionBook {
         for key in &due {
             if let Some(t) = self.sessions.get_mut(key) {
                 t.read_at = Some(now);
+                t.read_rev = Some(t.state.revision());
             } else {
                 self.sessions.insert(
                     key.clone(),
@@ -269,6 +273,7 @@ impl SessionBook {
                         uuids: Vec::new(),
                         stale: None,
                         read_at: Some(now),
+                        read_rev: Some(0),
                     },
                 );
             }
@@ -294,7 +299,11 @@ impl SessionBook {
         }
         if let Some(t) = self.sessions.get_mut(key)
             && state.revision() == known
+            && t.read_rev == Some(known)
         {
+            // (Only if that revision was already the known one when the read was asked for:
+            // one the watcher delivered while the read was on its way was first seen just
+            // now, and says nothing about the period.)
             // Unchanged since first seen at least a period ago (the read was asked for only
             // then): the holder's deadline has passed under the clock assumption (P4, P5).
             t.stale = Some(known);

@@ -50,7 +50,10 @@ pub(super) fn held_by_other(revision: u64) -> KeyState {
         holder: InstanceId::new("other").expect("valid instance id"),
         incarnation: Uuid::from_u64_pair(2, 2),
         session: uuid::Uuid::nil(),
-        session_key: crate::value::session_key(&InstanceId::new("other").expect("valid instance id"), 3_000),
+        session_key: crate::value::session_key(
+            &InstanceId::new("other").expect("valid instance id"),
+            3_000,
+        ),
         nonce: Uuid::from_u64_pair(3, 3),
         term: None,
         priority: 0,

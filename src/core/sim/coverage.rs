@@ -4,10 +4,10 @@ use crate::core::types::{Action, WriteKind, WriteOutcome};
 
 use super::check::{CheckOpts, Walk};
 use super::clock::Nanos;
-use super::kv::{EntryKind, KvFlaws};
+use super::kv::EntryKind;
 use super::strategy::faulty_scenario;
 use super::trace::{Rec, Seen, Trace};
-use super::world::Sim;
+use super::world::{Flaws, Sim};
 
 /// How often the fault runs reach the paths the invariants are about.
 #[derive(Debug, Default)]
@@ -18,7 +18,8 @@ pub(super) struct Coverage {
     pub(super) first: usize,
     pub(super) after_expiry: usize,
     pub(super) after_delete: usize,
-    pub(super) backstop_takeover: usize,
+    /// Takeovers of a role value whose holder's session was gone (Q5).
+    pub(super) takeover: usize,
     pub(super) own_reclaim: usize,
     pub(super) adoption: usize,
     /// Won acquires that never became a promote (late acknowledgement, stop, release).
@@ -75,9 +76,9 @@ impl Coverage {
                 _ => None,
             })
             .collect();
-        self.unpromoted_wins += trace
-            .log
+        self.unpromoted_wins += trace.logs[..trace.roles]
             .iter()
+            .flatten()
             .filter(|e| {
                 e.writer.is_some_and(|w| w.1 == WriteKind::Acquire) && !promoted.contains(&e.rev)
             })
@@ -87,10 +88,11 @@ impl Coverage {
 
     /// Classifies a promote by the entry its acquire replaced.
     pub(super) fn promoted(&mut self, trace: &Trace, node: usize, revision: u64) {
-        let Ok(i) = trace.log.binary_search_by_key(&revision, |e| e.rev) else {
+        let log = &trace.logs[trace.nodes[node].role];
+        let Ok(i) = log.binary_search_by_key(&revision, |e| e.rev) else {
             return;
         };
-        let Some(prev) = i.checked_sub(1).map(|p| &trace.log[p]) else {
+        let Some(prev) = i.checked_sub(1).map(|p| &log[p]) else {
             self.first += 1;
             return;
         };
@@ -107,22 +109,24 @@ impl Coverage {
             (EntryKind::Delete, _) => self.after_delete += 1,
             (EntryKind::Put(_), Some((w, _))) if w == node => self.own_reclaim += 1,
             (EntryKind::Put(_), Some((w, _))) if slot(w) == slot(node) => self.adoption += 1,
-            (EntryKind::Put(_), _) => self.backstop_takeover += 1,
+            (EntryKind::Put(_) | EntryKind::Session(_), _) => self.takeover += 1,
         }
     }
 
     pub(super) fn closest_handover(&mut self, trace: &Trace) {
         let mut out = Vec::new();
-        let mut tenures = Vec::new();
-        for n in 0..trace.nodes.len() {
-            tenures.extend(Walk::new(trace, n, CheckOpts::default(), &mut out).run());
-        }
-        tenures.retain(|t| t.end > t.start);
-        tenures.sort_by_key(|t| t.start);
-        for w in tenures.windows(2) {
-            if w[0].node != w[1].node && w[1].start >= w[0].end {
-                let d = w[1].start - w[0].end;
-                self.closest = Some(self.closest.map_or(d, |c| c.min(d)));
+        for role in 0..trace.roles {
+            let mut tenures = Vec::new();
+            for n in (0..trace.nodes.len()).filter(|&n| trace.nodes[n].role == role) {
+                tenures.extend(Walk::new(trace, n, CheckOpts::default(), &mut out).run());
+            }
+            tenures.retain(|t| t.end > t.start);
+            tenures.sort_by_key(|t| t.start);
+            for w in tenures.windows(2) {
+                if w[0].node != w[1].node && w[1].start >= w[0].end {
+                    let d = w[1].start - w[0].end;
+                    self.closest = Some(self.closest.map_or(d, |c| c.min(d)));
+                }
             }
         }
     }
@@ -140,14 +144,14 @@ fn fault_runs_cover_the_interesting_paths() {
             .new_tree(&mut runner)
             .expect("a scenario")
             .current();
-        cov.add(&Sim::new(&sc, KvFlaws::default()).run());
+        cov.add(&Sim::new(&sc, Flaws::default()).run());
     }
     println!("{cov:#?}");
     let counts = [
         cov.first,
         cov.after_expiry,
         cov.after_delete,
-        cov.backstop_takeover,
+        cov.takeover,
         cov.own_reclaim,
         cov.adoption,
         cov.unpromoted_wins,
