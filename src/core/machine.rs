@@ -1315,6 +1315,12 @@ impl RoleMachine {
             }
             KeyState::Held { value, revision } => {
                 let revision = *revision;
+                if self.backstop_at().is_none() {
+                    // Nothing to time (a v2 lease: the session book reports when its holder is
+                    // gone; or ours, waiting for a session): a passed backoff must not stay
+                    // due (a busy loop).
+                    self.not_before = None;
+                }
                 if let HolderValue::Lease(v) = value
                     && v.holder == self.id.instance
                 {
@@ -1343,11 +1349,6 @@ impl RoleMachine {
                                 other_incarnation: other,
                             }));
                     }
-                }
-                if self.backstop_at().is_none() {
-                    // Nothing to time (a v2 lease: the session book reports when its holder is
-                    // gone): a passed backoff must not stay due (a busy loop).
-                    self.not_before = None;
                 }
                 if self.backstop_at().is_some_and(|b| now >= b) {
                     if self.confirmed == Some(revision) {

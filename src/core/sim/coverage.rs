@@ -16,7 +16,8 @@ pub(super) struct Coverage {
     pub(super) events: usize,
     /// Promotes by what the winning acquire replaced.
     pub(super) first: usize,
-    pub(super) after_expiry: usize,
+    /// Session keys the server expired (role keys never expire in protocol v2).
+    pub(super) session_expiries: usize,
     pub(super) after_delete: usize,
     /// Takeovers of a role value whose holder's session was gone (Q5).
     pub(super) takeover: usize,
@@ -83,6 +84,11 @@ impl Coverage {
                 e.writer.is_some_and(|w| w.1 == WriteKind::Acquire) && !promoted.contains(&e.rev)
             })
             .count();
+        self.session_expiries += trace.logs[trace.roles..]
+            .iter()
+            .flatten()
+            .filter(|e| matches!(e.kind, EntryKind::Expiry))
+            .count();
         self.closest_handover(trace);
     }
 
@@ -105,8 +111,7 @@ impl Coverage {
                 .to_owned()
         };
         match (&prev.kind, prev.writer) {
-            (EntryKind::Expiry, _) => self.after_expiry += 1,
-            (EntryKind::Delete, _) => self.after_delete += 1,
+            (EntryKind::Delete | EntryKind::Expiry, _) => self.after_delete += 1,
             (EntryKind::Put(_), Some((w, _))) if w == node => self.own_reclaim += 1,
             (EntryKind::Put(_), Some((w, _))) if slot(w) == slot(node) => self.adoption += 1,
             (EntryKind::Put(_) | EntryKind::Session(_), _) => self.takeover += 1,
@@ -149,7 +154,7 @@ fn fault_runs_cover_the_interesting_paths() {
     println!("{cov:#?}");
     let counts = [
         cov.first,
-        cov.after_expiry,
+        cov.session_expiries,
         cov.after_delete,
         cov.takeover,
         cov.own_reclaim,

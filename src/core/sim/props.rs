@@ -163,47 +163,10 @@ fn replay() {
 fn debug_tmp() {
     #[allow(unused_imports)]
     use {FaultKind::*, Target::*};
-    let sc = Scenario {
-        seed: 3327485810932415794,
-        nodes: 2,
-        roles: 2,
-        observer: false,
-        immune: false,
-        timing: TimingSpec {
-            ttl_s: 1,
-            hb_div: 8,
-            margin_pct: 27,
-            op_pct: 41,
-            grace_pct: 20,
-            jitter_ms: 0,
-        },
-        net: Net {
-            drop_pct: 5,
-            slow_pct: 1,
-            late_pct: 8,
-            slow_write_pct: 4,
-            lost_ack_pct: 8,
-            retry_pct: 12,
-            stale_pct: 0,
-            fail_pct: 0,
-            long_drain_pct: 0,
-        },
-        drift: false,
-        no_ttl: false,
-        validate: false,
-        faults: vec![
-            Fault {
-                at_permille: 0,
-                kind: Crash,
-                target: Leader,
-            },
-            Fault {
-                at_permille: 159,
-                kind: Disconnect { ttl_pct: 32 },
-                target: Leader,
-            },
-        ],
-    };
+    let sc = Scenario { seed: 3339697113836109549, nodes: 2, roles: 2, observer: false, immune: false, timing: TimingSpec { ttl_s: 4, hb_div: 8, margin_pct: 12, op_pct: 83, grace_pct: 20, jitter_ms: 7 }, net: Net { drop_pct: 3, slow_pct: 8, late_pct: 14, slow_write_pct: 8, lost_ack_pct: 1, retry_pct: 1, stale_pct: 18, fail_pct: 15, long_drain_pct: 0 }, drift: true, no_ttl: false, validate: false, faults: vec![Fault { at_permille: 456, kind: FaultKind::Pause { ttl_pct: 53 }, target: Target::Leader }] };
     let (trace, violations) = run_checked(&sc, Flaws::default(), sc.check_opts());
     println!("{}", report(&sc, &trace, &violations));
+    for e in trace.logs[4].iter().filter(|e| e.rev > 80 && e.rev < 125) {
+        println!("LOG rev {} at {} {}", e.rev, secs(e.at), super::render::kind_name(&e.kind));
+    }
 }

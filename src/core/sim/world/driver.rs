@@ -107,7 +107,12 @@ impl Sim {
             Input::Stop => m.handle_stop(now),
             Input::Connection(up) => m.handle_connection(up, now),
             Input::Session(update) => {
-                node.session_live = matches!(update, SessionUpdate::Live { .. });
+                node.session_until = match update {
+                    SessionUpdate::Live { acked_sent_at, .. } => {
+                        Some(acked_sent_at + self.timing.local_lease())
+                    }
+                    SessionUpdate::Lost { .. } => None,
+                };
                 m.handle_session(update, now);
             }
             Input::HolderGone(rev) => {
@@ -211,7 +216,8 @@ impl Sim {
         let node = &mut self.nodes[n];
         let timeout = node.machine.poll_timeout();
         let (pending, stopped) = (node.machine.has_pending(), node.machine.is_stopped());
-        // Waiting for news from elsewhere, no timer needed: for a live session, or for the
+        // Waiting for news from elsewhere, no timer needed: for a live session (none, or its
+        // deadline passed: its loss is on the way), or for the
         // session book's verdict on the holder of a v2 role value (Q5).
         let follows_lease = matches!(
             node.machine.observed(),
@@ -220,7 +226,7 @@ impl Sim {
                 ..
             })
         );
-        let waiting = !node.session_live || follows_lease;
+        let waiting = node.session_until.is_none_or(|u| now >= u) || follows_lease;
         node.trace.recs.push(Rec::Idle {
             g,
             now,

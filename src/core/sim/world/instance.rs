@@ -120,7 +120,11 @@ impl Sim {
             SInput::Backstop { key, result } => {
                 if let (Ok(state), false) = (result, disconnected) {
                     let name = self.session_keys[key - self.roles.len()].clone();
+                    let dbg = format!("{state:?}");
                     let gone = self.insts[i].book.backstop_read(&name, state, now);
+                    if !gone.is_empty() && std::env::var_os("SIM_DEBUG").is_some() {
+                        eprintln!("DBG {} inst {i} backstop {name} {dbg} -> {gone:?}", super::super::clock::secs(g));
+                    }
                     self.holders_gone(i, gone);
                 }
             }
@@ -167,7 +171,11 @@ impl Sim {
                 self.insts[i].session.handle_observed(state.clone(), now);
             }
             let name = self.session_keys[slot].clone();
+            let dbg = format!("{state:?}");
             let gone = self.insts[i].book.observe(&name, state, now);
+            if !gone.is_empty() && std::env::var_os("SIM_DEBUG").is_some() {
+                eprintln!("DBG {} inst {i} observe {name} {dbg} -> {gone:?}", super::super::clock::secs(g));
+            }
             return self.holders_gone(i, gone);
         }
         let state = entry.state();
@@ -191,6 +199,9 @@ impl Sim {
         }
         self.push(g, Ev::Node(n, Input::Observed(state)));
         if gone {
+            if std::env::var_os("SIM_DEBUG").is_some() {
+                eprintln!("DBG {} inst {i} role {key} rev {rev} gone", super::super::clock::secs(g));
+            }
             self.push(g, Ev::Node(n, Input::HolderGone(rev)));
         }
     }

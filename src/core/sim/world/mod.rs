@@ -207,8 +207,9 @@ pub(super) struct Node {
     pub(super) leading: Option<Instant>,
     /// The driver's validation timer is armed.
     pub(super) validating: bool,
-    /// The last session update fed was `Live` (an acquire can go out).
-    pub(super) session_live: bool,
+    /// The deadline of the live session, per the last session update fed (an acquire can go
+    /// out before it).
+    pub(super) session_until: Option<Instant>,
     pub(super) trace: NodeTrace,
 }
 
@@ -423,7 +424,7 @@ impl Sim {
                 timer_gen: 0,
                 leading: None,
                 validating: false,
-                session_live: false,
+                session_until: None,
                 trace: NodeTrace {
                     name,
                     role,
