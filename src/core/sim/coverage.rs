@@ -39,18 +39,13 @@ impl Coverage {
             self.events += node.recs.len();
             for r in &node.recs {
                 match r {
-                    Rec::Act {
-                        action: Action::Promote { revision, .. },
-                        ..
-                    } => {
-                        self.promoted(trace, i, *revision);
-                    }
-                    Rec::Act {
-                        action: Action::Demote { reason, .. },
-                        ..
-                    } => {
-                        *self.demotes.entry(reason.as_str()).or_default() += 1;
-                    }
+                    Rec::Act { action, .. } => match &**action {
+                        Action::Promote { revision, .. } => self.promoted(trace, i, *revision),
+                        Action::Demote { reason, .. } => {
+                            *self.demotes.entry(reason.as_str()).or_default() += 1;
+                        }
+                        _ => {}
+                    },
                     Rec::Input {
                         what: Seen::Validated(_),
                         ..
@@ -70,10 +65,10 @@ impl Coverage {
             .iter()
             .flat_map(|n| &n.recs)
             .filter_map(|r| match r {
-                Rec::Act {
-                    action: Action::Promote { revision, .. },
-                    ..
-                } => Some(*revision),
+                Rec::Act { action, .. } => match &**action {
+                    Action::Promote { revision, .. } => Some(*revision),
+                    _ => None,
+                },
                 _ => None,
             })
             .collect();

@@ -63,7 +63,7 @@ pub(super) fn check_graceful(trace: &Trace, jitter: Nanos) -> Result<(), String>
         .ok_or("no stop was delivered")?;
     let acts = || {
         trace.nodes[n].recs.iter().filter_map(|r| match r {
-            Rec::Act { g, action, .. } => Some((*g, action)),
+            Rec::Act { g, action, .. } => Some((*g, &**action)),
             _ => None,
         })
     };
@@ -90,11 +90,11 @@ pub(super) fn check_graceful(trace: &Trace, jitter: Nanos) -> Result<(), String>
         .filter(|(i, node)| *i != n && node.role == 0)
         .flat_map(|(_, node)| node.recs.iter())
         .filter_map(|r| match r {
-            Rec::Act {
-                g,
-                action: Action::Promote { .. },
-                ..
-            } if *g >= del.at => Some(*g),
+            Rec::Act { g, action, .. }
+                if *g >= del.at && matches!(**action, Action::Promote { .. }) =>
+            {
+                Some(*g)
+            }
             _ => None,
         })
         .min()
@@ -157,16 +157,4 @@ fn replay() {
         "{}",
         report(&sc, &trace, &violations)
     );
-}
-
-#[test]
-fn debug_tmp() {
-    #[allow(unused_imports)]
-    use {FaultKind::*, Target::*};
-    let sc = Scenario { seed: 3339697113836109549, nodes: 2, roles: 2, observer: false, immune: false, timing: TimingSpec { ttl_s: 4, hb_div: 8, margin_pct: 12, op_pct: 83, grace_pct: 20, jitter_ms: 7 }, net: Net { drop_pct: 3, slow_pct: 8, late_pct: 14, slow_write_pct: 8, lost_ack_pct: 1, retry_pct: 1, stale_pct: 18, fail_pct: 15, long_drain_pct: 0 }, drift: true, no_ttl: false, validate: false, faults: vec![Fault { at_permille: 456, kind: FaultKind::Pause { ttl_pct: 53 }, target: Target::Leader }] };
-    let (trace, violations) = run_checked(&sc, Flaws::default(), sc.check_opts());
-    println!("{}", report(&sc, &trace, &violations));
-    for e in trace.logs[4].iter().filter(|e| e.rev > 80 && e.rev < 125) {
-        println!("LOG rev {} at {} {}", e.rev, secs(e.at), super::render::kind_name(&e.kind));
-    }
 }

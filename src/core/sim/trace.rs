@@ -40,7 +40,7 @@ pub(super) enum Rec {
     Act {
         g: Nanos,
         now: Instant,
-        action: Action,
+        action: Box<Action>,
     },
     /// After the actions of an input: the machine's timer and whether an operation is in flight.
     Idle {

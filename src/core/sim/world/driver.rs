@@ -159,7 +159,7 @@ impl Sim {
             self.nodes[n].trace.recs.push(Rec::Act {
                 g,
                 now,
-                action: action.clone(),
+                action: Box::new(action.clone()),
             });
             match action {
                 Action::Write(req) => {

@@ -40,15 +40,15 @@ impl Sim {
             }
             FaultKind::Release { cooldown_ms } => {
                 let cooldown = Duration::from_millis(cooldown_ms);
-                self.to_nodes(i, &Input::Release(cooldown));
+                self.send_to_nodes(i, &Input::Release(cooldown));
             }
             FaultKind::Stop => {
                 inst.stopping = true;
-                self.to_nodes(i, &Input::Stop);
+                self.send_to_nodes(i, &Input::Stop);
             }
             FaultKind::CampaignDelay { delay_ms } => {
                 let delay = Duration::from_millis(delay_ms);
-                self.to_nodes(i, &Input::CampaignDelay(delay));
+                self.send_to_nodes(i, &Input::CampaignDelay(delay));
             }
             FaultKind::EvictSession => {
                 let slot = inst.slot;
@@ -61,7 +61,7 @@ impl Sim {
     }
 
     /// Queues `input` for every role node of instance `i`, now.
-    fn to_nodes(&mut self, i: usize, input: &Input) {
+    fn send_to_nodes(&mut self, i: usize, input: &Input) {
         for n in self.insts[i].nodes.clone() {
             self.push(self.now, Ev::Node(n, input.clone()));
         }

@@ -120,11 +120,7 @@ impl Sim {
             SInput::Backstop { key, result } => {
                 if let (Ok(state), false) = (result, disconnected) {
                     let name = self.session_keys[key - self.roles.len()].clone();
-                    let dbg = format!("{state:?}");
                     let gone = self.insts[i].book.backstop_read(&name, state, now);
-                    if !gone.is_empty() && std::env::var_os("SIM_DEBUG").is_some() {
-                        eprintln!("DBG {} inst {i} backstop {name} {dbg} -> {gone:?}", super::super::clock::secs(g));
-                    }
                     self.holders_gone(i, gone);
                 }
             }
@@ -171,11 +167,7 @@ impl Sim {
                 self.insts[i].session.handle_observed(state.clone(), now);
             }
             let name = self.session_keys[slot].clone();
-            let dbg = format!("{state:?}");
             let gone = self.insts[i].book.observe(&name, state, now);
-            if !gone.is_empty() && std::env::var_os("SIM_DEBUG").is_some() {
-                eprintln!("DBG {} inst {i} observe {name} {dbg} -> {gone:?}", super::super::clock::secs(g));
-            }
             return self.holders_gone(i, gone);
         }
         let state = entry.state();
@@ -199,9 +191,6 @@ impl Sim {
         }
         self.push(g, Ev::Node(n, Input::Observed(state)));
         if gone {
-            if std::env::var_os("SIM_DEBUG").is_some() {
-                eprintln!("DBG {} inst {i} role {key} rev {rev} gone", super::super::clock::secs(g));
-            }
             self.push(g, Ev::Node(n, Input::HolderGone(rev)));
         }
     }
@@ -310,7 +299,7 @@ impl Sim {
                 } => {
                     // Flaw `renew_after_loss`: the new session's writes extend the lost one.
                     let uuid = self.insts[i].lost.unwrap_or(uuid);
-                    self.to_roles(
+                    self.send_to_roles(
                         i,
                         SessionUpdate::Live {
                             uuid,
@@ -323,7 +312,7 @@ impl Sim {
                         self.insts[i].lost.get_or_insert(uuid);
                     } else {
                         let reason = demote_reason(reason);
-                        self.to_roles(i, SessionUpdate::Lost { uuid, reason });
+                        self.send_to_roles(i, SessionUpdate::Lost { uuid, reason });
                     }
                 }
                 SessionAction::Duplicate { .. }
@@ -337,7 +326,7 @@ impl Sim {
 
     /// Sends a session update to every role node of instance `i` (the session task's `watch`
     /// channel).
-    fn to_roles(&mut self, i: usize, update: SessionUpdate) {
+    fn send_to_roles(&mut self, i: usize, update: SessionUpdate) {
         for n in self.insts[i].nodes.clone() {
             self.push(self.now, Ev::Node(n, Input::Session(update)));
         }
