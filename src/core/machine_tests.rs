@@ -53,6 +53,11 @@ fn machine() -> (RoleMachine, Instant) {
     machine_with(RetryPolicy::default())
 }
 
+/// The session `uuid` ended for `reason` (as the session driver maps its loss).
+fn lose(m: &mut RoleMachine, uuid: Uuid, reason: DemoteReason, at: Instant) {
+    m.handle_session(SessionUpdate::Lost { uuid, reason }, at);
+}
+
 /// Every action produced so far.
 fn drain(m: &mut RoleMachine) -> Vec<Action> {
     std::iter::from_fn(|| m.poll_action()).collect()
@@ -229,13 +234,7 @@ fn a_holder_whose_session_is_lost_demotes_and_comes_back_on_a_new_session() {
         let (mut m, t0) = machine();
         promote(&mut m, t0, 3);
         let t1 = t0 + Duration::from_millis(500);
-        m.handle_session(
-            SessionUpdate::Lost {
-                uuid: SESSION,
-                reason,
-            },
-            t1,
-        );
+        lose(&mut m, SESSION, reason, t1);
         let actions = drain(&mut m);
         assert!(
             actions.iter().any(|a| matches!(
@@ -272,13 +271,7 @@ fn a_holder_whose_session_is_lost_demotes_and_comes_back_on_a_new_session() {
 fn a_session_eviction_demotes_as_evicted_and_cools_down() {
     let (mut m, t0) = machine();
     promote(&mut m, t0, 3);
-    m.handle_session(
-        SessionUpdate::Lost {
-            uuid: SESSION,
-            reason: DemoteReason::Evicted,
-        },
-        t0,
-    );
+    lose(&mut m, SESSION, DemoteReason::Evicted, t0);
     let actions = drain(&mut m);
     assert!(actions.iter().any(|a| matches!(
         a,
@@ -300,13 +293,7 @@ fn only_the_term_s_own_session_ends_it() {
     let (mut m, t0) = machine();
     promote(&mut m, t0, 3);
     let other = Uuid::from_u64_pair(7, 7);
-    m.handle_session(
-        SessionUpdate::Lost {
-            uuid: other,
-            reason: DemoteReason::Expired,
-        },
-        t0,
-    );
+    lose(&mut m, other, DemoteReason::Expired, t0);
     assert!(m.term().is_some(), "another session's loss demoted");
     assert!(drain(&mut m).is_empty());
     session_at(&mut m, other, t0 + Duration::from_millis(1));
@@ -380,13 +367,7 @@ fn no_acquire_without_a_live_session() {
     let value = drain(&mut m);
     assert!(value.is_empty());
     m.handle_write(op, WriteOutcome::Conflict, t0);
-    m.handle_session(
-        SessionUpdate::Lost {
-            uuid: SESSION,
-            reason: DemoteReason::Expired,
-        },
-        t0,
-    );
+    lose(&mut m, SESSION, DemoteReason::Expired, t0);
     m.handle_observed(
         KeyState::Vacant {
             revision: 2,
@@ -428,11 +409,10 @@ fn an_acquire_acknowledged_after_its_session_ended_is_not_promoted() {
         let (mut m, t0) = machine();
         let acquire = start_and_acquire(&mut m, t0);
         let t1 = if lost {
-            m.handle_session(
-                SessionUpdate::Lost {
-                    uuid: SESSION,
-                    reason: DemoteReason::Expired,
-                },
+            lose(
+                &mut m,
+                SESSION,
+                DemoteReason::Expired,
                 t0 + Duration::from_millis(5),
             );
             t0 + Duration::from_millis(10)
@@ -722,13 +702,7 @@ fn a_holder_that_finds_its_key_gone_below_its_revision_demotes_at_once() {
     }
     let (mut m, t0) = machine();
     promote(&mut m, t0, 30);
-    m.handle_session(
-        SessionUpdate::Lost {
-            uuid: SESSION,
-            reason: DemoteReason::BucketReset,
-        },
-        t0,
-    );
+    lose(&mut m, SESSION, DemoteReason::BucketReset, t0);
     assert!(drain(&mut m).iter().any(|a| matches!(
         a,
         Action::Demote {

@@ -151,11 +151,9 @@ fn renewals_every_heartbeat_move_the_acknowledged_send_time() {
     }
 }
 
-/// Q4: a renewal that conflicts is re-read: our own write (a late renewal, same uuid) is
-/// continued on the revision read; a marker or another writer's session is a loss, reported
-/// once, and a new session with a new uuid starts over it.
-#[test]
-fn a_renewal_conflict_is_re_read() {
+/// A live session (revision 5) whose first renewal conflicted: the machine, its uuid, the op
+/// of the re-read it sent at once, and the time.
+fn renewal_conflicted() -> (SessionMachine, Uuid, u64, Instant) {
     let (mut m, t0) = machine();
     let uuid = start_live(&mut m, t0, SessionKeyState::Absent, 5);
     let t = m.poll_timeout().expect("renew timer");
@@ -163,6 +161,15 @@ fn a_renewal_conflict_is_re_read() {
     let (op, ..) = write_of(&drain(&mut m)).expect("a renewal");
     m.handle_write(op, WriteOutcome::Conflict, t);
     let read = read_of(&drain(&mut m)).expect("a re-read at once");
+    (m, uuid, read, t)
+}
+
+/// Q4: a renewal that conflicts is re-read: our own write (a late renewal, same uuid) is
+/// continued on the revision read; a marker or another writer's session is a loss, reported
+/// once, and a new session with a new uuid starts over it.
+#[test]
+fn a_renewal_conflict_is_re_read() {
+    let (mut m, uuid, read, t) = renewal_conflicted();
     m.handle_read(read, Ok(value_at(7, uuid, 1)), t);
     let actions = drain(&mut m);
     assert!(lost_of(&actions).is_none(), "{actions:?}");
@@ -189,13 +196,7 @@ fn a_renewal_conflict_is_re_read() {
             SessionLoss::Superseded,
         ),
     ] {
-        let (mut m, t0) = machine();
-        let uuid = start_live(&mut m, t0, SessionKeyState::Absent, 5);
-        let t = m.poll_timeout().expect("renew timer");
-        m.handle_timeout(t);
-        let (op, ..) = write_of(&drain(&mut m)).expect("a renewal");
-        m.handle_write(op, WriteOutcome::Conflict, t);
-        let read = read_of(&drain(&mut m)).expect("a re-read");
+        let (mut m, uuid, read, t) = renewal_conflicted();
         m.handle_read(read, Ok(found.clone()), t);
         let actions = drain(&mut m);
         assert_eq!(
