@@ -448,6 +448,8 @@ impl RoleMachine {
     /// the deadline of a term resting on it ([`Action::Renewed`]), a loss ends that term at
     /// once; a candidate acquires only while a session is live.
     pub fn handle_session(&mut self, update: SessionUpdate, now: Instant) {
+        // P4: a term whose deadline passed is over before any renewal can move it.
+        self.check_deadline(now);
         let local_lease = self.timing.local_lease();
         match update {
             SessionUpdate::Live {
@@ -1181,11 +1183,16 @@ impl RoleMachine {
         op
     }
 
-    fn send_acquire(&mut self, expected: u64, _now: Instant) {
-        let Some((session, _)) = self.session else {
+    fn send_acquire(&mut self, expected: u64, now: Instant) {
+        let Some((session, acked)) = self.session else {
             // No live session: nothing to rest a term on. `handle_session` steps again.
             return;
         };
+        if now >= acked + self.timing.local_lease() {
+            // The session's deadline passed (its loss is on its way): a term on it could not
+            // be promoted. Wait for the next session update.
+            return;
+        }
         let nonce = Uuid::from_u64_pair(self.rng.next_u64(), self.rng.next_u64());
         let value = self.value_with(nonce, session);
         let timeout = self.timing.operation_timeout;
@@ -1311,6 +1318,12 @@ impl RoleMachine {
             }
             KeyState::Held { value, revision } => {
                 let revision = *revision;
+                if self.backstop_at().is_none() {
+                    // Nothing to time (a v2 lease: the session book reports when its holder is
+                    // gone; or ours, waiting for a session): a passed backoff must not stay
+                    // due (a busy loop).
+                    self.not_before = None;
+                }
                 if self.session.is_none() {
                     // Nothing can be acquired without a session (Q4): decide about adoption
                     // and duplicates once it is live (`handle_session` steps again).
@@ -1330,9 +1343,10 @@ impl RoleMachine {
                     {
                         // Restart adoption (P5), once per role and process, and only of a
                         // lease that was already there when this process first looked: one
-                        // written later is a live duplicate's.
-                        self.adopted_or_wrote = true;
+                        // written later is a live duplicate's. Without a live session nothing
+                        // is sent yet: the adoption waits for it (not a duplicate).
                         self.send_acquire(revision, now);
+                        self.adopted_or_wrote = self.pending.is_some();
                         return;
                     }
                     let other = v.incarnation;

@@ -1,5 +1,7 @@
 //! Unit tests of single machines for the failure, release and adoption rules (P3, P4, P5,
-//! P8): each drives one [`RoleMachine`] by hand through one situation.
+//! P8) and the session rules of protocol version 2 (Q4, Q5, Q7): each drives one
+//! [`RoleMachine`] by hand through one situation. The machines get a live session
+//! ([`SessionUpdate::Live`]) before they are expected to acquire: no acquire is sent without.
 
 use std::time::Duration;
 
@@ -8,7 +10,7 @@ use uuid::Uuid;
 
 use super::{
     Action, DemoteReason, FailureKind, Identity, KeyState, Notice, ReleaseReason, RetryPolicy,
-    RoleMachine, ServerCode, Timing, WriteKind, WriteOutcome,
+    RoleMachine, ServerCode, SessionUpdate, Timing, WriteKind, WriteOutcome,
 };
 use crate::names::InstanceId;
 use crate::value::{HolderValue, LeaseValue};
@@ -25,13 +27,35 @@ fn identity(incarnation: u64) -> Identity {
     }
 }
 
+/// The uuid of the session the test machines rest on.
+const SESSION: Uuid = Uuid::from_u64_pair(42, 42);
+
+/// A machine with a live session acknowledged at the returned instant.
 fn machine_with(retry: RetryPolicy) -> (RoleMachine, Instant) {
-    let m = RoleMachine::new(identity(1), Timing::default(), retry, true, EPOCH, 7);
-    (m, Instant::now())
+    let mut m = RoleMachine::new(identity(1), Timing::default(), retry, true, EPOCH, 7);
+    let t0 = Instant::now();
+    session_at(&mut m, SESSION, t0);
+    (m, t0)
+}
+
+/// The session `uuid` was (re)written with a write sent at `at`, acknowledged at `at`.
+fn session_at(m: &mut RoleMachine, uuid: Uuid, at: Instant) {
+    m.handle_session(
+        SessionUpdate::Live {
+            uuid,
+            acked_sent_at: at,
+        },
+        at,
+    );
 }
 
 fn machine() -> (RoleMachine, Instant) {
     machine_with(RetryPolicy::default())
+}
+
+/// The session `uuid` ended for `reason` (as the session driver maps its loss).
+fn lose(m: &mut RoleMachine, uuid: Uuid, reason: DemoteReason, at: Instant) {
+    m.handle_session(SessionUpdate::Lost { uuid, reason }, at);
 }
 
 /// Every action produced so far.
@@ -128,6 +152,8 @@ fn transient_server_errors_are_retried_and_reported() {
                 t - now
             );
             now = t;
+            // The session is renewed meanwhile (an acquire needs a live session).
+            session_at(&mut m, SESSION, now);
             m.handle_timeout(now);
             let actions = drain(&mut m);
             let (op, kind, _) = write_of(&actions).expect("the acquire again");
@@ -182,6 +208,7 @@ fn persistent_failures_are_retried_slowly_never_stop_the_role() {
             t0 + Duration::from_secs(1),
         );
         assert!(write_of(&drain(&mut m)).is_none());
+        session_at(&mut m, SESSION, t);
         m.handle_timeout(t);
         let (op, kind_sent, expected) = write_of(&drain(&mut m)).expect("the retry");
         assert_eq!((kind_sent, expected), (WriteKind::Acquire, 3));
@@ -191,31 +218,302 @@ fn persistent_failures_are_retried_slowly_never_stop_the_role() {
     }
 }
 
-/// A holder whose renewal is refused for good demotes at once (it cannot keep its term), and
-/// campaigns again at the slow cadence.
+/// Q4: a holder whose session is lost (its renewals refused until the session deadline, an
+/// expiry, an eviction...) demotes at once with the reason the session driver maps the loss
+/// to, does not campaign without a session, and comes back once a new session is up: its
+/// old role value names the dead session, so it takes it back by CAS on its revision (a new
+/// term on the new session).
 #[test]
-fn a_holder_refused_for_good_demotes_and_comes_back() {
+fn a_holder_whose_session_is_lost_demotes_and_comes_back_on_a_new_session() {
+    for reason in [
+        DemoteReason::DeadlineExpired,
+        DemoteReason::Expired,
+        DemoteReason::Superseded,
+        DemoteReason::BucketReset,
+    ] {
+        let (mut m, t0) = machine();
+        promote(&mut m, t0, 3);
+        let t1 = t0 + Duration::from_millis(500);
+        lose(&mut m, SESSION, reason, t1);
+        let actions = drain(&mut m);
+        assert!(
+            actions.iter().any(|a| matches!(
+                a,
+                Action::Demote { reason: r, drain: false, .. } if *r == reason
+            )),
+            "{reason:?}: {actions:?}"
+        );
+        assert!(m.term().is_none(), "{reason:?}: still leading");
+        assert!(!m.is_stopped());
+        assert!(
+            write_of(&actions).is_none(),
+            "{reason:?}: acquired without a session: {actions:?}"
+        );
+        // A new session (new uuid): the role value of the old one is ours, taken back by CAS.
+        let fresh = Uuid::from_u64_pair(43, 43);
+        let t2 = t1 + Duration::from_millis(20);
+        session_at(&mut m, fresh, t2);
+        if let Some(t) = m.poll_timeout().filter(|t| *t > t2) {
+            m.handle_timeout(t);
+        }
+        let (op, kind, expected) = write_of(&drain(&mut m)).expect("a re-acquire");
+        assert_eq!((kind, expected), (WriteKind::Acquire, 3), "{reason:?}");
+        m.handle_write(op, WriteOutcome::Ok { revision: 4 }, t2);
+        let term = m.term().expect("a new term on the new session");
+        assert_eq!(term.token.term(), 4);
+        assert_eq!(term.deadline, t2 + Timing::default().local_lease());
+    }
+}
+
+/// The loss of an eviction cools down for one TTL (as an eviction of the role key does): the
+/// role goes to another instance rather than straight back.
+#[test]
+fn a_session_eviction_demotes_as_evicted_and_cools_down() {
     let (mut m, t0) = machine();
     promote(&mut m, t0, 3);
-    let renew_at = m.poll_timeout().expect("renew timer");
-    m.handle_timeout(renew_at);
-    let (op, kind, _) = write_of(&drain(&mut m)).expect("a renewal");
-    assert_eq!(kind, WriteKind::Renew);
-    m.handle_write(
-        op,
-        WriteOutcome::Failed(FailureKind::PermissionDenied),
-        renew_at,
-    );
+    lose(&mut m, SESSION, DemoteReason::Evicted, t0);
     let actions = drain(&mut m);
     assert!(actions.iter().any(|a| matches!(
         a,
         Action::Demote {
-            reason: DemoteReason::Failed(FailureKind::PermissionDenied),
+            reason: DemoteReason::Evicted,
             ..
         }
     )));
-    assert!(!m.is_stopped());
-    assert!(m.poll_timeout().is_some(), "retries later");
+    assert!(
+        m.cooldown_until()
+            .is_some_and(|u| u >= t0 + Timing::default().ttl)
+    );
+}
+
+/// A loss of another session than the one the term rests on changes nothing; a live session
+/// with another uuid than the term's ends the term (its session was replaced).
+#[test]
+fn only_the_term_s_own_session_ends_it() {
+    let (mut m, t0) = machine();
+    promote(&mut m, t0, 3);
+    let other = Uuid::from_u64_pair(7, 7);
+    lose(&mut m, other, DemoteReason::Expired, t0);
+    assert!(m.term().is_some(), "another session's loss demoted");
+    assert!(drain(&mut m).is_empty());
+    session_at(&mut m, other, t0 + Duration::from_millis(1));
+    assert!(m.term().is_none(), "a term on a replaced session goes on");
+    assert!(
+        drain(&mut m)
+            .iter()
+            .any(|a| matches!(a, Action::Demote { .. }))
+    );
+}
+
+/// Q4: a term's deadline is the session's: every acknowledged session renewal that moves it
+/// is reported as `Renewed` (same term, same role revision); one that does not move it (an
+/// older acknowledgement arriving late) is not.
+#[test]
+fn a_session_renewal_moves_the_term_s_deadline() {
+    let (mut m, t0) = machine();
+    promote(&mut m, t0, 3);
+    let lease = Timing::default().local_lease();
+    let first = m.term().expect("term").clone();
+    assert_eq!(first.deadline, t0 + lease);
+    let t1 = t0 + Duration::from_millis(750);
+    session_at(&mut m, SESSION, t1);
+    let actions = drain(&mut m);
+    let renewed = actions.iter().find_map(|a| match a {
+        Action::Renewed { term, revision } => Some((term.clone(), *revision)),
+        _ => None,
+    });
+    let (term, revision) = renewed.expect("Renewed");
+    assert_eq!(revision, 3, "the role key does not move during a term");
+    assert_eq!(term.token, first.token);
+    assert_eq!(term.deadline, t1 + lease);
+    assert_eq!(m.term().expect("term").deadline, t1 + lease);
+    assert!(m.poll_timeout().is_some_and(|t| t <= t1 + lease));
+    // An older acknowledgement: no move, no report.
+    session_at(&mut m, SESSION, t0 + Duration::from_millis(100));
+    assert!(drain(&mut m).is_empty());
+    assert_eq!(m.term().expect("term").deadline, t1 + lease);
+    // No renewal: demoted at the deadline.
+    m.handle_timeout(t1 + lease);
+    assert!(drain(&mut m).iter().any(|a| matches!(
+        a,
+        Action::Demote {
+            reason: DemoteReason::DeadlineExpired,
+            ..
+        }
+    )));
+}
+
+/// Q4: no acquire is sent without a live session; one comes as soon as the session is up, and
+/// none after it was lost.
+#[test]
+fn no_acquire_without_a_live_session() {
+    let mut m = RoleMachine::new(
+        identity(1),
+        Timing::default(),
+        RetryPolicy::default(),
+        true,
+        EPOCH,
+        7,
+    );
+    let t0 = Instant::now();
+    start_on(&mut m, t0, KeyState::Absent);
+    assert!(
+        write_of(&drain(&mut m)).is_none(),
+        "acquired without a session"
+    );
+    session_at(&mut m, SESSION, t0);
+    let (op, kind, expected) = write_of(&drain(&mut m)).expect("an acquire once the session is up");
+    assert_eq!((kind, expected), (WriteKind::Acquire, 0));
+    let value = drain(&mut m);
+    assert!(value.is_empty());
+    m.handle_write(op, WriteOutcome::Conflict, t0);
+    lose(&mut m, SESSION, DemoteReason::Expired, t0);
+    m.handle_observed(
+        KeyState::Vacant {
+            revision: 2,
+            expired: false,
+        },
+        t0 + Duration::from_millis(1),
+    );
+    assert!(
+        write_of(&drain(&mut m)).is_none(),
+        "acquired after the session was lost"
+    );
+}
+
+/// The acquire names the live session (Q2): its value carries the session's uuid and key.
+#[test]
+fn the_acquire_names_the_session() {
+    let (mut m, t0) = machine();
+    start_on(&mut m, t0, KeyState::Absent);
+    let value = drain(&mut m)
+        .into_iter()
+        .find_map(|a| match a {
+            Action::Write(w) => w.value,
+            _ => None,
+        })
+        .expect("an acquire with a value");
+    assert_eq!(value.session, SESSION);
+    let solo = InstanceId::new("solo").expect("valid instance id");
+    assert_eq!(value.session_key, crate::value::session_key(&solo, 3_000));
+    assert_eq!(value.v, crate::value::VALUE_VERSION);
+}
+
+/// Q6 (late acquire): an acquire acknowledged after the session it names was lost, or after
+/// that session's deadline, starts no term; the put is treated as our own late write and
+/// re-acquired on the live session by CAS on its revision.
+#[test]
+fn an_acquire_acknowledged_after_its_session_ended_is_not_promoted() {
+    let lease = Timing::default().local_lease();
+    for lost in [true, false] {
+        let (mut m, t0) = machine();
+        let acquire = start_and_acquire(&mut m, t0);
+        let t1 = if lost {
+            lose(
+                &mut m,
+                SESSION,
+                DemoteReason::Expired,
+                t0 + Duration::from_millis(5),
+            );
+            t0 + Duration::from_millis(10)
+        } else {
+            t0 + lease
+        };
+        m.handle_write(acquire, WriteOutcome::Ok { revision: 5 }, t1);
+        let actions = drain(&mut m);
+        assert!(
+            !actions.iter().any(|a| matches!(a, Action::Promote { .. })),
+            "lost={lost}: promoted: {actions:?}"
+        );
+        assert!(m.term().is_none());
+        let fresh = Uuid::from_u64_pair(44, 44);
+        session_at(&mut m, fresh, t1);
+        let (op, kind, expected) = write_of(&drain(&mut m)).expect("a re-acquire");
+        assert_eq!((kind, expected), (WriteKind::Acquire, 5), "lost={lost}");
+        m.handle_write(op, WriteOutcome::Ok { revision: 6 }, t1);
+        assert_eq!(m.term().expect("promoted").deadline, t1 + lease);
+    }
+}
+
+/// Q5: a version 2 role value is never taken over by the role machine's own backstop; the
+/// session book decides: once the holder's session is gone (`handle_holder_gone` with the role
+/// value's revision) the role is vacant and taken over by CAS on that revision. A verdict for
+/// another revision changes nothing.
+#[test]
+fn a_holder_whose_session_is_gone_is_taken_over_by_cas_on_its_revision() {
+    let (mut m, t0) = machine();
+    start_on(
+        &mut m,
+        t0,
+        KeyState::Held {
+            revision: 7,
+            value: lease("other", 2, 2, None),
+        },
+    );
+    assert!(write_of(&drain(&mut m)).is_none());
+    assert_eq!(m.poll_timeout(), None, "no backstop timer for a v2 lease");
+    m.handle_holder_gone(6, t0 + Duration::from_millis(1));
+    assert!(
+        write_of(&drain(&mut m)).is_none(),
+        "a verdict for another revision"
+    );
+    let t1 = t0 + Duration::from_secs(1);
+    m.handle_holder_gone(7, t1);
+    let (op, kind, expected) = write_of(&drain(&mut m)).expect("a takeover");
+    assert_eq!((kind, expected), (WriteKind::Acquire, 7));
+    m.handle_write(op, WriteOutcome::Ok { revision: 9 }, t1);
+    assert_eq!(m.term().expect("promoted").token.term(), 9);
+}
+
+/// A leader never treats its own term's revision as vacant (the book's verdict about its own
+/// role value is the session machine's business).
+#[test]
+fn a_leader_ignores_holder_gone_for_its_own_term() {
+    let (mut m, t0) = machine();
+    promote(&mut m, t0, 3);
+    m.handle_holder_gone(3, t0 + Duration::from_millis(1));
+    assert!(m.term().is_some());
+    assert!(write_of(&drain(&mut m)).is_none());
+}
+
+/// Q7: a herd delay holds the acquire for a vacancy back by that long after seeing it (only a
+/// delay: the acquire still goes out), and zero claims at once.
+#[test]
+fn a_herd_delay_delays_the_acquire() {
+    let delay = Duration::from_millis(8);
+    let (mut m, t0) = machine();
+    start_on(
+        &mut m,
+        t0,
+        KeyState::Held {
+            revision: 4,
+            value: lease("other", 2, 2, None),
+        },
+    );
+    drain(&mut m);
+    m.handle_herd_delay(delay);
+    let seen = t0 + Duration::from_millis(100);
+    m.handle_observed(
+        KeyState::Vacant {
+            revision: 5,
+            expired: false,
+        },
+        seen,
+    );
+    assert!(
+        write_of(&drain(&mut m)).is_none(),
+        "claimed before the herd delay"
+    );
+    let t = m.poll_timeout().expect("a timer for the delayed claim");
+    assert!(t >= seen + delay, "{:?}", t - seen);
+    m.handle_timeout(t);
+    let (_, kind, expected) = write_of(&drain(&mut m)).expect("the claim after the delay");
+    assert_eq!((kind, expected), (WriteKind::Acquire, 5));
+    // Rank 0: at once.
+    let (mut m, t0) = machine();
+    m.handle_herd_delay(Duration::ZERO);
+    start_on(&mut m, t0, KeyState::Absent);
+    assert!(write_of(&drain(&mut m)).is_some());
 }
 
 /// `retry.max_attempts` bounds the fast retries only: the role then reports `gave_up` and
@@ -305,8 +603,10 @@ fn a_release_during_an_unknown_acquire_finds_and_deletes_it() {
     assert_eq!((kind, expected), (WriteKind::Release, 5));
 }
 
-/// P8: a release that gets a conflict re-reads before declaring the term lost: our own late
-/// renewal is found and deleted at its revision, so a graceful stop still hands over at once.
+/// P8: a release that gets a conflict re-reads before declaring the term lost: a later put of
+/// our own term (same nonce) is found and deleted at its revision, so a graceful stop still
+/// hands over at once. (Version 2 writes no renewals to the role key, but the re-read rule is
+/// kept: a conflict alone never proves the loss.)
 #[test]
 fn a_release_conflict_with_our_own_late_renewal_still_releases() {
     let (mut m, t0) = machine();
@@ -363,9 +663,11 @@ fn a_release_conflict_with_another_holder_deletes_nothing() {
     assert!(m.is_stopped());
 }
 
-/// P4: a holder whose renewal conflicts and whose re-read (from the stream leader) finds no
-/// key or a lower revision — a recreated bucket — demotes at once instead of retrying until
-/// its deadline, and asks for an epoch check.
+/// P4/P8: a holder whose release conflicts and whose re-read (from the stream leader) finds
+/// no key or a lower revision — a recreated bucket — deletes nothing, ends the term at once
+/// instead of retrying until its deadline, and asks for an epoch check. (Version 2 does not
+/// renew the role key; the session machine finds a recreated bucket on its own renewals and
+/// reports the loss as `BucketReset`, which demotes as such.)
 #[test]
 fn a_holder_that_finds_its_key_gone_below_its_revision_demotes_at_once() {
     for found in [
@@ -377,23 +679,19 @@ fn a_holder_that_finds_its_key_gone_below_its_revision_demotes_at_once() {
     ] {
         let (mut m, t0) = machine();
         promote(&mut m, t0, 30);
-        let at = m.poll_timeout().expect("renew timer");
-        m.handle_timeout(at);
-        let (op, _, _) = write_of(&drain(&mut m)).expect("a renewal");
-        m.handle_write(op, WriteOutcome::Conflict, at);
+        m.handle_stop(t0);
+        drain(&mut m);
+        m.handle_drained(t0);
+        let (op, kind, _) = write_of(&drain(&mut m)).expect("the delete");
+        assert_eq!(kind, WriteKind::Release);
+        m.handle_write(op, WriteOutcome::Conflict, t0);
         let read = op_of(&drain(&mut m)).expect("a re-read");
-        m.handle_read(read, Ok(found.clone()), at);
+        m.handle_read(read, Ok(found.clone()), t0);
         let actions = drain(&mut m);
-        assert!(m.term().is_none(), "{found:?}: still leading");
+        assert!(m.is_stopped(), "{found:?}: still releasing");
         assert!(
-            actions.iter().any(|a| matches!(
-                a,
-                Action::Demote {
-                    reason: DemoteReason::BucketReset,
-                    ..
-                }
-            )),
-            "{found:?}: {actions:?}"
+            write_of(&actions).is_none(),
+            "{found:?}: deleted: {actions:?}"
         );
         assert!(
             actions
@@ -402,6 +700,16 @@ fn a_holder_that_finds_its_key_gone_below_its_revision_demotes_at_once() {
             "{found:?}: no epoch check asked for"
         );
     }
+    let (mut m, t0) = machine();
+    promote(&mut m, t0, 30);
+    lose(&mut m, SESSION, DemoteReason::BucketReset, t0);
+    assert!(drain(&mut m).iter().any(|a| matches!(
+        a,
+        Action::Demote {
+            reason: DemoteReason::BucketReset,
+            ..
+        }
+    )));
 }
 
 /// P5: a lease naming this instance that was already in the key when the process first looked
@@ -454,6 +762,40 @@ fn only_a_lease_present_at_start_is_adopted() {
     );
 }
 
+/// P5 with Q4: a predecessor's lease seen before this process's session is up is adopted
+/// once the session is up, not reported as a duplicate's.
+#[test]
+fn adoption_waits_for_the_session() {
+    let mut m = RoleMachine::new(
+        identity(1),
+        Timing::default(),
+        RetryPolicy::default(),
+        true,
+        EPOCH,
+        7,
+    );
+    let t0 = Instant::now();
+    start_on(
+        &mut m,
+        t0,
+        KeyState::Held {
+            revision: 4,
+            value: lease("solo", 9, 9, Some(4)),
+        },
+    );
+    assert!(drain(&mut m).is_empty());
+    session_at(&mut m, SESSION, t0 + Duration::from_millis(3));
+    let actions = drain(&mut m);
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::Notice(Notice::DuplicateInstance { .. }))),
+        "{actions:?}"
+    );
+    let (_, kind, expected) = write_of(&actions).expect("adoption");
+    assert_eq!((kind, expected), (WriteKind::Acquire, 4));
+}
+
 /// P6: a role added to a manager that has already seen revision 50 in the bucket (any key)
 /// and whose acquire is acknowledged at revision 5 wrote into a recreated bucket the manager
 /// has not noticed yet: never promoted with the old epoch; the driver is asked to check it.
@@ -491,16 +833,19 @@ fn an_acquire_below_the_bucket_s_known_revisions_is_not_promoted() {
     assert_eq!(term.token.epoch(), EPOCH + 1);
 }
 
-/// P2 "Versioning": a value nats-roles cannot read is taken over once its revision stayed
-/// unchanged for the backstop period, but a lease of a newer protocol version (a version 2
-/// session lease does not change while its holder lives) never is: the role waits for the key
-/// to be deleted or to expire.
+/// P2 "Versioning", Q5, Q10: a value nats-roles cannot read is taken over once its revision
+/// stayed unchanged for the backstop period, but a lease of another protocol version and a
+/// version 2 lease (whose key does not change while its holder lives) never are by the role
+/// machine's backstop: the role waits for the key to be deleted, or (v2) for the session
+/// book's verdict.
 #[test]
 fn a_newer_protocol_lease_is_never_taken_over_by_the_backstop() {
     let long = Duration::from_secs(3600);
     for (value, taken) in [
         (HolderValue::Foreign, true),
-        (HolderValue::Newer { version: 2 }, false),
+        (HolderValue::Newer { version: 3 }, false),
+        (HolderValue::Older { version: 1 }, false),
+        (lease("other", 2, 2, None), false),
     ] {
         let (mut m, t0) = machine();
         start_on(
@@ -517,6 +862,7 @@ fn a_newer_protocol_lease_is_never_taken_over_by_the_backstop() {
         while now < t0 + long {
             let Some(at) = m.poll_timeout() else { break };
             now = at.max(now + Duration::from_millis(1));
+            session_at(&mut m, SESSION, now);
             m.handle_timeout(now);
             for a in drain(&mut m) {
                 match a {

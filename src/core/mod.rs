@@ -23,4 +23,8 @@ pub use types::*;
 #[cfg(test)]
 mod machine_tests;
 #[cfg(test)]
+mod session_book_tests;
+#[cfg(test)]
+mod session_tests;
+#[cfg(test)]
 mod sim;

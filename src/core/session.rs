@@ -358,6 +358,7 @@ impl SessionMachine {
             return; // a replay or an entry we know already
         }
         self.high_water = self.high_water.max(rev);
+        let fresh = self.new_uuid().as_u128();
         match &mut self.phase {
             Phase::Live(l) => {
                 if state.uuid() == Some(l.uuid) {
@@ -368,9 +369,21 @@ impl SessionMachine {
                     self.lose(reason, Some(state), now);
                 }
             }
-            Phase::Starting { known, .. } => {
+            Phase::Starting {
+                known,
+                uuid,
+                unknown_sent_at,
+            } => {
                 if self.pending.is_none() && self.failures == 0 {
                     self.not_before = None;
+                }
+                if unknown_sent_at.is_some() && state.uuid() != Some(*uuid) {
+                    // A start of unknown outcome may still commit (or did, and its entry is
+                    // gone already): the next start must not carry its uuid, or that uuid
+                    // would show up again after a removal others saw (they would count the
+                    // new session as gone).
+                    *uuid = Uuid::from_u128(fresh);
+                    *unknown_sent_at = None;
                 }
                 *known = Some(state);
             }
@@ -730,11 +743,17 @@ impl SessionMachine {
                     self.go_live(uuid, rev, sent_at, now);
                     return;
                 }
+                let fresh = self.new_uuid();
                 if let Phase::Starting {
-                    unknown_sent_at, ..
+                    unknown_sent_at,
+                    uuid,
+                    ..
                 } = &mut self.phase
+                    && unknown_sent_at.take().is_some()
                 {
-                    *unknown_sent_at = None;
+                    // Not (yet) stored: the unknown start may still commit late, so the next
+                    // start carries a new uuid (see `handle_observed`).
+                    *uuid = fresh;
                 }
                 self.learned(state);
                 if matches!(self.phase, Phase::Starting { .. }) {

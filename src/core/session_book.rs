@@ -47,6 +47,8 @@ struct Track {
     stale: Option<u64>,
     /// When the last backstop read was sent (at most one per period).
     read_at: Option<Instant>,
+    /// The revision known when that read was sent.
+    read_rev: Option<u64>,
 }
 
 impl Track {
@@ -115,16 +117,14 @@ impl SessionBook {
         now: Instant,
     ) -> Vec<(RoleName, u64)> {
         let rev = state.revision();
-        let track = self
-            .sessions
-            .entry(key.to_string())
-            .or_insert_with(|| Track {
-                state: SessionKeyState::Absent,
-                seen_at: now,
-                uuids: Vec::new(),
-                stale: None,
-                read_at: None,
-            });
+        let track = self.sessions.entry(key.to_string()).or_insert_with(|| Track {
+            state: SessionKeyState::Absent,
+            seen_at: now,
+            uuids: Vec::new(),
+            stale: None,
+            read_at: None,
+            read_rev: None,
+        });
         if rev <= track.state.revision() {
             return Vec::new();
         }
@@ -271,6 +271,7 @@ impl SessionBook {
         for key in &due {
             if let Some(t) = self.sessions.get_mut(key) {
                 t.read_at = Some(now);
+                t.read_rev = Some(t.state.revision());
             } else {
                 self.sessions.insert(
                     key.clone(),
@@ -280,6 +281,7 @@ impl SessionBook {
                         uuids: Vec::new(),
                         stale: None,
                         read_at: Some(now),
+                        read_rev: Some(0),
                     },
                 );
             }
@@ -302,7 +304,11 @@ impl SessionBook {
         }
         if let Some(t) = self.sessions.get_mut(key)
             && state.revision() == known
+            && t.read_rev == Some(known)
         {
+            // (Only if that revision was already the known one when the read was asked for:
+            // one the watcher delivered while the read was on its way was first seen just
+            // now, and says nothing about the period.)
             // Unchanged since first seen at least a period ago (the read was asked for only
             // then): the holder's deadline has passed under the clock assumption (P4, P5).
             t.stale = Some(known);

@@ -5,16 +5,29 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::core::backoff::RetryPolicy;
-use crate::core::machine::{Identity, RoleMachine};
+use crate::core::machine::{Identity, RoleMachine, SessionUpdate};
 use crate::core::types::{
     Action, FailureKind, KeyState, ReleaseReason, Timing, WriteKind, WriteOutcome,
 };
 use crate::names::InstanceId;
-use crate::value::{HolderValue, LeaseValue};
+use crate::value::HolderValue;
 
 use super::kv::EPOCH;
 
-/// A lone candidate with no campaign jitter, started at the returned instant.
+/// The session the lone candidate rests on.
+const SESSION: Uuid = Uuid::from_u64_pair(9, 9);
+
+/// The lone candidate's session is (re)written with a write sent and acknowledged at `at`.
+pub(super) fn session_at(m: &mut RoleMachine, at: Instant) {
+    let update = SessionUpdate::Live {
+        uuid: SESSION,
+        acked_sent_at: at,
+    };
+    m.handle_session(update, at);
+}
+
+/// A lone candidate with no campaign jitter and a live session, started at the returned
+/// instant.
 pub(super) fn lone() -> (RoleMachine, Instant) {
     let id = Identity {
         instance: InstanceId::new("solo").expect("valid instance id"),
@@ -26,8 +39,10 @@ pub(super) fn lone() -> (RoleMachine, Instant) {
         campaign_jitter: Duration::ZERO,
         ..Timing::default()
     };
-    let m = RoleMachine::new(id, timing, RetryPolicy::default(), true, EPOCH, 7);
-    (m, Instant::now())
+    let mut m = RoleMachine::new(id, timing, RetryPolicy::default(), true, EPOCH, 7);
+    let t0 = Instant::now();
+    session_at(&mut m, t0);
+    (m, t0)
 }
 
 /// Drains the actions; returns the op id of the last read or write.
@@ -43,28 +58,12 @@ pub(super) fn last_op(m: &mut RoleMachine) -> Option<u64> {
     op
 }
 
-/// Another holder's put at `revision`.
-pub(super) fn held_by_other(revision: u64) -> KeyState {
-    let value = LeaseValue {
-        v: crate::value::VALUE_VERSION,
-        holder: InstanceId::new("other").expect("valid instance id"),
-        incarnation: Uuid::from_u64_pair(2, 2),
-        session: uuid::Uuid::nil(),
-        session_key: crate::value::session_key(
-            &InstanceId::new("other").expect("valid instance id"),
-            3_000,
-        ),
-        nonce: Uuid::from_u64_pair(3, 3),
-        term: None,
-        priority: 0,
-        ttl_ms: 3_000,
-        meta: std::collections::BTreeMap::new(),
-        acquired_at: None,
-        renewed_at: None,
-    };
+/// A value nats-roles cannot read at `revision`: the role machine's own backstop (P5) applies
+/// to it (a version 2 role value's vacancy is the session book's business).
+pub(super) fn foreign(revision: u64) -> KeyState {
     KeyState::Held {
         revision,
-        value: HolderValue::Lease(Box::new(value)),
+        value: HolderValue::Foreign,
     }
 }
 
@@ -82,7 +81,7 @@ fn candidate_timer_is_never_in_the_past_after_failed_reads() {
         t0 + Duration::from_millis(1),
     );
     let mut now = t0 + Duration::from_millis(2);
-    m.handle_observed(held_by_other(5), now);
+    m.handle_observed(foreign(5), now);
     let mut reads = 0;
     for _ in 0..6 {
         let t = m.poll_timeout().expect("a timer");
@@ -150,8 +149,9 @@ fn stopping_retries_its_read_on_a_timer() {
     assert!(m.is_stopped());
 }
 
-/// S2: an acquire acknowledged only after its deadline (the process was paused) must not
-/// promote a term that is already over; the machine re-acquires over its own put instead.
+/// S2: an acquire acknowledged only after its session's deadline (the process was paused) must
+/// not promote a term that is already over; the machine re-acquires over its own put once a
+/// new session is up.
 #[test]
 fn late_acknowledged_acquire_is_not_promoted() {
     let (mut m, t0) = lone();
@@ -166,7 +166,13 @@ fn late_acknowledged_acquire_is_not_promoted() {
         !actions.iter().any(|a| matches!(a, Action::Promote { .. })),
         "{actions:?}"
     );
-    let again = actions.iter().find_map(|a| match a {
+    // The session's deadline passed too: a new session comes up, then the re-acquire.
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Write(_))),
+        "an acquire on a session past its deadline: {actions:?}"
+    );
+    session_at(&mut m, late);
+    let again = std::iter::from_fn(|| m.poll_action()).find_map(|a| match a {
         Action::Write(w) if w.kind == WriteKind::Acquire && w.expected == 1 => Some(w.op),
         _ => None,
     });
@@ -190,7 +196,7 @@ fn backstop_counts_from_the_first_sighting_after_a_lost_race() {
     m.handle_read(read, Ok(KeyState::Absent), t0);
     let acquire = last_op(&mut m).expect("an acquire");
     let seen = t0 + Duration::from_millis(1);
-    m.handle_observed(held_by_other(1), seen);
+    m.handle_observed(foreign(1), seen);
     m.handle_write(
         acquire,
         WriteOutcome::Conflict,
@@ -211,9 +217,10 @@ fn absent_read_after_a_known_revision_is_a_vacancy() {
     let (mut m, t0) = lone();
     m.start(t0);
     let read = last_op(&mut m).expect("a read");
-    m.handle_read(read, Ok(held_by_other(5)), t0);
+    m.handle_read(read, Ok(foreign(5)), t0);
     // Nothing happens until the backstop; then a read.
     let t = m.poll_timeout().expect("the backstop timer");
+    session_at(&mut m, t);
     m.handle_timeout(t);
     let read = last_op(&mut m).expect("a backstop read");
     m.handle_read(read, Ok(KeyState::Absent), t);
@@ -235,11 +242,11 @@ fn stale_read_is_not_retried_at_once() {
     let (mut m, t0) = lone();
     m.start(t0);
     let read = last_op(&mut m).expect("a read");
-    m.handle_read(read, Ok(held_by_other(9)), t0);
+    m.handle_read(read, Ok(foreign(9)), t0);
     let t = m.poll_timeout().expect("the backstop timer");
     m.handle_timeout(t);
     let read = last_op(&mut m).expect("a backstop read");
-    m.handle_read(read, Ok(held_by_other(4)), t);
+    m.handle_read(read, Ok(foreign(4)), t);
     assert!(last_op(&mut m).is_none(), "no new operation at once");
     let next = m.poll_timeout().expect("a retry timer");
     assert!(next > t, "retry timer in the past: busy loop");
@@ -274,6 +281,7 @@ fn evicted_holder_cools_down_for_one_ttl() {
         t >= now + Timing::default().ttl,
         "cooldown shorter than one TTL"
     );
+    session_at(&mut m, t);
     m.handle_timeout(t);
     assert!(
         last_op(&mut m).is_some(),
@@ -290,7 +298,7 @@ fn absent_read_older_than_an_observation_is_ignored() {
     m.start(t0);
     let read = last_op(&mut m).expect("a read");
     let seen = t0 + Duration::from_millis(3);
-    m.handle_observed(held_by_other(1), seen);
+    m.handle_observed(foreign(1), seen);
     m.handle_read(read, Ok(KeyState::Absent), t0 + Duration::from_millis(4));
     assert!(last_op(&mut m).is_none(), "no acquire over a held key");
     let timing = Timing::default();

@@ -41,18 +41,21 @@ pub(super) struct Tenure {
     pub(super) end: Nanos,
 }
 
-/// Checks every invariant of a trace; returns the violations in time order.
+/// Checks every invariant of a trace, role by role; returns the violations in time order.
 pub(super) fn check(trace: &Trace, opts: CheckOpts) -> Vec<Violation> {
     let mut out = trace.errors.clone();
-    let mut tenures = Vec::new();
-    for n in 0..trace.nodes.len() {
-        tenures.extend(Walk::new(trace, n, opts, &mut out).run());
-    }
-    check_term_order(&tenures, &mut out);
-    check_exclusive(&tenures, &mut out);
-    check_key_held(trace, &tenures, &mut out);
-    if let Some(bound) = opts.liveness {
-        check_liveness(trace, &tenures, bound, &mut out);
+    for role in 0..trace.roles {
+        let mut tenures = Vec::new();
+        for n in (0..trace.nodes.len()).filter(|&n| trace.nodes[n].role == role) {
+            tenures.extend(Walk::new(trace, n, opts, &mut out).run());
+        }
+        let log = &trace.logs[role];
+        check_term_order(&tenures, &mut out);
+        check_exclusive(&tenures, &mut out);
+        check_key_held(log, &tenures, &mut out);
+        if let Some(bound) = opts.liveness {
+            check_liveness(trace, &tenures, bound, &mut out);
+        }
     }
     out.sort_by_key(|v| v.at);
     out
@@ -128,8 +131,9 @@ impl<'a> Walk<'a> {
                     timeout,
                     pending,
                     stopped,
+                    waiting,
                 } => {
-                    self.idle(*g, *now, *timeout, *pending, *stopped);
+                    self.idle(*g, *now, *timeout, *pending, *stopped || *waiting);
                 }
                 Rec::Crash { g } => {
                     self.close(*g);
@@ -233,9 +237,8 @@ impl<'a> Walk<'a> {
         if term.token.nonce() != term.nonce {
             return Err("token nonce differs from the term's".into());
         }
-        let e = self
-            .trace
-            .log
+        let role = self.trace.nodes[self.node].role;
+        let e = self.trace.logs[role]
             .iter()
             .find(|e| e.rev == revision)
             .ok_or("revision never stored")?;
@@ -293,7 +296,8 @@ impl<'a> Walk<'a> {
 
     /// S3: a renewal reports a revision this machine stored for the term.
     pub(super) fn check_renew_rev(&mut self, g: Nanos, term: &Term, revision: u64) {
-        let ours = self.trace.log.iter().find(|e| e.rev == revision);
+        let role = self.trace.nodes[self.node].role;
+        let ours = self.trace.logs[role].iter().find(|e| e.rev == revision);
         if ours.is_none_or(|e| {
             e.nonce() != Some(term.nonce) || e.writer.is_none_or(|w| w.0 != self.node)
         }) {
@@ -325,6 +329,7 @@ impl<'a> Walk<'a> {
         self.close(g);
     }
 
+    /// `stopped`: finished, or waiting for a live session (nothing to time).
     pub(super) fn idle(
         &mut self,
         g: Nanos,
@@ -437,16 +442,16 @@ pub(super) fn check_exclusive(tenures: &[Tenure], out: &mut Vec<Violation>) {
 
 /// S4, seen on the key: while a machine acts, the key holds its term's put and nothing else
 /// is stored.
-pub(super) fn check_key_held(trace: &Trace, tenures: &[Tenure], out: &mut Vec<Violation>) {
+pub(super) fn check_key_held(log: &[Entry], tenures: &[Tenure], out: &mut Vec<Violation>) {
     for t in tenures.iter().filter(|t| t.end > t.start) {
         let ours =
             |e: &Entry| e.nonce() == Some(t.nonce) && e.writer.is_some_and(|w| w.0 == t.node);
         // The entry in effect when the tenure starts, then every entry stored during it.
-        let first = trace.log.partition_point(|e| e.at <= t.start);
-        let last = trace.log.partition_point(|e| e.at < t.end);
+        let first = log.partition_point(|e| e.at <= t.start);
+        let last = log.partition_point(|e| e.at < t.end);
         let problem = match first.checked_sub(1) {
             None => Some((t.start, "the key is absent".to_owned())),
-            Some(i) => trace.log[i..last].iter().find(|e| !ours(e)).map(|e| {
+            Some(i) => log[i..last].iter().find(|e| !ours(e)).map(|e| {
                 let what = format!(
                     "rev {} at {} is {} by {:?}",
                     e.rev,

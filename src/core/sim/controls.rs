@@ -8,7 +8,7 @@ use super::kv::KvFlaws;
 use super::render::report;
 use super::rng::Rng;
 use super::scenario::{Fault, FaultKind, LIVENESS_SLACK, Net, Scenario, Target, TimingSpec};
-use super::world::run_checked;
+use super::world::{Flaws, run_checked};
 use crate::history::Invariant;
 
 /// A fault-free scenario for the negative controls, derived from `seed`: `nodes.0` to
@@ -23,6 +23,7 @@ pub(super) fn control_scenario(
     Scenario {
         seed,
         nodes: usize::try_from(r.between(nodes.0, nodes.1 + 1)).unwrap_or(3),
+        roles: 1 + usize::try_from(r.next() % 3).unwrap_or(0),
         observer: false,
         immune: false,
         timing: TimingSpec {
@@ -53,7 +54,7 @@ pub(super) fn at(permille: u64, kind: FaultKind) -> Fault {
 /// `rules`. The runs without the flaw (and with `opts.ignore_deadline` off) must all pass.
 pub(super) fn catch_rate(
     scenario: impl Fn(u64) -> Scenario,
-    flaws: KvFlaws,
+    flaws: Flaws,
     opts: impl Fn(&Scenario) -> CheckOpts,
     rules: &[Invariant],
 ) -> usize {
@@ -65,7 +66,7 @@ pub(super) fn catch_rate(
                 ignore_deadline: false,
                 ..opts
             };
-            let (trace, clean) = run_checked(&sc, KvFlaws::default(), baseline);
+            let (trace, clean) = run_checked(&sc, Flaws::default(), baseline);
             assert!(
                 clean.is_empty(),
                 "control baseline fails: {}",
@@ -91,9 +92,12 @@ fn control_plain_put_breaks_exclusivity() {
         at(600, release),
         at(800, release),
     ];
-    let flaws = KvFlaws {
-        ignore_cas: true,
-        ..KvFlaws::default()
+    let flaws = Flaws {
+        kv: KvFlaws {
+            ignore_cas: true,
+            ..KvFlaws::default()
+        },
+        ..Flaws::default()
     };
     let scenario = |seed| control_scenario(seed, (3, 5), 4, &faults);
     let caught = catch_rate(scenario, flaws, |_| CheckOpts::default(), &[Invariant::S4]);
@@ -101,9 +105,9 @@ fn control_plain_put_breaks_exclusivity() {
     assert!(caught >= 95, "only {caught}/100 runs caught");
 }
 
-/// (b) A KV that drops the TTL of renewals never expires a crashed holder's key: fail-over
-/// falls back to the follower backstop (TTL + heartbeat after the last sighting of the key),
-/// which the fault-free liveness bound (TTL + slack) rejects.
+/// (b) A KV that drops the TTL of session renewals never expires a crashed holder's session:
+/// fail-over falls back to the session book's backstop (TTL + heartbeat + grace after the last
+/// sighting of the session), which the fault-free liveness bound (TTL + slack) rejects.
 #[test]
 fn control_renew_without_ttl_breaks_liveness() {
     let faults = [
@@ -111,9 +115,12 @@ fn control_renew_without_ttl_breaks_liveness() {
         at(500, FaultKind::Crash),
         at(750, FaultKind::Crash),
     ];
-    let flaws = KvFlaws {
-        no_ttl_on_renew: true,
-        ..KvFlaws::default()
+    let flaws = Flaws {
+        kv: KvFlaws {
+            no_ttl_on_renew: true,
+            ..KvFlaws::default()
+        },
+        ..Flaws::default()
     };
     // Without drift: a follower clock running fast shortens the backstop's wait in server time.
     let scenario = |seed| Scenario {
@@ -130,7 +137,7 @@ fn control_renew_without_ttl_breaks_liveness() {
 }
 
 /// (c) Counting a paused holder as acting until it processes its demote (no local deadline)
-/// overlaps with the machine that took over after the key expired.
+/// overlaps with the machine that took over after its session expired.
 #[test]
 fn control_no_local_deadline_breaks_exclusivity() {
     let pause = FaultKind::Pause { ttl_pct: 200 };
@@ -140,7 +147,45 @@ fn control_no_local_deadline_breaks_exclusivity() {
         ignore_deadline: true,
         ..CheckOpts::default()
     };
-    let caught = catch_rate(scenario, KvFlaws::default(), opts, &[Invariant::S4]);
+    let caught = catch_rate(scenario, Flaws::default(), opts, &[Invariant::S4]);
     println!("no local deadline: {caught}/100 runs caught");
+    assert!(caught >= 95, "only {caught}/100 runs caught");
+}
+
+/// (d) `ignore-session`: a candidate that takes a role over as soon as it sees another
+/// holder, whose session is alive (Q5 ignored), overwrites the acting holder's role key:
+/// flagged S4 (the key changes under an acting holder, and the acting intervals overlap).
+#[test]
+fn control_ignore_session_breaks_exclusivity() {
+    let faults = [at(300, FaultKind::Release { cooldown_ms: 0 })];
+    let flaws = Flaws {
+        ignore_session: true,
+        ..Flaws::default()
+    };
+    let scenario = |seed| control_scenario(seed, (3, 5), 4, &faults);
+    let caught = catch_rate(scenario, flaws, |_| CheckOpts::default(), &[Invariant::S4]);
+    println!("ignore session: {caught}/100 runs caught");
+    assert!(caught >= 95, "only {caught}/100 runs caught");
+}
+
+/// (e) `renew-after-loss`: role nodes that never hear of their session's loss, and whose terms
+/// the next session's renewals keep extending, go on acting after an operator's eviction of
+/// the session, while the others take the roles over at once: flagged S4 (the checker sees the
+/// acting intervals overlap and the key change under the acting holder; no S5: the deadlines
+/// it hands out are consistent, they just rest on a dead session). In the model an eviction
+/// reaches its victim first, so a correct holder stops before anyone takes over.
+#[test]
+fn control_renew_after_loss_breaks_exclusivity() {
+    let faults = [
+        at(300, FaultKind::EvictSession),
+        at(650, FaultKind::EvictSession),
+    ];
+    let flaws = Flaws {
+        renew_after_loss: true,
+        ..Flaws::default()
+    };
+    let scenario = |seed| control_scenario(seed, (3, 5), 4, &faults);
+    let caught = catch_rate(scenario, flaws, |_| CheckOpts::default(), &[Invariant::S4]);
+    println!("renew after loss: {caught}/100 runs caught");
     assert!(caught >= 95, "only {caught}/100 runs caught");
 }

@@ -4,10 +4,10 @@ use crate::core::types::{Action, WriteKind, WriteOutcome};
 
 use super::check::{CheckOpts, Walk};
 use super::clock::Nanos;
-use super::kv::{EntryKind, KvFlaws};
+use super::kv::EntryKind;
 use super::strategy::faulty_scenario;
 use super::trace::{Rec, Seen, Trace};
-use super::world::Sim;
+use super::world::{Flaws, Sim};
 
 /// How often the fault runs reach the paths the invariants are about.
 #[derive(Debug, Default)]
@@ -16,9 +16,11 @@ pub(super) struct Coverage {
     pub(super) events: usize,
     /// Promotes by what the winning acquire replaced.
     pub(super) first: usize,
-    pub(super) after_expiry: usize,
+    /// Session keys the server expired (role keys never expire in protocol v2).
+    pub(super) session_expiries: usize,
     pub(super) after_delete: usize,
-    pub(super) backstop_takeover: usize,
+    /// Takeovers of a role value whose holder's session was gone (Q5).
+    pub(super) takeover: usize,
     pub(super) own_reclaim: usize,
     pub(super) adoption: usize,
     /// Won acquires that never became a promote (late acknowledgement, stop, release).
@@ -37,18 +39,13 @@ impl Coverage {
             self.events += node.recs.len();
             for r in &node.recs {
                 match r {
-                    Rec::Act {
-                        action: Action::Promote { revision, .. },
-                        ..
-                    } => {
-                        self.promoted(trace, i, *revision);
-                    }
-                    Rec::Act {
-                        action: Action::Demote { reason, .. },
-                        ..
-                    } => {
-                        *self.demotes.entry(reason.as_str()).or_default() += 1;
-                    }
+                    Rec::Act { action, .. } => match &**action {
+                        Action::Promote { revision, .. } => self.promoted(trace, i, *revision),
+                        Action::Demote { reason, .. } => {
+                            *self.demotes.entry(reason.as_str()).or_default() += 1;
+                        }
+                        _ => {}
+                    },
                     Rec::Input {
                         what: Seen::Validated(_),
                         ..
@@ -68,29 +65,35 @@ impl Coverage {
             .iter()
             .flat_map(|n| &n.recs)
             .filter_map(|r| match r {
-                Rec::Act {
-                    action: Action::Promote { revision, .. },
-                    ..
-                } => Some(*revision),
+                Rec::Act { action, .. } => match &**action {
+                    Action::Promote { revision, .. } => Some(*revision),
+                    _ => None,
+                },
                 _ => None,
             })
             .collect();
-        self.unpromoted_wins += trace
-            .log
+        self.unpromoted_wins += trace.logs[..trace.roles]
             .iter()
+            .flatten()
             .filter(|e| {
                 e.writer.is_some_and(|w| w.1 == WriteKind::Acquire) && !promoted.contains(&e.rev)
             })
+            .count();
+        self.session_expiries += trace.logs[trace.roles..]
+            .iter()
+            .flatten()
+            .filter(|e| matches!(e.kind, EntryKind::Expiry))
             .count();
         self.closest_handover(trace);
     }
 
     /// Classifies a promote by the entry its acquire replaced.
     pub(super) fn promoted(&mut self, trace: &Trace, node: usize, revision: u64) {
-        let Ok(i) = trace.log.binary_search_by_key(&revision, |e| e.rev) else {
+        let log = &trace.logs[trace.nodes[node].role];
+        let Ok(i) = log.binary_search_by_key(&revision, |e| e.rev) else {
             return;
         };
-        let Some(prev) = i.checked_sub(1).map(|p| &trace.log[p]) else {
+        let Some(prev) = i.checked_sub(1).map(|p| &log[p]) else {
             self.first += 1;
             return;
         };
@@ -103,26 +106,27 @@ impl Coverage {
                 .to_owned()
         };
         match (&prev.kind, prev.writer) {
-            (EntryKind::Expiry, _) => self.after_expiry += 1,
-            (EntryKind::Delete, _) => self.after_delete += 1,
+            (EntryKind::Delete | EntryKind::Expiry, _) => self.after_delete += 1,
             (EntryKind::Put(_), Some((w, _))) if w == node => self.own_reclaim += 1,
             (EntryKind::Put(_), Some((w, _))) if slot(w) == slot(node) => self.adoption += 1,
-            (EntryKind::Put(_), _) => self.backstop_takeover += 1,
+            (EntryKind::Put(_) | EntryKind::Session(_), _) => self.takeover += 1,
         }
     }
 
     pub(super) fn closest_handover(&mut self, trace: &Trace) {
         let mut out = Vec::new();
-        let mut tenures = Vec::new();
-        for n in 0..trace.nodes.len() {
-            tenures.extend(Walk::new(trace, n, CheckOpts::default(), &mut out).run());
-        }
-        tenures.retain(|t| t.end > t.start);
-        tenures.sort_by_key(|t| t.start);
-        for w in tenures.windows(2) {
-            if w[0].node != w[1].node && w[1].start >= w[0].end {
-                let d = w[1].start - w[0].end;
-                self.closest = Some(self.closest.map_or(d, |c| c.min(d)));
+        for role in 0..trace.roles {
+            let mut tenures = Vec::new();
+            for n in (0..trace.nodes.len()).filter(|&n| trace.nodes[n].role == role) {
+                tenures.extend(Walk::new(trace, n, CheckOpts::default(), &mut out).run());
+            }
+            tenures.retain(|t| t.end > t.start);
+            tenures.sort_by_key(|t| t.start);
+            for w in tenures.windows(2) {
+                if w[0].node != w[1].node && w[1].start >= w[0].end {
+                    let d = w[1].start - w[0].end;
+                    self.closest = Some(self.closest.map_or(d, |c| c.min(d)));
+                }
             }
         }
     }
@@ -140,14 +144,14 @@ fn fault_runs_cover_the_interesting_paths() {
             .new_tree(&mut runner)
             .expect("a scenario")
             .current();
-        cov.add(&Sim::new(&sc, KvFlaws::default()).run());
+        cov.add(&Sim::new(&sc, Flaws::default()).run());
     }
     println!("{cov:#?}");
     let counts = [
         cov.first,
-        cov.after_expiry,
+        cov.session_expiries,
         cov.after_delete,
-        cov.backstop_takeover,
+        cov.takeover,
         cov.own_reclaim,
         cov.adoption,
         cov.unpromoted_wins,

@@ -18,7 +18,8 @@ pub(super) fn short(u: Uuid) -> String {
 
 pub(super) fn kind_name(k: &EntryKind) -> String {
     match k {
-        EntryKind::Put(v) => format!("put(nonce {})", short(v.nonce)),
+        EntryKind::Put(v) => format!("put(nonce {} session {})", short(v.nonce), short(v.session)),
+        EntryKind::Session(v) => format!("session({} {})", v.instance, short(v.session)),
         EntryKind::Delete => "delete".into(),
         EntryKind::Expiry => "expiry".into(),
     }
@@ -63,12 +64,24 @@ pub(super) fn show_action(a: &Action, clock: Clock) -> String {
 pub(super) fn render(trace: &Trace, from: Nanos, to: Nanos) -> String {
     let mut lines: Vec<(Nanos, usize, String)> = Vec::new();
     let within = |g: Nanos| g >= from && g <= to;
-    for e in trace.log.iter().filter(|e| within(e.at)) {
-        lines.push((
-            e.at,
-            0,
-            format!("KV  rev {} {} by {:?}", e.rev, kind_name(&e.kind), e.writer),
-        ));
+    for (key, log) in trace.logs.iter().enumerate() {
+        let name = if key < trace.roles {
+            format!("r{key}")
+        } else {
+            format!("s{}", key - trace.roles)
+        };
+        for e in log.iter().filter(|e| within(e.at)) {
+            lines.push((
+                e.at,
+                0,
+                format!(
+                    "KV  {name} rev {} {} by {:?}",
+                    e.rev,
+                    kind_name(&e.kind),
+                    e.writer
+                ),
+            ));
+        }
     }
     for (g, f) in trace.faults.iter().filter(|f| within(f.0)) {
         lines.push((*g, 0, format!("FAULT {f}")));

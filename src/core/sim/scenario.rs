@@ -83,6 +83,9 @@ pub(super) enum FaultKind {
     Stop,
     /// Placement hold-back: `handle_campaign_delay` with this delay.
     CampaignDelay { delay_ms: u64 },
+    /// An operator deletes the instance's session key (an eviction: forceful by design, so
+    /// only the negative controls use it; the victim's watcher hears of it first).
+    EvictSession,
 }
 
 /// Whom a fault hits.
@@ -108,9 +111,11 @@ pub(super) struct Fault {
 pub(super) struct Scenario {
     /// Seeds every random choice of the run.
     pub(super) seed: u64,
-    /// Number of machines at the start.
+    /// Number of instances (processes) at the start.
     pub(super) nodes: usize,
-    /// Node 0 only observes (`campaign: false`).
+    /// Number of roles every instance runs (all on its one session).
+    pub(super) roles: usize,
+    /// Instance 0 only observes (`campaign: false`).
     pub(super) observer: bool,
     /// The last node is never hit by a fault (a live candidate for the liveness check).
     pub(super) immune: bool,
@@ -118,7 +123,8 @@ pub(super) struct Scenario {
     pub(super) net: Net,
     /// Node clocks drift within the protocol's assumption.
     pub(super) drift: bool,
-    /// The bucket has no per-message TTLs: fail-over relies on the follower backstop (P5).
+    /// The bucket has no per-message TTLs: fail-over relies on the session book's backstop
+    /// (Q5 rule 4).
     pub(super) no_ttl: bool,
     /// Holders validate their lease with a read every heartbeat (P6 background validation).
     pub(super) validate: bool,
@@ -165,15 +171,17 @@ impl Scenario {
             .unwrap_or(0)
     }
 
-    /// Fault-free fail-over after a crash: the TTL (the server expires the key), or without
-    /// TTLs the backstop's TTL + heartbeat on the slowest follower clock.
+    /// Fault-free fail-over after a crash: the TTL (the server expires the session key), or
+    /// without TTLs the backstop's TTL + heartbeat + grace (+ one backstop tick) on the
+    /// slowest follower clock.
     pub(super) fn failover_bound(&self) -> Nanos {
         let ttl = self.timing.ttl_s * SEC;
         if !self.no_ttl {
             return ttl + LIVENESS_SLACK;
         }
         let grace = u64::try_from(crate::core::machine::BACKSTOP_GRACE.as_nanos()).unwrap_or(0);
-        let wait = ttl + ttl / u64::from(self.timing.hb_div) + grace;
+        let tick = u64::try_from(super::world::BACKSTOP_TICK.as_nanos()).unwrap_or(0);
+        let wait = ttl + ttl / u64::from(self.timing.hb_div) + grace + tick;
         let slowest = if self.drift {
             PPM - u64::from(self.timing.margin_pct) * 9_000
         } else {
@@ -183,7 +191,8 @@ impl Scenario {
     }
 }
 
-/// Fault-free fail-over beyond the TTL: delivery + jitter + write + acknowledgement + drain.
+/// Fault-free fail-over beyond the TTL: delivery + herd delay + jitter + write +
+/// acknowledgement + drain.
 pub(super) const LIVENESS_SLACK: Nanos = 150 * MS;
 /// A fault-free stop (drain ≤ 10 ms, then a delete) finishes within this.
 pub(super) const STOP_BOUND: Nanos = 200 * MS;

@@ -95,7 +95,7 @@ fn scenario_flags() -> impl Strategy<Value = (bool, bool, bool, bool)> {
 pub(super) fn faulty_scenario() -> impl Strategy<Value = Scenario> {
     let flags = scenario_flags();
     (
-        any::<u64>(),
+        (any::<u64>(), 1usize..=3),
         2usize..=6,
         flags,
         timing_spec(),
@@ -103,17 +103,20 @@ pub(super) fn faulty_scenario() -> impl Strategy<Value = Scenario> {
         faults(true),
     )
         .prop_map(
-            |(seed, nodes, (observer, drift, no_ttl, validate), timing, net, faults)| Scenario {
-                seed,
-                nodes,
-                observer: observer && nodes > 2,
-                immune: false,
-                timing,
-                net,
-                drift,
-                no_ttl,
-                validate,
-                faults,
+            |((seed, roles), nodes, (observer, drift, no_ttl, validate), timing, net, faults)| {
+                Scenario {
+                    seed,
+                    nodes,
+                    roles,
+                    observer: observer && nodes > 2,
+                    immune: false,
+                    timing,
+                    net,
+                    drift,
+                    no_ttl,
+                    validate,
+                    faults,
+                }
             },
         )
 }
@@ -122,24 +125,27 @@ pub(super) fn faulty_scenario() -> impl Strategy<Value = Scenario> {
 pub(super) fn fault_free_scenario() -> impl Strategy<Value = Scenario> {
     let flags = scenario_flags();
     (
-        any::<u64>(),
+        (any::<u64>(), 1usize..=3),
         2usize..=6,
         flags,
         timing_spec(),
         faults(false),
     )
         .prop_map(
-            |(seed, nodes, (observer, drift, no_ttl, validate), timing, faults)| Scenario {
-                seed,
-                nodes,
-                observer: observer && nodes > 2,
-                immune: true,
-                timing,
-                net: Net::default(),
-                drift,
-                no_ttl,
-                validate,
-                faults,
+            |((seed, roles), nodes, (observer, drift, no_ttl, validate), timing, faults)| {
+                Scenario {
+                    seed,
+                    nodes,
+                    roles,
+                    observer: observer && nodes > 2,
+                    immune: true,
+                    timing,
+                    net: Net::default(),
+                    drift,
+                    no_ttl,
+                    validate,
+                    faults,
+                }
             },
         )
 }
@@ -147,32 +153,35 @@ pub(super) fn fault_free_scenario() -> impl Strategy<Value = Scenario> {
 /// A perfect network, fast jitter, and the leader stops at a quarter of the run.
 pub(super) fn graceful_scenario() -> impl Strategy<Value = Scenario> {
     (
-        any::<u64>(),
+        (any::<u64>(), 1usize..=3),
         2usize..=6,
         timing_spec(),
         0u64..=5,
         any::<bool>(),
         any::<bool>(),
     )
-        .prop_map(|(seed, nodes, timing, jitter_ms, drift, no_ttl)| Scenario {
-            seed,
-            nodes,
-            observer: false,
-            immune: false,
-            timing: TimingSpec {
-                jitter_ms,
-                ..timing
+        .prop_map(
+            |((seed, roles), nodes, timing, jitter_ms, drift, no_ttl)| Scenario {
+                seed,
+                nodes,
+                roles,
+                observer: false,
+                immune: false,
+                timing: TimingSpec {
+                    jitter_ms,
+                    ..timing
+                },
+                net: Net::default(),
+                drift,
+                no_ttl,
+                validate: true,
+                faults: vec![Fault {
+                    at_permille: 250,
+                    kind: FaultKind::Stop,
+                    target: Target::Leader,
+                }],
             },
-            net: Net::default(),
-            drift,
-            no_ttl,
-            validate: true,
-            faults: vec![Fault {
-                at_permille: 250,
-                kind: FaultKind::Stop,
-                target: Target::Leader,
-            }],
-        })
+        )
 }
 
 /// Cases per property: 1024 (under a second each in a debug build) unless `PROPTEST_CASES`

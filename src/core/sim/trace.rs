@@ -1,4 +1,5 @@
-//! What a run records: each machine's inputs, actions and timers, the key's log, the faults.
+//! What a run records: each role machine's inputs, actions and timers, the keys' logs, the
+//! faults.
 
 use tokio::time::Instant;
 
@@ -23,6 +24,10 @@ pub(super) enum Seen {
     CampaignDelay,
     Stop,
     Connection(bool),
+    /// A session update: live or lost.
+    Session(bool),
+    /// The holder at this revision is gone.
+    HolderGone(u64),
 }
 
 /// One step of a machine's history (server time `g`, the machine's clock `now`).
@@ -35,7 +40,7 @@ pub(super) enum Rec {
     Act {
         g: Nanos,
         now: Instant,
-        action: Action,
+        action: Box<Action>,
     },
     /// After the actions of an input: the machine's timer and whether an operation is in flight.
     Idle {
@@ -44,6 +49,8 @@ pub(super) enum Rec {
         timeout: Option<Instant>,
         pending: bool,
         stopped: bool,
+        /// The machine has no live session (it waits for one: no timer needed).
+        waiting: bool,
     },
     Crash {
         g: Nanos,
@@ -54,6 +61,8 @@ pub(super) enum Rec {
 #[derive(Debug, Clone)]
 pub(super) struct NodeTrace {
     pub(super) name: String,
+    /// The role this machine campaigns for.
+    pub(super) role: usize,
     pub(super) campaign: bool,
     pub(super) clock: Clock,
     pub(super) recs: Vec<Rec>,
@@ -62,8 +71,12 @@ pub(super) struct NodeTrace {
 /// Everything a run produced.
 #[derive(Debug, Clone)]
 pub(super) struct Trace {
+    /// Every role machine of every process.
     pub(super) nodes: Vec<NodeTrace>,
-    pub(super) log: Vec<Entry>,
+    /// Number of roles: keys `0..roles` of `logs` are role keys, the others session keys.
+    pub(super) roles: usize,
+    /// Every key's log.
+    pub(super) logs: Vec<Vec<Entry>>,
     pub(super) end: Nanos,
     /// Faults as applied: time and description.
     pub(super) faults: Vec<(Nanos, String)>,

@@ -1,65 +1,63 @@
-//! Machine inputs: what each node's driver feeds its machine, and how it acts on the
-//! machine's actions and timer.
+//! Role machine inputs: what each role node's driver (the role task) feeds its machine, and
+//! how it acts on the machine's actions and timer.
 
 use tokio::time::Instant;
 
+use crate::core::machine::SessionUpdate;
 use crate::core::sim::clock::{MS, Nanos, nanos};
-use crate::core::sim::kv::Entry;
+use crate::core::sim::kv::{EntryKind, KvWrite};
 use crate::core::sim::trace::{Rec, Seen};
 use crate::core::types::{Action, FailureKind, KeyState, ReleaseReason, WriteOutcome};
+use crate::value::HolderValue;
 
-use super::{Ev, Input, Queued, Sim};
+use super::{Ev, Input, Queued, Sim, Who};
 
 impl Sim {
-    /// Delivers an input unless the node crashed; defers it past a pause; applies the
-    /// connection state.
+    /// Whether an event of instance `i` cannot be handled now: dropped after a crash, deferred
+    /// past a pause (keeping the original order among everything that queued up meanwhile).
+    pub(super) fn held_back(&mut self, i: usize, seq: u64, ev: Ev) -> Option<Ev> {
+        let inst = &self.insts[i];
+        if inst.crashed {
+            return None;
+        }
+        if self.now < inst.paused_until {
+            let at = inst.paused_until;
+            self.queue.push(Queued { at, seq, ev });
+            return None;
+        }
+        Some(ev)
+    }
+
+    /// Delivers an input unless the node's process crashed; defers it past a pause; applies
+    /// the connection state.
     pub(super) fn node_event(&mut self, n: usize, seq: u64, input: Input) {
-        let node = &self.nodes[n];
-        if node.crashed {
+        let i = self.nodes[n].inst;
+        let Some(Ev::Node(_, input)) = self.held_back(i, seq, Ev::Node(n, input)) else {
             return;
-        }
-        if self.now < node.paused_until {
-            // Keep the original order among everything that queued up during the pause.
-            let at = node.paused_until;
-            self.queue.push(Queued {
-                at,
-                seq,
-                ev: Ev::Node(n, input),
-            });
-            return;
-        }
+        };
         let Some(input) = self.through_connection(n, input) else {
             return;
         };
         if let Input::Validate = input {
             return self.validate(n);
         }
-        let node = &mut self.nodes[n];
-        match input {
-            Input::Timer(generation) => {
-                if node.timer.map(|t| t.1) != Some(generation) {
-                    return;
-                }
-                node.timer = None;
+        if let Input::Timer(generation) = input {
+            let node = &mut self.nodes[n];
+            if node.timer.map(|t| t.1) != Some(generation) {
+                return;
             }
-            Input::Observed { rev, replay } => {
-                if rev < node.watch_rev || (rev == node.watch_rev && !replay) {
-                    return;
-                }
-                node.watch_rev = rev;
-            }
-            _ => {}
+            node.timer = None;
         }
         self.feed(n, input);
     }
 
-    /// What a disconnected node gets instead: no watcher events, no replies.
+    /// What a disconnected node gets instead: no replies.
     pub(super) fn through_connection(&mut self, n: usize, input: Input) -> Option<Input> {
-        if self.nodes[n].disconnected_until.is_none() {
+        let i = self.nodes[n].inst;
+        if self.insts[i].disconnected_until.is_none() {
             return Some(input);
         }
         match input {
-            Input::Observed { .. } => None,
             // The acknowledgement is lost: the driver reports `Unknown` at the timeout.
             Input::Write {
                 op,
@@ -67,7 +65,7 @@ impl Sim {
                 unknown_at,
             } => {
                 let at = unknown_at.max(self.now);
-                self.deliver_write(n, at, op, WriteOutcome::Unknown, unknown_at);
+                self.deliver_write(Who::Role(n), at, op, WriteOutcome::Unknown, unknown_at);
                 None
             }
             Input::Read { op, result: Ok(_) } => Some(Input::Read {
@@ -82,53 +80,63 @@ impl Sim {
     /// Feeds one input to machine `n`, then executes its actions and re-arms its timer.
     pub(super) fn feed(&mut self, n: usize, input: Input) {
         let g = self.now;
-        let node = &mut self.nodes[n];
-        let now = node.clock.local(g);
+        let i = self.nodes[n].inst;
+        let now = self.insts[i].clock.local(g);
         let input_seen = input.seen();
+        let node = &mut self.nodes[n];
         node.trace.recs.push(Rec::Input {
             g,
             what: input_seen,
         });
         let m = &mut node.machine;
+        let mut read_state = None;
         match input {
-            Input::Start => {
-                // The watcher starts with the machine and first delivers the last entry.
-                m.start(now);
-                node.started = true;
-                self.resync(n);
-            }
+            Input::Start => m.start(now),
             Input::Timer(_) => m.handle_timeout(now),
-            Input::Observed { rev, .. } => {
-                let state = self.kv.entry(rev).map_or(KeyState::Absent, Entry::state);
-                m.handle_observed(state, now);
-            }
+            Input::Observed(state) => m.handle_observed(state, now),
             Input::Write { op, outcome, .. } => m.handle_write(op, outcome, now),
-            Input::Read { op, result } => m.handle_read(op, result, now),
+            Input::Read { op, result } => {
+                read_state = result.as_ref().ok().cloned();
+                m.handle_read(op, result, now);
+            }
             Input::Validated(state) => m.handle_validation(state, now),
             Input::Validate => {}
             Input::Drained => m.handle_drained(now),
             Input::Release(cooldown) => m.handle_release(ReleaseReason::Requested, cooldown, now),
             Input::CampaignDelay(d) => m.handle_campaign_delay(d, now),
             Input::Stop => m.handle_stop(now),
-            Input::Connection(up) => {
-                m.handle_connection(up, now);
-                if up {
-                    node.disconnected_until = None;
-                    self.resync(n);
-                }
+            Input::Connection(up) => m.handle_connection(up, now),
+            Input::Session(update) => {
+                node.session_until = match update {
+                    SessionUpdate::Live { acked_sent_at, .. } => {
+                        Some(acked_sent_at + self.timing.local_lease())
+                    }
+                    SessionUpdate::Lost { .. } => None,
+                };
+                m.handle_session(update, now);
             }
+            Input::HolderGone(rev) => {
+                self.rank_for_vacancy(n);
+                self.nodes[n].machine.handle_holder_gone(rev, now);
+            }
+        }
+        if let Some(state) = read_state {
+            // As the role task: a read showing a holder asks the session book about it.
+            self.check_holder_session(n, &state, now);
         }
         self.drain(n, now);
         self.rearm(n, now, matches!(input_seen, Seen::Timer));
         self.arm_validation(n);
+        self.maybe_end_session(i);
     }
 
     /// While the machine holds a term, the driver validates it every heartbeat.
     pub(super) fn arm_validation(&mut self, n: usize) {
+        let clock = self.insts[self.nodes[n].inst].clock;
         let node = &mut self.nodes[n];
         if self.sc.validate && !node.validating && node.machine.term().is_some() {
             node.validating = true;
-            let at = self.now + node.clock.span(self.timing.heartbeat);
+            let at = self.now + clock.span(self.timing.heartbeat);
             self.push(at, Ev::Node(n, Input::Validate));
         }
     }
@@ -138,20 +146,10 @@ impl Sim {
         self.nodes[n].validating = false;
         if self.nodes[n].machine.term().is_some() {
             let timeout = self.timing.operation_timeout;
-            self.send_read(n, 0, timeout, true);
+            let key = self.nodes[n].role;
+            self.send_read(Who::Role(n), key, 0, timeout, true);
         }
         self.arm_validation(n);
-    }
-
-    /// When a watcher starts, and after a reconnect recreated it, it (re)delivers the last
-    /// entry.
-    pub(super) fn resync(&mut self, n: usize) {
-        let rev = self.kv.last_rev();
-        if rev > 0 {
-            let at = (self.now + self.rng.hop()).max(self.nodes[n].watch_tail);
-            self.nodes[n].watch_tail = at;
-            self.push(at, Ev::Node(n, Input::Observed { rev, replay: true }));
-        }
     }
 
     /// Executes the actions machine `n` produced.
@@ -161,11 +159,26 @@ impl Sim {
             self.nodes[n].trace.recs.push(Rec::Act {
                 g,
                 now,
-                action: action.clone(),
+                action: Box::new(action.clone()),
             });
             match action {
-                Action::Write(req) => self.send_write(n, req),
-                Action::Read { op, timeout } => self.send_read(n, op, timeout, false),
+                Action::Write(req) => {
+                    let w = KvWrite {
+                        key: self.nodes[n].role,
+                        expected: req.expected,
+                        kind: req
+                            .value
+                            .map_or(EntryKind::Delete, |v| EntryKind::Put(Box::new(v))),
+                        ttl: None,
+                        renew: false,
+                        writer: Some((n, req.kind)),
+                    };
+                    self.send_write(Who::Role(n), req.op, w, req.timeout);
+                }
+                Action::Read { op, timeout } => {
+                    let key = self.nodes[n].role;
+                    self.send_read(Who::Role(n), key, op, timeout, false);
+                }
                 Action::Promote { term, .. } => self.nodes[n].leading = Some(term.deadline),
                 Action::Renewed { term, .. } => {
                     let node = &mut self.nodes[n];
@@ -199,15 +212,28 @@ impl Sim {
     /// Records the machine's timer and schedules it (`fired`: the input was that timer).
     pub(super) fn rearm(&mut self, n: usize, now: Instant, fired: bool) {
         let g = self.now;
+        let clock = self.insts[self.nodes[n].inst].clock;
         let node = &mut self.nodes[n];
         let timeout = node.machine.poll_timeout();
         let (pending, stopped) = (node.machine.has_pending(), node.machine.is_stopped());
+        // Waiting for news from elsewhere, no timer needed: for a live session (none, or its
+        // deadline passed: its loss is on the way), or for the
+        // session book's verdict on the holder of a v2 role value (Q5).
+        let follows_lease = matches!(
+            node.machine.observed(),
+            Some(KeyState::Held {
+                value: HolderValue::Lease(_),
+                ..
+            })
+        );
+        let waiting = node.session_until.is_none_or(|u| now >= u) || follows_lease;
         node.trace.recs.push(Rec::Idle {
             g,
             now,
             timeout,
             pending,
             stopped,
+            waiting,
         });
         let Some(t) = timeout else {
             node.timer = None;
@@ -217,7 +243,7 @@ impl Sim {
         // a timer can be overdue. One that stays due after it fired would spin a real driver
         // (L1 reports it); fire it 1 ms later so that the run goes on.
         let at = match (t <= now, fired) {
-            (false, _) => node.clock.global(t),
+            (false, _) => clock.global(t),
             (true, false) => g,
             (true, true) => g + MS,
         };

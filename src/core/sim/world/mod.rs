@@ -1,24 +1,32 @@
-//! The simulated world: machines, their drivers, the network and the server, run in
-//! server-time order from one event queue.
+//! The simulated world: processes (instances) with one session machine, a watcher with a
+//! session book and one role machine per role each, their drivers, the network and the server,
+//! run in server-time order from one event queue.
 
 mod driver;
 mod faults;
+mod instance;
 mod server;
+
+pub(super) use instance::{BACKSTOP_TICK, HERD_CAP};
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 use tokio::time::Instant;
 
+use uuid::Uuid;
+
 use crate::core::backoff::{RetryPolicy, SplitMix64};
-use crate::core::machine::{Identity, RoleMachine};
-use crate::core::types::{FailureKind, KeyState, Timing, WriteOutcome, WriteRequest};
+use crate::core::machine::{Identity, RoleMachine, SessionUpdate};
+use crate::core::session::{SessionKeyState, SessionMachine};
+use crate::core::session_book::SessionBook;
+use crate::core::types::{FailureKind, KeyState, Timing, WriteOutcome};
 use crate::history::Invariant;
-use crate::names::InstanceId;
+use crate::names::{InstanceId, RoleName};
 
 use super::check::{CheckOpts, Violation, check};
 use super::clock::{Clock, MS, Nanos, PPM};
-use super::kv::{EPOCH, Kv, KvFlaws};
+use super::kv::{EPOCH, Kv, KvFlaws, KvWrite};
 use super::rng::Rng;
 use super::scenario::Scenario;
 use super::trace::{NodeTrace, Seen, Trace};
@@ -26,15 +34,13 @@ use super::trace::{NodeTrace, Seen, Trace};
 /// Upper bound of events per run; more means a livelock.
 pub(super) const EVENT_LIMIT: u64 = 1_000_000;
 
-/// An input of one machine, as the driver would feed it.
+/// An input of one role machine, as the driver would feed it.
 #[derive(Debug, Clone)]
 pub(super) enum Input {
     Start,
     Timer(u64),
-    Observed {
-        rev: u64,
-        replay: bool,
-    },
+    /// The watcher delivered this entry of the role key.
+    Observed(KeyState),
     Write {
         op: u64,
         outcome: WriteOutcome,
@@ -53,6 +59,10 @@ pub(super) enum Input {
     CampaignDelay(Duration),
     Stop,
     Connection(bool),
+    /// The instance's session changed (the session task's `watch` channel).
+    Session(SessionUpdate),
+    /// The session book found the session of the holder at this revision gone.
+    HolderGone(u64),
 }
 
 impl Input {
@@ -60,7 +70,7 @@ impl Input {
         match self {
             Self::Start => Seen::Start,
             Self::Timer(_) => Seen::Timer,
-            Self::Observed { rev, .. } => Seen::Observed(*rev),
+            Self::Observed(state) => Seen::Observed(state.revision()),
             Self::Write { op, outcome, .. } => Seen::Write(*op, *outcome),
             Self::Read { op, result } => {
                 Seen::Read(*op, result.as_ref().ok().map(KeyState::revision))
@@ -72,19 +82,56 @@ impl Input {
             Self::CampaignDelay(_) => Seen::CampaignDelay,
             Self::Stop => Seen::Stop,
             Self::Connection(up) => Seen::Connection(*up),
+            Self::Session(SessionUpdate::Live { .. }) => Seen::Session(true),
+            Self::Session(SessionUpdate::Lost { .. }) => Seen::Session(false),
+            Self::HolderGone(rev) => Seen::HolderGone(*rev),
         }
     }
+}
+
+/// An input of an instance's session machine or its watcher.
+#[derive(Debug, Clone)]
+pub(super) enum SInput {
+    Start,
+    Timer(u64),
+    Write {
+        op: u64,
+        outcome: WriteOutcome,
+        unknown_at: Nanos,
+    },
+    Read {
+        op: u64,
+        result: Result<SessionKeyState, FailureKind>,
+    },
+    /// The watcher delivered the entry `rev` of key `key` (`replay`: after a (re)start).
+    Watch {
+        key: usize,
+        rev: u64,
+        replay: bool,
+    },
+    /// The watcher's backstop tick (Q5 rule 4).
+    Tick,
+    /// A backstop read of session key `key` answered.
+    Backstop {
+        key: usize,
+        result: Result<SessionKeyState, FailureKind>,
+    },
+    Connection(bool),
 }
 
 /// A simulation event.
 #[derive(Debug)]
 pub(super) enum Ev {
+    /// An input of role node `n`.
     Node(usize, Input),
+    /// An input of instance `i` (its session machine and watcher).
+    Inst(usize, SInput),
     Apply(usize),
     Serve(usize),
-    Expire(u64),
+    /// The TTL of entry `rev` of key `key` ran out.
+    Expire(usize, u64),
     Fault(usize),
-    /// A crashed node's instance starts again.
+    /// A crashed instance starts again.
     Respawn(usize),
 }
 
@@ -114,12 +161,23 @@ impl Ord for Queued {
     }
 }
 
+/// Who sent a write or a read, and gets its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Who {
+    /// Role node `n`.
+    Role(usize),
+    /// The session machine of instance `i`.
+    Session(usize),
+    /// The watcher of instance `i` (a backstop read of a session key).
+    Backstop(usize),
+}
+
 /// A write on its way: the server applies it at its `Apply` event.
 #[derive(Debug)]
 pub(super) struct Flight {
-    pub(super) node: usize,
+    pub(super) who: Who,
     pub(super) op: u64,
-    pub(super) req: WriteRequest,
+    pub(super) w: KvWrite,
     /// Delay of the acknowledgement after the apply; `None` when it never arrives in time.
     pub(super) ack: Option<Nanos>,
     pub(super) unknown_at: Nanos,
@@ -128,28 +186,20 @@ pub(super) struct Flight {
 /// A read on its way: the server answers at its `Serve` event.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ReadFlight {
-    pub(super) node: usize,
+    pub(super) who: Who,
+    pub(super) key: usize,
     pub(super) op: u64,
     pub(super) reply: Nanos,
     /// A background validation read rather than one the machine asked for.
     pub(super) validation: bool,
 }
 
-/// One machine and the driver state around it.
+/// One role machine and the driver state around it.
 pub(super) struct Node {
     pub(super) machine: RoleMachine,
-    pub(super) slot: usize,
-    pub(super) clock: Clock,
-    /// The machine was started; its watcher runs from then on.
-    pub(super) started: bool,
-    pub(super) crashed: bool,
-    pub(super) restarted: bool,
-    pub(super) paused_until: Nanos,
-    /// While the connection is down: when it comes back.
-    pub(super) disconnected_until: Option<Nanos>,
-    /// Last revision the watcher delivered, and when the last delivery is scheduled.
-    pub(super) watch_rev: u64,
-    pub(super) watch_tail: Nanos,
+    /// The instance (process) it runs in.
+    pub(super) inst: usize,
+    pub(super) role: usize,
     /// Armed timer: server time and generation.
     pub(super) timer: Option<(Nanos, u64)>,
     pub(super) timer_gen: u64,
@@ -157,17 +207,68 @@ pub(super) struct Node {
     pub(super) leading: Option<Instant>,
     /// The driver's validation timer is armed.
     pub(super) validating: bool,
+    /// The deadline of the live session, per the last session update fed (an acquire can go
+    /// out before it).
+    pub(super) session_until: Option<Instant>,
     pub(super) trace: NodeTrace,
+}
+
+/// One process: its session machine, its watcher with the session book, and its role nodes.
+pub(super) struct Inst {
+    pub(super) slot: usize,
+    pub(super) id: InstanceId,
+    pub(super) clock: Clock,
+    pub(super) campaign: bool,
+    pub(super) session: SessionMachine,
+    pub(super) book: SessionBook,
+    /// Role node of each role.
+    pub(super) nodes: Vec<usize>,
+    /// The watcher runs (from the start on).
+    pub(super) started: bool,
+    pub(super) crashed: bool,
+    pub(super) restarted: bool,
+    pub(super) paused_until: Nanos,
+    /// While the connection is down: when it comes back.
+    pub(super) disconnected_until: Option<Nanos>,
+    /// Last revision the watcher delivered per key, and when the last delivery is scheduled.
+    pub(super) watch_rev: Vec<u64>,
+    pub(super) watch_tail: Nanos,
+    /// The session machine's armed timer: server time and generation.
+    pub(super) timer: Option<(Nanos, u64)>,
+    pub(super) timer_gen: u64,
+    /// A stop was asked for: the session ends once every role node stopped.
+    pub(super) stopping: bool,
+    pub(super) session_ending: bool,
+    /// Flaw `renew_after_loss`: the uuid of the lost session the roles still rest on.
+    pub(super) lost: Option<Uuid>,
+    /// Flaw `ignore_session`: per role, whether a holder was already treated as gone.
+    pub(super) ignored: Vec<bool>,
+}
+
+/// Deliberate driver bugs for the negative controls.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Flaws {
+    pub(super) kv: KvFlaws,
+    /// A candidate treats any other holder as gone at once (Q5 ignored).
+    pub(super) ignore_session: bool,
+    /// Role nodes never hear of a session loss, and the next session's renewals extend their
+    /// terms on the lost one.
+    pub(super) renew_after_loss: bool,
 }
 
 /// The simulated world.
 pub(super) struct Sim {
     pub(super) sc: Scenario,
     pub(super) timing: Timing,
+    pub(super) flaws: Flaws,
     pub(super) rng: Rng,
     pub(super) base: Instant,
     pub(super) kv: Kv,
+    pub(super) roles: Vec<RoleName>,
+    /// Session key names, by instance slot (key index = roles + slot).
+    pub(super) session_keys: Vec<String>,
     pub(super) nodes: Vec<Node>,
+    pub(super) insts: Vec<Inst>,
     pub(super) queue: BinaryHeap<Queued>,
     pub(super) seq: u64,
     pub(super) now: Nanos,
@@ -179,18 +280,26 @@ pub(super) struct Sim {
 }
 
 impl Sim {
-    pub(super) fn new(sc: &Scenario, flaws: KvFlaws) -> Self {
+    pub(super) fn new(sc: &Scenario, flaws: Flaws) -> Self {
+        let timing = sc.timing.timing();
+        let ttl_ms = u64::try_from(timing.ttl.as_millis()).unwrap_or(u64::MAX);
+        let roles: Vec<RoleName> = (0..sc.roles.max(1))
+            .map(|r| RoleName::new(format!("r{r}")).expect("valid role name"))
+            .collect();
+        let session_keys = (0..sc.nodes)
+            .map(|s| crate::value::session_key(&instance_id(s), ttl_ms))
+            .collect();
         let mut sim = Self {
             sc: sc.clone(),
-            timing: sc.timing.timing(),
+            timing,
+            flaws,
             rng: Rng(SplitMix64::new(sc.seed)),
             base: Instant::now(),
-            kv: Kv {
-                flaws,
-                no_ttl: sc.no_ttl,
-                ..Kv::default()
-            },
+            kv: Kv::new(roles.len() + sc.nodes, sc.no_ttl, flaws.kv),
+            roles,
+            session_keys,
             nodes: Vec::new(),
+            insts: Vec::new(),
             queue: BinaryHeap::new(),
             seq: 0,
             now: 0,
@@ -231,16 +340,18 @@ impl Sim {
             self.now = q.at;
             match q.ev {
                 Ev::Node(n, input) => self.node_event(n, q.seq, input),
+                Ev::Inst(i, input) => self.inst_event(i, q.seq, input),
                 Ev::Apply(w) => self.apply(w),
                 Ev::Serve(r) => self.serve(r),
-                Ev::Expire(rev) => self.expire(rev),
+                Ev::Expire(key, rev) => self.expire(key, rev),
                 Ev::Fault(i) => self.fault(i),
-                Ev::Respawn(n) => self.respawn(n),
+                Ev::Respawn(i) => self.respawn(i),
             }
         }
         Trace {
             nodes: self.nodes.into_iter().map(|n| n.trace).collect(),
-            log: self.kv.log,
+            roles: self.roles.len(),
+            logs: self.kv.logs,
             end: self.end,
             faults: self.faults,
             errors: self.errors,
@@ -256,7 +367,19 @@ impl Sim {
         });
     }
 
-    /// Starts a machine for instance `slot` (a new incarnation) at `at`.
+    /// Key index of instance slot `slot`'s session key.
+    pub(super) fn session_key_of(&self, slot: usize) -> usize {
+        self.roles.len() + slot
+    }
+
+    /// Key index of a session key named `name`.
+    pub(super) fn session_key_named(&self, name: &str) -> Option<usize> {
+        let slot = self.session_keys.iter().position(|k| k == name)?;
+        Some(self.session_key_of(slot))
+    }
+
+    /// Starts a process for instance `slot` (a new incarnation) at `at`: one session machine
+    /// and one role machine per role.
     pub(super) fn spawn(&mut self, slot: usize, campaign: bool, at: Nanos) {
         let rate_ppm = if self.sc.drift {
             // Holders may run slow by up to 0.9 × margin (P4); followers fast by less than
@@ -271,47 +394,78 @@ impl Sim {
             base: self.base,
             rate_ppm,
         };
-        let name = format!("node-{slot}");
-        let id = Identity {
-            instance: InstanceId::new(name.clone()).expect("valid instance id"),
-            incarnation: self.rng.uuid(),
-            priority: 0,
-            meta: std::collections::BTreeMap::new(),
-        };
+        let instance = instance_id(slot);
+        let incarnation = self.rng.uuid();
+        let i = self.insts.len();
+        let mut nodes = Vec::new();
+        for role in 0..self.roles.len() {
+            let id = Identity {
+                instance: instance.clone(),
+                incarnation,
+                priority: 0,
+                meta: std::collections::BTreeMap::new(),
+            };
+            let seed = self.rng.next();
+            let machine = RoleMachine::new(
+                id,
+                self.timing,
+                RetryPolicy::default(),
+                campaign,
+                EPOCH,
+                seed,
+            );
+            let name = format!("node-{slot}/{i}:r{role}");
+            nodes.push(self.nodes.len());
+            self.nodes.push(Node {
+                machine,
+                inst: i,
+                role,
+                timer: None,
+                timer_gen: 0,
+                leading: None,
+                validating: false,
+                session_until: None,
+                trace: NodeTrace {
+                    name,
+                    role,
+                    campaign,
+                    clock,
+                    recs: Vec::new(),
+                },
+            });
+        }
         let seed = self.rng.next();
-        let machine = RoleMachine::new(
-            id,
+        let session = SessionMachine::new(
+            instance.clone(),
+            incarnation,
             self.timing,
             RetryPolicy::default(),
-            campaign,
-            EPOCH,
             seed,
         );
-        let name = format!("{name}/{}", self.nodes.len());
-        self.nodes.push(Node {
-            machine,
+        let keys = self.kv.logs.len();
+        self.insts.push(Inst {
             slot,
+            id: instance,
             clock,
+            campaign,
+            session,
+            book: SessionBook::new(self.timing.ttl, self.timing.heartbeat),
+            nodes,
             started: false,
             crashed: false,
             restarted: false,
             paused_until: 0,
             disconnected_until: None,
-            watch_rev: 0,
+            watch_rev: vec![0; keys],
             watch_tail: 0,
             timer: None,
             timer_gen: 0,
-            leading: None,
-            validating: false,
-            trace: NodeTrace {
-                name,
-                campaign,
-                clock,
-                recs: Vec::new(),
-            },
+            stopping: false,
+            session_ending: false,
+            lost: None,
+            ignored: vec![false; self.roles.len()],
         });
-        let n = self.nodes.len() - 1;
-        self.push(at, Ev::Node(n, Input::Start));
+        self.push(at, Ev::Inst(i, SInput::Start));
     }
 
     /// Gap the stream sequence makes for messages of other keys.
@@ -324,12 +478,13 @@ impl Sim {
     }
 }
 
+/// The instance id of slot `slot`.
+pub(super) fn instance_id(slot: usize) -> InstanceId {
+    InstanceId::new(format!("node-{slot}")).expect("valid instance id")
+}
+
 /// Runs a scenario and checks its trace.
-pub(super) fn run_checked(
-    sc: &Scenario,
-    flaws: KvFlaws,
-    opts: CheckOpts,
-) -> (Trace, Vec<Violation>) {
+pub(super) fn run_checked(sc: &Scenario, flaws: Flaws, opts: CheckOpts) -> (Trace, Vec<Violation>) {
     let trace = Sim::new(sc, flaws).run();
     let violations = check(&trace, opts);
     (trace, violations)

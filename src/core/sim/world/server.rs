@@ -2,15 +2,17 @@
 
 use std::time::Duration;
 
+use crate::core::session::SessionKeyState;
 use crate::core::sim::clock::{Nanos, nanos};
-use crate::core::types::{FailureKind, WriteOutcome, WriteRequest};
+use crate::core::sim::kv::KvWrite;
+use crate::core::types::{FailureKind, KeyState, WriteOutcome};
 
-use super::{Ev, Flight, Input, ReadFlight, Sim};
+use super::{Ev, Flight, Input, ReadFlight, SInput, Sim, Who};
 
 impl Sim {
     pub(super) fn reply_write(
         &mut self,
-        n: usize,
+        n: Who,
         op: u64,
         outcome: WriteOutcome,
         delay: Nanos,
@@ -25,41 +27,62 @@ impl Sim {
     }
 
     /// Reports `Unknown` for `op` when its timeout passes.
-    pub(super) fn unknown_at(&mut self, n: usize, op: u64, unknown_at: Nanos) {
+    pub(super) fn unknown_at(&mut self, n: Who, op: u64, unknown_at: Nanos) {
         self.deliver_write(n, unknown_at, op, WriteOutcome::Unknown, unknown_at);
     }
 
-    /// Hands node `n` the outcome of its write `op` at `at`.
+    /// Hands the writer the outcome of its write `op` at `at`.
     pub(super) fn deliver_write(
         &mut self,
-        n: usize,
+        who: Who,
         at: Nanos,
         op: u64,
         outcome: WriteOutcome,
         unknown_at: Nanos,
     ) {
-        let input = Input::Write {
-            op,
-            outcome,
-            unknown_at,
+        let ev = match who {
+            Who::Role(n) => Ev::Node(
+                n,
+                Input::Write {
+                    op,
+                    outcome,
+                    unknown_at,
+                },
+            ),
+            Who::Session(i) | Who::Backstop(i) => Ev::Inst(
+                i,
+                SInput::Write {
+                    op,
+                    outcome,
+                    unknown_at,
+                },
+            ),
         };
-        self.push(at, Ev::Node(n, input));
+        self.push(at, ev);
+    }
+
+    /// The process a writer or reader runs in.
+    pub(super) fn inst_of(&self, who: Who) -> usize {
+        match who {
+            Who::Role(n) => self.nodes[n].inst,
+            Who::Session(i) | Who::Backstop(i) => i,
+        }
     }
 
     /// Queues a write for the server to apply at `at` (`ack`: delay of the acknowledgement).
     pub(super) fn in_flight(
         &mut self,
-        n: usize,
-        req: WriteRequest,
+        who: Who,
+        op: u64,
+        w: KvWrite,
         at: Nanos,
         ack: Option<Nanos>,
         unknown_at: Nanos,
     ) {
-        let op = req.op;
         self.writes.push(Flight {
-            node: n,
+            who,
             op,
-            req,
+            w,
             ack,
             unknown_at,
         });
@@ -68,14 +91,14 @@ impl Sim {
 
     /// Decides what happens to a write: rejected, applied now, applied late, acknowledged
     /// or not.
-    pub(super) fn send_write(&mut self, n: usize, req: WriteRequest) {
+    pub(super) fn send_write(&mut self, n: Who, op: u64, w: KvWrite, timeout: Duration) {
         let net = self.sc.net;
-        let timeout = self.nodes[n].clock.span(req.timeout);
+        let i = self.inst_of(n);
+        let timeout = self.insts[i].clock.span(timeout);
         let unknown_at = self.now + timeout;
-        let op = req.op;
         let hop = self.rng.hop();
-        if let Some(up) = self.nodes[n].disconnected_until {
-            return self.send_disconnected(n, req, up, unknown_at);
+        if let Some(up) = self.insts[i].disconnected_until {
+            return self.send_disconnected(n, op, w, up, unknown_at);
         }
         if self.rng.chance(net.retry_pct) {
             return self.reply_write(n, op, WriteOutcome::Retry, hop, unknown_at);
@@ -99,26 +122,27 @@ impl Sim {
         if ack.is_none() {
             self.unknown_at(n, op, unknown_at);
         }
-        self.in_flight(n, req, self.now + apply, ack, unknown_at);
+        self.in_flight(n, op, w, self.now + apply, ack, unknown_at);
     }
 
     /// A write while the connection is down: the client fails fast, or buffers the publish
     /// and maybe flushes it after the reconnect at `up` (a late commit).
     pub(super) fn send_disconnected(
         &mut self,
-        n: usize,
-        req: WriteRequest,
+        n: Who,
+        op: u64,
+        w: KvWrite,
         up: Nanos,
         unknown_at: Nanos,
     ) {
         let hop = self.rng.hop();
         if self.rng.chance(50) {
             let failed = WriteOutcome::Failed(FailureKind::Unavailable);
-            return self.reply_write(n, req.op, failed, hop, unknown_at);
+            return self.reply_write(n, op, failed, hop, unknown_at);
         }
-        self.unknown_at(n, req.op, unknown_at);
+        self.unknown_at(n, op, unknown_at);
         if self.rng.chance(50) {
-            self.in_flight(n, req, up.max(self.now) + hop, None, unknown_at);
+            self.in_flight(n, op, w, up.max(self.now) + hop, None, unknown_at);
         }
     }
 
@@ -126,70 +150,73 @@ impl Sim {
     pub(super) fn apply(&mut self, w: usize) {
         let gap = self.gap();
         let f = &self.writes[w];
-        let (node, op, ack, unknown_at) = (f.node, f.op, f.ack, f.unknown_at);
-        let (outcome, expires) = self.kv.apply(node, &f.req, self.now, gap);
+        let (who, op, ack, unknown_at, key) = (f.who, f.op, f.ack, f.unknown_at, f.w.key);
+        let (outcome, expires) = self.kv.apply(&f.w, self.now, gap);
         if let WriteOutcome::Ok { revision } = outcome {
-            self.stored(revision);
+            self.stored(key, revision, None);
             if let Some(at) = expires {
-                self.push(at, Ev::Expire(revision));
+                self.push(at, Ev::Expire(key, revision));
             }
         }
         if let Some(delay) = ack {
-            self.push(
-                self.now + delay,
-                Ev::Node(
-                    node,
-                    Input::Write {
-                        op,
-                        outcome,
-                        unknown_at,
-                    },
-                ),
-            );
+            self.deliver_write(who, self.now + delay, op, outcome, unknown_at);
         }
     }
 
     /// A put's TTL ran out.
-    pub(super) fn expire(&mut self, rev: u64) {
+    pub(super) fn expire(&mut self, key: usize, rev: u64) {
         let gap = self.gap();
-        if let Some(marker) = self.kv.expire(rev, self.now, gap) {
-            self.stored(marker);
+        if let Some(marker) = self.kv.expire(key, rev, self.now, gap) {
+            self.stored(key, marker, None);
         }
     }
 
-    /// Sends a new entry to every watcher: late, lost, but in revision order per watcher.
-    pub(super) fn stored(&mut self, rev: u64) {
+    /// Sends a new entry to every watcher: late, lost, but in stream order per watcher.
+    /// `first`: an instance that gets it at once (an eviction reaches its victim first).
+    pub(super) fn stored(&mut self, key: usize, rev: u64, first: Option<usize>) {
         let net = self.sc.net;
         let ttl = nanos(self.timing.ttl);
-        for n in 0..self.nodes.len() {
-            if !self.nodes[n].started || self.nodes[n].crashed || self.rng.chance(net.drop_pct) {
+        for i in 0..self.insts.len() {
+            if !self.insts[i].started || self.insts[i].crashed || self.rng.chance(net.drop_pct) {
                 continue;
             }
-            let delay = if self.rng.chance(net.slow_pct) {
+            let delay = if first == Some(i) {
+                0
+            } else if self.rng.chance(net.slow_pct) {
                 self.rng.between(0, 2 * ttl)
             } else {
                 self.rng.hop()
             };
-            let at = (self.now + delay).max(self.nodes[n].watch_tail);
-            self.nodes[n].watch_tail = at;
-            self.push(at, Ev::Node(n, Input::Observed { rev, replay: false }));
+            let at = (self.now + delay).max(self.insts[i].watch_tail);
+            self.insts[i].watch_tail = at;
+            let replay = false;
+            self.push(at, Ev::Inst(i, SInput::Watch { key, rev, replay }));
         }
     }
 
     /// Decides what happens to a read: fails, times out, or is served (maybe stale).
-    pub(super) fn send_read(&mut self, n: usize, op: u64, timeout: Duration, validation: bool) {
+    pub(super) fn send_read(
+        &mut self,
+        who: Who,
+        key: usize,
+        op: u64,
+        timeout: Duration,
+        validation: bool,
+    ) {
         let net = self.sc.net;
-        let timeout = self.nodes[n].clock.span(timeout);
+        let i = self.inst_of(who);
+        let timeout = self.insts[i].clock.span(timeout);
         let hop = self.rng.hop();
-        if self.nodes[n].disconnected_until.is_some() || self.rng.chance(net.fail_pct) {
-            return self.read_failed(n, op, hop.min(timeout), validation);
+        if self.insts[i].disconnected_until.is_some() || self.rng.chance(net.fail_pct) {
+            return self.read_failed(who, key, op, hop.min(timeout), validation);
         }
         let reply = self.rng.hop();
         if self.rng.chance(net.late_pct) || hop + reply > timeout {
-            return self.read_failed(n, op, timeout, validation);
+            return self.read_failed(who, key, op, timeout, validation);
         }
         let flight = ReadFlight {
-            node: n,
+            who,
+            key,
             op,
             reply,
             validation,
@@ -199,35 +226,83 @@ impl Sim {
     }
 
     /// A read fails after `delay` (the driver ignores a failed validation read).
-    pub(super) fn read_failed(&mut self, n: usize, op: u64, delay: Nanos, validation: bool) {
+    pub(super) fn read_failed(
+        &mut self,
+        who: Who,
+        key: usize,
+        op: u64,
+        delay: Nanos,
+        validation: bool,
+    ) {
         if !validation {
-            let result = Err(FailureKind::Unavailable);
-            self.push(self.now + delay, Ev::Node(n, Input::Read { op, result }));
+            let at = self.now + delay;
+            self.read_result(
+                who,
+                key,
+                op,
+                at,
+                Err(FailureKind::Unavailable),
+                Err(FailureKind::Unavailable),
+            );
         }
     }
 
-    /// The server (or a lagging replica) answers a read.
+    /// Hands a reader its result at `at` (`role` for role nodes, `session` for the others).
+    pub(super) fn read_result(
+        &mut self,
+        who: Who,
+        key: usize,
+        op: u64,
+        at: Nanos,
+        role: Result<KeyState, FailureKind>,
+        session: Result<SessionKeyState, FailureKind>,
+    ) {
+        let ev = match who {
+            Who::Role(n) => Ev::Node(n, Input::Read { op, result: role }),
+            Who::Session(i) => Ev::Inst(
+                i,
+                SInput::Read {
+                    op,
+                    result: session,
+                },
+            ),
+            Who::Backstop(i) => Ev::Inst(
+                i,
+                SInput::Backstop {
+                    key,
+                    result: session,
+                },
+            ),
+        };
+        self.push(at, ev);
+    }
+
+    /// The server answers a read: role reads may come from a replica that lags; session reads
+    /// go to the stream leader (Q5 rule 3).
     pub(super) fn serve(&mut self, r: usize) {
         let ReadFlight {
-            node,
+            who,
+            key,
             op,
             reply,
             validation,
         } = self.reads[r];
+        let at = self.now + reply;
+        if let Who::Session(_) | Who::Backstop(_) = who {
+            let state = self.kv.session_state(key);
+            return self.read_result(who, key, op, at, Err(FailureKind::Unavailable), Ok(state));
+        }
         let state = if self.rng.chance(self.sc.net.stale_pct) {
             let lag = self.rng.between(0, 2 * nanos(self.timing.heartbeat));
-            self.kv.state_at(self.now.saturating_sub(lag))
+            self.kv.state_at(key, self.now.saturating_sub(lag))
         } else {
-            self.kv.state()
+            self.kv.state(key)
         };
-        let input = if validation {
-            Input::Validated(state)
+        if validation {
+            let Who::Role(n) = who else { return };
+            self.push(at, Ev::Node(n, Input::Validated(state)));
         } else {
-            Input::Read {
-                op,
-                result: Ok(state),
-            }
-        };
-        self.push(self.now + reply, Ev::Node(node, input));
+            self.read_result(who, key, op, at, Ok(state), Err(FailureKind::Unavailable));
+        }
     }
 }

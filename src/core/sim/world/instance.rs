@@ -1,0 +1,354 @@
+//! One process beside its role nodes, as the manager wires it: the session task (a
+//! [`SessionMachine`](crate::core::SessionMachine) whose state goes to every role node), and
+//! the watcher with the session book (role entries to the role nodes, session entries to the
+//! book and the own session machine, `HolderGone` verdicts, herd ranking, backstop reads).
+//! Mirrors `src/manager/session_task.rs`, `watcher.rs` and `role_task.rs`.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::core::machine::SessionUpdate;
+use crate::core::session::{SessionAction, SessionLoss, SessionWriteKind};
+use crate::core::session_book::{Verdict, herd_delay};
+use crate::core::sim::clock::{MS, nanos};
+use crate::core::sim::kv::{EntryKind, KvWrite};
+use crate::core::types::{DemoteReason, FailureKind, KeyState, WriteKind, WriteOutcome};
+use crate::value::HolderValue;
+
+use super::{Ev, Input, SInput, Sim, Who};
+
+/// Herd ranking (Q7): rank `k` waits `k ×` this (as the role task).
+const HERD_STEP: Duration = Duration::from_millis(2);
+/// Herd ranking: the longest wait of any rank.
+pub(in crate::core::sim) const HERD_CAP: Duration = Duration::from_millis(10);
+/// How often the watcher looks for sessions due for a backstop read.
+pub(in crate::core::sim) const BACKSTOP_TICK: Duration = Duration::from_millis(250);
+/// Timeout of one backstop read.
+const BACKSTOP_READ_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The demotion reason a term resting on a session gets when the session ends (as the
+/// session task maps it).
+fn demote_reason(loss: SessionLoss) -> DemoteReason {
+    match loss {
+        SessionLoss::DeadlineExpired => DemoteReason::DeadlineExpired,
+        SessionLoss::Expired => DemoteReason::Expired,
+        SessionLoss::Evicted => DemoteReason::Evicted,
+        SessionLoss::BucketReset => DemoteReason::BucketReset,
+        _ => DemoteReason::Superseded,
+    }
+}
+
+impl Sim {
+    /// Delivers an input of instance `i` unless it crashed; defers it past a pause.
+    pub(super) fn inst_event(&mut self, i: usize, seq: u64, input: SInput) {
+        let Some(Ev::Inst(_, input)) = self.held_back(i, seq, Ev::Inst(i, input)) else {
+            return;
+        };
+        let g = self.now;
+        let now = self.insts[i].clock.local(g);
+        let disconnected = self.insts[i].disconnected_until.is_some();
+        match input {
+            SInput::Start => {
+                // The watcher starts with the process and first delivers every key's last entry.
+                self.insts[i].started = true;
+                self.insts[i].session.start(now);
+                for n in self.insts[i].nodes.clone() {
+                    self.push(g, Ev::Node(n, Input::Start));
+                }
+                self.resync(i);
+                let tick = self.insts[i].clock.span(BACKSTOP_TICK);
+                self.push(g + tick, Ev::Inst(i, SInput::Tick));
+            }
+            SInput::Timer(generation) => {
+                if self.insts[i].timer.map(|t| t.1) != Some(generation) {
+                    return;
+                }
+                self.insts[i].timer = None;
+                self.insts[i].session.handle_timeout(now);
+            }
+            SInput::Write {
+                op,
+                outcome,
+                unknown_at,
+            } => {
+                if disconnected
+                    && matches!(
+                        outcome,
+                        WriteOutcome::Ok { .. } | WriteOutcome::Conflict | WriteOutcome::Retry
+                    )
+                {
+                    // The acknowledgement is lost: `Unknown` at the timeout.
+                    let at = unknown_at.max(g);
+                    let unknown = WriteOutcome::Unknown;
+                    return self.deliver_write(Who::Session(i), at, op, unknown, unknown_at);
+                }
+                self.insts[i].session.handle_write(op, outcome, now);
+            }
+            SInput::Read { op, result } => {
+                let result = if disconnected {
+                    Err(FailureKind::Unavailable)
+                } else {
+                    result
+                };
+                self.insts[i].session.handle_read(op, result, now);
+            }
+            SInput::Watch { key, rev, replay } => {
+                if disconnected {
+                    return;
+                }
+                let known = self.insts[i].watch_rev[key];
+                if rev < known || (rev == known && !replay) {
+                    return;
+                }
+                self.insts[i].watch_rev[key] = rev;
+                self.dispatch(i, key, rev, now);
+            }
+            SInput::Tick => {
+                let tick = self.insts[i].clock.span(BACKSTOP_TICK);
+                self.push(g + tick, Ev::Inst(i, SInput::Tick));
+                if disconnected {
+                    return;
+                }
+                let due = self.insts[i].book.due_reads(now);
+                for name in due {
+                    if let Some(key) = self.session_key_named(&name) {
+                        self.send_read(Who::Backstop(i), key, 0, BACKSTOP_READ_TIMEOUT, false);
+                    }
+                }
+            }
+            SInput::Backstop { key, result } => {
+                if let (Ok(state), false) = (result, disconnected) {
+                    let name = self.session_keys[key - self.roles.len()].clone();
+                    let gone = self.insts[i].book.backstop_read(&name, state, now);
+                    self.holders_gone(i, gone);
+                }
+            }
+            SInput::Connection(up) => {
+                for n in self.insts[i].nodes.clone() {
+                    self.push(g, Ev::Node(n, Input::Connection(up)));
+                }
+                if up {
+                    self.insts[i].disconnected_until = None;
+                    self.resync(i);
+                }
+            }
+        }
+        self.session_actions(i, now);
+    }
+
+    /// When a watcher starts, and after a reconnect recreated it, it (re)delivers the last
+    /// entry of every key.
+    pub(super) fn resync(&mut self, i: usize) {
+        let mut last: Vec<(u64, usize)> = (0..self.kv.logs.len())
+            .map(|key| (self.kv.last_rev(key), key))
+            .filter(|(rev, _)| *rev > 0)
+            .collect();
+        last.sort_unstable();
+        for (rev, key) in last {
+            let at = (self.now + self.rng.hop()).max(self.insts[i].watch_tail);
+            self.insts[i].watch_tail = at;
+            let replay = true;
+            self.push(at, Ev::Inst(i, SInput::Watch { key, rev, replay }));
+        }
+    }
+
+    /// One watcher entry: a role entry goes to the role's node (with the book's verdict about
+    /// its holder), a session entry to the book (and to the own session machine).
+    fn dispatch(&mut self, i: usize, key: usize, rev: u64, now: Instant) {
+        let Some(entry) = self.kv.entry(key, rev) else {
+            return;
+        };
+        let g = self.now;
+        if key >= self.roles.len() {
+            let state = entry.session_state();
+            let slot = key - self.roles.len();
+            if slot == self.insts[i].slot {
+                self.insts[i].session.handle_observed(state.clone(), now);
+            }
+            let name = self.session_keys[slot].clone();
+            let gone = self.insts[i].book.observe(&name, state, now);
+            return self.holders_gone(i, gone);
+        }
+        let state = entry.state();
+        let n = self.insts[i].nodes[key];
+        let lease = state.lease().cloned();
+        let holder = lease
+            .as_ref()
+            .map(|v| (v.session_key.as_str(), v.session, v.holder.clone()));
+        let role = self.roles[key].clone();
+        let verdict = self.insts[i].book.role(&role, holder, rev, now);
+        let foreign_holder = lease.is_some_and(|v| v.holder != self.insts[i].id);
+        // Flaw `ignore_session`: another holder counts as gone at once (once per process and
+        // role, or the takeovers would ping-pong for the rest of the run).
+        let ignored = self.flaws.ignore_session && foreign_holder && !self.insts[i].ignored[key];
+        if ignored {
+            self.insts[i].ignored[key] = true;
+        }
+        let gone = verdict == Verdict::Gone || ignored;
+        if matches!(state, KeyState::Vacant { .. } | KeyState::Absent) {
+            self.rank_for_vacancy(n);
+        }
+        self.push(g, Ev::Node(n, Input::Observed(state)));
+        if gone {
+            self.push(g, Ev::Node(n, Input::HolderGone(rev)));
+        }
+    }
+
+    /// Roles whose holder's session is gone (Q5): their nodes hear it.
+    fn holders_gone(&mut self, i: usize, gone: Vec<(crate::names::RoleName, u64)>) {
+        for (role, rev) in gone {
+            if let Some(r) = self.roles.iter().position(|x| *x == role) {
+                let n = self.insts[i].nodes[r];
+                self.push(self.now, Ev::Node(n, Input::HolderGone(rev)));
+            }
+        }
+    }
+
+    /// Herd ranking (Q7) for the vacancy about to be delivered to node `n`.
+    pub(super) fn rank_for_vacancy(&mut self, n: usize) {
+        let node = &self.nodes[n];
+        let inst = &self.insts[node.inst];
+        let previous = node
+            .machine
+            .observed()
+            .and_then(KeyState::lease)
+            .map(|v| v.holder.clone());
+        let live = inst.book.live_instances();
+        let role = &self.roles[node.role];
+        let delay = herd_delay(
+            role,
+            &inst.id,
+            &live,
+            previous.as_ref(),
+            HERD_STEP,
+            HERD_CAP,
+        );
+        self.nodes[n].machine.handle_herd_delay(delay);
+    }
+
+    /// A read showed the role key: if it names a session, ask the book whether it is gone.
+    pub(super) fn check_holder_session(&mut self, n: usize, state: &KeyState, now: Instant) {
+        let KeyState::Held {
+            revision,
+            value: HolderValue::Lease(v),
+        } = state
+        else {
+            return;
+        };
+        let (i, role) = (self.nodes[n].inst, self.nodes[n].role);
+        let name = self.roles[role].clone();
+        let holder = Some((v.session_key.as_str(), v.session, v.holder.clone()));
+        if self.insts[i].book.role(&name, holder, *revision, now) == Verdict::Gone {
+            self.rank_for_vacancy(n);
+            self.nodes[n].machine.handle_holder_gone(*revision, now);
+        }
+    }
+
+    /// A stopping process ends its session once every role node stopped (releases done).
+    pub(super) fn maybe_end_session(&mut self, i: usize) {
+        let inst = &self.insts[i];
+        if !inst.stopping
+            || inst.session_ending
+            || inst.crashed
+            || !inst
+                .nodes
+                .iter()
+                .all(|&n| self.nodes[n].machine.is_stopped())
+        {
+            return;
+        }
+        let now = inst.clock.local(self.now);
+        self.insts[i].session_ending = true;
+        self.insts[i].session.handle_stop(now);
+        self.session_actions(i, now);
+    }
+
+    /// Executes the actions of instance `i`'s session machine and re-arms its timer.
+    pub(super) fn session_actions(&mut self, i: usize, now: Instant) {
+        let g = self.now;
+        while let Some(action) = self.insts[i].session.poll_action() {
+            match action {
+                SessionAction::Write(w) => {
+                    let ttl = (w.kind != SessionWriteKind::End).then(|| nanos(self.timing.ttl));
+                    let kv = KvWrite {
+                        key: self.session_key_of(self.insts[i].slot),
+                        expected: w.expected,
+                        kind: w
+                            .value
+                            .map_or(EntryKind::Delete, |v| EntryKind::Session(Box::new(v))),
+                        ttl,
+                        renew: w.kind == SessionWriteKind::Renew,
+                        writer: Some((i, WriteKind::Renew)),
+                    };
+                    self.send_write(Who::Session(i), w.op, kv, w.timeout);
+                }
+                SessionAction::Read { op, timeout } => {
+                    let key = self.session_key_of(self.insts[i].slot);
+                    self.send_read(Who::Session(i), key, op, timeout, false);
+                }
+                SessionAction::Up {
+                    uuid,
+                    acked_sent_at,
+                    ..
+                }
+                | SessionAction::Renewed {
+                    uuid,
+                    acked_sent_at,
+                    ..
+                } => {
+                    // Flaw `renew_after_loss`: the new session's writes extend the lost one.
+                    let uuid = self.insts[i].lost.unwrap_or(uuid);
+                    self.send_to_roles(
+                        i,
+                        SessionUpdate::Live {
+                            uuid,
+                            acked_sent_at,
+                        },
+                    );
+                }
+                SessionAction::Lost { uuid, reason } => {
+                    if self.flaws.renew_after_loss && reason != SessionLoss::Ended {
+                        self.insts[i].lost.get_or_insert(uuid);
+                    } else {
+                        let reason = demote_reason(reason);
+                        self.send_to_roles(i, SessionUpdate::Lost { uuid, reason });
+                    }
+                }
+                SessionAction::Duplicate { .. }
+                | SessionAction::Failed(_)
+                | SessionAction::Recovered
+                | SessionAction::Stopped => {}
+            }
+        }
+        self.rearm_session(i, now, g);
+    }
+
+    /// Sends a session update to every role node of instance `i` (the session task's `watch`
+    /// channel).
+    fn send_to_roles(&mut self, i: usize, update: SessionUpdate) {
+        for n in self.insts[i].nodes.clone() {
+            self.push(self.now, Ev::Node(n, Input::Session(update)));
+        }
+    }
+
+    fn rearm_session(&mut self, i: usize, now: Instant, g: u64) {
+        let inst = &mut self.insts[i];
+        let Some(t) = inst.session.poll_timeout() else {
+            inst.timer = None;
+            return;
+        };
+        let at = if t <= now {
+            g + MS
+        } else {
+            inst.clock.global(t)
+        };
+        if inst.timer.is_some_and(|(a, _)| a == at) {
+            return;
+        }
+        inst.timer_gen += 1;
+        inst.timer = Some((at, inst.timer_gen));
+        let generation = inst.timer_gen;
+        self.push(at, Ev::Inst(i, SInput::Timer(generation)));
+    }
+}
