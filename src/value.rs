@@ -297,20 +297,23 @@ mod tests {
     }
 
     #[test]
-    fn a_newer_protocol_version_is_recognised_whatever_its_fields() {
+    fn other_protocol_versions_are_recognised() {
         let mut v = sample();
-        v.v = 2;
+        v.v = 3;
         assert_eq!(
             HolderValue::parse(&v.to_bytes()),
-            HolderValue::Newer { version: 2 }
+            HolderValue::Newer { version: 3 }
         );
-        let session = br#"{"v":2,"holder":"node-a","session":"s-1","term":null}"#;
-        assert_eq!(
-            HolderValue::parse(session),
-            HolderValue::Newer { version: 2 }
-        );
+        let newer = br#"{"v":3,"holder":"node-a","anything":null}"#;
+        assert_eq!(HolderValue::parse(newer), HolderValue::Newer { version: 3 });
+        let v1 = br#"{"v":1,"holder":"node-a","incarnation":"5b0e1c52-0000-4000-8000-0000000000aa","nonce":"5b0e1c52-0000-4000-8000-0000000000bb","ttl_ms":3000}"#;
+        assert_eq!(HolderValue::parse(v1), HolderValue::Older { version: 1 });
         assert_eq!(HolderValue::parse(br#"{"v":"2"}"#), HolderValue::Foreign);
         assert_eq!(HolderValue::parse(br#"{"v":1}"#), HolderValue::Foreign);
+        // A version 2 value whose session key does not name its holder and TTL is foreign.
+        let mut v = sample();
+        v.session_key = "session.node-b.3000".into();
+        assert_eq!(HolderValue::parse(&v.to_bytes()), HolderValue::Foreign);
     }
 
     #[test]
@@ -350,6 +353,7 @@ mod tests {
             HolderValue::Foreign
         );
         v.ttl_ms = MAX_TTL_MS;
+        v.session_key = session_key(&v.holder, MAX_TTL_MS);
         assert!(matches!(
             HolderValue::parse_at(&v.to_bytes(), 9),
             HolderValue::Lease(_)

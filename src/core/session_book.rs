@@ -117,14 +117,17 @@ impl SessionBook {
         now: Instant,
     ) -> Vec<(RoleName, u64)> {
         let rev = state.revision();
-        let track = self.sessions.entry(key.to_string()).or_insert_with(|| Track {
-            state: SessionKeyState::Absent,
-            seen_at: now,
-            uuids: Vec::new(),
-            stale: None,
-            read_at: None,
-            read_rev: None,
-        });
+        let track = self
+            .sessions
+            .entry(key.to_string())
+            .or_insert_with(|| Track {
+                state: SessionKeyState::Absent,
+                seen_at: now,
+                uuids: Vec::new(),
+                stale: None,
+                read_at: None,
+                read_rev: None,
+            });
         if rev <= track.state.revision() {
             return Vec::new();
         }
