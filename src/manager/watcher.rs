@@ -31,6 +31,7 @@ pub(crate) async fn run(
     let mut epoch = bucket.epoch;
     let mut first = true;
     let mut last_check: Option<tokio::time::Instant> = None;
+    let mut deferred_check: Option<tokio::time::Instant> = None;
     loop {
         if !std::mem::take(&mut first) {
             epoch = check_bucket(&shared, &bucket, epoch).await;
@@ -57,11 +58,21 @@ pub(crate) async fn run(
                     let next = tokio::select! {
                         biased;
                         () = cancel.cancelled() => return,
-                        () = shared.bucket_check.notified() => {
-                            // Failing writes ask again and again: check at most every second.
-                            if last_check.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+                        () = async {
+                            match deferred_check {
+                                Some(at) => tokio::time::sleep_until(at).await,
+                                None => shared.bucket_check.notified().await,
+                            }
+                        } => {
+                            // Failing writes ask again and again: check at most every second,
+                            // and a request within that second is deferred, not dropped (a
+                            // dropped one left a recreated bucket unnoticed until the next
+                            // request, which may never come).
+                            if let Some(t) = last_check.filter(|t| t.elapsed() < Duration::from_secs(1)) {
+                                deferred_check = Some(t + Duration::from_secs(1));
                                 continue;
                             }
+                            deferred_check = None;
                             last_check = Some(tokio::time::Instant::now());
                             let now = check_bucket(&shared, &bucket, epoch).await;
                             if now == epoch {
