@@ -96,7 +96,9 @@ pub(crate) async fn run(
                             }
                         } => {
                             // Failing writes ask again and again: check at most every second,
-                            // and a request within that second is deferred, not dropped.
+                            // and a request within that second is deferred, not dropped (a
+                            // dropped one left a recreated bucket unnoticed until the next
+                            // request, which may never come).
                             if let Some(t) = last_check.filter(|t| t.elapsed() < Duration::from_secs(1)) {
                                 deferred_check = Some(t + Duration::from_secs(1));
                                 continue;
