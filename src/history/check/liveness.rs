@@ -225,25 +225,38 @@ impl<'a> Checker<'a> {
     }
 
     /// When the server can expire what `node`'s term of `role` rests on, as of `t`: the send
-    /// time of its last acquire/renew write before `t` — or, in protocol v2 where the session
-    /// is renewed and the role key is not, the time of the last `renew` (a session renewal's
-    /// acknowledgement moved the deadline: its send was a little earlier, so this errs late,
-    /// towards fewer L1 reports) — plus the TTL as the server applies it (whole seconds,
-    /// rounded up).
+    /// time of its last acquire/renew write of the role key before `t` plus the TTL as the
+    /// server applies it (whole seconds, rounded up). In protocol v2 the role key is not
+    /// renewed (no renew write of it is recorded): the session is, and each acknowledged
+    /// session renewal shows as a `renew` event of the role, so the last of those counts
+    /// instead (its send was a little earlier, so this errs late, towards fewer L1 reports).
     pub(super) fn lease_end(&self, node: &str, role: &str, t: u64, ttl: u64) -> Option<u64> {
         let sec = 1_000_000_000;
         let server_ttl = ttl.div_ceil(sec) * sec;
-        self.all
-            .iter()
-            .filter(|e| e.t <= t && e.rec.node == node && e.rec.role.as_deref() == Some(role))
-            .filter_map(|e| match &e.rec.event {
+        let events = || {
+            self.all.iter().filter(move |e| {
+                e.t <= t && e.rec.node == node && e.rec.role.as_deref() == Some(role)
+            })
+        };
+        let renews_role_key = events().any(|e| {
+            matches!(
+                e.rec.event,
+                Event::Invoke {
+                    kind: OpKind::Renew,
+                    ..
+                }
+            )
+        });
+        events()
+            .filter(|e| match &e.rec.event {
                 Event::Invoke {
                     kind: OpKind::Acquire | OpKind::Renew,
                     ..
-                } => Some(e.t + server_ttl),
-                Event::Renew { .. } => Some(e.t + server_ttl),
-                _ => None,
+                } => true,
+                Event::Renew { .. } => !renews_role_key,
+                _ => false,
             })
+            .map(|e| e.t + server_ttl)
             .max()
     }
 
