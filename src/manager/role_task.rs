@@ -29,7 +29,9 @@ use crate::tap::TapEvent;
 use crate::value::now_rfc3339;
 
 enum OpResult {
-    Write(WriteKind, WriteOutcome, Duration),
+    /// A write's outcome, its duration, and the highest bucket revision this instance had
+    /// seen when it was sent (P6: the write is stored above it, or in another bucket).
+    Write(WriteKind, WriteOutcome, Duration, u64),
     Read(Result<KeyState, FailureKind>),
     Validate(Result<KeyState, FailureKind>),
 }
@@ -119,14 +121,15 @@ impl RoleTask {
                 Some((op, result)) = ops.next(), if !ops.is_empty() => {
                     let now = Instant::now();
                     match result {
-                        OpResult::Write(kind, o, elapsed) => {
+                        OpResult::Write(kind, o, elapsed, seen_before) => {
                             if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
                                 self.shared.bucket_check.notify_one();
                             }
                             self.tap(TapEvent::WriteCompleted { op, kind, outcome: o, elapsed });
                             // P6: the highest revision seen in this bucket (any key: the
-                            // session's writes move it most) bounds what may be promoted.
-                            self.machine.seed_high_water(self.shared.bucket_high_water());
+                            // session's writes move it most) before the write was sent bounds
+                            // what may be promoted (writes elsewhere since then do not).
+                            self.machine.seed_high_water(seen_before);
                             self.machine.handle_write(op, o, now);
                         }
                         OpResult::Read(r) => {
@@ -254,6 +257,7 @@ impl RoleTask {
                     expected: req.expected,
                 });
                 let span = self.kv_span("cas", kind.as_str(), req.expected);
+                let seen_before = self.shared.bucket_high_water();
                 ops.push(Box::pin(
                     async move {
                         let sent = Instant::now();
@@ -265,7 +269,7 @@ impl RoleTask {
                         };
                         let outcome = backend.write(key, write, req.timeout).await;
                         tracing::Span::current().record("outcome", outcome_name(outcome));
-                        (op, OpResult::Write(kind, outcome, sent.elapsed()))
+                        (op, OpResult::Write(kind, outcome, sent.elapsed(), seen_before))
                     }
                     .instrument(span),
                 ));

@@ -214,7 +214,8 @@ async fn three_instances_twenty_roles_each_role_has_exactly_one_holder() {
         .filter(|o| matches!(o.ev, Some(Ev::Demoted { .. })))
         .collect();
     assert!(demoted.is_empty(), "unexpected demotions: {demoted:?}");
-    // Nothing else in the bucket claims a role.
+    // Nothing else in the bucket claims a role, and each instance keeps exactly one session
+    // (one TTL class: the fast timing's 1 s).
     let keys: BTreeSet<String> = store
         .keys()
         .await
@@ -222,7 +223,8 @@ async fn three_instances_twenty_roles_each_role_has_exactly_one_holder() {
         .filter_map(|k| async move { k.ok() })
         .collect()
         .await;
-    let expected: BTreeSet<String> = roles.iter().map(|r| format!("role.{r}")).collect();
+    let mut expected: BTreeSet<String> = roles.iter().map(|r| format!("role.{r}")).collect();
+    expected.extend(THREE.iter().map(|id| format!("session.{id}.1000")));
     assert_eq!(keys, expected);
 }
 
