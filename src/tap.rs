@@ -105,6 +105,22 @@ pub(crate) enum WatcherEvent {
     },
 }
 
+/// What a session driver reports (protocol v2: one session per TTL class, not tied to a role).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SessionEvent<'a> {
+    /// A session write completed: stored, refused, or with an unknown outcome.
+    Written {
+        /// The session key (`session.<instance>.<ttl_ms>`).
+        key: &'a str,
+        /// Start, renew or end.
+        kind: crate::core::SessionWriteKind,
+        /// What the server said (or did not say).
+        outcome: WriteOutcome,
+        /// From sending to the outcome.
+        elapsed: Duration,
+    },
+}
+
 /// What the placement controller reports (not tied to a role's driver).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum PlacementEvent {
@@ -149,6 +165,11 @@ pub(crate) trait TapSink: Send + Sync + 'static {
 
     /// Records a placement controller event of `instance` (default: ignored).
     fn placement(&self, instance: &InstanceId, event: PlacementEvent) {
+        let _ = (instance, event);
+    }
+
+    /// Records a session driver event of `instance` (default: ignored).
+    fn session(&self, instance: &InstanceId, event: SessionEvent<'_>) {
         let _ = (instance, event);
     }
 }
@@ -202,6 +223,13 @@ impl Tap {
     pub(crate) fn placement(&self, instance: &InstanceId, event: PlacementEvent) {
         for sink in self.sinks.iter() {
             sink.placement(instance, event);
+        }
+    }
+
+    /// Reports a session driver event to every sink.
+    pub(crate) fn session(&self, instance: &InstanceId, event: SessionEvent<'_>) {
+        for sink in self.sinks.iter() {
+            sink.session(instance, event);
         }
     }
 

@@ -269,7 +269,10 @@ impl RoleTask {
                         };
                         let outcome = backend.write(key, write, req.timeout).await;
                         tracing::Span::current().record("outcome", outcome_name(outcome));
-                        (op, OpResult::Write(kind, outcome, sent.elapsed(), seen_before))
+                        (
+                            op,
+                            OpResult::Write(kind, outcome, sent.elapsed(), seen_before),
+                        )
                     }
                     .instrument(span),
                 ));

@@ -2,6 +2,7 @@
 //! and one TTL class, performs its writes and reads, and publishes the session's state to the
 //! role tasks of that class on a `watch` channel (the only writer).
 
+use crate::tap::SessionEvent;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,7 +40,8 @@ pub(crate) struct SessionView {
 }
 
 enum OpResult {
-    Write(WriteOutcome),
+    /// A write's kind, outcome and duration.
+    Write(SessionWriteKind, WriteOutcome, Duration),
     Read(Result<SessionKeyState, FailureKind>),
 }
 
@@ -89,7 +91,11 @@ impl SessionTask {
                 Some((op, result)) = ops.next(), if !ops.is_empty() => {
                     let now = Instant::now();
                     match result {
-                        OpResult::Write(o) => {
+                        OpResult::Write(kind, o, elapsed) => {
+                            self.shared.tap.session(
+                                &self.shared.instance,
+                                SessionEvent::Written { key: &self.key, kind, outcome: o, elapsed },
+                            );
                             if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
                                 self.shared.bucket_check.notify_one();
                             }
@@ -151,7 +157,7 @@ impl SessionTask {
                     ttl: (kind != WriteKind::Release).then_some(self.ttl),
                     payload: w.value.map(|v| v.to_bytes()).unwrap_or_default(),
                 };
-                let (op, key, timeout) = (w.op, self.key.clone(), w.timeout);
+                let (op, key, timeout, session_kind) = (w.op, self.key.clone(), w.timeout, w.kind);
                 let span = tracing::debug_span!(
                     "kv",
                     op = "cas",
@@ -160,8 +166,9 @@ impl SessionTask {
                 );
                 ops.push(Box::pin(
                     async move {
+                        let sent = Instant::now();
                         let outcome = backend.write(key, write, timeout).await;
-                        (op, OpResult::Write(outcome))
+                        (op, OpResult::Write(session_kind, outcome, sent.elapsed()))
                     }
                     .instrument(span),
                 ));

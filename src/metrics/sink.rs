@@ -14,7 +14,7 @@ use super::{LATENCY_BUCKETS, TERM_BUCKETS, names};
 use crate::core::{FailureKind, WriteKind, WriteOutcome};
 use crate::names::{InstanceId, RoleName};
 use crate::status::RoleState;
-use crate::tap::{FencedRefusal, PlacementEvent, TapEvent, TapSink, WatcherEvent};
+use crate::tap::{FencedRefusal, PlacementEvent, SessionEvent, TapEvent, TapSink, WatcherEvent};
 
 /// What the observable gauges read for one role.
 struct RoleGauges {
@@ -423,6 +423,39 @@ impl TapSink for RoleMetrics {
         }
     }
 
+    fn session(&self, instance: &InstanceId, event: SessionEvent<'_>) {
+        debug_assert_eq!(instance, &self.instance);
+        match event {
+            SessionEvent::Written {
+                key,
+                kind,
+                outcome,
+                elapsed,
+            } => {
+                // Protocol v2: the heartbeat is the session renewal (one per TTL class), so
+                // its series carry the session key instead of a role.
+                let mut labels = self.instance_labels.clone();
+                labels.push(KeyValue::new("session", key.to_owned()));
+                if kind == crate::core::SessionWriteKind::Renew {
+                    let mut labels = labels.clone();
+                    labels.push(KeyValue::new(
+                        "status",
+                        outcome_status(WriteKind::Renew, outcome),
+                    ));
+                    self.heartbeat.record(elapsed.as_secs_f64(), &labels);
+                }
+                // Failed session writes count like failed lease writes, by session.
+                let error_type = match outcome {
+                    WriteOutcome::Unknown => "timeout",
+                    WriteOutcome::Failed(k) => k.as_str(),
+                    _ => return,
+                };
+                labels.push(KeyValue::new("error_type", error_type));
+                self.failures.add(1, &labels);
+            }
+        }
+    }
+
     fn watcher(&self, instance: &InstanceId, event: WatcherEvent) {
         debug_assert_eq!(instance, &self.instance);
         match event {
@@ -727,6 +760,68 @@ mod tests {
             Some(1.0),
             "{text}"
         );
+    }
+
+    /// Protocol v2: the heartbeat histogram measures session renewals (labelled by session
+    /// key, not role); failed session writes count as failures of that session.
+    #[test]
+    fn session_renewals_are_the_heartbeat() {
+        let (_provider, reader, m, i) = setup();
+        let key = "session.node-a.3000";
+        for outcome in [
+            WriteOutcome::Ok { revision: 7 },
+            WriteOutcome::Ok { revision: 9 },
+            WriteOutcome::Unknown,
+        ] {
+            m.session(
+                &i,
+                SessionEvent::Written {
+                    key,
+                    kind: crate::core::SessionWriteKind::Renew,
+                    outcome,
+                    elapsed: Duration::from_millis(2),
+                },
+            );
+        }
+        m.session(
+            &i,
+            SessionEvent::Written {
+                key,
+                kind: crate::core::SessionWriteKind::Start,
+                outcome: WriteOutcome::Failed(FailureKind::PermissionDenied),
+                elapsed: Duration::from_millis(1),
+            },
+        );
+        let text = reader.render().expect("render");
+        let labels = format!(r#"bucket="roles",instance_id="node-a",session="{key}""#);
+        for (series, want) in [
+            (
+                format!(
+                    "nats_roles_election_heartbeat_duration_seconds_count{{{labels},status=\"ok\"}}"
+                ),
+                2.0,
+            ),
+            (
+                format!(
+                    "nats_roles_election_heartbeat_duration_seconds_count{{{labels},status=\"unknown\"}}"
+                ),
+                1.0,
+            ),
+            (
+                format!(
+                    "nats_roles_election_failures_total{{bucket=\"roles\",error_type=\"timeout\",instance_id=\"node-a\",session=\"{key}\"}}"
+                ),
+                1.0,
+            ),
+            (
+                format!(
+                    "nats_roles_election_failures_total{{bucket=\"roles\",error_type=\"permission_denied\",instance_id=\"node-a\",session=\"{key}\"}}"
+                ),
+                1.0,
+            ),
+        ] {
+            assert_eq!(sample(&text, &series), Some(want), "{series}\n{text}");
+        }
     }
 
     #[test]

@@ -640,7 +640,15 @@ async fn otlp_export(protocol: &str) {
         Some("shutdown"),
         "{term:?}"
     );
-    for kind in ["acquire", "renew", "release"] {
+    // Protocol v2: role keys are written when a term starts and ends; the session key is
+    // what is renewed.
+    for kind in [
+        "acquire",
+        "release",
+        "session_start",
+        "session_renew",
+        "session_end",
+    ] {
         assert!(
             spans
                 .iter()
