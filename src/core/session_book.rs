@@ -319,6 +319,18 @@ impl SessionBook {
         self.newly_gone(key)
     }
 
+    /// Whether the session key `key`, which held session `uuid`, now holds a live session of
+    /// the same instance with another uuid: the instance restarted (or started a new session
+    /// after losing one) and comes back for the roles of its old session (Q6 restart
+    /// adoption, Q7: it ranks first for them).
+    #[must_use]
+    pub fn returned(&self, key: &str, uuid: Uuid) -> bool {
+        self.sessions.get(key).is_some_and(|t| {
+            t.stale.is_none()
+                && matches!(&t.state, SessionKeyState::Value { value: Some(v), .. } if v.session != uuid)
+        })
+    }
+
     /// Instances with a live session (the latest entry of one of their session keys holds a
     /// session value), for herd ranking (Q7).
     #[must_use]
@@ -334,27 +346,60 @@ impl SessionBook {
     }
 }
 
-/// Herd ranking (protocol Q7): `me`'s rank for `role` among `live` instances other than
-/// `previous` (the holder that just left), by rendezvous hashing: 0 claims at once, rank `k`
-/// waits `k × step`, at most `cap`. An instance not in `live` (its session not seen yet) ranks
-/// after all of them.
-#[must_use]
-pub fn herd_delay(
-    role: &RoleName,
-    me: &InstanceId,
-    live: &BTreeSet<InstanceId>,
-    previous: Option<&InstanceId>,
-    step: Duration,
-    cap: Duration,
-) -> Duration {
-    let mine = rendezvous(role, me);
-    let ahead = live
-        .iter()
-        .filter(|i| *i != me && Some(*i) != previous)
-        .filter(|i| rendezvous(role, i) > mine)
-        .count();
-    let rank = u32::try_from(ahead).unwrap_or(u32::MAX);
-    step.saturating_mul(rank).min(cap)
+/// The herd stagger (protocol Q7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Herd {
+    /// Rank `k` waits `k × step` before claiming a vacancy.
+    pub step: Duration,
+    /// The longest wait of any rank.
+    pub cap: Duration,
+    /// What every other candidate waits, on top of its rank's wait, when the previous holder
+    /// came back with a new session (a restart): the returning instance claims at once.
+    pub return_grace: Duration,
+}
+
+impl Herd {
+    /// What the manager and the simulation use: 2 ms per rank, at most 10 ms; 100 ms for a
+    /// returning holder.
+    pub const DEFAULT: Herd = Herd {
+        step: Duration::from_millis(2),
+        cap: Duration::from_millis(10),
+        return_grace: Duration::from_millis(100),
+    };
+
+    /// `me`'s wait before claiming `role`, vacant since `previous` (the holder that left; with
+    /// `returning` when it came back with a new session) left it. By rendezvous hashing over
+    /// the `live` instances other than `previous`: rank 0 claims at once, rank `k` waits
+    /// `k × step`, at most `cap`; an instance not in `live` (its session not seen yet) waits
+    /// as if ranked after all of them. A returning previous holder claims at once, everyone
+    /// else waits `return_grace` more.
+    #[must_use]
+    pub fn delay(
+        &self,
+        role: &RoleName,
+        me: &InstanceId,
+        live: &BTreeSet<InstanceId>,
+        previous: Option<&InstanceId>,
+        returning: bool,
+    ) -> Duration {
+        if returning && previous == Some(me) {
+            return Duration::ZERO;
+        }
+        let mine = rendezvous(role, me);
+        let others = live.iter().filter(|i| *i != me && Some(*i) != previous);
+        let ahead = if live.contains(me) {
+            others.filter(|i| rendezvous(role, i) > mine).count()
+        } else {
+            others.count()
+        };
+        let rank = u32::try_from(ahead).unwrap_or(u32::MAX);
+        let wait = self.step.saturating_mul(rank).min(self.cap);
+        if returning && previous.is_some() {
+            wait + self.return_grace
+        } else {
+            wait
+        }
+    }
 }
 
 /// The rendezvous weight of `(role, instance)`: FNV-1a over both names, then mixed.

@@ -1,4 +1,4 @@
-//! Unit tests of [`SessionBook`] (protocol Q5) and [`herd_delay`] (Q7).
+//! Unit tests of [`SessionBook`] (protocol Q5) and [`Herd`] (Q7).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::machine::BACKSTOP_GRACE;
 use super::session::SessionKeyState;
-use super::session_book::{SessionBook, Verdict, herd_delay};
+use super::session_book::{Herd, SessionBook, Verdict};
 use crate::names::{InstanceId, RoleName};
 use crate::value::SessionValue;
 
@@ -164,14 +164,14 @@ fn instances(n: usize) -> BTreeSet<InstanceId> {
 /// a multiple of the step, at most the cap; the previous holder is left out of the ranking.
 #[test]
 fn herd_ranks_exactly_one_instance_first() {
-    let step = Duration::from_millis(2);
-    let cap = Duration::from_millis(10);
+    let herd = Herd::DEFAULT;
+    let cap = herd.cap;
     let live = instances(8);
     for r in 0..20 {
         let role = RoleName::new(format!("role-{r}")).expect("valid role name");
         let delays: Vec<Duration> = live
             .iter()
-            .map(|me| herd_delay(&role, me, &live, None, step, cap))
+            .map(|me| herd.delay(&role, me, &live, None, false))
             .collect();
         assert_eq!(
             delays.iter().filter(|d| d.is_zero()).count(),
@@ -189,7 +189,7 @@ fn herd_ranks_exactly_one_instance_first() {
         let others: Vec<Duration> = live
             .iter()
             .filter(|i| **i != first)
-            .map(|me| herd_delay(&role, me, &live, Some(&first), step, cap))
+            .map(|me| herd.delay(&role, me, &live, Some(&first), false))
             .collect();
         assert_eq!(
             others.iter().filter(|d| d.is_zero()).count(),
@@ -197,4 +197,59 @@ fn herd_ranks_exactly_one_instance_first() {
             "{role}: {others:?}"
         );
     }
+}
+
+/// Q6/Q7 restart adoption: when the previous holder came back with a new session, it claims
+/// at once and everyone else waits the return grace on top of its rank.
+#[test]
+fn a_returning_holder_claims_first() {
+    let herd = Herd::DEFAULT;
+    let live = instances(5);
+    for r in 0..20 {
+        let role = RoleName::new(format!("role-{r}")).expect("valid role name");
+        for previous in &live {
+            for me in &live {
+                let d = herd.delay(&role, me, &live, Some(previous), true);
+                if me == previous {
+                    assert_eq!(d, Duration::ZERO);
+                } else {
+                    assert!(d >= herd.return_grace, "{role} {me}: {d:?}");
+                    assert!(d <= herd.return_grace + herd.cap, "{role} {me}: {d:?}");
+                }
+            }
+        }
+    }
+}
+
+/// Q7: an instance whose own session the book has not seen yet ranks after every live one.
+#[test]
+fn an_unseen_instance_ranks_last() {
+    let herd = Herd::DEFAULT;
+    let live = instances(3);
+    let stranger = InstanceId::new("stranger").expect("valid instance id");
+    let role = RoleName::new("r").expect("valid role name");
+    assert_eq!(
+        herd.delay(&role, &stranger, &live, None, false),
+        herd.step * 3
+    );
+    // With no live instance known at all, everyone claims at once (v1 behaviour).
+    assert_eq!(
+        herd.delay(&role, &stranger, &BTreeSet::new(), None, false),
+        Duration::ZERO
+    );
+}
+
+/// The book tells a session key taken over by a new session of its instance (a restart)
+/// from the same session renewed, and from a session that ended.
+#[test]
+fn a_restarted_session_is_returned() {
+    let (mut b, t0) = book();
+    b.observe(KEY, session(10, uuid(2)), t0);
+    assert!(!b.returned(KEY, uuid(2)));
+    b.observe(KEY, session(20, uuid(3)), t0);
+    assert!(b.returned(KEY, uuid(2)));
+    assert!(!b.returned(KEY, uuid(3)));
+    assert!(!b.returned("session.b.3000", uuid(2)));
+    b.observe(KEY, marker(30), t0);
+    assert!(!b.returned(KEY, uuid(2)), "ended, not returned");
 }

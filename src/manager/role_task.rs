@@ -60,11 +60,6 @@ pub(crate) struct RoleTask {
     pub(crate) session: Option<watch::Receiver<super::session_task::SessionView>>,
 }
 
-/// Herd ranking (Q7): rank `k` waits `k ×` this before claiming a vacancy.
-const HERD_STEP: Duration = Duration::from_millis(2);
-/// Herd ranking: the longest wait of any rank.
-const HERD_CAP: Duration = Duration::from_millis(10);
-
 impl RoleTask {
     /// Runs until the machine stops. Returns after the last demote callback returned.
     pub(crate) async fn run(mut self) {
@@ -517,19 +512,18 @@ impl RoleTask {
         if !self.shared.backend.herd_ranking() {
             return;
         }
-        let previous = self
-            .machine
-            .observed()
-            .and_then(KeyState::lease)
-            .map(|v| v.holder.clone());
-        let live = self.shared.book().live_instances();
-        let delay = crate::core::herd_delay(
+        let previous = self.machine.observed().and_then(KeyState::lease);
+        let (live, returning) = {
+            let book = self.shared.book();
+            let returning = previous.is_some_and(|v| book.returned(&v.session_key, v.session));
+            (book.live_instances(), returning)
+        };
+        let delay = crate::core::Herd::DEFAULT.delay(
             &self.role,
             &self.shared.instance,
             &live,
-            previous.as_ref(),
-            HERD_STEP,
-            HERD_CAP,
+            previous.map(|v| &v.holder),
+            returning,
         );
         self.machine.handle_herd_delay(delay);
     }

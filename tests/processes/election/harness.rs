@@ -555,7 +555,12 @@ pub(super) struct KvRecorder {
 
 impl KvRecorder {
     pub(super) async fn start(store: &kv::Store) -> KvRecorder {
-        let mut watch = store.watch("role.>").await.expect("watch role keys");
+        // With history: in protocol v2 a role key does not change during a term, so only the
+        // last value of each key (delivered first) shows the current leases.
+        let mut watch = store
+            .watch_with_history("role.>")
+            .await
+            .expect("watch role keys");
         let changes: Arc<Mutex<Vec<(Instant, kv::Entry)>>> = Arc::default();
         let log = changes.clone();
         let task = tokio::spawn(async move {

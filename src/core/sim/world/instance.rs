@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use crate::core::machine::SessionUpdate;
 use crate::core::session::{SessionAction, SessionLoss, SessionWriteKind};
-use crate::core::session_book::{Verdict, herd_delay};
+use crate::core::session_book::Verdict;
 use crate::core::sim::clock::{MS, nanos};
 use crate::core::sim::kv::{EntryKind, KvWrite};
 use crate::core::types::{DemoteReason, FailureKind, KeyState, WriteKind, WriteOutcome};
@@ -18,10 +18,9 @@ use crate::value::HolderValue;
 
 use super::{Ev, Input, SInput, Sim, Who};
 
-/// Herd ranking (Q7): rank `k` waits `k ×` this (as the role task).
-const HERD_STEP: Duration = Duration::from_millis(2);
-/// Herd ranking: the longest wait of any rank.
-pub(in crate::core::sim) const HERD_CAP: Duration = Duration::from_millis(10);
+/// Herd ranking: the longest wait of any rank (as the role task; a returning holder's
+/// grace comes on top, only where the previous holder restarted).
+pub(in crate::core::sim) const HERD_CAP: Duration = crate::core::Herd::DEFAULT.cap;
 /// How often the watcher looks for sessions due for a backstop read.
 pub(in crate::core::sim) const BACKSTOP_TICK: Duration = Duration::from_millis(250);
 /// Timeout of one backstop read.
@@ -209,20 +208,16 @@ impl Sim {
     pub(super) fn rank_for_vacancy(&mut self, n: usize) {
         let node = &self.nodes[n];
         let inst = &self.insts[node.inst];
-        let previous = node
-            .machine
-            .observed()
-            .and_then(KeyState::lease)
-            .map(|v| v.holder.clone());
+        let previous = node.machine.observed().and_then(KeyState::lease);
+        let returning = previous.is_some_and(|v| inst.book.returned(&v.session_key, v.session));
         let live = inst.book.live_instances();
         let role = &self.roles[node.role];
-        let delay = herd_delay(
+        let delay = crate::core::Herd::DEFAULT.delay(
             role,
             &inst.id,
             &live,
-            previous.as_ref(),
-            HERD_STEP,
-            HERD_CAP,
+            previous.map(|v| &v.holder),
+            returning,
         );
         self.nodes[n].machine.handle_herd_delay(delay);
     }
