@@ -358,10 +358,13 @@ async fn put_foreign_lease(
     holder: &str,
     meta: Value,
 ) {
+    // A protocol v2 lease (P2, Q2) naming a session that never existed.
     let lease = json!({
-        "v": 1,
+        "v": 2,
         "holder": holder,
         "incarnation": uuid::Uuid::new_v4(),
+        "session": uuid::Uuid::new_v4(),
+        "session_key": format!("session.{holder}.60000"),
         "nonce": uuid::Uuid::new_v4(),
         "priority": 0,
         "ttl_ms": 60_000,
