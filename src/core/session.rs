@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::backoff::{RetryPolicy, SplitMix64};
-use super::types::{FailureKind, Timing, WriteOutcome};
+use super::types::{DemoteReason, FailureKind, Timing, WriteOutcome};
 use crate::names::InstanceId;
 use crate::value::{SessionValue, VALUE_VERSION};
 
@@ -119,6 +119,19 @@ pub enum SessionLoss {
 }
 
 impl SessionLoss {
+    /// The demotion reason a term resting on a session gets when the session ends this way
+    /// (the session driver and the simulation both map it so).
+    #[must_use]
+    pub fn demote_reason(self) -> DemoteReason {
+        match self {
+            Self::DeadlineExpired => DemoteReason::DeadlineExpired,
+            Self::Expired => DemoteReason::Expired,
+            Self::Evicted => DemoteReason::Evicted,
+            Self::BucketReset => DemoteReason::BucketReset,
+            Self::Superseded | Self::Ended => DemoteReason::Superseded,
+        }
+    }
+
     /// A short machine-readable name.
     #[must_use]
     pub fn as_str(self) -> &'static str {

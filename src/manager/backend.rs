@@ -39,6 +39,12 @@ pub(crate) trait RoleBackend: Send + Sync + 'static {
         true
     }
 
+    /// Whether a role value another instance holds counts as vacant whatever the session
+    /// book says (only the `ignore-session` negative control).
+    fn ignores_sessions(&self) -> bool {
+        false
+    }
+
     /// The deadline handed to the application for a term whose local deadline is `deadline`.
     fn handed_deadline(&self, deadline: Instant) -> Instant {
         deadline

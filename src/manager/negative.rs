@@ -27,18 +27,23 @@ pub enum NegativeControl {
     NoLocalDeadline,
     /// Demotions are neither recorded nor delivered: the term stays open.
     SkipDemote,
+    /// Protocol v2: every role value another instance holds counts as vacant at once, as if
+    /// its session were gone (a takeover while the holder's session is alive).
+    IgnoreSession,
 }
 
 impl NegativeControl {
     /// Every mode.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::PlainPut,
         Self::DropTtl,
         Self::NoLocalDeadline,
         Self::SkipDemote,
+        Self::IgnoreSession,
     ];
 
-    /// The command-line name (`plain-put`, `drop-ttl`, `no-local-deadline`, `skip-demote`).
+    /// The command-line name (`plain-put`, `drop-ttl`, `no-local-deadline`, `skip-demote`,
+    /// `ignore-session`).
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -46,6 +51,7 @@ impl NegativeControl {
             Self::DropTtl => "drop-ttl",
             Self::NoLocalDeadline => "no-local-deadline",
             Self::SkipDemote => "skip-demote",
+            Self::IgnoreSession => "ignore-session",
         }
     }
 }
@@ -123,6 +129,11 @@ impl RoleBackend for Flawed {
         self.mode != NegativeControl::PlainPut
     }
 
+    /// `ignore-session`: another instance's role value is vacant whatever its session.
+    fn ignores_sessions(&self) -> bool {
+        self.mode == NegativeControl::IgnoreSession
+    }
+
     /// `no-local-deadline`: the application may act for another hour.
     fn handed_deadline(&self, deadline: Instant) -> Instant {
         if self.mode == NegativeControl::NoLocalDeadline {
@@ -137,7 +148,9 @@ impl RoleBackend for Flawed {
         match self.mode {
             NegativeControl::SkipDemote => false,
             NegativeControl::NoLocalDeadline => reason != DemoteReason::DeadlineExpired,
-            NegativeControl::PlainPut | NegativeControl::DropTtl => true,
+            NegativeControl::PlainPut
+            | NegativeControl::DropTtl
+            | NegativeControl::IgnoreSession => true,
         }
     }
 }

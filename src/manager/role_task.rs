@@ -544,7 +544,8 @@ impl RoleTask {
             *revision,
             now,
         );
-        if verdict == crate::core::Verdict::Gone {
+        let ignored = v.holder != self.shared.instance && self.shared.backend.ignores_sessions();
+        if verdict == crate::core::Verdict::Gone || ignored {
             self.rank_for_vacancy();
             self.machine.handle_holder_gone(*revision, now);
         }

@@ -2,7 +2,6 @@
 //! and one TTL class, performs its writes and reads, and publishes the session's state to the
 //! role tasks of that class on a `watch` channel (the only writer).
 
-use crate::tap::SessionEvent;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,9 +15,10 @@ use tracing::{Instrument, debug, error, info, warn};
 use super::backend::LeaseWrite;
 use super::shared::Shared;
 use crate::core::{
-    DemoteReason, FailureKind, SessionAction, SessionKeyState, SessionLoss, SessionMachine,
-    SessionUpdate, SessionWriteKind, WriteKind, WriteOutcome,
+    FailureKind, SessionAction, SessionKeyState, SessionLoss, SessionMachine, SessionUpdate,
+    SessionWriteKind, WriteKind, WriteOutcome,
 };
+use crate::tap::SessionEvent;
 
 /// Messages to a session task.
 #[derive(Debug)]
@@ -94,7 +94,12 @@ impl SessionTask {
                         OpResult::Write(kind, o, elapsed) => {
                             self.shared.tap.session(
                                 &self.shared.instance,
-                                SessionEvent::Written { key: &self.key, kind, outcome: o, elapsed },
+                                SessionEvent::Written {
+                                    key: &self.key,
+                                    kind,
+                                    outcome: o,
+                                    elapsed,
+                                },
                             );
                             if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
                                 self.shared.bucket_check.notify_one();
@@ -219,7 +224,7 @@ impl SessionTask {
                 self.view.send_modify(|v| {
                     v.update = Some(SessionUpdate::Lost {
                         uuid,
-                        reason: demote_reason(reason),
+                        reason: reason.demote_reason(),
                     });
                 });
             }
@@ -247,18 +252,6 @@ impl SessionTask {
 
 /// How long a session lost to a recreated bucket waits for the watcher's epoch check.
 const EPOCH_CHECK_WAIT: Duration = Duration::from_secs(2);
-
-/// The demotion reason a term resting on a session gets when the session ends.
-
-fn demote_reason(loss: SessionLoss) -> DemoteReason {
-    match loss {
-        SessionLoss::DeadlineExpired => DemoteReason::DeadlineExpired,
-        SessionLoss::Expired => DemoteReason::Expired,
-        SessionLoss::Evicted => DemoteReason::Evicted,
-        SessionLoss::BucketReset => DemoteReason::BucketReset,
-        SessionLoss::Superseded | SessionLoss::Ended => DemoteReason::Superseded,
-    }
-}
 
 async fn sleep_until_opt(at: Option<Instant>) {
     match at {

@@ -289,8 +289,11 @@ async fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
     let holder = state
         .lease()
         .map(|v| (v.session_key.as_str(), v.session, v.holder.clone()));
+    let foreign_holder = holder
+        .as_ref()
+        .is_some_and(|(_, _, h)| *h != shared.instance);
     let verdict = shared.book().role(&role, holder, state.revision(), now);
-    let gone = verdict == Verdict::Gone;
+    let gone = verdict == Verdict::Gone || (foreign_holder && shared.backend.ignores_sessions());
     let info =
         HolderInfo::from_state(&role, &state, epoch, Some(entry.created.into())).filter(|_| !gone);
     let changed = update_holder(shared, &role, state.revision(), info);

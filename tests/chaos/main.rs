@@ -327,6 +327,13 @@ async fn negative_control_skip_demote_is_flagged() {
     ci(Kind::Negative("skip-demote"), 2, 3).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negative_control_ignore_session_is_flagged() {
+    // One trial: the flaw shows in every round (the history test in tests/server covers it
+    // too); CI time is budgeted.
+    ci(Kind::Negative("ignore-session"), 1, 3).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Soak
 // ---------------------------------------------------------------------------------------------
@@ -339,7 +346,7 @@ async fn soak_mixed_faults_steady_state_and_resources() {
     let mut all = Vec::new();
     if soak() {
         let n = trials_override();
-        let plan: [(Kind, usize, usize, bool); 19] = [
+        let plan: [(Kind, usize, usize, bool); 20] = [
             (Kind::Sigkill, 22, 3, false),
             (Kind::Sigstop, 22, 3, false),
             (Kind::ServerRestart, 12, 2, false),
@@ -359,6 +366,7 @@ async fn soak_mixed_faults_steady_state_and_resources() {
             (Kind::Negative("drop-ttl"), 15, 3, false),
             (Kind::Negative("no-local-deadline"), 15, 3, false),
             (Kind::Negative("skip-demote"), 15, 3, false),
+            (Kind::Negative("ignore-session"), 15, 3, false),
         ];
         for (kind, trials, rounds, steady) in plan {
             let outcomes = series(kind, n.unwrap_or(trials), rounds, steady).await;

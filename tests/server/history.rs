@@ -454,6 +454,7 @@ mod negative {
             "plain-put" => "plain-put",
             "drop-ttl" => "drop-ttl",
             "no-local-deadline" => "no-local-deadline",
+            "ignore-session" => "ignore-session",
             _ => "skip-demote",
         };
         let report = scenario(Some(mode)).await;
@@ -581,6 +582,21 @@ mod negative {
         scene.holder(None).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         scene.finish().await
+    }
+
+    /// Two instances, one role, nothing goes wrong for 1.5 s.
+    async fn steady(mode: Option<&'static str>) -> Report {
+        let scene = Scene::start("steady", 1000, 1..3, mode).await;
+        scene.holder(None).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        scene.finish().await
+    }
+
+    /// Protocol v2 (Q5, Q11): taking a role over while its holder's session is alive leaves
+    /// two holders acting at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ignore_session_is_flagged() {
+        control("ignore-session", &[Invariant::S4, Invariant::S6], steady).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

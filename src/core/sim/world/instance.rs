@@ -13,7 +13,7 @@ use crate::core::session::{SessionAction, SessionLoss, SessionWriteKind};
 use crate::core::session_book::Verdict;
 use crate::core::sim::clock::{MS, nanos};
 use crate::core::sim::kv::{EntryKind, KvWrite};
-use crate::core::types::{DemoteReason, FailureKind, KeyState, WriteKind, WriteOutcome};
+use crate::core::types::{FailureKind, KeyState, WriteKind, WriteOutcome};
 use crate::value::HolderValue;
 
 use super::{Ev, Input, SInput, Sim, Who};
@@ -25,18 +25,6 @@ pub(in crate::core::sim) const HERD_CAP: Duration = crate::core::Herd::DEFAULT.c
 pub(in crate::core::sim) const BACKSTOP_TICK: Duration = Duration::from_millis(250);
 /// Timeout of one backstop read.
 const BACKSTOP_READ_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// The demotion reason a term resting on a session gets when the session ends (as the
-/// session task maps it).
-fn demote_reason(loss: SessionLoss) -> DemoteReason {
-    match loss {
-        SessionLoss::DeadlineExpired => DemoteReason::DeadlineExpired,
-        SessionLoss::Expired => DemoteReason::Expired,
-        SessionLoss::Evicted => DemoteReason::Evicted,
-        SessionLoss::BucketReset => DemoteReason::BucketReset,
-        _ => DemoteReason::Superseded,
-    }
-}
 
 impl Sim {
     /// Delivers an input of instance `i` unless it crashed; defers it past a pause.
@@ -306,7 +294,7 @@ impl Sim {
                     if self.flaws.renew_after_loss && reason != SessionLoss::Ended {
                         self.insts[i].lost.get_or_insert(uuid);
                     } else {
-                        let reason = demote_reason(reason);
+                        let reason = reason.demote_reason();
                         self.send_to_roles(i, SessionUpdate::Lost { uuid, reason });
                     }
                 }
