@@ -42,6 +42,28 @@ pub enum Error {
         /// The role.
         role: RoleName,
     },
+    /// A role key of the bucket holds a lease of another protocol version (a version 1
+    /// instance holds it, or a newer build). One protocol version per bucket: this instance
+    /// refuses to start rather than run beside it. Upgrade by a new bucket or stop-the-world
+    /// (docs/protocol.md, Q10). Returned by
+    /// [`RoleManagerBuilder::start`](crate::RoleManagerBuilder::start); a mismatch that
+    /// appears later is reported in the role's status and log, and the role is never taken
+    /// over from it.
+    #[error(
+        "bucket {bucket:?}: role.{role} holds a protocol v{found} lease; this instance speaks v{ours} \
+         (one protocol version per bucket: stop every instance of the other version, or use a new \
+         bucket; docs/protocol.md, Q10)"
+    )]
+    IncompatibleProtocol {
+        /// Bucket name.
+        bucket: String,
+        /// The role whose key holds the other version.
+        role: RoleName,
+        /// The version found.
+        found: u64,
+        /// This build's version.
+        ours: u64,
+    },
     /// A role's [`Timing`](crate::Timing) breaks a rule of [`Timing::validate`](crate::Timing::validate)
     /// (returned by [`RoleManagerBuilder::start`](crate::RoleManagerBuilder::start) and
     /// [`RoleManager::add_role`](crate::RoleManager::add_role) before anything is written).

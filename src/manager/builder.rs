@@ -236,6 +236,7 @@ impl RoleManagerBuilder {
             settings.validate()?;
         }
         let opened = bucket::open(&self.client, &self.bucket, &self.server_errors).await?;
+        refuse_other_protocol(&opened.store, &self.roles).await?;
         #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
         let mut backend: Arc<dyn RoleBackend> = Arc::new(opened.store.clone());
         #[cfg(feature = "negative-controls")]
@@ -373,4 +374,34 @@ impl RoleManagerBuilder {
         );
         Ok(manager)
     }
+}
+
+/// Protocol Q10: a role key of the configured roles that holds another protocol version's
+/// lease refuses the start (reads from the stream leader, 32 at a time; a read that fails is
+/// left to the role's own detection at run time).
+async fn refuse_other_protocol(
+    store: &crate::store::LeaseStore,
+    roles: &[RoleSpec],
+) -> Result<(), Error> {
+    use futures_util::StreamExt;
+    let mut reads = futures_util::stream::iter(roles.iter().filter(|r| r.campaign))
+        .map(|spec| async move {
+            let key = format!("{}{}", crate::store::ROLE_PREFIX, spec.name);
+            let state = store.read(&key, spec.timing.operation_timeout).await;
+            (spec, state)
+        })
+        .buffer_unordered(32);
+    while let Some((spec, state)) = reads.next().await {
+        if let Ok(crate::core::KeyState::Held { value, .. }) = state
+            && let Some(found) = value.other_protocol()
+        {
+            return Err(Error::IncompatibleProtocol {
+                bucket: store.bucket().to_string(),
+                role: spec.name.clone(),
+                found,
+                ours: u64::from(crate::value::VALUE_VERSION),
+            });
+        }
+    }
+    Ok(())
 }

@@ -682,3 +682,47 @@ async fn wait_holder(runs: &[Run], not: Option<usize>) -> usize {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Protocol Q10: a role key holding a version 1 lease (a v1 instance still runs on the bucket)
+/// refuses the start with a typed error naming the role and both versions; nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v1_lease_in_the_bucket_refuses_the_start() {
+    let server = NatsServer::start().await;
+    let client = testkit::connect(&server.url()).await;
+    let js = jetstream::new(client.clone());
+    let store = testkit::create_kv(
+        &js,
+        kv::Config {
+            bucket: "mixed".into(),
+            history: 1,
+            limit_markers: Some(Duration::from_secs(60)),
+            ..Default::default()
+        },
+    )
+    .await;
+    let v1 = br#"{"v":1,"holder":"old-node","incarnation":"5b0e1c52-0000-4000-8000-0000000000aa","nonce":"5b0e1c52-0000-4000-8000-0000000000bb","ttl_ms":3000}"#;
+    let revision = store
+        .put("role.r2", v1.to_vec().into())
+        .await
+        .expect("put a v1 lease");
+    let result = RoleManager::builder(client, InstanceId::new("a").unwrap())
+        .bucket("mixed")
+        .role(RoleSpec::new(RoleName::new("r1").unwrap()).timing(fast()))
+        .role(RoleSpec::new(RoleName::new("r2").unwrap()).timing(fast()))
+        .start()
+        .await;
+    match result {
+        Err(e @ Error::IncompatibleProtocol { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("role.r2") && text.contains("v1") && text.contains("v2"),
+                "{text}"
+            );
+        }
+        other => panic!("expected IncompatibleProtocol, got {:?}", other.map(|_| ())),
+    }
+    // Nothing was written: the v1 lease is the last entry of the bucket.
+    let mut stream = js.get_stream("KV_mixed").await.expect("the stream");
+    let last = stream.info().await.expect("stream info").state.last_sequence;
+    assert_eq!(last, revision);
+}
