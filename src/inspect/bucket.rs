@@ -15,7 +15,9 @@ use crate::manager::HolderInfo;
 use crate::manager::view::open_bucket;
 use crate::names::RoleName;
 use crate::store::{LeaseStore, ROLE_PREFIX, ServerErrors};
-use crate::value::HolderValue;
+use crate::value::{HolderValue, SESSION_PREFIX, SessionValue};
+use std::collections::HashMap;
+use uuid::Uuid;
 
 /// Reads of role keys in flight at once in [`Inspector::holders`].
 const READS_IN_FLIGHT: usize = 16;
@@ -129,14 +131,38 @@ impl Inspector {
         self.epoch
     }
 
-    /// The holder of every held role (foreign values included), sorted by role.
+    /// The holder of every held role (foreign values included), sorted by role. A role whose
+    /// holder's session is gone (the instance died or ended its session) is vacant (protocol
+    /// v2, Q5) and not listed.
     ///
     /// # Errors
     /// [`Error::JetStream`] when listing or reading the keys fails; [`Error::Timeout`].
     pub async fn holders(&self) -> Result<Vec<HolderInfo>, Error> {
-        let mut out = self
-            .read_keys(role_of, |role, entry| self.holder_of(&role, &entry))
+        // Role keys first, then sessions: a session that changed in between is newer than the
+        // role value read, so a live holder is never shown gone.
+        let roles = self
+            .read_keys(role_of, |role, entry| {
+                self.holder_of(&role, &entry)
+                    .map(|info| (info, session_of(&entry)))
+            })
             .await?;
+        let sessions: HashMap<String, Uuid> = self
+            .read_keys(
+                |key| key.starts_with(SESSION_PREFIX).then(|| key.to_owned()),
+                |key, entry| live_session(&key, &entry).map(|uuid| (key, uuid)),
+            )
+            .await?
+            .into_iter()
+            .collect();
+        let mut out: Vec<HolderInfo> = roles
+            .into_iter()
+            .filter(|(_, session)| {
+                session
+                    .as_ref()
+                    .is_none_or(|(key, uuid)| sessions.get(key) == Some(uuid))
+            })
+            .map(|(info, _)| info)
+            .collect();
         out.sort_by(|a: &HolderInfo, b| a.role.cmp(&b.role));
         Ok(out)
     }
@@ -202,7 +228,8 @@ impl Inspector {
         .await
     }
 
-    /// The holder of one role; `None` when it is vacant or was never written.
+    /// The holder of one role; `None` when it is vacant (its holder's session gone included)
+    /// or was never written.
     ///
     /// # Errors
     /// [`Error::JetStream`] when the read fails; [`Error::Timeout`].
@@ -215,7 +242,26 @@ impl Inspector {
                 .map_err(|e| Error::JetStream(Box::new(e)))
         })
         .await?;
-        Ok(entry.and_then(|e| self.holder_of(role, &e)))
+        let Some(entry) = entry else {
+            return Ok(None);
+        };
+        let Some(info) = self.holder_of(role, &entry) else {
+            return Ok(None);
+        };
+        // Protocol v2 (Q5): a role value whose session is gone is vacant.
+        if let Some((key, uuid)) = session_of(&entry) {
+            let session = guarded(&self.denials, async {
+                tokio::time::timeout(self.timeout, self.kv.entry(key.clone()))
+                    .await
+                    .map_err(|_| Error::Timeout(self.timeout))?
+                    .map_err(|e| Error::JetStream(Box::new(e)))
+            })
+            .await?;
+            if session.and_then(|e| live_session(&key, &e)) != Some(uuid) {
+                return Ok(None);
+            }
+        }
+        Ok(Some(info))
     }
 
     /// Changes of role keys from now on (no replay of the current state: combine with
@@ -324,6 +370,26 @@ async fn guarded<T>(
 fn role_of(key: &str) -> Option<RoleName> {
     key.strip_prefix(ROLE_PREFIX)
         .and_then(|name| RoleName::new(name).ok())
+}
+
+/// The session a role entry's lease rests on (protocol v2): its key and uuid.
+fn session_of(entry: &Entry) -> Option<(String, Uuid)> {
+    if entry.operation != Operation::Put {
+        return None;
+    }
+    match HolderValue::parse_at(&entry.value, entry.revision) {
+        HolderValue::Lease(v) => Some((v.session_key.clone(), v.session)),
+        _ => None,
+    }
+}
+
+/// The uuid of the live session a session key's entry holds (`None`: a marker or a value
+/// that is not a session of the instance the key names).
+fn live_session(key: &str, entry: &Entry) -> Option<Uuid> {
+    (entry.operation == Operation::Put)
+        .then(|| SessionValue::parse(key, &entry.value))
+        .flatten()
+        .map(|v| v.session)
 }
 
 fn holder_info(role: &RoleName, entry: &Entry, epoch: u64) -> Option<HolderInfo> {

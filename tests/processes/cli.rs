@@ -652,3 +652,60 @@ async fn run_prints_the_http_url_before_any_transition() {
         &lines[..lines.len().min(3)]
     );
 }
+
+/// Protocol v2 (Q5): the role keys of a SIGKILLed instance stay in the bucket (no TTL of their
+/// own), but once its session expired `status` lists its roles as vacant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_a_dead_instance_s_roles_vacant_after_its_session_expired() {
+    let server = NatsServer::start().await;
+    let url = server.url();
+    let mut d = testkit::instances::Deployment::new(
+        &url,
+        "cli-dead",
+        &["alpha", "beta"],
+        "timing:\n  ttl: 1s\n  heartbeat: 250ms\n  operation_timeout: 500ms\n  disconnect_grace: 1000ms\n",
+    );
+    let a = d.start("node-a").await;
+    let status = || async {
+        let out = run(
+            &["status", "--server", &url, "--bucket", "cli-dead", "--json"],
+            &[],
+        )
+        .await;
+        assert_eq!(out.code, Some(0), "{}", out.text());
+        let list: RoleList = serde_json::from_str(&out.stdout).expect("a RoleList");
+        list.roles
+            .iter()
+            .map(|r| (r.role.clone(), r.holder.clone()))
+            .collect::<Vec<_>>()
+    };
+    let held = vec![
+        ("alpha".to_owned(), Some("node-a".to_owned())),
+        ("beta".to_owned(), Some("node-a".to_owned())),
+    ];
+    testkit::eventually("node-a holds both roles", WAIT, || async {
+        (status().await == held).then_some(())
+    })
+    .await;
+    testkit::process::signal(d.instances[a].pid(), libc::SIGKILL);
+    let killed = Instant::now();
+    testkit::eventually("both roles listed vacant", WAIT, || async {
+        status().await.is_empty().then_some(())
+    })
+    .await;
+    // The session's TTL is 1 s (the server expires it up to ~1 s later at most).
+    assert!(
+        killed.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        killed.elapsed()
+    );
+    // The role keys are still there: vacancy comes from the session, not from a deletion.
+    let js = async_nats::jetstream::new(testkit::connect(&url).await);
+    let kv = js.get_key_value("cli-dead").await.expect("the bucket");
+    let entry = kv
+        .entry("role.alpha")
+        .await
+        .expect("read")
+        .expect("role.alpha present");
+    assert_eq!(entry.operation, async_nats::jetstream::kv::Operation::Put);
+}

@@ -723,6 +723,11 @@ async fn a_v1_lease_in_the_bucket_refuses_the_start() {
     }
     // Nothing was written: the v1 lease is the last entry of the bucket.
     let mut stream = js.get_stream("KV_mixed").await.expect("the stream");
-    let last = stream.info().await.expect("stream info").state.last_sequence;
+    let last = stream
+        .info()
+        .await
+        .expect("stream info")
+        .state
+        .last_sequence;
     assert_eq!(last, revision);
 }
