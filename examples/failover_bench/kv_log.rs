@@ -1,4 +1,5 @@
-//! The orchestrator's own KV watcher: every change of the role keys, timestamped when seen.
+//! The orchestrator's own KV watcher: every change of the role and session keys, timestamped
+//! when seen.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,9 +29,9 @@ pub(crate) struct KvLog {
 impl KvLog {
     pub(crate) async fn start(store: &kv::Store) -> Result<KvLog, String> {
         let mut watch = store
-            .watch("role.>")
+            .watch_many(["role.>", "session.>"])
             .await
-            .map_err(|e| format!("watch role.>: {e}"))?;
+            .map_err(|e| format!("watch role.> and session.>: {e}"))?;
         let changes: Arc<Mutex<Vec<KvChange>>> = Arc::default();
         let (tick_tx, tick) = watch::channel(0u64);
         let log = changes.clone();
@@ -39,7 +40,13 @@ impl KvLog {
                 let at = Instant::now();
                 let holder = serde_json::from_slice::<serde_json::Value>(&entry.value)
                     .ok()
-                    .and_then(|v| v["holder"].as_str().map(str::to_owned));
+                    // Role values name their holder, session values (protocol v2) their instance.
+                    .and_then(|v| {
+                        v["holder"]
+                            .as_str()
+                            .or(v["instance"].as_str())
+                            .map(str::to_owned)
+                    });
                 lock(&log).push(KvChange {
                     at,
                     key: entry.key.clone(),

@@ -8,7 +8,7 @@ use async_nats::jetstream::{self, kv};
 use rand::Rng;
 use tokio::time::Instant;
 
-use crate::kv_log::{KvChange, KvLog};
+use crate::kv_log::KvLog;
 use crate::process::{Instance, SIGKILL, SIGTERM, send_signal};
 use crate::report::ms;
 use crate::{Sample, Series, WARMUP_TRIALS};
@@ -179,8 +179,10 @@ impl Bench {
                 series.missing_holder_lines += 1;
             }
 
-            // A random point of the heartbeat period after a renewal (of the first role).
-            let renewed = kv.next_put_by(&holder.id, &keys[0], heartbeat * 3).await?;
+            // A random point of the heartbeat period after a renewal (protocol v2: of the
+            // holder's session; role keys are written only when a term starts or ends).
+            let session = format!("session.{}.{}", holder.id, ttl.as_millis());
+            let renewed = kv.next_put_by(&holder.id, &session, heartbeat * 3).await?;
             let delay = Duration::from_nanos(
                 rand::rng()
                     .random_range(0..u64::try_from(heartbeat.as_nanos()).unwrap_or(u64::MAX)),
@@ -189,10 +191,11 @@ impl Bench {
 
             let t0 = Instant::now();
             send_signal(holder.pid, mode.signal())?;
+            // Every role's deadline counts from the last session renewal.
             let since: Vec<Duration> = keys
                 .iter()
-                .map(|k| {
-                    kv.last_put_by(&holder.id, k, t0)
+                .map(|_| {
+                    kv.last_put_by(&holder.id, &session, t0)
                         .map_or(Duration::ZERO, |c| t0 - c.at)
                 })
                 .collect();
@@ -260,7 +263,7 @@ impl Bench {
                     .map(|c| c.at - t0);
                 sample.new_put = changes
                     .iter()
-                    .find(|c| c.is_put_by(&cand.id))
+                    .find(|c| c.key.starts_with("role.") && c.is_put_by(&cand.id))
                     .map(|c| c.at - t0);
             }
             let unexpected: Vec<String> = changes
@@ -273,15 +276,20 @@ impl Bench {
                     .errors
                     .push(format!("trial {n}: unexpected markers {unexpected:?}"));
             }
-            // Crash: did the candidate take each role over on the server's expiry marker, or
-            // on the old lease itself (its observed-expiry backstop, ttl + heartbeat)?
+            // Crash: did the candidate take each role over on the server's expiry marker of the
+            // holder's session (protocol v2), or on its observed-expiry backstop?
             if mode == Mode::Crash {
+                let expired = changes
+                    .iter()
+                    .find(|c| c.key == session && c.op == kv::Operation::Purge)
+                    .map(|c| c.at);
                 for key in &keys {
-                    let mine: Vec<&KvChange> = changes.iter().filter(|c| c.key == *key).collect();
-                    let new_put = mine.iter().position(|c| c.is_put_by(&cand.id));
-                    if let Some(i) = new_put {
+                    let new_put = changes
+                        .iter()
+                        .find(|c| c.key == *key && c.is_put_by(&cand.id));
+                    if let Some(put) = new_put {
                         series.takeovers += 1;
-                        if !mine[..i].iter().any(|c| c.op == kv::Operation::Purge) {
+                        if expired.is_none_or(|at| at > put.at) {
                             series.backstop_takeovers += 1;
                         }
                     }

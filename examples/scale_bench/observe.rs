@@ -1,5 +1,6 @@
-//! The bench's own view of the bucket: a KV watcher on `role.>` that stamps every change of
-//! holder with the bench's monotonic clock.
+//! The bench's own view of the bucket: a KV watcher on `role.>` and `session.>` that stamps
+//! every change of holder, and every end of a session (its delete or expiry marker), with the
+//! bench's monotonic clock.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -19,6 +20,8 @@ pub struct Change {
 struct State {
     holders: BTreeMap<String, Option<String>>,
     log: Vec<Change>,
+    /// Session markers seen: (when, instance).
+    session_ends: Vec<(Instant, String)>,
 }
 
 /// Follows every `role.<name>` key of one bucket.
@@ -38,7 +41,7 @@ impl Observer {
             }
         };
         let mut watch = kv
-            .watch_with_history("role.>")
+            .watch_many_with_history(["role.>", "session.>"])
             .await
             .unwrap_or_else(|e| panic!("watch {bucket}: {e}"));
         let state = Arc::new(Mutex::new(State::default()));
@@ -48,6 +51,18 @@ impl Observer {
         tokio::spawn(async move {
             while let Some(Ok(entry)) = watch.next().await {
                 let at = Instant::now();
+                if let Some(rest) = entry.key.strip_prefix("session.") {
+                    if entry.operation != async_nats::jetstream::kv::Operation::Put
+                        && let Some((instance, _ttl)) = rest.rsplit_once('.')
+                    {
+                        state
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .session_ends
+                            .push((at, instance.to_owned()));
+                    }
+                    continue;
+                }
                 let role = entry.key.trim_start_matches("role.").to_owned();
                 let holder = match entry.operation {
                     async_nats::jetstream::kv::Operation::Put => {
@@ -117,6 +132,29 @@ impl Observer {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// When the first marker ending a session of `instance` was seen after `since` (waits up to
+    /// `timeout`).
+    pub async fn session_end(
+        &self,
+        instance: &str,
+        since: Instant,
+        timeout: Duration,
+    ) -> Option<Instant> {
+        let end = Instant::now() + timeout;
+        loop {
+            let seen = self.with(|s| {
+                s.session_ends
+                    .iter()
+                    .find(|(at, i)| *at >= since && i == instance)
+                    .map(|(at, _)| *at)
+            });
+            if seen.is_some() || Instant::now() >= end {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
