@@ -115,20 +115,35 @@ async fn a_lease_of_another_protocol_version_is_never_taken_over() {
     }
     let (x, y) = (role("x"), role("y"));
     let spec_of = |r: &RoleName| spec(r);
-    let a = RoleManager::builder(client.clone(), inst("node-a"))
+    // Configured at start, such a role refuses the start (Q10).
+    let refused = RoleManager::builder(client.clone(), inst("node-a"))
         .bucket("f_newer")
         .role(spec_of(&x))
-        .role(spec_of(&y))
+        .start()
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(nats_roles::Error::IncompatibleProtocol { found: 1, .. })
+        ),
+        "{:?}",
+        refused.map(|_| ())
+    );
+    // Added later (or met after the start), it is reported and never taken over.
+    let a = RoleManager::builder(client.clone(), inst("node-a"))
+        .bucket("f_newer")
         .start()
         .await
         .expect("start a");
     let b = RoleManager::builder(client.clone(), inst("node-b"))
         .bucket("f_newer")
-        .role(spec_of(&x))
-        .role(spec_of(&y))
         .start()
         .await
         .expect("start b");
+    for m in [&a, &b] {
+        m.add_role(spec_of(&x)).expect("add x");
+        m.add_role(spec_of(&y)).expect("add y");
+    }
     // Three backstop periods: a foreign value would have been taken over after one.
     tokio::time::sleep(3 * (2 * TTL + HEARTBEAT + Duration::from_millis(500))).await;
     for m in [&a, &b] {
