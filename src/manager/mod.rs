@@ -13,6 +13,7 @@ mod placement;
 mod placement_link;
 mod role_input;
 mod role_task;
+mod session_link;
 mod session_task;
 pub(crate) mod shared;
 mod spec;
@@ -210,7 +211,7 @@ impl RoleManager {
         &self,
         timing: &crate::core::Timing,
         seed: u64,
-    ) -> watch::Receiver<session_task::SessionView> {
+    ) -> watch::Receiver<session_link::SessionView> {
         let ttl_ms = u64::try_from(timing.ttl.as_millis()).unwrap_or(u64::MAX);
         let mut sessions = self.shared.sessions();
         if let Some(class) = sessions.get(&ttl_ms) {
@@ -225,7 +226,7 @@ impl RoleManager {
             seed ^ 0x5E55_1011,
         );
         let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
-        let (view_tx, view_rx) = watch::channel(session_task::SessionView::default());
+        let (view_tx, view_rx) = watch::channel(session_link::SessionView::default());
         let task = session_task::SessionTask {
             machine,
             key,
@@ -457,7 +458,7 @@ impl RoleManager {
                 class.task.abort();
                 continue;
             }
-            let _ = class.inbox.send(session_task::SessionInput::Stop);
+            let _ = class.inbox.send(session_link::SessionInput::Stop);
             let mut task = class.task;
             if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
                 task.abort();

@@ -57,7 +57,7 @@ pub(crate) struct RoleTask {
     /// promotion and demotion actions write it directly).
     pub(crate) reported: RoleState,
     /// This instance's session for the role's TTL class (`None` for an observer).
-    pub(crate) session: Option<watch::Receiver<super::session_task::SessionView>>,
+    pub(crate) session: Option<watch::Receiver<super::session_link::SessionView>>,
 }
 
 impl RoleTask {
@@ -450,7 +450,7 @@ impl RoleTask {
     /// (or the end of one) is reported as the role's, since the role cannot campaign without it.
     fn session_changed(
         &mut self,
-        view: super::session_task::SessionView,
+        view: super::session_link::SessionView,
         reported: &mut Option<FailureKind>,
     ) {
         if let Some(update) = view.update {

@@ -13,31 +13,13 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, error, info, warn};
 
 use super::backend::LeaseWrite;
+use super::session_link::{SessionInput, SessionView};
 use super::shared::Shared;
 use crate::core::{
     FailureKind, SessionAction, SessionKeyState, SessionLoss, SessionMachine, SessionUpdate,
     SessionWriteKind, WriteKind, WriteOutcome,
 };
 use crate::tap::SessionEvent;
-
-/// Messages to a session task.
-#[derive(Debug)]
-pub(crate) enum SessionInput {
-    /// The watcher saw the session key change.
-    Observed(SessionKeyState),
-    /// End the session (every role of it was released) and stop.
-    Stop,
-}
-
-/// The state of a session as role tasks see it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct SessionView {
-    /// The session's latest state; `None` before the first session started.
-    pub(crate) update: Option<SessionUpdate>,
-    /// Why session writes fail now (a server error code or a persistent failure): the roles of
-    /// the session cannot campaign and report it.
-    pub(crate) failure: Option<FailureKind>,
-}
 
 enum OpResult {
     /// A write's kind, outcome and duration.

@@ -69,8 +69,8 @@ pub(crate) struct Shared {
 
 /// One of this instance's sessions.
 pub(crate) struct SessionClass {
-    pub(crate) inbox: mpsc::UnboundedSender<super::session_task::SessionInput>,
-    pub(crate) view: watch::Receiver<super::session_task::SessionView>,
+    pub(crate) inbox: mpsc::UnboundedSender<super::session_link::SessionInput>,
+    pub(crate) view: watch::Receiver<super::session_link::SessionView>,
     pub(crate) task: tokio::task::JoinHandle<()>,
 }
 

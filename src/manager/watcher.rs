@@ -12,7 +12,7 @@ use tracing::{debug, error, warn};
 
 use super::events::{HolderInfo, RoleEvent};
 use super::role_input::RoleInput;
-use super::session_task::SessionInput;
+use super::session_link::SessionInput;
 use super::shared::Shared;
 use crate::core::{KeyState, SessionKeyState, Verdict};
 use crate::names::RoleName;
