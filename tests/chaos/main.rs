@@ -239,17 +239,17 @@ fn table(outcomes: &[Outcome]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_the_holder() {
-    ci(Kind::Sigkill, 1, 3).await;
+    ci(Kind::Sigkill, 1, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigstop_of_the_holder_longer_than_the_ttl() {
-    ci(Kind::Sigstop, 1, 3).await;
+    ci(Kind::Sigstop, 1, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_kill_and_restart_on_the_same_store() {
-    ci(Kind::ServerRestart, 1, 3).await;
+    ci(Kind::ServerRestart, 1, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -274,27 +274,27 @@ async fn disk_full_then_freed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_stall_partitions_the_holder() {
-    ci(Kind::ProxyStall, 1, 3).await;
+    ci(Kind::ProxyStall, 1, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_reset_of_the_holders_connections() {
-    ci(Kind::ProxyReset, 1, 3).await;
+    ci(Kind::ProxyReset, 1, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_one_way_partition() {
-    ci(Kind::ProxyOneway, 1, 3).await;
+    ci(Kind::ProxyOneway, 1, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_delay_on_the_holders_link() {
-    ci(Kind::ProxyDelay, 1, 3).await;
+    ci(Kind::ProxyDelay, 1, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clock_at_rate_0_9_keeps_lease_discipline() {
-    ci(Kind::Clock(90), 1, 3).await;
+    ci(Kind::Clock(90), 1, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -304,27 +304,27 @@ async fn clock_at_rate_0_5_is_flagged() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn herd_of_100_candidates_for_one_role() {
-    ci(Kind::Herd, 1, 4).await;
+    ci(Kind::Herd, 1, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_plain_put_is_flagged() {
-    ci(Kind::Negative("plain-put"), 2, 3).await;
+    ci(Kind::Negative("plain-put"), 1, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_drop_ttl_is_flagged() {
-    ci(Kind::Negative("drop-ttl"), 2, 3).await;
+    ci(Kind::Negative("drop-ttl"), 1, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_no_local_deadline_is_flagged() {
-    ci(Kind::Negative("no-local-deadline"), 2, 3).await;
+    ci(Kind::Negative("no-local-deadline"), 1, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_skip_demote_is_flagged() {
-    ci(Kind::Negative("skip-demote"), 2, 3).await;
+    ci(Kind::Negative("skip-demote"), 1, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,7 +376,7 @@ async fn soak_mixed_faults_steady_state_and_resources() {
         all.extend(series(Kind::Endurance, 1, 40, true).await);
     } else {
         all.extend(series(Kind::Mixed, 1, 3, true).await);
-        all.extend(series(Kind::Endurance, 1, 4, false).await);
+        all.extend(series(Kind::Endurance, 1, 3, false).await);
     }
     let summary = table(&all);
     eprintln!("chaos soak summary (CHAOS_SEED={}):{summary}", base_seed());
