@@ -303,7 +303,7 @@ async fn clock_at_rate_0_5_is_flagged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn herd_of_100_candidates_for_one_role() {
+async fn herd_of_50_candidates_for_one_role() {
     ci(Kind::Herd, 1, 3).await;
 }
 
