@@ -6,6 +6,7 @@ pub mod machine;
 pub mod server_code;
 pub mod session;
 pub mod session_book;
+pub mod session_types;
 pub mod setting_error;
 pub mod timing_error;
 pub mod types;
