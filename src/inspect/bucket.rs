@@ -264,7 +264,9 @@ impl Inspector {
         Ok(Some(info))
     }
 
-    /// Changes of role keys from now on (no replay of the current state: combine with
+    /// Changes of role holders from now on: every change of a role key, and (protocol v2) a
+    /// role becoming vacant when its holder's session ends, with the revision of the session's
+    /// marker (no replay of the current state: combine with
     /// [`Inspector::holders`] read *after* this returns, and skip updates whose revision is
     /// not newer than what was read). The stream ends with an error if the watch fails (or,
     /// with [`Inspector::connect`], on a permission violation).
@@ -276,25 +278,34 @@ impl Inspector {
     ) -> Result<Pin<Box<dyn Stream<Item = Result<HolderUpdate, Error>> + Send>>, Error> {
         let watch = guarded(&self.denials, async {
             self.kv
-                .watch(format!("{ROLE_PREFIX}>"))
+                .watch_many([format!("{ROLE_PREFIX}>"), format!("{SESSION_PREFIX}>")])
                 .await
                 .map_err(|e| Error::JetStream(Box::new(e)))
         })
         .await?;
+        // Protocol v2 (Q5): a role is vacant when its holder's session ends, which changes no
+        // role key. Which role rests on which session: read once after the watch started,
+        // then followed from the role entries the watch delivers.
+        let resting: HashMap<RoleName, (String, Uuid)> = self
+            .read_keys(role_of, |role, entry| {
+                session_of(&entry).map(|session| (role, session))
+            })
+            .await?
+            .into_iter()
+            .collect();
         let epoch = self.epoch;
-        let updates = watch.filter_map(move |entry| {
-            let update = match entry {
-                Ok(entry) => role_of(&entry.key).map(|role| {
-                    Ok(HolderUpdate {
-                        holder: holder_info(&role, &entry, epoch),
-                        role,
-                        revision: entry.revision,
-                    })
-                }),
-                Err(e) => Some(Err(Error::JetStream(Box::new(e)))),
-            };
-            std::future::ready(update)
-        });
+        let updates = watch
+            .scan(resting, move |resting, entry| {
+                let updates: Vec<Result<HolderUpdate, Error>> = match entry {
+                    Ok(entry) => session_updates(resting, &entry, epoch)
+                        .into_iter()
+                        .map(Ok)
+                        .collect(),
+                    Err(e) => vec![Err(Error::JetStream(Box::new(e)))],
+                };
+                std::future::ready(Some(futures_util::stream::iter(updates)))
+            })
+            .flatten();
         // A violation ends the stream with its error (after the updates before it).
         let updates = futures_util::stream::unfold(
             Some((Box::pin(updates), Box::pin(self.denials.denied()))),
@@ -370,6 +381,54 @@ async fn guarded<T>(
 fn role_of(key: &str) -> Option<RoleName> {
     key.strip_prefix(ROLE_PREFIX)
         .and_then(|name| RoleName::new(name).ok())
+}
+
+/// What one watched entry means for the role holders: a role entry is an update of its role
+/// (and `resting` learns which session it rests on); a session entry that ends a session (a
+/// marker, or a new session with another uuid) makes every role resting on it vacant, at the
+/// session entry's revision.
+fn session_updates(
+    resting: &mut HashMap<RoleName, (String, Uuid)>,
+    entry: &Entry,
+    epoch: u64,
+) -> Vec<HolderUpdate> {
+    if let Some(role) = role_of(&entry.key) {
+        match session_of(entry) {
+            Some(session) => resting.insert(role.clone(), session),
+            None => resting.remove(&role),
+        };
+        return vec![HolderUpdate {
+            holder: holder_info(&role, entry, epoch),
+            role,
+            revision: entry.revision,
+        }];
+    }
+    if !entry.key.starts_with(SESSION_PREFIX) {
+        return Vec::new();
+    }
+    let now = match entry.operation {
+        Operation::Put => match SessionValue::parse(&entry.key, &entry.value) {
+            Some(v) => Some(v.session),
+            None => return Vec::new(), // not a session value: believed in no direction
+        },
+        Operation::Delete | Operation::Purge => None,
+    };
+    let ended: Vec<RoleName> = resting
+        .iter()
+        .filter(|(_, (key, uuid))| *key == entry.key && Some(*uuid) != now)
+        .map(|(role, _)| role.clone())
+        .collect();
+    ended
+        .into_iter()
+        .map(|role| {
+            resting.remove(&role);
+            HolderUpdate {
+                role,
+                revision: entry.revision,
+                holder: None,
+            }
+        })
+        .collect()
 }
 
 /// The session a role entry's lease rests on (protocol v2): its key and uuid.

@@ -654,7 +654,8 @@ async fn run_prints_the_http_url_before_any_transition() {
 }
 
 /// Protocol v2 (Q5): the role keys of a SIGKILLed instance stay in the bucket (no TTL of their
-/// own), but once its session expired `status` lists its roles as vacant.
+/// own), but once its session expired `status` lists its roles as vacant and `watch` prints
+/// their vacancies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_shows_a_dead_instance_s_roles_vacant_after_its_session_expired() {
     let server = NatsServer::start().await;
@@ -687,8 +688,27 @@ async fn status_shows_a_dead_instance_s_roles_vacant_after_its_session_expired()
         (status().await == held).then_some(())
     })
     .await;
+    // A `watch` started before the kill prints both vacancies when the session ends.
+    let mut watch = Watch::spawn(&["--json", "--count", "2", "-s", &url, "--bucket", "cli-dead"]);
+    assert!(matches!(watch.event().await, EventView::Hello { .. }));
+    for _ in 0..2 {
+        assert!(matches!(watch.event().await, EventView::Current { .. }));
+    }
     testkit::process::signal(d.instances[a].pid(), libc::SIGKILL);
     let killed = Instant::now();
+    let mut vacated = Vec::new();
+    for _ in 0..2 {
+        match watch.event().await {
+            EventView::Vacant { role, previous, .. } => {
+                assert_eq!(previous.as_deref(), Some("node-a"));
+                vacated.push(role);
+            }
+            other => panic!("expected a vacancy, got {other:?}"),
+        }
+    }
+    vacated.sort();
+    assert_eq!(vacated, ["alpha", "beta"]);
+    watch.exits_ok().await;
     testkit::eventually("both roles listed vacant", WAIT, || async {
         status().await.is_empty().then_some(())
     })
