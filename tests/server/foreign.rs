@@ -1,7 +1,7 @@
 //! Values other clients write into role keys, against a real nats-server: hostile and
 //! unreadable values (foreign: bounded by the backstop), a lease naming us written after we
 //! started (a duplicate, not adopted), and a lease of a newer protocol version (never taken
-//! over).
+//! over); and (protocol v2) hostile values in a holder's session key.
 
 use std::time::Duration;
 
@@ -267,3 +267,52 @@ async fn foreign_value_is_an_unknown_holder_until_the_backstop() {
 // ---------------------------------------------------------------------------------------------
 // 4. nats-server restart
 // ---------------------------------------------------------------------------------------------
+
+/// Protocol v2: values other clients write into a holder's **session** key — garbage, a
+/// session of another instance, 512 KiB of text, a delete — never panic, never leave two
+/// holders, and never leave the role without a holder: the holder treats its session as lost
+/// (like an eviction), starts a new one and the role is held again within a few TTLs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_values_in_a_session_key_end_in_one_holder() {
+    let (_server, client, store) = with_lease_bucket("f_session").await;
+    let r = role("x");
+    let a = manager_of(&client, "node-a", "f_session", &r).await;
+    wait_until(TTL * 3, "node-a leads", || a.is_leader(&r)).await;
+    let b = manager_of(&client, "node-b", "f_session", &r).await;
+    let key = format!("session.node-a.{}", TTL.as_millis());
+    let other = serde_json::json!({
+        "v": 2, "instance": "node-z", "incarnation": "5b0e1c52-0000-4000-8000-000000000001",
+        "session": "5b0e1c52-0000-4000-8000-000000000002", "ttl_ms": TTL.as_millis(),
+        "heartbeat_ms": HEARTBEAT.as_millis()
+    });
+    let values: [Option<Vec<u8>>; 4] = [
+        Some(b"\xff\xfe not json".to_vec()),
+        Some(serde_json::to_vec(&other).expect("json")),
+        Some(vec![b'x'; 512 * 1024]),
+        None,
+    ];
+    for value in values {
+        match value {
+            Some(v) => {
+                store.put(key.as_str(), v.into()).await.expect("put");
+            }
+            None => store.delete(key.as_str()).await.expect("delete"),
+        }
+        // The holder notices at its next session renewal (a conflict), at the latest at its
+        // deadline; then the role is re-acquired.
+        tokio::time::sleep(TTL * 2).await;
+        wait_until(TTL * 4, "one holder again", || {
+            a.is_leader(&r) ^ b.is_leader(&r)
+        })
+        .await;
+        // And it stays so for a while (no flapping between the two).
+        let holder_a = a.is_leader(&r);
+        tokio::time::sleep(TTL).await;
+        assert_eq!(
+            (a.is_leader(&r), b.is_leader(&r)),
+            (holder_a, !holder_a),
+            "the holder changed without a fault"
+        );
+    }
+    shutdown_without_panics(&[&a, &b]).await;
+}
