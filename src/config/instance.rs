@@ -22,10 +22,37 @@ pub struct InstanceConfig {
     /// Priority of this instance for roles that do not set their own; higher
     /// wins. Default: `0`.
     pub priority: i32,
+    /// This instance's zone (rack, availability zone, site): placement spreads roles across
+    /// zones first. 1 to 64 letters, digits, `-`, `_` or `.`. Default: `None` — then
+    /// `meta.zone` if set, else no zone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// Units of role cost (`roles[].weight`) this instance holds at most: placement never
+    /// moves a role onto it beyond that. At least 1. Default: `None` (no limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u32>,
+    /// Roles this instance holds at most (placement). At least 1. Default: `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_roles: Option<u32>,
+    /// This instance's software version (e.g. `1.4.2`; `NATS_ROLES_VERSION` overrides it):
+    /// during a rolling upgrade no role moves onto an instance older than the newest live
+    /// one. Default: `None` (never counts as older).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// Free-form metadata published with held roles (e.g. `host`, an HTTP
     /// address); at most 32 entries, keys and values at most 256 bytes.
     /// Default: empty.
     pub meta: BTreeMap<String, String>,
+}
+
+impl InstanceConfig {
+    /// The zone placement uses: `zone`, else `meta.zone`.
+    #[must_use]
+    pub fn effective_zone(&self) -> Option<&str> {
+        self.zone
+            .as_deref()
+            .or_else(|| self.meta.get("zone").map(String::as_str))
+    }
 }
 
 fn de_instance_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<InstanceId>, D::Error> {

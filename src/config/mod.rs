@@ -39,7 +39,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 pub use crate::core::{RetryPolicy, Timing, TimingOverrides};
 pub use crate::health::HealthPolicy;
 use crate::names::{InstanceId, RoleName};
-pub use crate::placement::{PlacementSettings, Takeover};
+pub use crate::placement::{PlacementSettings, Takeover, Version, VersionError};
 use inline::{Extra, MainPart};
 use nats::Redacted;
 
@@ -95,6 +95,9 @@ pub const ENV_BUCKET: &str = "NATS_ROLES_BUCKET";
 /// Environment variable read by [`Config::apply_env`]: the admin bearer token
 /// of the HTTP API, replacing [`HttpConfig::admin_token`].
 pub const ENV_ADMIN_TOKEN: &str = "NATS_ROLES_ADMIN_TOKEN";
+
+/// Environment variable replacing `instance.version`.
+pub const ENV_VERSION: &str = "NATS_ROLES_VERSION";
 
 /// Address the HTTP dashboard and API listen on when [`HttpConfig::listen`] is
 /// not set.

@@ -36,6 +36,10 @@ pub struct RoleConfig {
     /// Default: `voluntary`.
     #[serde(default)]
     pub takeover: Takeover,
+    /// The role's cost for placement: fair shares and `instance.capacity` count roles at
+    /// their weight; 1 to 1000. Default: `1`.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub weight: u32,
     /// Overrides of the top-level timing, written inline (`ttl: 5s` in the role's entry).
     /// Default: none (inherit every value).
     #[serde(flatten, skip_deserializing)]
@@ -53,6 +57,7 @@ impl RoleConfig {
             campaign: true,
             priority: None,
             takeover: Takeover::Voluntary,
+            weight: 1,
             timing: TimingOverrides::default(),
         }
     }
@@ -111,4 +116,13 @@ fn de_role_name<'de, D: Deserializer<'de>>(d: D) -> Result<RoleName, D::Error> {
 
 fn default_true() -> bool {
     true
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }

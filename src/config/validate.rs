@@ -239,6 +239,42 @@ impl Config {
     }
 
     fn check_instance(&self, p: &mut Problems) {
+        let inst = &self.instance;
+        if let Some(zone) = inst.effective_zone()
+            && !crate::placement::valid_zone(zone)
+        {
+            let field = if inst.zone.is_some() {
+                "instance.zone"
+            } else {
+                "instance.meta.zone"
+            };
+            p.push(
+                field,
+                format!(
+                    "{:?} is not a zone name: 1 to 64 letters, digits, '-', '_' or '.'",
+                    shorten(zone)
+                ),
+            );
+        }
+        if inst.capacity == Some(0) {
+            p.push(
+                "instance.capacity",
+                "must be at least 1 (leave it out for no limit)",
+            );
+        }
+        if inst.max_roles == Some(0) {
+            p.push(
+                "instance.max_roles",
+                "must be at least 1 (leave it out for no limit)",
+            );
+        }
+        if let Some(Err(e)) = inst
+            .version
+            .as_deref()
+            .map(crate::placement::Version::parse)
+        {
+            p.push("instance.version", e.to_string());
+        }
         let meta = &self.instance.meta;
         if meta.len() > MAX_META_ENTRIES {
             p.push(
@@ -298,6 +334,16 @@ impl Config {
                 );
             } else {
                 first_index.insert(&role.name, i);
+            }
+
+            if !(1..=1000).contains(&role.weight) {
+                p.push(
+                    format!("roles[{i}].weight"),
+                    format!(
+                        "{} is out of range: a role's cost must be between 1 and 1000",
+                        role.weight
+                    ),
+                );
             }
 
             // Rules whose fields are all inherited fail (and are reported) for

@@ -96,6 +96,15 @@ impl RoleManager {
             .priority(config.instance.priority)
             .placement(PlacementSettings {
                 member_ttl: Some(config.member_ttl()),
+                zone: config.instance.effective_zone().map(str::to_owned),
+                capacity: config.instance.capacity,
+                max_roles: config.instance.max_roles,
+                // Validated above.
+                version: config
+                    .instance
+                    .version
+                    .as_deref()
+                    .and_then(|v| crate::placement::Version::parse(v).ok()),
                 ..config.placement.clone()
             });
         if let Some(argv) = &config.health.command

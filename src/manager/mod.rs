@@ -200,7 +200,7 @@ impl RoleManager {
         drop(roles);
         if let Some(p) = &self.shared.placement {
             let priority = spec.priority.unwrap_or(self.priority);
-            p.add_role(spec.name, priority, spec.takeover, spec.campaign);
+            p.add_role(spec.name, priority, spec.takeover, spec.campaign, spec.cost);
         }
         Ok(())
     }

@@ -315,6 +315,12 @@ fn record(shared: &Shared, p: &PlacementLink, roles: RecordRoles) -> MemberRecor
         healthy: *p.healthy.borrow(),
         http: p.settings.http.clone(),
         started_at: Some(p.started_at.clone()),
+        zone: p.settings.config.zone.clone(),
+        capacity: p.settings.config.capacity,
+        max_roles: p.settings.config.max_roles,
+        version: p.settings.config.version.as_ref().map(ToString::to_string),
+        costs: roles.costs,
+        frozen: *p.frozen.borrow(),
         heartbeat_ms: u64::try_from(heartbeat(p.settings.member_ttl).as_millis())
             .unwrap_or(u64::MAX),
     }

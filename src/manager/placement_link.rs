@@ -76,6 +76,9 @@ pub(crate) struct PlacementLink {
     inbox: mpsc::UnboundedSender<PlacementInput>,
     /// Whether this instance is draining (writer: the manager; config or admin action).
     pub(crate) draining: watch::Sender<bool>,
+    /// Whether an operator froze this instance's voluntary moves (writer: the manager; config
+    /// or admin action).
+    pub(crate) frozen: watch::Sender<bool>,
     /// Whether this instance's health check passes (writer: the health task).
     pub(crate) healthy: watch::Sender<bool>,
     /// What the record says about this instance's roles (writer: the driver; `None` until
@@ -118,6 +121,7 @@ impl PlacementLink {
         let (written, written_rx) = watch::channel(None);
         let link = Self {
             draining: watch::channel(settings.config.draining).0,
+            frozen: watch::channel(settings.config.frozen).0,
             settings,
             inbox: inbox_tx,
             healthy: watch::channel(true).0,
@@ -147,11 +151,13 @@ impl PlacementLink {
         priority: i32,
         takeover: Takeover,
         campaign: bool,
+        cost: u32,
     ) {
         let own = OwnRole {
             priority,
             takeover,
             campaign,
+            cost,
         };
         self.send(PlacementInput::RoleAdded(role, own));
     }

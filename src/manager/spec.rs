@@ -17,6 +17,8 @@ pub struct RoleSpec {
     pub(super) priority: Option<i32>,
     pub(super) timing: Timing,
     pub(super) takeover: Takeover,
+    /// Cost for placement (`roles[].weight`), at least 1.
+    pub(super) cost: u32,
     pub(super) callbacks: Arc<dyn RoleCallbacks>,
 }
 
@@ -28,6 +30,7 @@ impl std::fmt::Debug for RoleSpec {
             .field("priority", &self.priority)
             .field("timing", &self.timing)
             .field("takeover", &self.takeover)
+            .field("cost", &self.cost)
             .finish_non_exhaustive()
     }
 }
@@ -42,6 +45,7 @@ impl RoleSpec {
             priority: None,
             timing: Timing::default(),
             takeover: Takeover::Voluntary,
+            cost: 1,
             callbacks: Arc::new(NoCallbacks),
         }
     }
@@ -55,6 +59,7 @@ impl RoleSpec {
             priority: Some(role.effective_priority(&config.instance)),
             timing: config.timing.with(&role.timing),
             takeover: role.takeover,
+            cost: role.weight.max(1),
             callbacks: Arc::new(NoCallbacks),
         }
     }
@@ -84,6 +89,14 @@ impl RoleSpec {
     #[must_use]
     pub fn takeover(mut self, takeover: Takeover) -> Self {
         self.takeover = takeover;
+        self
+    }
+
+    /// The role's cost for placement (default 1, at least 1): fair shares and instance
+    /// capacities count roles at their cost (docs/placement.md).
+    #[must_use]
+    pub fn cost(mut self, cost: u32) -> Self {
+        self.cost = cost.max(1);
         self
     }
 

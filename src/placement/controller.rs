@@ -40,6 +40,8 @@ pub struct OwnRole {
     pub takeover: Takeover,
     /// Whether this instance campaigns for it (false: observer).
     pub campaign: bool,
+    /// Its cost (`roles[].weight`, at least 1).
+    pub cost: u32,
 }
 
 /// A managed role as the manager sees it at a re-plan.
@@ -132,6 +134,8 @@ pub struct RecordRoles {
     pub pinned: BTreeSet<RoleName>,
     /// Of those, the ones it will not take now.
     pub unavailable: BTreeSet<RoleName>,
+    /// Of those, the costs that are not 1.
+    pub costs: BTreeMap<RoleName, u32>,
 }
 
 #[derive(Debug)]
@@ -212,6 +216,10 @@ impl Controller {
             pinned: campaigned()
                 .filter(|(_, o)| o.role.takeover == Takeover::Never)
                 .map(|(n, _)| n.clone())
+                .collect(),
+            costs: campaigned()
+                .filter(|(_, o)| o.role.cost != 1)
+                .map(|(n, o)| (n.clone(), o.role.cost.max(1)))
                 .collect(),
             unavailable: self
                 .unavailable

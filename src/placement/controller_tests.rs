@@ -46,6 +46,7 @@ fn controller(budget: u32, draining: bool, t0: Instant) -> Controller {
         priority: 0,
         takeover: Takeover::Voluntary,
         campaign: true,
+        cost: 1,
     };
     for r in ["r1", "r2"] {
         assert_eq!(
@@ -225,6 +226,7 @@ fn vacancies_preferred_elsewhere_are_held_back_once() {
                 priority: 0,
                 takeover: Takeover::Never,
                 campaign: true,
+                cost: 1,
             },
         ),
         t0,

@@ -109,7 +109,7 @@ pub fn choose_release<'a, 'p>(
     now: Instant,
 ) -> Option<(&'a RoleName, &'p Preferred)> {
     let quota = placement.quota.get(me).copied().unwrap_or(0);
-    let over = held.len() > quota + rules.hysteresis;
+    let over = placement.units(held.iter().map(|h| h.role)) > quota + rules.hysteresis;
     held.iter()
         .filter(|h| h.voluntary)
         .filter(|h| h.moved_at.is_none_or(|t| now >= t + rules.cooldown))
@@ -202,6 +202,7 @@ mod tests {
                 .map(|(r, p)| (role(r), p.clone()))
                 .collect::<BTreeMap<_, _>>(),
             quota: BTreeMap::from([(id("a"), my_quota)]),
+            cost: BTreeMap::new(),
         }
     }
 

@@ -50,6 +50,25 @@ pub struct MemberRecord {
     /// Wall-clock start time (RFC 3339); informational only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
+    /// Its zone (`instance.zone`): placement spreads roles across zones first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// Units of role cost it holds at most (`instance.capacity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u32>,
+    /// Roles it holds at most (`instance.max_roles`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_roles: Option<u32>,
+    /// Its software version (`instance.version`): nothing moves onto a member older than the
+    /// newest live version. A value that does not parse is ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The cost (`roles[].weight`) of each of its roles that does not cost 1.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub costs: BTreeMap<RoleName, u32>,
+    /// Whether an operator froze this instance's voluntary moves in its configuration or API.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub frozen: bool,
     /// Heartbeat period of the record in milliseconds (readers use it to notice a silent
     /// member before its key expires).
     pub heartbeat_ms: u64,
@@ -104,6 +123,12 @@ pub(crate) fn test_record(id: &str, roles: &[(&str, i32)], heartbeat_ms: u64) ->
         healthy: true,
         http: None,
         started_at: None,
+        zone: None,
+        capacity: None,
+        max_roles: None,
+        version: None,
+        costs: BTreeMap::new(),
+        frozen: false,
         heartbeat_ms,
     }
 }

@@ -8,19 +8,20 @@
 //! bookkeeping as a step function (`controller::Controller`: move budget, move in flight, cooldowns).
 //! The manager's placement driver (`manager::placement`) feeds it and carries out its actions.
 
-mod balance;
+mod assign;
 pub(crate) mod controller;
 mod decide;
 mod hash;
 mod member;
 mod membership;
 mod plan;
-mod quota;
 mod settings;
+mod version;
 
 pub use member::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
 pub use membership::{Membership, MembershipTiming};
 #[cfg(feature = "cli")]
 pub use plan::{Candidate, plan};
 pub use plan::{Preferred, PreferredReason};
-pub use settings::{PlacementSettings, Takeover};
+pub use settings::{PlacementSettings, Takeover, valid_zone};
+pub use version::{Version, VersionError};

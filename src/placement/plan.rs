@@ -27,10 +27,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::balance::reach_quotas;
-use super::hash::score;
+use super::assign::{Open, Slot, assign};
 use super::member::MemberRecord;
-use super::quota::{Bounds, quotas_by_group};
+use super::version::Version;
 use crate::names::{InstanceId, RoleName};
 
 /// One member as the plan sees it.
@@ -51,6 +50,17 @@ pub struct Candidate {
     /// Roles of `roles` it will not take now (cooldown, failure): planned exactly as if it
     /// did not campaign for them.
     pub unavailable: BTreeSet<RoleName>,
+    /// Its zone (`instance.zone`); members without one share a zone.
+    pub zone: Option<String>,
+    /// Units of role cost it holds at most (`instance.capacity`).
+    pub capacity: Option<u32>,
+    /// Roles it holds at most (`instance.max_roles`).
+    pub max_roles: Option<u32>,
+    /// Its software version (`instance.version`): nothing moves onto a member older than the
+    /// newest live one.
+    pub version: Option<Version>,
+    /// The cost of its roles that do not cost 1 (`roles[].weight`).
+    pub costs: BTreeMap<RoleName, u32>,
 }
 
 impl From<&MemberRecord> for Candidate {
@@ -63,6 +73,33 @@ impl From<&MemberRecord> for Candidate {
             roles: r.roles.clone(),
             pinned: r.pinned.clone(),
             unavailable: r.unavailable.clone(),
+            zone: r.zone.clone(),
+            capacity: r.capacity,
+            max_roles: r.max_roles,
+            version: r.version.as_deref().and_then(|v| Version::parse(v).ok()),
+            costs: r.costs.clone(),
+        }
+    }
+}
+
+impl Candidate {
+    /// A member campaigning for nothing yet: weight 1, healthy, no zone, limit or version.
+    #[must_use]
+    #[cfg(any(test, feature = "cli"))]
+    pub fn new(id: InstanceId) -> Self {
+        Self {
+            id,
+            weight: 1,
+            draining: false,
+            healthy: true,
+            roles: BTreeMap::new(),
+            pinned: BTreeSet::new(),
+            unavailable: BTreeSet::new(),
+            zone: None,
+            capacity: None,
+            max_roles: None,
+            version: None,
+            costs: BTreeMap::new(),
         }
     }
 }
@@ -140,11 +177,22 @@ pub struct Placement {
     pub preferred: BTreeMap<RoleName, Preferred>,
     /// The share of every eligible member: the roles the plan gives it (its weighted fair
     /// quota as far as the members' role sets allow it; a spreading release happens only above
-    /// it plus the hysteresis). Priority roles included.
+    /// it plus the hysteresis). Priority roles included; in units of role cost.
     pub quota: BTreeMap<InstanceId, usize>,
+    /// The cost of every role that does not cost 1 (`roles[].weight`).
+    pub cost: BTreeMap<RoleName, u64>,
 }
 
 impl Placement {
+    /// Units of `roles`, each counted at its cost.
+    #[must_use]
+    pub fn units<'r>(&self, roles: impl IntoIterator<Item = &'r RoleName>) -> usize {
+        roles
+            .into_iter()
+            .map(|r| usize::try_from(self.cost.get(r).copied().unwrap_or(1)).unwrap_or(usize::MAX))
+            .fold(0, usize::saturating_add)
+    }
+
     /// Roles the plan gives to `id`.
     #[must_use]
     #[cfg(test)]
@@ -161,173 +209,130 @@ impl Placement {
 #[must_use]
 pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> Placement {
     // 0: a role a member will not take now is planned as one it does not campaign for, so the
-    // others absorb it (quotas included) and nothing is handed to it.
+    // others absorb it (shares included) and nothing is handed to it.
     let willing: Vec<Cow<'_, Candidate>> = members.iter().map(Candidate::willing).collect();
     let mut sorted: Vec<&Candidate> = willing.iter().map(AsRef::as_ref).collect();
     sorted.sort_by(|a, b| a.id.cmp(&b.id));
     sorted.dedup_by(|a, b| a.id == b.id);
     let by_id: BTreeMap<&InstanceId, &Candidate> = sorted.iter().map(|c| (&c.id, *c)).collect();
     let roles: BTreeSet<&RoleName> = sorted.iter().flat_map(|c| c.roles.keys()).collect();
+    let cost = role_costs(&sorted);
+    let cost_of = |r: &RoleName| cost.get(r).copied().unwrap_or(1);
+    // Rollout: roles do not move onto a member older than the newest live version.
+    let newest = sorted
+        .iter()
+        .filter(|c| c.eligible())
+        .filter_map(|c| c.version.as_ref())
+        .max();
+    let receives = |c: &Candidate| match (&c.version, newest) {
+        (Some(v), Some(n)) => v >= n,
+        _ => true,
+    };
 
-    // 1 + 2: eligibility and priority.
-    let mut fixed: BTreeMap<&RoleName, (&InstanceId, PreferredReason)> = BTreeMap::new();
-    let mut shared: Vec<(&RoleName, Vec<&InstanceId>)> = Vec::new();
-    // Pinned roles whose holder is tied for them: they stay with it, but the quotas are
-    // computed as while the role was shared, so that a plan handing a role to a member that
-    // pins it is still its own plan once carried out.
-    let mut pins: BTreeMap<&RoleName, &InstanceId> = BTreeMap::new();
-    for &role in &roles {
-        // A role held by an eligible member that pins it stays there.
-        let pinned_by = holders
-            .get(role)
-            .and_then(|h| by_id.get(h))
-            .filter(|h| h.eligible() && h.pinned.contains(role) && h.roles.contains_key(role));
-        let cands: Vec<(&InstanceId, i32)> = sorted
+    // The eligible members, as slots of the assignment (sorted by id).
+    let eligible: Vec<&Candidate> = sorted.iter().copied().filter(|c| c.eligible()).collect();
+    let zone_names: BTreeSet<Option<&str>> = eligible.iter().map(|c| c.zone.as_deref()).collect();
+    let zone_index = |c: &Candidate| {
+        zone_names
             .iter()
-            .filter(|c| c.eligible())
-            .filter_map(|c| c.roles.get(role).map(|p| (&c.id, *p)))
+            .position(|z| *z == c.zone.as_deref())
+            .unwrap_or(0)
+    };
+    let mut slots: Vec<Slot<'_>> = eligible
+        .iter()
+        .map(|c| Slot {
+            id: &c.id,
+            weight: u64::from(c.weight.max(1)),
+            zone: zone_index(c),
+            capacity: c.capacity.map(u64::from),
+            max_roles: c.max_roles.map(u64::from),
+            receives: receives(c),
+            fixed_units: 0,
+            fixed_count: 0,
+        })
+        .collect();
+    let slot_of: BTreeMap<&InstanceId, usize> = eligible
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (&c.id, i))
+        .collect();
+
+    // 1 + 2 + 3: eligibility, pinning and priority, in name order; a role fixed to a member
+    // without room (or that does not receive it) is shared among all its eligible candidates.
+    let mut fixed: BTreeMap<&RoleName, (&InstanceId, PreferredReason)> = BTreeMap::new();
+    let mut open: Vec<Open<'_>> = Vec::new();
+    for &role in &roles {
+        let c = cost_of(role);
+        let holder = holders.get(role).and_then(|h| by_id.get(h));
+        let cands: Vec<(&InstanceId, i32)> = eligible
+            .iter()
+            .filter_map(|m| m.roles.get(role).map(|p| (&m.id, *p)))
             .collect();
         let Some(top) = cands.iter().map(|(_, p)| *p).max() else {
             continue;
         };
+        // A role held by an eligible member that pins it stays there.
+        if let Some(h) =
+            holder.filter(|h| h.eligible() && h.pinned.contains(role) && h.roles.contains_key(role))
+        {
+            fix(
+                &mut slots,
+                &slot_of,
+                &mut fixed,
+                role,
+                &h.id,
+                PreferredReason::Pinned,
+                c,
+            );
+            continue;
+        }
         let tied: Vec<&InstanceId> = cands
             .iter()
             .filter(|(_, p)| *p == top)
             .map(|(id, _)| *id)
             .collect();
-        if let Some(h) = pinned_by {
-            if tied.len() > 1 && tied.contains(&&h.id) {
-                pins.insert(role, &h.id);
-                shared.push((role, tied));
-            } else {
-                fixed.insert(role, (&h.id, PreferredReason::Pinned));
+        if let [only] = tied.as_slice() {
+            let s = slot_of.get(only).copied().unwrap_or(0);
+            let holds = holders.get(role) == Some(*only);
+            let fits = slots[s].receives
+                && slots[s]
+                    .capacity
+                    .is_none_or(|cap| slots[s].fixed_units + c <= cap)
+                && slots[s].max_roles.is_none_or(|m| slots[s].fixed_count < m);
+            if holds || fits {
+                let reason = if cands.len() == 1 {
+                    PreferredReason::OnlyCandidate
+                } else {
+                    PreferredReason::Priority
+                };
+                fix(&mut slots, &slot_of, &mut fixed, role, only, reason, c);
+                continue;
             }
+            // No room at the preferred member: every eligible candidate shares it.
+            open.push(open_role(
+                role,
+                c,
+                cands.iter().map(|(id, _)| *id),
+                &slot_of,
+                holders,
+            ));
             continue;
         }
-        match (cands.len(), tied.as_slice()) {
-            (1, [only]) => {
-                fixed.insert(role, (only, PreferredReason::OnlyCandidate));
-            }
-            (_, [only]) => {
-                fixed.insert(role, (only, PreferredReason::Priority));
-            }
-            _ => shared.push((role, tied)),
-        }
+        open.push(open_role(role, c, tied.into_iter(), &slot_of, holders));
     }
 
-    // 3: quotas over every role with a preference, among the eligible members taking part.
-    let pool: Vec<&Candidate> = sorted
+    // 4: share.
+    let at = assign(&slots, &open);
+    let mut units: BTreeMap<&InstanceId, u64> = slots
         .iter()
-        .copied()
-        .filter(|c| {
-            c.eligible()
-                && (fixed.values().any(|(id, _)| *id == &c.id)
-                    || shared.iter().any(|(_, t)| t.contains(&&c.id)))
-        })
-        .collect();
-    let mut load: BTreeMap<&InstanceId, usize> = pool.iter().map(|c| (&c.id, 0)).collect();
-    for (id, _) in fixed.values() {
-        *load.entry(id).or_default() += 1;
-    }
-    let tied_for: BTreeMap<&RoleName, &Vec<&InstanceId>> =
-        shared.iter().map(|(r, t)| (*r, t)).collect();
-    let bounds: Vec<Bounds<'_>> = pool
-        .iter()
-        .map(|c| {
-            let lower = load.get(&c.id).copied().unwrap_or(0);
-            let tied = shared.iter().filter(|(_, t)| t.contains(&&c.id)).count();
-            Bounds {
-                id: &c.id,
-                weight: c.weight.max(1),
-                lower,
-                upper: lower + tied,
-                // Only roles it can keep: a role it holds that the plan fixes elsewhere
-                // (priority) leaves anyway and must not win it a rounding tie.
-                held: holders
+        .filter(|s| {
+            s.fixed_count > 0
+                || open
                     .iter()
-                    .filter(|(r, h)| {
-                        **h == c.id
-                            && match fixed.get(r) {
-                                Some((to, _)) => *to == &c.id,
-                                None => tied_for.get(r).is_some_and(|t| t.contains(&&c.id)),
-                            }
-                    })
-                    .count(),
-            }
+                    .any(|o| o.tied.iter().any(|t| slots[*t].id == s.id))
         })
+        .map(|s| (s.id, s.fixed_units))
         .collect();
-    let links: Vec<&[&InstanceId]> = shared.iter().map(|(_, t)| t.as_slice()).collect();
-    let quota = quotas_by_group(&bounds, &links);
-
-    // Keep current holders within quota (highest rendezvous scores first).
-    let mut assigned: BTreeMap<&RoleName, &InstanceId> = BTreeMap::new();
-    for (role, h) in &pins {
-        assigned.insert(role, h);
-        *load.entry(h).or_default() += 1;
-    }
-    let mut keep: BTreeMap<&InstanceId, Vec<&RoleName>> = BTreeMap::new();
-    for (role, tied) in &shared {
-        if pins.contains_key(role) {
-            continue;
-        }
-        if let Some(h) = holders.get(*role)
-            && let Some(h) = tied.iter().find(|t| **t == h)
-        {
-            keep.entry(h).or_default().push(role);
-        }
-    }
-    for (h, mut rs) in keep {
-        rs.sort_by_key(|r| std::cmp::Reverse(score(r.as_str(), h.as_str())));
-        let spare = quota
-            .get(h)
-            .copied()
-            .unwrap_or(0)
-            .saturating_sub(load.get(h).copied().unwrap_or(0));
-        for r in rs.into_iter().take(spare) {
-            assigned.insert(r, h);
-            *load.entry(h).or_default() += 1;
-        }
-    }
-    // Everything else: spare quota by rendezvous score, else the current holder, else the
-    // least loaded (per weight).
-    for (role, tied) in &shared {
-        if assigned.contains_key(role) {
-            continue;
-        }
-        let holds = |id: &InstanceId| holders.get(*role) == Some(id);
-        let spare = |id: &InstanceId| {
-            quota.get(id).copied().unwrap_or(0) > load.get(id).copied().unwrap_or(0)
-        };
-        // No tied member has spare quota: the quotas cannot all be reached (members campaign
-        // for different roles). The holder keeps the role, so a plan that has been carried out
-        // stays its own plan; `balance` evens out what needs it.
-        let best = tied
-            .iter()
-            .filter(|t| spare(t))
-            .max_by_key(|t| score(role.as_str(), t.as_str()))
-            .or_else(|| tied.iter().find(|t| holds(t)))
-            .or_else(|| {
-                tied.iter().min_by(|a, b| {
-                    let la = load.get(*a).copied().unwrap_or(0) as u128;
-                    let lb = load.get(*b).copied().unwrap_or(0) as u128;
-                    let wa = u128::from(by_id.get(*a).map_or(1, |c| c.weight.max(1)));
-                    let wb = u128::from(by_id.get(*b).map_or(1, |c| c.weight.max(1)));
-                    (la * wb).cmp(&(lb * wa)).then_with(|| {
-                        score(role.as_str(), b.as_str()).cmp(&score(role.as_str(), a.as_str()))
-                    })
-                })
-            });
-        if let Some(best) = best {
-            assigned.insert(role, best);
-            *load.entry(best).or_default() += 1;
-        }
-    }
-
-    // Members campaigning for different roles: close the gaps the greedy pass left.
-    let weights: BTreeMap<&InstanceId, u32> = pool.iter().map(|c| (&c.id, c.weight)).collect();
-    shared.retain(|(role, _)| !pins.contains_key(role));
-    reach_quotas(&shared, &quota, &weights, holders, &mut assigned, &mut load);
-
     let mut preferred = BTreeMap::new();
     let reason_for = |role: &RoleName, to: &InstanceId, base: PreferredReason| match holders
         .get(role)
@@ -337,28 +342,83 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
         Some(h) if &h.id != to && !h.healthy => PreferredReason::Unhealthy,
         _ => base,
     };
-    let shares = assigned.into_iter().map(|(role, id)| {
-        let base = if pins.contains_key(role) {
-            PreferredReason::Pinned
-        } else {
-            PreferredReason::Share
-        };
-        (role, (id, base))
+    let shares = open.iter().zip(&at).filter_map(|(o, s)| {
+        let s = (*s)?;
+        *units.entry(slots[s].id).or_default() += o.cost;
+        Some((o.role, (slots[s].id, PreferredReason::Share)))
     });
-    for (role, (id, base)) in fixed.into_iter().chain(shares) {
-        let reason = reason_for(role, id, base);
+    let chosen: Vec<_> = fixed.into_iter().chain(shares).collect();
+    for (role, (id, base)) in chosen {
         preferred.insert(
             role.clone(),
             Preferred {
                 instance: id.clone(),
-                reason,
+                reason: reason_for(role, id, base),
             },
         );
     }
     Placement {
         preferred,
-        // What the plan gives each member: the quota where the role sets allow it.
-        quota: load.into_iter().map(|(k, v)| (k.clone(), v)).collect(),
+        // What the plan gives each member, in units of role cost.
+        quota: units
+            .into_iter()
+            .map(|(k, v)| (k.clone(), usize::try_from(v).unwrap_or(usize::MAX)))
+            .collect(),
+        cost: cost
+            .into_iter()
+            .filter(|(_, c)| *c != 1)
+            .map(|(r, c)| (r.clone(), c))
+            .collect(),
+    }
+}
+
+/// Each role's cost: the largest any member states for it (1 when none does).
+fn role_costs<'a>(members: &[&'a Candidate]) -> BTreeMap<&'a RoleName, u64> {
+    let mut cost: BTreeMap<&RoleName, u64> = BTreeMap::new();
+    for m in members {
+        for r in m.roles.keys() {
+            let c = u64::from(m.costs.get(r).copied().unwrap_or(1).max(1));
+            let e = cost.entry(r).or_insert(c);
+            *e = (*e).max(c);
+        }
+    }
+    cost
+}
+
+fn fix<'a>(
+    slots: &mut [Slot<'_>],
+    slot_of: &BTreeMap<&InstanceId, usize>,
+    fixed: &mut BTreeMap<&'a RoleName, (&'a InstanceId, PreferredReason)>,
+    role: &'a RoleName,
+    to: &'a InstanceId,
+    reason: PreferredReason,
+    cost: u64,
+) {
+    if let Some(&s) = slot_of.get(to) {
+        slots[s].fixed_units += cost;
+        slots[s].fixed_count += 1;
+    }
+    fixed.insert(role, (to, reason));
+}
+
+fn open_role<'a, 'b>(
+    role: &'a RoleName,
+    cost: u64,
+    tied: impl Iterator<Item = &'b InstanceId>,
+    slot_of: &BTreeMap<&InstanceId, usize>,
+    holders: &BTreeMap<RoleName, InstanceId>,
+) -> Open<'a> {
+    let mut tied: Vec<usize> = tied.filter_map(|id| slot_of.get(id).copied()).collect();
+    tied.sort_unstable();
+    let holder = holders
+        .get(role)
+        .and_then(|h| slot_of.get(h).copied())
+        .filter(|h| tied.contains(h));
+    Open {
+        role,
+        cost,
+        tied,
+        holder,
     }
 }
 

@@ -50,6 +50,25 @@ pub struct PlacementSettings {
     /// Start draining: move every role away and take none another member is
     /// preferred for. Default: `false`.
     pub draining: bool,
+    /// Freeze this instance's voluntary moves (spreading, priority, rollout): it hands
+    /// nothing over until unfrozen (`POST /api/placement/freeze`). Vacant roles are still
+    /// taken. Default: `false`.
+    pub frozen: bool,
+    /// This instance's zone (from `instance.zone`, else `instance.meta.zone`): roles spread
+    /// across zones first. Default: `None` (one zone with every member without one).
+    #[serde(skip)]
+    pub zone: Option<String>,
+    /// Units of role cost (`roles[].weight`) this instance holds at most (from
+    /// `instance.capacity`); no voluntary move exceeds it. Default: `None` (no limit).
+    #[serde(skip)]
+    pub capacity: Option<u32>,
+    /// Roles this instance holds at most (from `instance.max_roles`). Default: `None`.
+    #[serde(skip)]
+    pub max_roles: Option<u32>,
+    /// This instance's software version (from `instance.version` or `NATS_ROLES_VERSION`):
+    /// no role moves onto a member older than the newest live one. Default: `None`.
+    #[serde(skip)]
+    pub version: Option<super::Version>,
     /// TTL of the membership record (heartbeated every quarter of it); whole
     /// seconds, at least `1s`. Default: `None` (the top-level `timing.ttl`).
     #[serde(
@@ -73,6 +92,11 @@ impl Default for PlacementSettings {
             move_interval: Duration::from_secs(1),
             hysteresis: 0,
             draining: false,
+            frozen: false,
+            zone: None,
+            capacity: None,
+            max_roles: None,
+            version: None,
             member_ttl: None,
         }
     }
@@ -91,6 +115,26 @@ impl PlacementSettings {
                     "{} is out of range: it must be between 1 and 1000",
                     self.weight
                 ),
+            ));
+        }
+        if let Some(zone) = &self.zone
+            && !valid_zone(zone)
+        {
+            found.push(SettingError::new(
+                "instance.zone",
+                format!("{zone:?} is not a zone name: 1 to 64 letters, digits, '-', '_' or '.'"),
+            ));
+        }
+        if self.capacity == Some(0) {
+            found.push(SettingError::new(
+                "instance.capacity",
+                "must be at least 1 (leave it out for no limit)",
+            ));
+        }
+        if self.max_roles == Some(0) {
+            found.push(SettingError::new(
+                "instance.max_roles",
+                "must be at least 1 (leave it out for no limit)",
             ));
         }
         if self.move_budget == 0 {
@@ -139,6 +183,15 @@ impl PlacementSettings {
     pub fn validate(&self) -> Result<(), SettingError> {
         self.problems().into_iter().next().map_or(Ok(()), Err)
     }
+}
+
+/// Whether `zone` is a valid zone name: 1 to 64 ASCII letters, digits, `-`, `_` or `.`.
+#[must_use]
+pub fn valid_zone(zone: &str) -> bool {
+    (1..=64).contains(&zone.len())
+        && zone
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// Whether placement may move a role away from this instance voluntarily.

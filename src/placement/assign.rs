@@ -1,0 +1,344 @@
+//! The share stage of the plan: an exact balanced assignment of the roles with several
+//! top-priority candidates, over zones, role costs, capacities and rollout versions.
+//!
+//! The assignment minimises, in this order (lexicographically):
+//! 1. **overflow**: units and roles above each member's capacity (`capacity`, `max_roles`);
+//! 2. **zone spread**: `Σ L_z²` over the zones' loads `L_z` (every zone counts the same, so
+//!    roles spread across zones first);
+//! 3. **member spread**: `Σ l_m² / w_m` over the members' loads `l_m` and weights `w_m`.
+//!
+//! A load is the sum of the costs (`roles[].weight`) of the roles a member holds, the roles
+//! fixed to it by priority or pinning included. Each potential is convex, so an assignment is
+//! optimal exactly when no *augmenting path* improves it: a chain `a → x1 → … → b` where each
+//! member gives one role of the same cost to the next, which campaigns for it (the members in
+//! between keep their load). The search starts from the current holders (then gives the
+//! remaining roles, in name order, to the candidate whose potential grows least) and applies
+//! improving paths until none is left. Every applied path lowers the potential, so the loop
+//! ends; a carried-out plan is its own plan (nothing improves it); with equal weights and equal
+//! role sets the spread is at most one role and only the excess moves.
+//!
+//! Hard limits: no path ends at a member without room (`capacity` / `max_roles`), and no role
+//! moves onto a member whose version is older than the newest live version (`receives`);
+//! such members keep what they hold. Paths through roles of different costs are not searched
+//! (they would change the loads of the members in between), so with mixed costs the result is
+//! optimal among single-cost chains.
+//!
+//! Deterministic: sources by overflow, then by load per weight, then by name; a role a member
+//! likes least (rendezvous score) leaves first; roles it does not hold now move first (free).
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, VecDeque};
+
+use super::hash::score;
+use crate::names::{InstanceId, RoleName};
+
+/// One eligible member as the assignment sees it.
+#[derive(Debug, Clone)]
+pub(super) struct Slot<'a> {
+    pub id: &'a InstanceId,
+    /// Weight (>= 1).
+    pub weight: u64,
+    /// Index of its zone (members without a zone share one).
+    pub zone: usize,
+    /// Units it may hold at most.
+    pub capacity: Option<u64>,
+    /// Roles it may hold at most.
+    pub max_roles: Option<u64>,
+    /// Whether roles may move onto it (its version is not older than the newest).
+    pub receives: bool,
+    /// Units and roles fixed to it (priority, pinned).
+    pub fixed_units: u64,
+    pub fixed_count: u64,
+}
+
+/// One role with several candidates.
+#[derive(Debug, Clone)]
+pub(super) struct Open<'a> {
+    pub role: &'a RoleName,
+    pub cost: u64,
+    /// Indices into the slots, sorted.
+    pub tied: Vec<usize>,
+    /// The slot holding it now, if it is one of `tied`.
+    pub holder: Option<usize>,
+}
+
+/// The loads of every slot and zone while the assignment is searched.
+struct Loads {
+    units: Vec<u64>,
+    count: Vec<u64>,
+    zone: Vec<u64>,
+}
+
+/// Change of the three potentials by a move; smaller is better, negative improves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Delta {
+    overflow: i64,
+    zone: i128,
+    /// Member potential change as a fraction `num / den` (den > 0).
+    num: i128,
+    den: i128,
+}
+
+impl Delta {
+    fn cmp_to(&self, other: &Self) -> Ordering {
+        self.overflow
+            .cmp(&other.overflow)
+            .then(self.zone.cmp(&other.zone))
+            .then((self.num * other.den).cmp(&(other.num * self.den)))
+    }
+
+    fn improves(&self) -> bool {
+        self.overflow < 0
+            || (self.overflow == 0 && (self.zone < 0 || (self.zone == 0 && self.num < 0)))
+    }
+}
+
+/// Assigns every open role to one of its tied slots (or to none: no candidate has room).
+pub(super) fn assign(slots: &[Slot<'_>], open: &[Open<'_>]) -> Vec<Option<usize>> {
+    let zones = slots.iter().map(|s| s.zone + 1).max().unwrap_or(0);
+    let mut loads = Loads {
+        units: slots.iter().map(|s| s.fixed_units).collect(),
+        count: slots.iter().map(|s| s.fixed_count).collect(),
+        zone: vec![0; zones],
+    };
+    for s in slots {
+        loads.zone[s.zone] += s.fixed_units;
+    }
+    let mut at: Vec<Option<usize>> = vec![None; open.len()];
+    // Current holders keep their roles to start with (overflow moves them later).
+    for (i, o) in open.iter().enumerate() {
+        if let Some(h) = o.holder {
+            place(&mut loads, slots, &mut at, i, h, o.cost);
+        }
+    }
+    // The rest: where the potential grows least; members that receive and have room first.
+    for (i, o) in open.iter().enumerate() {
+        if at[i].is_some() {
+            continue;
+        }
+        let best = o
+            .tied
+            .iter()
+            .copied()
+            .filter(|&b| room(&loads, slots, b, o.cost))
+            .min_by(|&x, &y| {
+                slots[y]
+                    .receives
+                    .cmp(&slots[x].receives)
+                    .then_with(|| {
+                        growth(&loads, slots, x, o.cost).cmp_to(&growth(&loads, slots, y, o.cost))
+                    })
+                    .then_with(|| {
+                        score(o.role.as_str(), slots[y].id.as_str())
+                            .cmp(&score(o.role.as_str(), slots[x].id.as_str()))
+                    })
+            });
+        if let Some(b) = best {
+            place(&mut loads, slots, &mut at, i, b, o.cost);
+        }
+    }
+    // Improve along augmenting paths until nothing improves.
+    let mut guard = 0usize;
+    let limit = 4 * open.len() * slots.len().max(1) + 16;
+    while let Some(path) = best_path(slots, open, &loads, &at) {
+        for (role, to) in path {
+            let from = at[role].unwrap_or(to);
+            unplace(&mut loads, slots, from, open[role].cost);
+            place(&mut loads, slots, &mut at, role, to, open[role].cost);
+        }
+        guard += 1;
+        if guard > limit {
+            // Unreachable: every path lowers a bounded potential. A guard all the same.
+            break;
+        }
+    }
+    at
+}
+
+fn place(
+    loads: &mut Loads,
+    slots: &[Slot<'_>],
+    at: &mut [Option<usize>],
+    role: usize,
+    to: usize,
+    cost: u64,
+) {
+    loads.units[to] += cost;
+    loads.count[to] += 1;
+    loads.zone[slots[to].zone] += cost;
+    at[role] = Some(to);
+}
+
+fn unplace(loads: &mut Loads, slots: &[Slot<'_>], from: usize, cost: u64) {
+    loads.units[from] = loads.units[from].saturating_sub(cost);
+    loads.count[from] = loads.count[from].saturating_sub(1);
+    let z = slots[from].zone;
+    loads.zone[z] = loads.zone[z].saturating_sub(cost);
+}
+
+/// Whether `b` can take one more role of `cost` without going over its limits.
+fn room(loads: &Loads, slots: &[Slot<'_>], b: usize, cost: u64) -> bool {
+    slots[b].capacity.is_none_or(|c| loads.units[b] + cost <= c)
+        && slots[b].max_roles.is_none_or(|m| loads.count[b] < m)
+}
+
+fn overflow(loads: &Loads, slots: &[Slot<'_>], m: usize) -> i64 {
+    let units = slots[m]
+        .capacity
+        .map_or(0, |c| loads.units[m].saturating_sub(c));
+    let count = slots[m]
+        .max_roles
+        .map_or(0, |c| loads.count[m].saturating_sub(c));
+    i64::try_from(units + count).unwrap_or(i64::MAX)
+}
+
+/// The potential growth of giving `b` one more role of `cost` (no giver).
+fn growth(loads: &Loads, slots: &[Slot<'_>], b: usize, cost: u64) -> Delta {
+    let c = i128::from(cost);
+    let lz = i128::from(loads.zone[slots[b].zone]);
+    let lb = i128::from(loads.units[b]);
+    Delta {
+        overflow: 0,
+        zone: 2 * c * lz + c * c,
+        num: 2 * c * lb + c * c,
+        den: i128::from(slots[b].weight.max(1)),
+    }
+}
+
+/// The potential change of moving `cost` units from `a` to `b` (members in between unchanged).
+fn shift(loads: &Loads, slots: &[Slot<'_>], a: usize, b: usize, cost: u64) -> Delta {
+    let c = i128::from(cost);
+    let before = overflow(loads, slots, a);
+    let units_after = slots[a].capacity.map_or(0, |cap| {
+        loads.units[a].saturating_sub(cost).saturating_sub(cap)
+    });
+    let count_after = slots[a]
+        .max_roles
+        .map_or(0, |m| loads.count[a].saturating_sub(1).saturating_sub(m));
+    let after = i64::try_from(units_after + count_after).unwrap_or(i64::MAX);
+    let (za, zb) = (slots[a].zone, slots[b].zone);
+    let zone = if za == zb {
+        0
+    } else {
+        2 * c * (i128::from(loads.zone[zb]) - i128::from(loads.zone[za]) + c)
+    };
+    let (wa, wb) = (
+        i128::from(slots[a].weight.max(1)),
+        i128::from(slots[b].weight.max(1)),
+    );
+    let (la, lb) = (i128::from(loads.units[a]), i128::from(loads.units[b]));
+    Delta {
+        overflow: after - before,
+        zone,
+        num: (c * c - 2 * c * la) * wb + (c * c + 2 * c * lb) * wa,
+        den: wa * wb,
+    }
+}
+
+/// The best improving path from the first source that has one: `(role, new slot)` hops.
+fn best_path(
+    slots: &[Slot<'_>],
+    open: &[Open<'_>],
+    loads: &Loads,
+    at: &[Option<usize>],
+) -> Option<Vec<(usize, usize)>> {
+    // Roles each slot holds in the assignment, least liked first, roles it does not hold now
+    // (free to move) before those it does.
+    let mut held: Vec<Vec<usize>> = vec![Vec::new(); slots.len()];
+    for (i, a) in at.iter().enumerate() {
+        if let Some(a) = a {
+            held[*a].push(i);
+        }
+    }
+    for (s, roles) in held.iter_mut().enumerate() {
+        roles.sort_by_key(|&r| {
+            (
+                open[r].holder == Some(s),
+                score(open[r].role.as_str(), slots[s].id.as_str()),
+                r,
+            )
+        });
+    }
+    let mut sources: Vec<usize> = (0..slots.len()).filter(|&s| !held[s].is_empty()).collect();
+    sources.sort_by(|&x, &y| {
+        overflow(loads, slots, y)
+            .cmp(&overflow(loads, slots, x))
+            .then_with(|| {
+                // Load per weight, highest first.
+                (u128::from(loads.units[y]) * u128::from(slots[x].weight.max(1)))
+                    .cmp(&(u128::from(loads.units[x]) * u128::from(slots[y].weight.max(1))))
+            })
+            .then_with(|| slots[x].id.cmp(slots[y].id))
+    });
+    for a in sources {
+        let mut costs: Vec<u64> = held[a].iter().map(|&r| open[r].cost).collect();
+        costs.sort_unstable();
+        costs.dedup();
+        let mut best: Option<(Delta, usize, usize, Vec<(usize, usize)>)> = None;
+        for cost in costs {
+            for (b, path) in reachable(slots, open, &held, a, cost) {
+                if !room(loads, slots, b, cost) {
+                    continue;
+                }
+                let d = shift(loads, slots, a, b, cost);
+                if !d.improves() {
+                    continue;
+                }
+                let real = path
+                    .iter()
+                    .filter(|(r, _)| open[*r].holder.is_some_and(|h| Some(h) == at[*r]))
+                    .count();
+                let better = best.as_ref().is_none_or(|(bd, breal, blen, _)| {
+                    d.cmp_to(bd)
+                        .then(real.cmp(breal))
+                        .then(path.len().cmp(blen))
+                        == Ordering::Less
+                });
+                if better {
+                    best = Some((d, real, path.len(), path));
+                }
+            }
+        }
+        if let Some((_, _, _, path)) = best {
+            return Some(path);
+        }
+    }
+    None
+}
+
+/// Every slot reachable from `a` by shifting roles of `cost`, with the shortest path to it
+/// (breadth first; slots by index, i.e. by id).
+fn reachable(
+    slots: &[Slot<'_>],
+    open: &[Open<'_>],
+    held: &[Vec<usize>],
+    a: usize,
+    cost: u64,
+) -> Vec<(usize, Vec<(usize, usize)>)> {
+    let mut parent: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
+    let mut queue = VecDeque::from([a]);
+    let mut found = Vec::new();
+    while let Some(x) = queue.pop_front() {
+        for &r in held[x].iter().filter(|&&r| open[r].cost == cost) {
+            for &y in &open[r].tied {
+                if y == a || parent.contains_key(&y) || !slots[y].receives {
+                    continue;
+                }
+                parent.insert(y, (x, r));
+                queue.push_back(y);
+                let mut path = Vec::new();
+                let mut cur = y;
+                while let Some(&(from, role)) = parent.get(&cur) {
+                    path.push((role, cur));
+                    if from == a {
+                        break;
+                    }
+                    cur = from;
+                }
+                path.reverse();
+                found.push((y, path));
+            }
+        }
+    }
+    found
+}
