@@ -185,6 +185,65 @@ impl Inspector {
         .await
     }
 
+    /// The deployment-wide freeze of voluntary placement moves (`control.freeze`), if set;
+    /// a foreign value there freezes nothing and reads as `None`.
+    ///
+    /// # Errors
+    /// [`Error::JetStream`] when the read fails; [`Error::Timeout`].
+    pub async fn freeze_state(&self) -> Result<Option<crate::placement::FreezeRecord>, Error> {
+        use crate::placement::{FREEZE_KEY, FreezeRecord};
+        let read = async {
+            self.kv
+                .entry(FREEZE_KEY)
+                .await
+                .map_err(|e| Error::JetStream(Box::new(e)))
+        };
+        let entry = guarded(&self.denials, async {
+            tokio::time::timeout(self.timeout, read)
+                .await
+                .map_err(|_| Error::Timeout(self.timeout))?
+        })
+        .await?;
+        Ok(entry
+            .filter(|e| e.operation == Operation::Put)
+            .and_then(|e| FreezeRecord::parse(&e.value)))
+    }
+
+    /// Freezes (`Some(record)`) or unfreezes (`None`) every instance's voluntary placement
+    /// moves (docs/placement.md): writes or deletes `control.freeze`. Vacant roles are taken
+    /// while frozen.
+    ///
+    /// # Errors
+    /// [`Error::JetStream`] when the write fails; [`Error::Timeout`];
+    /// [`Error::PermissionDenied`].
+    pub async fn set_freeze(
+        &self,
+        record: Option<&crate::placement::FreezeRecord>,
+    ) -> Result<(), Error> {
+        use crate::placement::FREEZE_KEY;
+        let write = async {
+            match record {
+                Some(r) => self
+                    .kv
+                    .put(FREEZE_KEY, r.to_bytes())
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| Error::JetStream(Box::new(e))),
+                None => self
+                    .kv
+                    .delete(FREEZE_KEY)
+                    .await
+                    .map_err(|e| Error::JetStream(Box::new(e))),
+            }
+        };
+        guarded(&self.denials, async {
+            tokio::time::timeout(self.timeout, write)
+                .await
+                .map_err(|_| Error::Timeout(self.timeout))?
+        })
+        .await
+    }
+
     /// Lists the bucket's keys, reads those `select` picks (a few reads in flight at once:
     /// one round trip per key adds up over a WAN) and keeps what `parse` makes of their
     /// entries, in key order; the whole is bounded by four read timeouts.

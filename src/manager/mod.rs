@@ -44,7 +44,10 @@ pub use status::RoleStatus;
 
 pub use crate::core::BucketSettings;
 pub use crate::history::HistoryRecorder;
-pub use crate::placement::{MemberRecord, PlacementSettings, Preferred, PreferredReason, Takeover};
+pub use crate::placement::{
+    FreezeRecord, Frozen, Joining, MemberRecord, Move, PlacementSettings, Preferred,
+    PreferredReason, Simulation, Takeover, WhatIf, simulate,
+};
 pub use crate::store::TtlMode;
 
 use crate::core::{Identity, ReleaseReason, RetryPolicy, RoleMachine};
@@ -386,6 +389,52 @@ impl RoleManager {
             }
             None => false,
         }
+    }
+
+    /// Placement: freezes (`Some(reason)`) or unfreezes (`None`) the voluntary moves of every
+    /// instance of the deployment, by writing or deleting the bucket's freeze record
+    /// (`control.freeze`; docs/placement.md). Vacant roles are still taken while frozen.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the write's outcome is unknown; [`Error::Kv`] when it failed.
+    pub async fn set_freeze(&self, reason: Option<&str>) -> Result<(), Error> {
+        use crate::core::WriteOutcome;
+        use crate::placement::{FREEZE_KEY, FreezeRecord};
+        let timeout = self.freeze_timeout();
+        let (payload, delete) = match reason {
+            Some(r) => (
+                FreezeRecord::new(r, self.shared.instance.as_str()).to_bytes(),
+                false,
+            ),
+            None => (bytes::Bytes::new(), true),
+        };
+        match self
+            .shared
+            .store
+            .lease_write(FREEZE_KEY, None, None, payload, delete, timeout)
+            .await
+        {
+            WriteOutcome::Ok { .. } => Ok(()),
+            WriteOutcome::Unknown => Err(Error::Timeout(timeout)),
+            WriteOutcome::Failed(kind) => Err(Error::Kv(kind)),
+            WriteOutcome::Conflict | WriteOutcome::Retry => {
+                Err(Error::Kv(crate::core::FailureKind::Unavailable))
+            }
+        }
+    }
+
+    /// Placement: why voluntary moves are frozen now (operator, a member's configuration, or
+    /// the storm breaker); `None` when they are not, or without placement.
+    #[must_use]
+    pub fn frozen(&self) -> Option<crate::placement::Frozen> {
+        self.shared.placement.as_ref()?.frozen()
+    }
+
+    fn freeze_timeout(&self) -> Duration {
+        self.shared
+            .placement
+            .as_ref()
+            .map_or(Duration::from_secs(5), |p| p.settings.operation_timeout)
     }
 
     /// Placement: the membership records of the live members (empty without placement).

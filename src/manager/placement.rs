@@ -58,6 +58,7 @@ pub(crate) fn spawn(
                 config: link.settings.config.clone(),
                 operation_timeout: link.settings.operation_timeout,
                 move_timeout: shared.drain_timeout + link.settings.member_ttl * 2,
+                storm_window: link.settings.member_ttl,
             },
             Instant::now(),
         ),
@@ -148,6 +149,11 @@ impl Driver {
                 let _ = done.send(());
             }
             PlacementInput::BucketReset => self.step(Input::BucketReset, now),
+            PlacementInput::Freeze(record) => {
+                self.step(Input::Freeze(record), now);
+                self.replan(now);
+                replanned = true;
+            }
             PlacementInput::RoleAdded(role, own) => self.step(Input::RoleAdded(role, own), now),
             PlacementInput::RoleRemoved(role) => self.step(Input::RoleRemoved(role), now),
             PlacementInput::Changed | PlacementInput::Tick => {
@@ -243,6 +249,7 @@ impl Driver {
                     self.view.send_replace(Arc::new(PlacementView {
                         membership: self.controller.membership().clone(),
                         preferred: self.controller.plan().preferred.clone(),
+                        frozen: self.controller.frozen().cloned(),
                     }));
                 }
             }
@@ -354,6 +361,7 @@ async fn run_heartbeat(
     let timeout = p.settings.operation_timeout.min(heartbeat(ttl));
     let mut draining = p.draining.subscribe();
     let mut healthy = p.healthy.subscribe();
+    let mut frozen = p.frozen.subscribe();
     let mut roles = p.record_roles.clone();
     // Revision of our last write; `None`: read the key first.
     let mut rev: Option<u64> = None;
@@ -365,6 +373,7 @@ async fn run_heartbeat(
             () = cancel.cancelled() => break,
             _ = draining.changed() => {}
             _ = healthy.changed() => {}
+            _ = frozen.changed() => {}
             // Not after the driver stopped (a dropped sender answers at once, forever).
             Ok(()) = roles.changed() => {}
             () = tokio::time::sleep_until(next) => {}

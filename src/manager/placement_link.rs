@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::names::RoleName;
 use crate::placement::controller::{OwnRole, RecordRoles};
-use crate::placement::{MemberRecord, Membership, MembershipTiming, Preferred};
+use crate::placement::{FreezeRecord, Frozen, MemberRecord, Membership, MembershipTiming, Preferred};
 use crate::placement::{PlacementSettings, Takeover};
 
 /// Placement settings of one manager.
@@ -51,6 +51,8 @@ pub(crate) enum PlacementInput {
     },
     /// The bucket was recreated.
     BucketReset,
+    /// The freeze record was written (`Some`) or deleted or unreadable (`None`).
+    Freeze(Option<FreezeRecord>),
     /// This instance takes part in one more role.
     RoleAdded(RoleName, OwnRole),
     /// This instance no longer takes part in a role.
@@ -66,6 +68,8 @@ pub(crate) enum PlacementInput {
 pub(crate) struct PlacementView {
     pub(crate) membership: Membership,
     pub(crate) preferred: BTreeMap<RoleName, Preferred>,
+    /// Why voluntary moves are frozen, if they are.
+    pub(crate) frozen: Option<Frozen>,
 }
 
 /// The manager's side of placement (see the module documentation).
@@ -117,6 +121,7 @@ impl PlacementLink {
         let (view, view_rx) = watch::channel(Arc::new(PlacementView {
             membership: Membership::new(timing),
             preferred: BTreeMap::new(),
+            frozen: None,
         }));
         let (written, written_rx) = watch::channel(None);
         let link = Self {
@@ -183,6 +188,35 @@ impl PlacementLink {
         self.send(PlacementInput::Member { entry, done });
         // An error: the driver stopped (the manager stops).
         let _ = replanned.await;
+    }
+
+    /// The watcher saw the freeze key change.
+    pub(crate) fn observe_freeze(&self, entry: &Entry) {
+        use async_nats::jetstream::kv::Operation;
+        let record = match entry.operation {
+            Operation::Put => {
+                let parsed = FreezeRecord::parse(&entry.value);
+                if parsed.is_none() {
+                    tracing::warn!(
+                        key = %entry.key,
+                        "ignoring a value that is not a freeze record (voluntary moves are not frozen)"
+                    );
+                }
+                parsed
+            }
+            Operation::Delete | Operation::Purge => None,
+        };
+        self.send(PlacementInput::Freeze(record));
+    }
+
+    /// Why voluntary moves are frozen, as of the last re-plan (`None`: they are not).
+    pub(crate) fn frozen(&self) -> Option<Frozen> {
+        self.view.borrow().frozen.clone()
+    }
+
+    /// The whole view: membership, plan and freeze (API).
+    pub(crate) fn view(&self) -> Arc<PlacementView> {
+        self.view.borrow().clone()
     }
 
     /// The plan as last computed (status, API).

@@ -161,7 +161,7 @@ pub(crate) async fn run(
 }
 
 /// The key prefixes the watcher follows (Q8).
-const WATCHED: [&str; 3] = ["role.>", "session.>", "member.>"];
+const WATCHED: [&str; 4] = ["role.>", "session.>", "member.>", "control.>"];
 
 /// How often the watcher looks for sessions due for a backstop read.
 const BACKSTOP_TICK: Duration = Duration::from_millis(250);
@@ -269,6 +269,12 @@ async fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
     }
     if entry.key.starts_with(SESSION_PREFIX) {
         dispatch_session(shared, entry);
+        return;
+    }
+    if entry.key == crate::placement::FREEZE_KEY {
+        if let Some(p) = &shared.placement {
+            p.observe_freeze(entry);
+        }
         return;
     }
     if entry.key.starts_with(crate::placement::MEMBER_PREFIX) {

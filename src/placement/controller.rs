@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::freeze::{FreezeRecord, Frozen, StormBreaker};
 use super::decide::{Held, ReleaseRules, choose_release, hold_back, vacancies_filled};
 use super::member::MemberRecord;
 use super::membership::{Membership, MembershipTiming};
@@ -29,6 +30,9 @@ pub struct ControllerSettings {
     pub operation_timeout: Duration,
     /// Longest a voluntary move stays in flight (the drain timeout and two member TTLs).
     pub move_timeout: Duration,
+    /// The storm breaker's window: members vanishing within it count together (the member
+    /// TTL).
+    pub storm_window: Duration,
 }
 
 /// A role this instance takes part in, as placement sees it.
@@ -89,6 +93,8 @@ pub enum Input {
     RoleAdded(RoleName, OwnRole),
     /// This instance no longer takes part in a role.
     RoleRemoved(RoleName),
+    /// The operator's freeze record: set (`Some`) or deleted/unreadable (`None`).
+    Freeze(Option<FreezeRecord>),
     /// Compute the plan and act on it.
     Replan(World),
 }
@@ -162,6 +168,12 @@ pub struct Controller {
     unavailable: BTreeSet<RoleName>,
     /// Planned roles without a holder, and since when (this instance's view).
     vacant_since: BTreeMap<RoleName, Instant>,
+    /// The operator's freeze record, if any.
+    operator_freeze: Option<FreezeRecord>,
+    /// Freezes voluntary moves when many members vanish at once.
+    breaker: StormBreaker,
+    /// Why voluntary moves are frozen now, if they are.
+    frozen: Option<Frozen>,
 }
 
 impl Controller {
@@ -169,6 +181,7 @@ impl Controller {
     /// at `now`.
     #[must_use]
     pub fn new(settings: ControllerSettings, now: Instant) -> Self {
+        let breaker = StormBreaker::new(settings.storm_window, settings.config.stability_window);
         let timing = MembershipTiming {
             stability_window: settings.config.stability_window,
             leave_delay: settings.config.leave_delay,
@@ -183,7 +196,16 @@ impl Controller {
             last: Placement::default(),
             unavailable: BTreeSet::new(),
             vacant_since: BTreeMap::new(),
+            operator_freeze: None,
+            breaker,
+            frozen: None,
         }
+    }
+
+    /// Why voluntary moves are frozen, as of the last re-plan.
+    #[must_use]
+    pub fn frozen(&self) -> Option<&Frozen> {
+        self.frozen.as_ref()
     }
 
     /// The membership table.
@@ -264,6 +286,10 @@ impl Controller {
                 self.moved_at.remove(&role);
                 vec![Action::RecordChanged]
             }
+            Input::Freeze(record) => {
+                self.operator_freeze = record;
+                Vec::new()
+            }
             Input::Replan(world) => self.replan(&world, now),
         }
     }
@@ -285,6 +311,32 @@ impl Controller {
         let live: Vec<Candidate> = members.iter().filter(|c| is_live(&c.id)).cloned().collect();
         let live_plan = (live.len() != members.len()).then(|| plan(&live, holders));
         actions.push(Action::LiveMembers(live.len()));
+        let live_ids: BTreeSet<InstanceId> = live.iter().map(|c| c.id.clone()).collect();
+        let storm = self.breaker.observe(&live_ids, now);
+        let frozen_members: Vec<InstanceId> = live
+            .iter()
+            .filter(|c| membership.record(&c.id).is_some_and(|r| r.frozen))
+            .map(|c| c.id.clone())
+            .collect();
+        let frozen = match &self.operator_freeze {
+            Some(f) => Some(Frozen::Operator {
+                reason: f.reason.clone(),
+                by: f.by.clone(),
+                at: f.at.clone(),
+            }),
+            None if !frozen_members.is_empty() => Some(Frozen::Member {
+                members: frozen_members,
+            }),
+            None => storm,
+        };
+        // The countdown of a storm changes every re-plan: report changes of cause only.
+        let kind = |f: &Option<Frozen>| f.as_ref().map(std::mem::discriminant);
+        if kind(&frozen) != kind(&self.frozen)
+            || (!matches!(frozen, Some(Frozen::Storm { .. })) && frozen != self.frozen)
+        {
+            actions.push(Action::ViewChanged);
+        }
+        self.frozen = frozen;
         let i_count = members.iter().any(|c| &c.id == me);
 
         let unavailable: BTreeSet<RoleName> = world
@@ -355,7 +407,12 @@ impl Controller {
         // role at once, with the health cooldown (a placement release first would run without
         // it).
         let mut pick = None;
-        if i_count && world.healthy && self.in_flight.is_none() && self.budget.1 < cfg.move_budget {
+        if i_count
+            && world.healthy
+            && self.frozen.is_none()
+            && self.in_flight.is_none()
+            && self.budget.1 < cfg.move_budget
+        {
             let held: Vec<Held<'_>> = world
                 .roles
                 .iter()

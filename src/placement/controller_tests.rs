@@ -39,6 +39,7 @@ fn controller(budget: u32, draining: bool, t0: Instant) -> Controller {
             config,
             operation_timeout: SECOND,
             move_timeout: 10 * SECOND,
+            storm_window: 3 * SECOND,
         },
         t0,
     );

@@ -201,7 +201,6 @@ impl Membership {
     }
 
     /// The record of a present member.
-    #[cfg(test)]
     pub fn record(&self, id: &InstanceId) -> Option<&MemberRecord> {
         self.present.get(id).map(|s| &s.record)
     }

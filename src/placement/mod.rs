@@ -11,13 +11,16 @@
 mod assign;
 pub(crate) mod controller;
 mod decide;
+mod freeze;
 mod hash;
 mod member;
 mod membership;
 mod plan;
 mod settings;
 mod version;
+mod whatif;
 
+pub use freeze::{FREEZE_KEY, FreezeRecord, Frozen};
 pub use member::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
 pub use membership::{Membership, MembershipTiming};
 #[cfg(feature = "cli")]
@@ -25,3 +28,4 @@ pub use plan::{Candidate, plan};
 pub use plan::{Preferred, PreferredReason};
 pub use settings::{PlacementSettings, Takeover, valid_zone};
 pub use version::{Version, VersionError};
+pub use whatif::{Joining, Move, Simulation, WhatIf, simulate};

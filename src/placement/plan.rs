@@ -85,7 +85,7 @@ impl From<&MemberRecord> for Candidate {
 impl Candidate {
     /// A member campaigning for nothing yet: weight 1, healthy, no zone, limit or version.
     #[must_use]
-    #[cfg(any(test, feature = "cli"))]
+    #[cfg(test)]
     pub fn new(id: InstanceId) -> Self {
         Self {
             id,
