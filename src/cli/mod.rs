@@ -9,6 +9,7 @@ pub(crate) mod history;
 #[cfg(feature = "http")]
 pub(crate) mod listen;
 mod outcome;
+pub(crate) mod plan;
 mod run;
 mod signal;
 pub(crate) mod status;

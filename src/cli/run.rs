@@ -44,6 +44,13 @@ enum Command {
     Watch(super::watch::WatchArgs),
     /// Evict a role's holder: CAS-delete its lease at the current revision (asks first).
     Evict(super::evict::EvictArgs),
+    /// What-if: the moves placement would make from the bucket now, after --drain, --join or
+    /// --leave (changes nothing).
+    Plan(super::plan::PlanArgs),
+    /// Freeze every instance's voluntary placement moves (vacant roles are still taken).
+    Freeze(super::plan::FreezeArgs),
+    /// End an operator's freeze of voluntary placement moves.
+    Unfreeze(super::plan::UnfreezeArgs),
     /// Recorded election histories (docs/reliability.md).
     #[command(subcommand)]
     History(super::history::HistoryCommand),
@@ -103,6 +110,9 @@ pub(crate) fn main() -> ExitCode {
         Command::Status(args) => super::outcome::block_on(super::status::run(args)),
         Command::Watch(args) => super::outcome::block_on(super::watch::run(args)),
         Command::Evict(args) => super::outcome::block_on(super::evict::run(args)),
+        Command::Plan(args) => super::outcome::block_on(super::plan::run(args)),
+        Command::Freeze(args) => super::outcome::block_on(super::plan::freeze(args)),
+        Command::Unfreeze(args) => super::outcome::block_on(super::plan::unfreeze(args)),
         Command::History(command) => super::history::run(command),
     }
 }

@@ -57,7 +57,7 @@ pub(crate) struct Released {
 /// Reads an admin request's body, only ever after [`AdminCall::admit`] accepted the caller: at most
 /// [`MAX_ADMIN_BODY`] bytes (413 `body_too_large` otherwise, before reading anything when the
 /// `Content-Length` says so), within the request timeout (408 `request_timeout`).
-async fn read_body(api: &Api, request: Request) -> Result<Bytes, ApiError> {
+pub(super) async fn read_body(api: &Api, request: Request) -> Result<Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -90,7 +90,7 @@ async fn read_body(api: &Api, request: Request) -> Result<Bytes, ApiError> {
 }
 
 /// An empty body is the default; anything else must be a JSON object of `T`.
-fn parse_body<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
+pub(super) fn parse_body<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }

@@ -40,6 +40,7 @@ mod error;
 mod events;
 mod metrics;
 mod options;
+mod placement;
 mod probes;
 mod roles;
 mod server;
@@ -52,7 +53,8 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 /// The JSON bodies of the API (`docs/http-api.md`).
 pub use crate::inspect::{
-    EventView, HeldRole, HolderState, InstanceList, InstanceView, LocalView, RoleList, RoleView,
+    EventView, HeldRole, HolderState, InstanceList, InstanceView, LocalView, MemberList,
+    MemberView, RoleList, RoleView,
 };
 pub use error::ErrorBody;
 pub use metrics::PROMETHEUS_CONTENT_TYPE;
@@ -82,6 +84,9 @@ impl Api {
             .route("/api/roles/{role}/evict", post(admin::evict))
             .route("/api/drain", post(admin::drain))
             .route("/api/instances", get(roles::instances))
+            .route("/api/members", get(placement::members))
+            .route("/api/placement/freeze", post(placement::freeze))
+            .route("/api/plan/simulate", post(placement::simulate))
             .route("/api/events", get(events::stream))
             .route("/metrics", get(metrics::scrape))
             .fallback(error::no_route)

@@ -16,6 +16,7 @@ mod bucket;
 #[cfg(feature = "tooling")]
 mod denials;
 mod evict;
+mod members;
 mod redact;
 mod transitions;
 mod view;
@@ -27,6 +28,7 @@ pub use denials::Violation;
 #[cfg(feature = "http")]
 pub(crate) use evict::evict;
 pub use evict::{EvictError, Evicted, Expect};
+pub use members::{MemberList, MemberView, member_list};
 #[cfg(feature = "tooling")]
 pub use redact::redact_token;
 pub use transitions::{EventView, TransitionTracker};

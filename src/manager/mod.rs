@@ -44,6 +44,7 @@ pub use status::RoleStatus;
 
 pub use crate::core::BucketSettings;
 pub use crate::history::HistoryRecorder;
+pub use crate::inspect::{MemberList, MemberView};
 pub use crate::placement::{
     FreezeRecord, Frozen, Joining, MemberRecord, Move, PlacementSettings, Preferred,
     PreferredReason, Simulation, Takeover, WhatIf, simulate,
@@ -435,6 +436,60 @@ impl RoleManager {
             .placement
             .as_ref()
             .map_or(Duration::from_secs(5), |p| p.settings.operation_timeout)
+    }
+
+    /// Placement: every member in the membership table (those holding nothing and silent ones
+    /// included) with the roles the plan gives it and the roles it holds, why voluntary moves
+    /// are frozen and where members disagree on settings (`GET /api/members`). Empty without
+    /// placement.
+    #[must_use]
+    pub fn member_list(&self) -> crate::inspect::MemberList {
+        let holders: BTreeMap<RoleName, InstanceId> = self
+            .holders()
+            .into_iter()
+            .filter_map(|h| h.holder.map(|id| (h.role, id)))
+            .collect();
+        let Some(p) = &self.shared.placement else {
+            return crate::inspect::member_list(
+                Some(&self.shared.instance),
+                &[],
+                &BTreeMap::new(),
+                &holders,
+                None,
+            );
+        };
+        let view = p.view();
+        let now = Instant::now();
+        let records: Vec<(crate::placement::MemberRecord, bool)> = view
+            .membership
+            .records()
+            .map(|r| (r.clone(), view.membership.is_live(&r.instance, now)))
+            .collect();
+        crate::inspect::member_list(
+            Some(&self.shared.instance),
+            &records,
+            &view.preferred,
+            &holders,
+            view.frozen.as_ref(),
+        )
+    }
+
+    /// Placement: the moves the plan would make from what this instance sees now (live
+    /// members' records and the holders) after `changes` (`nats-roles plan`,
+    /// `POST /api/plan/simulate`; docs/placement.md).
+    ///
+    /// # Errors
+    /// A message when a change names an unknown member, a joining id is taken, or a weight or
+    /// zone is malformed.
+    pub fn simulate(&self, changes: &WhatIf) -> Result<Simulation, String> {
+        let members = self.members();
+        changes.check(&members)?;
+        let holders: BTreeMap<RoleName, InstanceId> = self
+            .holders()
+            .into_iter()
+            .filter_map(|h| h.holder.map(|id| (h.role, id)))
+            .collect();
+        Ok(simulate(&members, &holders, changes))
     }
 
     /// Placement: the membership records of the live members (empty without placement).

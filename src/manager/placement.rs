@@ -222,6 +222,11 @@ impl Driver {
                     self.publish_record_roles();
                 }
                 Action::RecordChanged => self.publish_record_roles(),
+                Action::Full(full) => {
+                    if let Ok(mut f) = self.link.full.lock() {
+                        *f = Arc::new(full);
+                    }
+                }
                 Action::HoldBack {
                     role,
                     delay,
@@ -327,6 +332,7 @@ fn record(shared: &Shared, p: &PlacementLink, roles: RecordRoles) -> MemberRecor
         max_roles: p.settings.config.max_roles,
         version: p.settings.config.version.as_ref().map(ToString::to_string),
         costs: roles.costs,
+        settings: Some(p.settings.config.digest()),
         frozen: *p.frozen.borrow(),
         heartbeat_ms: u64::try_from(heartbeat(p.settings.member_ttl).as_millis())
             .unwrap_or(u64::MAX),

@@ -14,7 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::names::RoleName;
 use crate::placement::controller::{OwnRole, RecordRoles};
-use crate::placement::{FreezeRecord, Frozen, MemberRecord, Membership, MembershipTiming, Preferred};
+use crate::placement::{
+    FreezeRecord, Frozen, MemberRecord, Membership, MembershipTiming, Preferred,
+};
 use crate::placement::{PlacementSettings, Takeover};
 
 /// Placement settings of one manager.
@@ -90,6 +92,9 @@ pub(crate) struct PlacementLink {
     pub(crate) record_roles: watch::Receiver<Option<RecordRoles>>,
     /// Membership and plan (writer: the driver).
     view: watch::Receiver<Arc<PlacementView>>,
+    /// Live members at their capacity, skipped by the herd ranking (writer: the driver).
+    pub(crate) full:
+        std::sync::Mutex<std::sync::Arc<std::collections::BTreeSet<crate::names::InstanceId>>>,
     /// The flags of the last record written (writer: the heartbeat).
     written: watch::Receiver<Option<Written>>,
     /// When this manager started (RFC 3339), for the record.
@@ -133,6 +138,7 @@ impl PlacementLink {
             record_roles: record_roles_rx,
             view: view_rx,
             written: written_rx,
+            full: std::sync::Mutex::default(),
             started_at: crate::value::now_rfc3339(),
         };
         let ends = PlacementEnds {
@@ -217,6 +223,11 @@ impl PlacementLink {
     /// The whole view: membership, plan and freeze (API).
     pub(crate) fn view(&self) -> Arc<PlacementView> {
         self.view.borrow().clone()
+    }
+
+    /// Live members at their capacity (the herd ranking skips them).
+    pub(crate) fn full(&self) -> Arc<std::collections::BTreeSet<crate::names::InstanceId>> {
+        self.full.lock().map(|f| f.clone()).unwrap_or_default()
     }
 
     /// The plan as last computed (status, API).

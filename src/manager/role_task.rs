@@ -518,6 +518,15 @@ impl RoleTask {
             let returning = previous.is_some_and(|v| book.returned(&v.session_key, v.session));
             (book.live_instances(), returning)
         };
+        // Members at their capacity rank after everyone (this one included: it then waits
+        // as if its session were unseen).
+        let live = match &self.shared.placement {
+            Some(p) => {
+                let full = p.full();
+                live.into_iter().filter(|i| !full.contains(i)).collect()
+            }
+            None => live,
+        };
         let delay = crate::core::Herd::DEFAULT.delay(
             &self.role,
             &self.shared.instance,

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::freeze::{FreezeRecord, Frozen, StormBreaker};
 use super::decide::{Held, ReleaseRules, choose_release, hold_back, vacancies_filled};
+use super::freeze::{FreezeRecord, Frozen, StormBreaker};
 use super::member::MemberRecord;
 use super::membership::{Membership, MembershipTiming};
 use super::plan::{Candidate, Placement, Preferred, plan};
@@ -126,6 +126,9 @@ pub enum Action {
         /// To whom, and why.
         to: Preferred,
     },
+    /// The members at their capacity (`max_roles`, `capacity`) changed: the herd ranking
+    /// skips them.
+    Full(BTreeSet<InstanceId>),
     /// The membership table or the plan changed ([`Controller::membership`],
     /// [`Controller::plan`]).
     ViewChanged,
@@ -174,6 +177,8 @@ pub struct Controller {
     breaker: StormBreaker,
     /// Why voluntary moves are frozen now, if they are.
     frozen: Option<Frozen>,
+    /// Live members that hold as much as their limits allow.
+    full: BTreeSet<InstanceId>,
 }
 
 impl Controller {
@@ -199,6 +204,7 @@ impl Controller {
             operator_freeze: None,
             breaker,
             frozen: None,
+            full: BTreeSet::new(),
         }
     }
 
@@ -337,6 +343,11 @@ impl Controller {
             actions.push(Action::ViewChanged);
         }
         self.frozen = frozen;
+        let full = full_members(membership, &live_ids, holders);
+        if full != self.full {
+            self.full = full.clone();
+            actions.push(Action::Full(full));
+        }
         let i_count = members.iter().any(|c| &c.id == me);
 
         let unavailable: BTreeSet<RoleName> = world
@@ -459,6 +470,43 @@ impl Controller {
         }
         actions
     }
+}
+
+/// The live members that cannot take one more role: they hold `max_roles` roles, or
+/// `capacity` units (roles at their cost).
+fn full_members(
+    membership: &Membership,
+    live: &BTreeSet<InstanceId>,
+    holders: &BTreeMap<RoleName, InstanceId>,
+) -> BTreeSet<InstanceId> {
+    let records: Vec<&MemberRecord> = membership
+        .records()
+        .filter(|r| live.contains(&r.instance) && (r.capacity.is_some() || r.max_roles.is_some()))
+        .collect();
+    if records.is_empty() {
+        return BTreeSet::new();
+    }
+    let cost = |role: &RoleName| {
+        membership
+            .records()
+            .filter_map(|r| r.costs.get(role))
+            .max()
+            .map_or(1, |c| u64::from(*c))
+    };
+    records
+        .into_iter()
+        .filter(|r| {
+            let held: Vec<&RoleName> = holders
+                .iter()
+                .filter(|(_, h)| **h == r.instance)
+                .map(|(role, _)| role)
+                .collect();
+            let units: u64 = held.iter().map(|role| cost(role)).sum();
+            r.max_roles.is_some_and(|m| held.len() >= m as usize)
+                || r.capacity.is_some_and(|c| units >= u64::from(c))
+        })
+        .map(|r| r.instance.clone())
+        .collect()
 }
 
 #[cfg(test)]

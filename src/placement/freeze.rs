@@ -174,7 +174,6 @@ impl StormBreaker {
                 .unwrap_or(u64::MAX),
         })
     }
-
 }
 
 #[cfg(test)]
@@ -196,7 +195,14 @@ mod tests {
         assert_eq!(b.observe(&ids(0..8), t0 + s), None);
         // A third within the window: 30 %.
         let f = b.observe(&ids(0..7), t0 + 2 * s).expect("tripped");
-        assert!(matches!(f, Frozen::Storm { vanished: 3, of: 10, .. }));
+        assert!(matches!(
+            f,
+            Frozen::Storm {
+                vanished: 3,
+                of: 10,
+                ..
+            }
+        ));
         // Still frozen while membership keeps changing, until stable for 5 s.
         assert!(b.observe(&ids(0..7), t0 + 6 * s).is_some());
         assert!(b.observe(&ids(0..8), t0 + 7 * s).is_some());

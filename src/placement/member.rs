@@ -66,6 +66,10 @@ pub struct MemberRecord {
     /// The cost (`roles[].weight`) of each of its roles that does not cost 1.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub costs: BTreeMap<RoleName, u32>,
+    /// This instance's placement knobs in short (`PlacementSettings::digest`), so that
+    /// members configured differently can be shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<String>,
     /// Whether an operator froze this instance's voluntary moves in its configuration or API.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub frozen: bool,
@@ -128,6 +132,7 @@ pub(crate) fn test_record(id: &str, roles: &[(&str, i32)], heartbeat_ms: u64) ->
         max_roles: None,
         version: None,
         costs: BTreeMap::new(),
+        settings: None,
         frozen: false,
         heartbeat_ms,
     }

@@ -20,7 +20,7 @@ mod settings;
 mod version;
 mod whatif;
 
-pub use freeze::{FREEZE_KEY, FreezeRecord, Frozen};
+pub use freeze::{FREEZE_KEY, FreezeRecord, Frozen, MAX_REASON_LEN};
 pub use member::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
 pub use membership::{Membership, MembershipTiming};
 #[cfg(feature = "cli")]

@@ -176,6 +176,23 @@ impl PlacementSettings {
         found
     }
 
+    /// The knobs every member should agree on, in short (published in the membership
+    /// record; members whose digests differ are shown as disagreeing):
+    /// `stability_window/leave_delay/claim_grace/cooldown/move_budget per move_interval/hysteresis`.
+    #[must_use]
+    pub fn digest(&self) -> String {
+        format!(
+            "sw={} ld={} cg={} cd={} mb={}/{} h={}",
+            fmt_duration(self.stability_window),
+            fmt_duration(self.leave_delay),
+            fmt_duration(self.claim_grace),
+            fmt_duration(self.cooldown),
+            self.move_budget,
+            fmt_duration(self.move_interval),
+            self.hysteresis
+        )
+    }
+
     /// Checks every rule.
     ///
     /// # Errors

@@ -37,7 +37,8 @@ impl Joining {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut parts = text.splitn(3, ':');
         let id = parts.next().unwrap_or_default();
-        let id = InstanceId::new(id).map_err(|e| format!("{id:?} is not an instance id: it {e}"))?;
+        let id =
+            InstanceId::new(id).map_err(|e| format!("{id:?} is not an instance id: it {e}"))?;
         let weight = match parts.next() {
             None | Some("") => 1,
             Some(w) => w
@@ -94,7 +95,10 @@ impl WhatIf {
     /// leave, a joining id that is already a member, a bad weight or zone.
     pub fn check(&self, members: &[MemberRecord]) -> Result<(), String> {
         if self.drain.len() + self.leave.len() + self.join.len() > Self::MAX_CHANGES {
-            return Err(format!("at most {} changes per simulation", Self::MAX_CHANGES));
+            return Err(format!(
+                "at most {} changes per simulation",
+                Self::MAX_CHANGES
+            ));
         }
         let present: BTreeSet<&InstanceId> = members.iter().map(|m| &m.instance).collect();
         for id in self.drain.iter().chain(&self.leave) {
@@ -188,6 +192,7 @@ pub fn simulate(
             max_roles: None,
             version: None,
             costs: costs.clone(),
+            settings: None,
             frozen: false,
             heartbeat_ms: 0,
         });
@@ -266,7 +271,10 @@ mod tests {
             .map(|i| (role(i), id(if i < 3 { "a" } else { "b" })))
             .collect();
         let none = simulate(&members, &holders, &WhatIf::default());
-        assert_eq!((none.moves.len(), none.fills.len(), none.pending), (0, 0, 0));
+        assert_eq!(
+            (none.moves.len(), none.fills.len(), none.pending),
+            (0, 0, 0)
+        );
         let drain = simulate(
             &members,
             &holders,
@@ -276,7 +284,12 @@ mod tests {
             },
         );
         assert_eq!(drain.moves.len(), 3);
-        assert!(drain.moves.iter().all(|m| m.to == id("b") && m.reason == PreferredReason::Draining));
+        assert!(
+            drain
+                .moves
+                .iter()
+                .all(|m| m.to == id("b") && m.reason == PreferredReason::Draining)
+        );
         let join = simulate(
             &members,
             &holders,
