@@ -11,6 +11,7 @@ mod http_processes;
 mod observability;
 mod operator_cli;
 mod placement;
+mod placement_zones;
 
 /// The binary under test (cargo builds it for integration tests).
 pub const BIN: &str = env!("CARGO_BIN_EXE_nats-roles");
