@@ -39,6 +39,14 @@ pub(crate) enum TapEvent {
         /// From sending to the outcome.
         elapsed: Duration,
     },
+    /// A vacancy this instance measures ended (`manager::vacancy`): the role was without a
+    /// holder for `took`.
+    VacancyEnded {
+        /// `crash`, `hand_over` or `move`.
+        cause: &'static str,
+        /// How long.
+        took: Duration,
+    },
     /// A term began.
     Promoted {
         /// The term's fencing token.

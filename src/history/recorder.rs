@@ -375,7 +375,7 @@ impl TapSink for HistoryRecorder {
                 error: kind.to_string(),
             },
             // Not judged by the checker (a recovery shows in the writes that follow).
-            TapEvent::Recovered => return,
+            TapEvent::Recovered | TapEvent::VacancyEnded { .. } => return,
             // Not part of the history format: the checker judges terms and writes, and a lost
             // connection shows in their outcomes.
             TapEvent::Connection(_) => return,

@@ -310,6 +310,7 @@ impl RoleManagerBuilder {
             epoch: std::sync::atomic::AtomicU64::new(opened.epoch),
             bucket_high_water: std::sync::atomic::AtomicU64::new(opened.last_revision),
             sessions: Mutex::new(HashMap::new()),
+            vacancies: super::vacancy::VacancyClock::default(),
             book: Mutex::new(crate::core::SessionBook::new(
                 crate::core::Timing::MIN_TTL,
                 crate::core::Timing::MAX_TTL,

@@ -19,6 +19,7 @@ pub(crate) mod shared;
 mod spec;
 pub(crate) mod status;
 mod ticker;
+mod vacancy;
 pub(crate) mod view;
 mod watcher;
 

@@ -298,7 +298,7 @@ fn member_change(shared: &Shared, entry: &Entry) -> MemberChange {
                 debug!(other = %record.incarnation, "member record of another incarnation of this instance id");
             }
             return MemberChange::Input(Input::MemberPut {
-                record,
+                record: Box::new(record),
                 revision: entry.revision,
             });
         }

@@ -120,6 +120,9 @@ impl RoleTask {
                             if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
                                 self.shared.bucket_check.notify_one();
                             }
+                            if kind == WriteKind::Release && matches!(o, WriteOutcome::Ok { .. }) {
+                                self.release_stored(now);
+                            }
                             self.tap(TapEvent::WriteCompleted { op, kind, outcome: o, elapsed });
                             // P6: the highest revision seen in this bucket (any key: the
                             // session's writes move it most) before the write was sent bounds
@@ -555,6 +558,7 @@ impl RoleTask {
         );
         let ignored = v.holder != self.shared.instance && self.shared.backend.ignores_sessions();
         if verdict == crate::core::Verdict::Gone || ignored {
+            self.shared.vacancies.crashed(&self.role, now);
             self.rank_for_vacancy();
             self.machine.handle_holder_gone(*revision, now);
         }
@@ -600,6 +604,19 @@ impl RoleTask {
     }
 
     /// Reports `event` to the manager's tap sinks.
+    /// Our delete of the role was stored: the vacancy starts now (measured here until the
+    /// watcher shows the next holder).
+    fn release_stored(&self, now: Instant) {
+        use super::vacancy::VacancyCause;
+        let cause = match self.status.borrow().last_demote_reason {
+            Some(DemoteReason::Released(crate::core::ReleaseReason::Placement)) => {
+                VacancyCause::Move
+            }
+            _ => VacancyCause::HandOver,
+        };
+        self.shared.vacancies.released(&self.role, cause, now);
+    }
+
     fn tap(&self, event: TapEvent) {
         self.shared
             .tap

@@ -65,6 +65,8 @@ pub(crate) struct Shared {
     /// Every session in the bucket and the roles resting on them (protocol Q5). The watcher
     /// is its writer; role tasks register the role values they read and ask for herd ranks.
     pub(crate) book: Mutex<crate::core::SessionBook>,
+    /// Open vacancies this instance measures (`role_vacancy_seconds`).
+    pub(crate) vacancies: super::vacancy::VacancyClock,
 }
 
 /// One of this instance's sessions.

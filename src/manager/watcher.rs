@@ -302,6 +302,7 @@ async fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
     let gone = verdict == Verdict::Gone || (foreign_holder && shared.backend.ignores_sessions());
     let info =
         HolderInfo::from_state(&role, &state, epoch, Some(entry.created.into())).filter(|_| !gone);
+    measure_vacancy(shared, &role, &state, gone, now);
     let changed = update_holder(shared, &role, state.revision(), info);
     let revision = state.revision();
     shared.send(&role, RoleInput::Observed(state));
@@ -312,6 +313,36 @@ async fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
         // The plan depends on who holds what: the controller re-plans (on its own task, so
         // the watcher goes on dispatching at once).
         p.changed();
+    }
+}
+
+/// Starts or ends the vacancy of `role` this instance measures (`manager::vacancy`).
+fn measure_vacancy(
+    shared: &Shared,
+    role: &RoleName,
+    state: &KeyState,
+    gone: bool,
+    now: tokio::time::Instant,
+) {
+    match state {
+        KeyState::Vacant { expired: true, .. } => shared.vacancies.crashed(role, now),
+        _ if gone => shared.vacancies.crashed(role, now),
+        KeyState::Held { .. } => {
+            if let Some(holder) = state.lease().map(|v| &v.holder)
+                && let Some((cause, took)) =
+                    shared.vacancies.held(role, holder, &shared.instance, now)
+            {
+                shared.tap.record(
+                    &shared.instance,
+                    role,
+                    crate::tap::TapEvent::VacancyEnded {
+                        cause: cause.as_str(),
+                        took,
+                    },
+                );
+            }
+        }
+        _ => {}
     }
 }
 
@@ -352,7 +383,9 @@ fn session_entry_state(entry: &Entry) -> SessionKeyState {
 /// Roles whose holder's session is gone (Q5): vacant for the role tasks and the observer view.
 fn holders_gone(shared: &Shared, gone: Vec<(RoleName, u64)>) {
     let mut any = false;
+    let now = tokio::time::Instant::now();
     for (role, revision) in gone {
+        shared.vacancies.crashed(&role, now);
         shared.send(&role, RoleInput::HolderGone(revision));
         any |= clear_holder(shared, &role, revision);
     }

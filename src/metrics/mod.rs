@@ -58,6 +58,11 @@ pub mod names {
     /// Counter: roles this instance handed over voluntarily by placement (`reason`:
     /// `priority`, `share`, `draining`, `unhealthy`).
     pub const VOLUNTARY_MOVES: &str = "nats_roles_placement_voluntary_moves_total";
+    /// Histogram: seconds a role spent without a holder (`role`, `cause`: `crash`,
+    /// `hand_over`, `move`), each vacancy recorded once across the deployment: by the
+    /// releasing instance for hand-overs and moves, by the new holder after a crash (from the
+    /// moment its watcher saw the holder gone).
+    pub const ROLE_VACANCY: &str = "nats_roles_role_vacancy_seconds";
 
     /// Gauge: 1 while the role cannot campaign or renew because of a server condition or a
     /// persistent failure (`error_type`, `code`: the JetStream error code or `0`), with one

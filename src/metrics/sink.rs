@@ -95,6 +95,7 @@ pub(crate) struct RoleMetrics {
     _watcher_lag_zero: BoundHistogram<f64>,
     members_seen: Gauge<u64>,
     voluntary_moves: Counter<u64>,
+    role_vacancy: Histogram<f64>,
     /// Kept so the callbacks live as long as the sink.
     _observed: Vec<ObservableGauge<u64>>,
     _observed_f64: ObservableGauge<f64>,
@@ -254,6 +255,12 @@ impl RoleMetrics {
                 "members the placement controller counts as live",
             ),
             voluntary_moves,
+            role_vacancy: seconds_histogram(
+                meter,
+                names::ROLE_VACANCY,
+                "time a role spent without a holder, by cause",
+                &LATENCY_BUCKETS,
+            ),
             _observed: vec![is_leader, connection, held, blocked],
             _observed_f64: since_renewal,
         }
@@ -398,6 +405,10 @@ impl TapSink for RoleMetrics {
                 self.update(role, |g| g.failure = Some(*kind));
             }
             TapEvent::Recovered => self.update(role, |g| g.failure = None),
+            TapEvent::VacancyEnded { cause, took } => self.role_vacancy.record(
+                took.as_secs_f64(),
+                &self.labels(role, &[KeyValue::new("cause", *cause)]),
+            ),
             TapEvent::Connection(up) => self.update(role, |g| g.connected = *up),
         }
     }

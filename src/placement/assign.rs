@@ -235,6 +235,9 @@ fn shift(loads: &Loads, slots: &[Slot<'_>], a: usize, b: usize, cost: u64) -> De
     }
 }
 
+/// A candidate path: its potential change, real moves, length, and hops.
+type Candidate = (Delta, usize, usize, Vec<(usize, usize)>);
+
 /// The best improving path from the first source that has one: `(role, new slot)` hops.
 fn best_path(
     slots: &[Slot<'_>],
@@ -274,7 +277,7 @@ fn best_path(
         let mut costs: Vec<u64> = held[a].iter().map(|&r| open[r].cost).collect();
         costs.sort_unstable();
         costs.dedup();
-        let mut best: Option<(Delta, usize, usize, Vec<(usize, usize)>)> = None;
+        let mut best: Option<Candidate> = None;
         for cost in costs {
             for (b, path) in reachable(slots, open, &held, a, cost) {
                 if !room(loads, slots, b, cost) {

@@ -74,7 +74,7 @@ pub enum Input {
     /// A member record was written (the watcher saw it at `revision`).
     MemberPut {
         /// The record.
-        record: MemberRecord,
+        record: Box<MemberRecord>,
         /// Its revision.
         revision: u64,
     },
@@ -262,7 +262,7 @@ impl Controller {
     pub fn step(&mut self, input: Input, now: Instant) -> Vec<Action> {
         match input {
             Input::MemberPut { record, revision } => {
-                self.membership.observe_put(record, revision, now);
+                self.membership.observe_put(*record, revision, now);
                 vec![Action::ViewChanged]
             }
             Input::MemberGone {

@@ -64,7 +64,13 @@ fn controller(budget: u32, draining: bool, t0: Instant) -> Controller {
     };
     for (revision, record) in [(1, a), (2, test_record("b", &roles, hour))] {
         assert_eq!(
-            c.step(Input::MemberPut { record, revision }, t0),
+            c.step(
+                Input::MemberPut {
+                    record: Box::new(record),
+                    revision
+                },
+                t0
+            ),
             [Action::ViewChanged]
         );
     }

@@ -252,6 +252,39 @@ async fn draining_through_the_admin_api_hands_every_role_over_and_status_shows_w
     ));
     let held_before = before.values().filter(|(h, _, _)| h == "node-a").count();
     assert_eq!(drained, Some(held_before as f64), "{metrics}");
+    // Each voluntary move's vacancy (start-up spreading included) is measured by node-a, the
+    // releasing instance, with cause `move`, once its watcher saw the next holder.
+    let sum = |metrics: &str, prefix: &str, needle: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(prefix) && l.contains(needle))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, metrics) = testkit::http::request(port, "GET", "/metrics", &[], "")
+            .await
+            .expect("GET /metrics");
+        let moves = sum(
+            &metrics,
+            "nats_roles_placement_voluntary_moves_total{",
+            "node-a",
+        );
+        let vacancies = sum(
+            &metrics,
+            "nats_roles_role_vacancy_seconds_count{",
+            r#"cause="move""#,
+        );
+        if moves >= held_before as f64 && vacancies == moves {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{vacancies} move vacancies measured for {moves} moves: {metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(
         sample(&format!("nats_roles_placement_members_seen{{{labels}}}")),
         Some(2.0),

@@ -244,8 +244,16 @@ async fn the_storm_breaker_freezes_moves_when_many_members_vanish_but_not_failov
         fleet.start(id, &cfg);
     }
     let (rec, _watch) = Recorder::start(&url, &bucket).await;
-    settled(&rec, n, Duration::from_secs(2), Duration::from_secs(30)).await;
+    let before = settled(&rec, n, Duration::from_secs(2), Duration::from_secs(30)).await;
+    let lost = before
+        .values()
+        .filter(|h| *h == "node-d" || *h == "node-e")
+        .count();
     let port = fleet.http_port("node-a").await;
+    let mut ports = Vec::new();
+    for id in ["node-a", "node-b", "node-c"] {
+        ports.push(fleet.http_port(id).await);
+    }
     fleet.sigkill("node-d").await;
     fleet.sigkill("node-e").await;
     // Within ~2 heartbeats the two are silent: the breaker trips.
@@ -276,6 +284,32 @@ async fn the_storm_breaker_freezes_moves_when_many_members_vanish_but_not_failov
             "roles not taken over while frozen: {h:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Each crash vacancy is measured once, by the survivor that took the role over.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut crashes = 0.0;
+        for p in &ports {
+            let (_, metrics) = testkit::http::request(*p, "GET", "/metrics", &[], "")
+                .await
+                .expect("GET /metrics");
+            crashes += metrics
+                .lines()
+                .filter(|l| {
+                    l.starts_with("nats_roles_role_vacancy_seconds_count{")
+                        && l.contains(r#"cause="crash""#)
+                })
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>();
+        }
+        if crashes == lost as f64 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{crashes} crash vacancies measured, {lost} roles lost"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Stable for the stability window (1 s): the freeze ends by itself.
     let deadline = Instant::now() + Duration::from_secs(10);
