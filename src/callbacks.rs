@@ -34,6 +34,23 @@ pub trait RoleCallbacks: Send + Sync + 'static {
     fn on_promote(&self, leadership: Leadership) -> BoxFuture<'_>;
     /// This instance stopped being the holder of a role.
     fn on_demote(&self, demotion: Demotion) -> BoxFuture<'_>;
+
+    /// Warm hand-over (placement, docs/placement.md): whether [`RoleCallbacks::on_prepare`]
+    /// does something. When `true`, a holder moving the role here voluntarily waits until this
+    /// instance prepared it (or `placement.prepare_timeout` passed) before releasing it.
+    /// Default: `false`.
+    fn prepares(&self) -> bool {
+        false
+    }
+
+    /// Warm hand-over: placement chose this instance to receive `role` by a voluntary move;
+    /// load state, warm caches, then return. Runs in order with the other callbacks of the
+    /// role (a promotion that follows waits for it), at most `placement.prepare_timeout`.
+    /// Default: nothing.
+    fn on_prepare(&self, role: crate::names::RoleName) -> BoxFuture<'_> {
+        let _ = role;
+        Box::pin(async {})
+    }
 }
 
 /// Callbacks built from two closures.
@@ -88,6 +105,12 @@ impl RoleCallbacks for NoCallbacks {
 pub(crate) enum CallbackCall {
     Promote(Leadership),
     Demote(Demotion, Option<oneshot::Sender<()>>),
+    /// Prepare the role (at most this long), then answer.
+    Prepare(
+        crate::names::RoleName,
+        std::time::Duration,
+        oneshot::Sender<()>,
+    ),
 }
 
 /// Runs the callbacks of one role, one at a time, in the order queued.
@@ -103,6 +126,10 @@ pub(crate) async fn run_callbacks(
                 if let Some(done) = done {
                     let _ = done.send(());
                 }
+            }
+            CallbackCall::Prepare(role, limit, done) => {
+                let _ = tokio::time::timeout(limit, callbacks.on_prepare(role)).await;
+                let _ = done.send(());
             }
         }
     }

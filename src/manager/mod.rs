@@ -147,6 +147,7 @@ impl RoleManager {
             *s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
             *s
         };
+        let prepares = spec.callbacks.prepares();
         let identity = Identity {
             instance: self.shared.instance.clone(),
             incarnation: self.shared.incarnation,
@@ -205,7 +206,14 @@ impl RoleManager {
         drop(roles);
         if let Some(p) = &self.shared.placement {
             let priority = spec.priority.unwrap_or(self.priority);
-            p.add_role(spec.name, priority, spec.takeover, spec.campaign, spec.cost);
+            p.add_role(
+                spec.name,
+                priority,
+                spec.takeover,
+                spec.campaign,
+                spec.cost,
+                prepares,
+            );
         }
         Ok(())
     }

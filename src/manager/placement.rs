@@ -149,6 +149,7 @@ impl Driver {
                 let _ = done.send(());
             }
             PlacementInput::BucketReset => self.step(Input::BucketReset, now),
+            PlacementInput::Prepared(role) => self.step(Input::Prepared(role), now),
             PlacementInput::Freeze(record) => {
                 self.step(Input::Freeze(record), now);
                 self.replan(now);
@@ -222,6 +223,10 @@ impl Driver {
                     self.publish_record_roles();
                 }
                 Action::RecordChanged => self.publish_record_roles(),
+                Action::Prepare(role) => send(
+                    &role,
+                    RoleInput::Prepare(self.link.settings.config.prepare_timeout),
+                ),
                 Action::Full(full) => {
                     if let Ok(mut f) = self.link.full.lock() {
                         *f = Arc::new(full);
@@ -333,6 +338,8 @@ fn record(shared: &Shared, p: &PlacementLink, roles: RecordRoles) -> MemberRecor
         version: p.settings.config.version.as_ref().map(ToString::to_string),
         costs: roles.costs,
         settings: Some(p.settings.config.digest()),
+        prepares: roles.prepares,
+        prepared: roles.prepared,
         frozen: *p.frozen.borrow(),
         heartbeat_ms: u64::try_from(heartbeat(p.settings.member_ttl).as_millis())
             .unwrap_or(u64::MAX),

@@ -55,6 +55,8 @@ pub(crate) enum PlacementInput {
     BucketReset,
     /// The freeze record was written (`Some`) or deleted or unreadable (`None`).
     Freeze(Option<FreezeRecord>),
+    /// A role's `on_prepare` returned.
+    Prepared(RoleName),
     /// This instance takes part in one more role.
     RoleAdded(RoleName, OwnRole),
     /// This instance no longer takes part in a role.
@@ -163,12 +165,14 @@ impl PlacementLink {
         takeover: Takeover,
         campaign: bool,
         cost: u32,
+        prepares: bool,
     ) {
         let own = OwnRole {
             priority,
             takeover,
             campaign,
             cost,
+            prepares,
         };
         self.send(PlacementInput::RoleAdded(role, own));
     }
@@ -194,6 +198,11 @@ impl PlacementLink {
         self.send(PlacementInput::Member { entry, done });
         // An error: the driver stopped (the manager stops).
         let _ = replanned.await;
+    }
+
+    /// A role's `on_prepare` returned: the record says it is ready.
+    pub(crate) fn prepared(&self, role: RoleName) {
+        self.send(PlacementInput::Prepared(role));
     }
 
     /// The watcher saw the freeze key change.

@@ -24,6 +24,8 @@ pub(crate) enum RoleInput {
     Stop,
     /// The bucket was recreated.
     BucketReset(u64),
+    /// Placement chose this instance to receive the role: prepare it (at most this long).
+    Prepare(Duration),
     /// Placement: hold back campaigning for a vacancy this long; where the role is wanted.
     Placement {
         delay: Duration,

@@ -195,6 +195,7 @@ impl RoleTask {
                             self.machine.handle_campaign_delay(delay, now);
                         }
                         Some(RoleInput::Stop) => self.machine.handle_stop(now),
+                        Some(RoleInput::Prepare(limit)) => self.prepare(calls, limit),
                         None => {
                             inbox_open = false;
                             self.machine.handle_stop(now);
@@ -604,6 +605,22 @@ impl RoleTask {
     }
 
     /// Reports `event` to the manager's tap sinks.
+    /// Runs the role's `on_prepare` in order with its other callbacks; tells placement when
+    /// it returned (or timed out).
+    fn prepare(&self, calls: &mpsc::UnboundedSender<CallbackCall>, limit: Duration) {
+        let Some(link) = self.shared.placement.clone() else {
+            return;
+        };
+        let (done, finished) = oneshot::channel();
+        let _ = calls.send(CallbackCall::Prepare(self.role.clone(), limit, done));
+        let role = self.role.clone();
+        tokio::spawn(async move {
+            if finished.await.is_ok() {
+                link.prepared(role);
+            }
+        });
+    }
+
     /// Our delete of the role was stored: the vacancy starts now (measured here until the
     /// watcher shows the next holder).
     fn release_stored(&self, now: Instant) {

@@ -46,6 +46,8 @@ pub struct OwnRole {
     pub campaign: bool,
     /// Its cost (`roles[].weight`, at least 1).
     pub cost: u32,
+    /// Whether this instance prepares it before a voluntary move hands it here.
+    pub prepares: bool,
 }
 
 /// A managed role as the manager sees it at a re-plan.
@@ -95,6 +97,8 @@ pub enum Input {
     RoleRemoved(RoleName),
     /// The operator's freeze record: set (`Some`) or deleted/unreadable (`None`).
     Freeze(Option<FreezeRecord>),
+    /// This instance's `on_prepare` of a role returned (or timed out).
+    Prepared(RoleName),
     /// Compute the plan and act on it.
     Replan(World),
 }
@@ -119,6 +123,9 @@ pub enum Action {
         /// Where the plan wants it.
         preferred: Option<Preferred>,
     },
+    /// Prepare a role this instance is about to receive by a voluntary move (its
+    /// `on_prepare`, at most `prepare_timeout`), then report [`Input::Prepared`].
+    Prepare(RoleName),
     /// Hand a held role over gracefully (a voluntary move).
     Release {
         /// The role.
@@ -145,6 +152,10 @@ pub struct RecordRoles {
     pub unavailable: BTreeSet<RoleName>,
     /// Of those, the costs that are not 1.
     pub costs: BTreeMap<RoleName, u32>,
+    /// Of those, the ones it prepares before receiving them.
+    pub prepares: BTreeSet<RoleName>,
+    /// Of those, the ones it has prepared (ready to receive).
+    pub prepared: BTreeSet<RoleName>,
 }
 
 #[derive(Debug)]
@@ -179,6 +190,12 @@ pub struct Controller {
     frozen: Option<Frozen>,
     /// Live members that hold as much as their limits allow.
     full: BTreeSet<InstanceId>,
+    /// Roles this instance is preparing to receive.
+    preparing: BTreeSet<RoleName>,
+    /// Roles this instance has prepared (announced in its record).
+    prepared: BTreeSet<RoleName>,
+    /// The voluntary move waiting for its receiver to prepare: role, receiver, since when.
+    awaiting: Option<(RoleName, InstanceId, Instant)>,
 }
 
 impl Controller {
@@ -205,6 +222,9 @@ impl Controller {
             breaker,
             frozen: None,
             full: BTreeSet::new(),
+            preparing: BTreeSet::new(),
+            prepared: BTreeSet::new(),
+            awaiting: None,
         }
     }
 
@@ -245,6 +265,11 @@ impl Controller {
                 .filter(|(_, o)| o.role.takeover == Takeover::Never)
                 .map(|(n, _)| n.clone())
                 .collect(),
+            prepares: campaigned()
+                .filter(|(_, o)| o.role.prepares)
+                .map(|(n, _)| n.clone())
+                .collect(),
+            prepared: self.prepared.clone(),
             costs: campaigned()
                 .filter(|(_, o)| o.role.cost != 1)
                 .map(|(n, o)| (n.clone(), o.role.cost.max(1)))
@@ -295,6 +320,14 @@ impl Controller {
             Input::Freeze(record) => {
                 self.operator_freeze = record;
                 Vec::new()
+            }
+            Input::Prepared(role) => {
+                if self.preparing.remove(&role) {
+                    self.prepared.insert(role);
+                    vec![Action::RecordChanged]
+                } else {
+                    Vec::new()
+                }
             }
             Input::Replan(world) => self.replan(&world, now),
         }
@@ -458,18 +491,95 @@ impl Controller {
             )
             .map(|(role, to)| (role.clone(), to.clone()));
         }
+        // Warm hand-over: a receiver that prepares the role gets `prepare_timeout` to say it is
+        // ready before the role is released to it.
+        if let Some((role, to)) = &pick
+            && waits_for_prepare(
+                &self.membership,
+                &mut self.awaiting,
+                self.settings.config.prepare_timeout,
+                (role, &to.instance),
+                now,
+            )
+        {
+            pick = None;
+        }
         if let Some((role, to)) = pick {
+            self.awaiting = None;
             self.moved_at.insert(role.clone(), now);
             self.in_flight = Some((role.clone(), now));
             self.budget.1 += 1;
             actions.push(Action::Release { role, to });
         }
+        self.receive_prepared(&placement, holders, &live_ids, &mut actions);
         if placement != self.last {
             self.last = placement;
             actions.push(Action::ViewChanged);
         }
         actions
     }
+
+    /// Receiver side of a warm hand-over: prepares the own roles the plan gives this instance
+    /// while another live member still holds them; forgets preparations no longer needed.
+    fn receive_prepared(
+        &mut self,
+        placement: &Placement,
+        holders: &BTreeMap<RoleName, InstanceId>,
+        live: &BTreeSet<InstanceId>,
+        actions: &mut Vec<Action>,
+    ) {
+        let me = &self.settings.instance;
+        let wanted: BTreeSet<RoleName> = self
+            .roles
+            .iter()
+            .filter(|(_, o)| o.role.prepares && o.role.campaign)
+            .filter(|(r, _)| {
+                placement
+                    .preferred
+                    .get(*r)
+                    .is_some_and(|p| &p.instance == me)
+            })
+            .filter(|(r, _)| holders.get(*r).is_some_and(|h| h != me && live.contains(h)))
+            .map(|(r, _)| r.clone())
+            .collect();
+        let before = self.prepared.len();
+        self.prepared.retain(|r| wanted.contains(r));
+        self.preparing.retain(|r| wanted.contains(r));
+        for r in &wanted {
+            if !self.prepared.contains(r) && self.preparing.insert(r.clone()) {
+                actions.push(Action::Prepare(r.clone()));
+            }
+        }
+        if self.prepared.len() != before {
+            actions.push(Action::RecordChanged);
+        }
+    }
+}
+
+/// Whether the voluntary move of `role` to `to` waits for `to` to prepare it: `to`'s record
+/// says it prepares the role and not yet that it is ready, and `timeout` has not passed since
+/// the move was first chosen (`awaiting` remembers when).
+fn waits_for_prepare(
+    membership: &Membership,
+    awaiting: &mut Option<(RoleName, InstanceId, Instant)>,
+    timeout: Duration,
+    (role, to): (&RoleName, &InstanceId),
+    now: Instant,
+) -> bool {
+    let Some(record) = membership.record(to) else {
+        return false;
+    };
+    if !record.prepares.contains(role) || record.prepared.contains(role) {
+        return false;
+    }
+    let since = match awaiting {
+        Some((r, t, since)) if r == role && t == to => *since,
+        _ => {
+            *awaiting = Some((role.clone(), to.clone(), now));
+            now
+        }
+    };
+    now < since + timeout
 }
 
 /// The live members that cannot take one more role: they hold `max_roles` roles, or

@@ -48,6 +48,7 @@ fn controller(budget: u32, draining: bool, t0: Instant) -> Controller {
         takeover: Takeover::Voluntary,
         campaign: true,
         cost: 1,
+        prepares: false,
     };
     for r in ["r1", "r2"] {
         assert_eq!(
@@ -234,6 +235,7 @@ fn vacancies_preferred_elsewhere_are_held_back_once() {
                 takeover: Takeover::Never,
                 campaign: true,
                 cost: 1,
+                prepares: false,
             },
         ),
         t0,
@@ -263,4 +265,120 @@ fn declined_roles_are_published() {
     c.step(Input::RoleRemoved(role("r2")), t0);
     assert!(c.record_roles().unavailable.is_empty());
     assert_eq!(c.record_roles().roles.len(), 1);
+}
+
+/// Warm hand-over, holder side: a draining `a` waits for `b` (whose record says it prepares
+/// r1) to report r1 prepared, or for the prepare timeout, before releasing r1.
+#[test]
+fn a_move_to_a_preparing_receiver_waits_for_ready_or_the_timeout() {
+    let t0 = Instant::now();
+    let mut c = controller(10, true, t0);
+    let hour = 3_600_000;
+    let roles = [("r1", 0), ("r2", 0)];
+    let preparing = |prepared: &[&str]| MemberRecord {
+        prepares: [role("r1"), role("r2")].into(),
+        prepared: prepared.iter().map(|r| role(r)).collect(),
+        ..test_record("b", &roles, hour)
+    };
+    c.step(
+        Input::MemberPut {
+            record: Box::new(preparing(&[])),
+            revision: 3,
+        },
+        t0,
+    );
+    let both = world(&[("r1", "a"), ("r2", "a")]);
+    // Not ready: nothing released yet.
+    assert!(released(&mut c, &both, t0).is_empty());
+    assert!(released(&mut c, &both, t0 + SECOND).is_empty());
+    // b says r1 is ready: released at once.
+    c.step(
+        Input::MemberPut {
+            record: Box::new(preparing(&["r1"])),
+            revision: 4,
+        },
+        t0 + SECOND,
+    );
+    assert_eq!(released(&mut c, &both, t0 + SECOND), ["r1"]);
+    // r2: b never reports it ready; released after the prepare timeout (5 s by default).
+    let only_r2 = world(&[("r1", "b"), ("r2", "a")]);
+    let t1 = t0 + 2 * SECOND;
+    assert!(released(&mut c, &only_r2, t1).is_empty());
+    assert!(released(&mut c, &only_r2, t1 + 4 * SECOND).is_empty());
+    assert_eq!(released(&mut c, &only_r2, t1 + 5 * SECOND), ["r2"]);
+}
+
+/// Warm hand-over, receiver side: the instance the plan gives a role held by another live
+/// member prepares it once, announces it when done, and forgets it once it holds the role.
+#[test]
+fn a_receiver_prepares_once_and_announces_it() {
+    let t0 = Instant::now();
+    let mut c = Controller::new(
+        ControllerSettings {
+            instance: id("b"),
+            config: PlacementSettings {
+                enabled: true,
+                stability_window: Duration::ZERO,
+                leave_delay: Duration::ZERO,
+                ..PlacementSettings::default()
+            },
+            operation_timeout: SECOND,
+            move_timeout: 10 * SECOND,
+            storm_window: 3 * SECOND,
+        },
+        t0,
+    );
+    let own = OwnRole {
+        priority: 0,
+        takeover: Takeover::Voluntary,
+        campaign: true,
+        cost: 1,
+        prepares: true,
+    };
+    c.step(Input::RoleAdded(role("r1"), own), t0);
+    let hour = 3_600_000;
+    let a = MemberRecord {
+        draining: true,
+        ..test_record("a", &[("r1", 0)], hour)
+    };
+    for (revision, record) in [(1, a), (2, test_record("b", &[("r1", 0)], hour))] {
+        c.step(
+            Input::MemberPut {
+                record: Box::new(record),
+                revision,
+            },
+            t0,
+        );
+    }
+    let held_by = |h: &str| World {
+        holders: BTreeMap::from([(role("r1"), id(h))]),
+        roles: BTreeMap::from([(
+            role("r1"),
+            RoleView {
+                leader: h == "b",
+                declines: false,
+            },
+        )]),
+        healthy: true,
+    };
+    let prepare = |actions: &[Action]| {
+        actions
+            .iter()
+            .filter(|a| matches!(a, Action::Prepare(r) if *r == role("r1")))
+            .count()
+    };
+    assert_eq!(prepare(&c.step(Input::Replan(held_by("a")), t0)), 1);
+    // Asked once only.
+    assert_eq!(prepare(&c.step(Input::Replan(held_by("a")), t0)), 0);
+    assert!(c.record_roles().prepared.is_empty());
+    assert_eq!(
+        c.step(Input::Prepared(role("r1")), t0),
+        [Action::RecordChanged]
+    );
+    assert_eq!(c.record_roles().prepared, [role("r1")].into());
+    assert_eq!(c.record_roles().prepares, [role("r1")].into());
+    // Received: the preparation is forgotten (the record no longer says it).
+    let actions = c.step(Input::Replan(held_by("b")), t0);
+    assert!(actions.contains(&Action::RecordChanged), "{actions:?}");
+    assert!(c.record_roles().prepared.is_empty());
 }

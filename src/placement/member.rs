@@ -66,6 +66,13 @@ pub struct MemberRecord {
     /// The cost (`roles[].weight`) of each of its roles that does not cost 1.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub costs: BTreeMap<RoleName, u32>,
+    /// Roles it prepares before a voluntary move hands them here (warm hand-over): a holder
+    /// waits for them to appear in `prepared`.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub prepares: BTreeSet<RoleName>,
+    /// Roles it has prepared and is ready to receive.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub prepared: BTreeSet<RoleName>,
     /// This instance's placement knobs in short (`PlacementSettings::digest`), so that
     /// members configured differently can be shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -133,6 +140,8 @@ pub(crate) fn test_record(id: &str, roles: &[(&str, i32)], heartbeat_ms: u64) ->
         version: None,
         costs: BTreeMap::new(),
         settings: None,
+        prepares: BTreeSet::new(),
+        prepared: BTreeSet::new(),
         frozen: false,
         heartbeat_ms,
     }

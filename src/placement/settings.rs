@@ -50,6 +50,11 @@ pub struct PlacementSettings {
     /// Start draining: move every role away and take none another member is
     /// preferred for. Default: `false`.
     pub draining: bool,
+    /// Warm hand-over: how long a holder waits for the chosen receiver of a voluntary move to
+    /// prepare the role (its `on_prepare`, announced in its membership record) before it
+    /// releases the role anyway. Default: `5s`.
+    #[serde(with = "humantime_serde")]
+    pub prepare_timeout: Duration,
     /// Freeze this instance's voluntary moves (spreading, priority, rollout): it hands
     /// nothing over until unfrozen (`POST /api/placement/freeze`). Vacant roles are still
     /// taken. Default: `false`.
@@ -92,6 +97,7 @@ impl Default for PlacementSettings {
             move_interval: Duration::from_secs(1),
             hysteresis: 0,
             draining: false,
+            prepare_timeout: Duration::from_secs(5),
             frozen: false,
             zone: None,
             capacity: None,
@@ -156,6 +162,7 @@ impl PlacementSettings {
                 ("placement.claim_grace", self.claim_grace),
                 ("placement.cooldown", self.cooldown),
                 ("placement.move_interval", self.move_interval),
+                ("placement.prepare_timeout", self.prepare_timeout),
             ]
             .into_iter()
             .filter_map(|(field, value)| SettingError::at_most(field, value, MAX_DURATION)),

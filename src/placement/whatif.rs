@@ -193,6 +193,8 @@ pub fn simulate(
             version: None,
             costs: costs.clone(),
             settings: None,
+            prepares: BTreeSet::new(),
+            prepared: BTreeSet::new(),
             frozen: false,
             heartbeat_ms: 0,
         });

@@ -10,6 +10,7 @@ mod history;
 mod http_api;
 mod kit_smoke;
 mod lease_protocol;
+mod prepare;
 mod proxy;
 
 /// The `nats-roles` binary (cargo builds it for integration tests).

@@ -1,0 +1,171 @@
+//! Warm hand-over (docs/placement.md): before a voluntary move the chosen receiver runs its
+//! `on_prepare`, announces it in its membership record, and only then does the holder release
+//! the role; a receiver that never gets ready is waited for `prepare_timeout` at most.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nats_roles::callbacks::BoxFuture;
+use nats_roles::manager::PlacementSettings;
+use nats_roles::{Demotion, InstanceId, Leadership, RoleCallbacks, RoleManager, RoleSpec};
+use testkit::NatsServer;
+use testkit::roles::*;
+use tokio::time::Instant;
+
+/// Records when `on_prepare` started and returned and when the role was promoted; prepares
+/// for `takes` (forever when `None`).
+struct Warm {
+    takes: Option<Duration>,
+    log: Arc<Mutex<Vec<(&'static str, Instant)>>>,
+}
+
+impl RoleCallbacks for Warm {
+    fn on_promote(&self, _l: Leadership) -> BoxFuture<'_> {
+        self.log
+            .lock()
+            .expect("log")
+            .push(("promoted", Instant::now()));
+        Box::pin(async {})
+    }
+    fn on_demote(&self, _d: Demotion) -> BoxFuture<'_> {
+        Box::pin(async {})
+    }
+    fn prepares(&self) -> bool {
+        true
+    }
+    fn on_prepare(&self, _role: nats_roles::RoleName) -> BoxFuture<'_> {
+        let log = self.log.clone();
+        let takes = self.takes;
+        Box::pin(async move {
+            log.lock()
+                .expect("log")
+                .push(("prepare started", Instant::now()));
+            match takes {
+                Some(t) => tokio::time::sleep(t).await,
+                None => std::future::pending().await,
+            }
+            log.lock().expect("log").push(("prepared", Instant::now()));
+        })
+    }
+}
+
+fn settings() -> PlacementSettings {
+    PlacementSettings {
+        enabled: true,
+        stability_window: Duration::from_millis(200),
+        leave_delay: Duration::from_secs(1),
+        claim_grace: Duration::from_millis(300),
+        prepare_timeout: Duration::from_secs(2),
+        member_ttl: Some(Duration::from_secs(1)),
+        ..PlacementSettings::default()
+    }
+}
+
+async fn manager(
+    url: &str,
+    bucket: &str,
+    id: &str,
+    draining: bool,
+    callbacks: Option<Warm>,
+) -> RoleManager {
+    let client = testkit::connect(url).await;
+    let mut spec = RoleSpec::new(role("warm")).timing(fast());
+    if let Some(c) = callbacks {
+        spec = spec.callbacks(c);
+    }
+    RoleManager::builder(client, InstanceId::new(id).expect("valid"))
+        .bucket(bucket)
+        .auto_create(1)
+        .placement(PlacementSettings {
+            draining,
+            ..settings()
+        })
+        .role(spec)
+        .start()
+        .await
+        .expect("manager starts")
+}
+
+fn at(log: &Mutex<Vec<(&'static str, Instant)>>, what: &str) -> Option<Instant> {
+    log.lock()
+        .expect("log")
+        .iter()
+        .find(|(w, _)| *w == what)
+        .map(|(_, t)| *t)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_holder_releases_only_once_the_receiver_prepared() {
+    let server = NatsServer::start().await;
+    let bucket = "prepare-ready";
+    let a = manager(&server.url(), bucket, "node-a", false, None).await;
+    let handle = a.role(&role("warm")).expect("role");
+    tokio::time::timeout(Duration::from_secs(5), handle.wait_leader())
+        .await
+        .expect("a leads")
+        .expect("running");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let warm = Warm {
+        takes: Some(Duration::from_millis(500)),
+        log: log.clone(),
+    };
+    let b = manager(&server.url(), bucket, "node-b", false, Some(warm)).await;
+    // a drains: the plan moves the role to b, which prepares for 500 ms first.
+    assert!(a.set_draining(true));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while at(&log, "promoted").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "b never promoted: {:?}",
+            log.lock().expect("log")
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = at(&log, "prepare started").expect("b prepared");
+    let prepared = at(&log, "prepared").expect("b finished preparing");
+    let promoted = at(&log, "promoted").expect("promoted");
+    assert!(prepared >= started + Duration::from_millis(450));
+    assert!(promoted >= prepared, "promoted before it was prepared");
+    // Released once b said so: within a record write and a hand-over, not the timeout.
+    let waited = promoted - prepared;
+    eprintln!("prepared → promoted {waited:?}");
+    assert!(waited < Duration::from_secs(1), "{waited:?}");
+    b.shutdown(Duration::from_secs(5)).await.expect("b stops");
+    a.shutdown(Duration::from_secs(5)).await.expect("a stops");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_never_gets_ready_is_waited_for_the_prepare_timeout_only() {
+    let server = NatsServer::start().await;
+    let bucket = "prepare-timeout";
+    let a = manager(&server.url(), bucket, "node-a", false, None).await;
+    let handle = a.role(&role("warm")).expect("role");
+    tokio::time::timeout(Duration::from_secs(5), handle.wait_leader())
+        .await
+        .expect("a leads")
+        .expect("running");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let warm = Warm {
+        takes: None,
+        log: log.clone(),
+    };
+    let b = manager(&server.url(), bucket, "node-b", false, Some(warm)).await;
+    assert!(a.set_draining(true));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while at(&log, "promoted").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "b never promoted: {:?}",
+            log.lock().expect("log")
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = at(&log, "prepare started").expect("b started preparing");
+    let promoted = at(&log, "promoted").expect("promoted");
+    let waited = promoted - started;
+    eprintln!("prepare started → promoted {waited:?} (prepare_timeout 2 s)");
+    assert!(waited >= Duration::from_millis(1900), "{waited:?}");
+    assert!(waited < Duration::from_secs(4), "{waited:?}");
+    b.shutdown(Duration::from_secs(5)).await.expect("b stops");
+    a.shutdown(Duration::from_secs(5)).await.expect("a stops");
+}
