@@ -31,6 +31,41 @@ struct Args {
     /// Do not run `cargo build --release --bin nats-roles`.
     #[arg(long)]
     no_build: bool,
+    /// Only the operator scenarios of issue 14 (zones, capacity, rolling upgrade, storm),
+    /// once each; skips the spreading and priority repeats.
+    #[arg(long)]
+    operator_only: bool,
+    /// Skip the operator scenarios.
+    #[arg(long)]
+    no_operator: bool,
+}
+
+/// Prints one operator scenario's steps as a Markdown table.
+fn operator_table(title: &str, steps: &[testkit::placement::OperatorStep]) {
+    println!("\n### {title}\n");
+    println!(
+        "| step | moves (minimum) | converged ms | vacancy per move p50 / p99 ms | plan predicted | notes |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for s in steps {
+        let mut v = s.vacancies.clone();
+        v.sort();
+        println!(
+            "| {} | {} ({}) | {} | {} / {} | {} | {} |",
+            s.what,
+            s.moves,
+            s.minimum,
+            ms(s.converged),
+            ms(pct(&v, 50.0)),
+            ms(pct(&v, 99.0)),
+            match s.predicted {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "-",
+            },
+            s.note
+        );
+    }
 }
 
 /// Nearest-rank percentile of sorted samples.
@@ -89,6 +124,35 @@ async fn main() {
             bin.display()
         );
         std::process::exit(1);
+    }
+    if !args.no_operator {
+        println!("## Placement: operator scenarios (release build)\n");
+        println!(
+            "TTL 2 s (heartbeat 500 ms), stability window 1 s, leave delay 2 s, claim grace 300 ms; \
+             \"plan predicted\": `nats-roles plan` run before the change gave exactly the holders after it.\n"
+        );
+        let server = testkit::NatsServer::start().await;
+        eprintln!("zones");
+        operator_table("Zones", &testkit::placement::zone_scenario(&bin, &server.url()).await);
+        eprintln!("capacity");
+        operator_table(
+            "Role cost and capacity",
+            &testkit::placement::capacity_scenario(&bin, &server.url()).await,
+        );
+        eprintln!("rolling upgrade");
+        operator_table(
+            "Rolling upgrade",
+            &testkit::placement::rolling_upgrade_scenario(&bin, &server.url()).await,
+        );
+        eprintln!("storm");
+        operator_table(
+            "Storm breaker",
+            &testkit::placement::storm_scenario(&bin, &server.url()).await,
+        );
+        println!();
+    }
+    if args.operator_only {
+        return;
     }
     let mut converge: std::collections::BTreeMap<&'static str, Vec<Duration>> = Default::default();
     let mut moves: std::collections::BTreeMap<&'static str, Vec<(usize, usize)>> =

@@ -8,10 +8,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod fleet;
+mod operator;
 mod recorder;
 mod scenarios;
 
 pub use fleet::{Fleet, Proc};
+pub use operator::{
+    OperatorStep, capacity_scenario, rolling_upgrade_scenario, storm_scenario, zone_scenario,
+};
 pub use recorder::{Change, Recorder, converge, counts, loads, minimum_moves, spread};
 pub use scenarios::{PriorityReport, SpreadReport, Step, priority_scenario, spread_scenario};
 
