@@ -38,6 +38,10 @@ struct Args {
     /// Skip the operator scenarios.
     #[arg(long)]
     no_operator: bool,
+    /// Run only these operator scenarios (`zones`, `capacity`, `upgrade`, `storm`;
+    /// repeatable). Default: all four.
+    #[arg(long = "scenario", value_name = "NAME")]
+    scenarios: Vec<String>,
 }
 
 /// Prints one operator scenario's steps as a Markdown table.
@@ -132,23 +136,36 @@ async fn main() {
              \"plan predicted\": `nats-roles plan` run before the change gave exactly the holders after it.\n"
         );
         let server = testkit::NatsServer::start().await;
-        eprintln!("zones");
-        operator_table("Zones", &testkit::placement::zone_scenario(&bin, &server.url()).await);
-        eprintln!("capacity");
-        operator_table(
-            "Role cost and capacity",
-            &testkit::placement::capacity_scenario(&bin, &server.url()).await,
-        );
-        eprintln!("rolling upgrade");
-        operator_table(
-            "Rolling upgrade",
-            &testkit::placement::rolling_upgrade_scenario(&bin, &server.url()).await,
-        );
-        eprintln!("storm");
-        operator_table(
-            "Storm breaker",
-            &testkit::placement::storm_scenario(&bin, &server.url()).await,
-        );
+        let url = server.url();
+        let on = |name: &str| args.scenarios.is_empty() || args.scenarios.iter().any(|s| s == name);
+        if on("zones") {
+            eprintln!("zones");
+            operator_table(
+                "Zones",
+                &testkit::placement::zone_scenario(&bin, &url).await,
+            );
+        }
+        if on("capacity") {
+            eprintln!("capacity");
+            operator_table(
+                "Role cost and capacity",
+                &testkit::placement::capacity_scenario(&bin, &url).await,
+            );
+        }
+        if on("upgrade") {
+            eprintln!("rolling upgrade");
+            operator_table(
+                "Rolling upgrade",
+                &testkit::placement::rolling_upgrade_scenario(&bin, &url).await,
+            );
+        }
+        if on("storm") {
+            eprintln!("storm");
+            operator_table(
+                "Storm breaker",
+                &testkit::placement::storm_scenario(&bin, &url).await,
+            );
+        }
         println!();
     }
     if args.operator_only {

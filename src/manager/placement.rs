@@ -338,6 +338,7 @@ fn record(shared: &Shared, p: &PlacementLink, roles: RecordRoles) -> MemberRecor
         version: p.settings.config.version.as_ref().map(ToString::to_string),
         costs: roles.costs,
         settings: Some(p.settings.config.digest()),
+        parked: roles.parked,
         prepares: roles.prepares,
         prepared: roles.prepared,
         frozen: *p.frozen.borrow(),

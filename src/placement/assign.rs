@@ -60,6 +60,9 @@ pub(super) struct Open<'a> {
     pub tied: Vec<usize>,
     /// The slot holding it now, if it is one of `tied`.
     pub holder: Option<usize>,
+    /// The slot it is parked for (its holder holds it only because this member left), if
+    /// that member is one of `tied` and not the holder.
+    pub home: Option<usize>,
 }
 
 /// The loads of every slot and zone while the assignment is searched.
@@ -152,7 +155,48 @@ pub(super) fn assign(slots: &[Slot<'_>], open: &[Open<'_>]) -> Vec<Option<usize>
             break;
         }
     }
+    canonical_free(slots, open, &mut at);
     at
+}
+
+/// Reassigns the *free* roles (no tied member holds them now: vacant, or held by a member
+/// leaving) among the slots the optimisation gave them, keeping every slot's number of free
+/// roles per cost: in role name order, each to its highest rendezvous score among its
+/// candidates with such a place left. Loads, potentials and real moves stay the same; the
+/// choice no longer depends on the order in which earlier vacancies were filled, so a plan
+/// computed while a hand-over is half done gives the remaining roles the same targets as the
+/// plan computed before it (what `nats-roles plan` predicts). Left as it was if the matching
+/// gets stuck (restricted candidate sets).
+fn canonical_free(slots: &[Slot<'_>], open: &[Open<'_>], at: &mut [Option<usize>]) {
+    let free: Vec<usize> = (0..open.len())
+        .filter(|&i| open[i].holder.is_none() && at[i].is_some())
+        .collect();
+    let mut places: BTreeMap<(usize, u64), usize> = BTreeMap::new();
+    for &i in &free {
+        if let Some(s) = at[i] {
+            *places.entry((s, open[i].cost)).or_default() += 1;
+        }
+    }
+    let mut chosen: Vec<(usize, usize)> = Vec::with_capacity(free.len());
+    for &i in &free {
+        let o = &open[i];
+        let best = o
+            .tied
+            .iter()
+            .copied()
+            .filter(|&t| places.get(&(t, o.cost)).is_some_and(|n| *n > 0))
+            .max_by_key(|&t| score(o.role.as_str(), slots[t].id.as_str()));
+        let Some(t) = best else {
+            return;
+        };
+        if let Some(n) = places.get_mut(&(t, o.cost)) {
+            *n -= 1;
+        }
+        chosen.push((i, t));
+    }
+    for (i, t) in chosen {
+        at[i] = Some(t);
+    }
 }
 
 fn place(
@@ -235,8 +279,9 @@ fn shift(loads: &Loads, slots: &[Slot<'_>], a: usize, b: usize, cost: u64) -> De
     }
 }
 
-/// A candidate path: its potential change, real moves, length, and hops.
-type Candidate = (Delta, usize, usize, Vec<(usize, usize)>);
+/// A candidate path: its potential change, whether it sends a role home, real moves,
+/// length, and hops.
+type Candidate = (Delta, bool, usize, usize, Vec<(usize, usize)>);
 
 /// The best improving path from the first source that has one: `(role, new slot)` hops.
 fn best_path(
@@ -273,13 +318,16 @@ fn best_path(
             })
             .then_with(|| slots[x].id.cmp(slots[y].id))
     });
+    // The best path over every source: largest improvement, then a role going home (a
+    // restarted member gets back what was parked for it), then fewest real moves, then the
+    // shortest; ties by source order.
+    let mut best: Option<Candidate> = None;
     for a in sources {
         let mut costs: Vec<u64> = held[a].iter().map(|&r| open[r].cost).collect();
         costs.sort_unstable();
         costs.dedup();
-        let mut best: Option<Candidate> = None;
         for cost in costs {
-            for (b, path) in reachable(slots, open, &held, a, cost) {
+            for (b, mut path) in reachable(slots, open, &held, a, cost) {
                 if !room(loads, slots, b, cost) {
                     continue;
                 }
@@ -287,26 +335,68 @@ fn best_path(
                 if !d.improves() {
                     continue;
                 }
+                prefer_for_receiver(slots, open, &held, &mut path, cost);
+                let home = path.last().is_some_and(|&(r, to)| open[r].home == Some(to));
                 let real = path
                     .iter()
                     .filter(|(r, _)| open[*r].holder.is_some_and(|h| Some(h) == at[*r]))
                     .count();
-                let better = best.as_ref().is_none_or(|(bd, breal, blen, _)| {
+                let better = best.as_ref().is_none_or(|(bd, bhome, breal, blen, _)| {
                     d.cmp_to(bd)
+                        .then(bhome.cmp(&home))
                         .then(real.cmp(breal))
                         .then(path.len().cmp(blen))
                         == Ordering::Less
                 });
                 if better {
-                    best = Some((d, real, path.len(), path));
+                    best = Some((d, home, real, path.len(), path));
                 }
             }
         }
-        if let Some((_, _, _, path)) = best {
-            return Some(path);
-        }
     }
-    None
+    best.map(|(_, _, _, _, path)| path)
+}
+
+/// Chooses the role of the last hop for its receiver: among the roles of that cost the giver
+/// holds and the receiver campaigns for (not already on the path), one parked for the receiver
+/// first, then one the giver does not hold now (free), then the receiver's highest rendezvous
+/// score — so a member that comes back gets its own roles back.
+fn prefer_for_receiver(
+    slots: &[Slot<'_>],
+    open: &[Open<'_>],
+    held: &[Vec<usize>],
+    path: &mut [(usize, usize)],
+    cost: u64,
+) {
+    let n = path.len();
+    let Some(&(current, to)) = path.last() else {
+        return;
+    };
+    let giver = if n >= 2 {
+        path[n - 2].1
+    } else {
+        // The source: whoever holds `current` in the assignment.
+        match held.iter().position(|rs| rs.contains(&current)) {
+            Some(g) => g,
+            None => return,
+        }
+    };
+    let on_path: Vec<usize> = path.iter().map(|(r, _)| *r).collect();
+    let best = held[giver]
+        .iter()
+        .copied()
+        .filter(|&r| open[r].cost == cost && open[r].tied.contains(&to))
+        .filter(|r| *r == current || !on_path.contains(r))
+        .max_by_key(|&r| {
+            (
+                open[r].home == Some(to),
+                open[r].holder != Some(giver),
+                score(open[r].role.as_str(), slots[to].id.as_str()),
+            )
+        });
+    if let Some(r) = best {
+        path[n - 1].0 = r;
+    }
 }
 
 /// Every slot reachable from `a` by shifting roles of `cost`, with the shortest path to it

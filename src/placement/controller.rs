@@ -156,6 +156,8 @@ pub struct RecordRoles {
     pub prepares: BTreeSet<RoleName>,
     /// Of those, the ones it has prepared (ready to receive).
     pub prepared: BTreeSet<RoleName>,
+    /// Roles it holds only because their previous holder left: role → that holder.
+    pub parked: BTreeMap<RoleName, InstanceId>,
 }
 
 #[derive(Debug)]
@@ -196,6 +198,10 @@ pub struct Controller {
     prepared: BTreeSet<RoleName>,
     /// The voluntary move waiting for its receiver to prepare: role, receiver, since when.
     awaiting: Option<(RoleName, InstanceId, Instant)>,
+    /// The last holder seen of every role (kept through vacancies).
+    last_holder: BTreeMap<RoleName, InstanceId>,
+    /// Roles this instance holds because their previous holder left (published as `parked`).
+    parked: BTreeMap<RoleName, InstanceId>,
 }
 
 impl Controller {
@@ -225,6 +231,8 @@ impl Controller {
             preparing: BTreeSet::new(),
             prepared: BTreeSet::new(),
             awaiting: None,
+            last_holder: BTreeMap::new(),
+            parked: BTreeMap::new(),
         }
     }
 
@@ -270,6 +278,7 @@ impl Controller {
                 .map(|(n, _)| n.clone())
                 .collect(),
             prepared: self.prepared.clone(),
+            parked: self.parked.clone(),
             costs: campaigned()
                 .filter(|(_, o)| o.role.cost != 1)
                 .map(|(n, o)| (n.clone(), o.role.cost.max(1)))
@@ -512,11 +521,51 @@ impl Controller {
             actions.push(Action::Release { role, to });
         }
         self.receive_prepared(&placement, holders, &live_ids, &mut actions);
+        self.track_parked(holders, &live_ids, &mut actions);
         if placement != self.last {
             self.last = placement;
             actions.push(Action::ViewChanged);
         }
         actions
+    }
+
+    /// Roles this instance took over because their holder left (draining, stopped, crashed —
+    /// not a voluntary move from a live member) are parked for that holder: published, so
+    /// that placement moves them home first when that member is back and needs roles.
+    fn track_parked(
+        &mut self,
+        holders: &BTreeMap<RoleName, InstanceId>,
+        live: &BTreeSet<InstanceId>,
+        actions: &mut Vec<Action>,
+    ) {
+        let me = &self.settings.instance;
+        let mut changed = false;
+        for (role, holder) in holders {
+            if holder == me
+                && let Some(previous) = self.last_holder.get(role)
+                && previous != me
+            {
+                let left = !live.contains(previous)
+                    || self
+                        .membership
+                        .record(previous)
+                        .is_none_or(|r| r.draining || !r.healthy);
+                if left && self.parked.get(role) != Some(previous) {
+                    self.parked.insert(role.clone(), previous.clone());
+                    changed = true;
+                }
+            }
+        }
+        let before = self.parked.len();
+        self.parked
+            .retain(|role, _| holders.get(role).is_some_and(|h| h == me));
+        changed |= self.parked.len() != before;
+        for (role, holder) in holders {
+            self.last_holder.insert(role.clone(), holder.clone());
+        }
+        if changed {
+            actions.push(Action::RecordChanged);
+        }
     }
 
     /// Receiver side of a warm hand-over: prepares the own roles the plan gives this instance

@@ -73,6 +73,12 @@ pub struct MemberRecord {
     /// Roles it has prepared and is ready to receive.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub prepared: BTreeSet<RoleName>,
+    /// Roles it holds only because their previous holder left (stopped, drained or crashed):
+    /// role → that holder ("home"). When the home member is back, placement moves the role
+    /// home first when the member needs roles, so a restarted member gets its own roles back
+    /// and a rolling restart moves each role out and back at most.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parked: BTreeMap<RoleName, InstanceId>,
     /// This instance's placement knobs in short (`PlacementSettings::digest`), so that
     /// members configured differently can be shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -140,6 +146,7 @@ pub(crate) fn test_record(id: &str, roles: &[(&str, i32)], heartbeat_ms: u64) ->
         version: None,
         costs: BTreeMap::new(),
         settings: None,
+        parked: BTreeMap::new(),
         prepares: BTreeSet::new(),
         prepared: BTreeSet::new(),
         frozen: false,

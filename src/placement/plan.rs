@@ -61,6 +61,8 @@ pub struct Candidate {
     pub version: Option<Version>,
     /// The cost of its roles that do not cost 1 (`roles[].weight`).
     pub costs: BTreeMap<RoleName, u32>,
+    /// Roles it holds only because their home member left: role → home.
+    pub parked: BTreeMap<RoleName, InstanceId>,
 }
 
 impl From<&MemberRecord> for Candidate {
@@ -78,6 +80,7 @@ impl From<&MemberRecord> for Candidate {
             max_roles: r.max_roles,
             version: r.version.as_deref().and_then(|v| Version::parse(v).ok()),
             costs: r.costs.clone(),
+            parked: r.parked.clone(),
         }
     }
 }
@@ -100,6 +103,7 @@ impl Candidate {
             max_roles: None,
             version: None,
             costs: BTreeMap::new(),
+            parked: BTreeMap::new(),
         }
     }
 }
@@ -315,10 +319,18 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
                 cands.iter().map(|(id, _)| *id),
                 &slot_of,
                 holders,
+                &by_id,
             ));
             continue;
         }
-        open.push(open_role(role, c, tied.into_iter(), &slot_of, holders));
+        open.push(open_role(
+            role,
+            c,
+            tied.into_iter(),
+            &slot_of,
+            holders,
+            &by_id,
+        ));
     }
 
     // 4: share.
@@ -407,6 +419,7 @@ fn open_role<'a, 'b>(
     tied: impl Iterator<Item = &'b InstanceId>,
     slot_of: &BTreeMap<&InstanceId, usize>,
     holders: &BTreeMap<RoleName, InstanceId>,
+    by_id: &BTreeMap<&InstanceId, &Candidate>,
 ) -> Open<'a> {
     let mut tied: Vec<usize> = tied.filter_map(|id| slot_of.get(id).copied()).collect();
     tied.sort_unstable();
@@ -414,11 +427,18 @@ fn open_role<'a, 'b>(
         .get(role)
         .and_then(|h| slot_of.get(h).copied())
         .filter(|h| tied.contains(h));
+    let home = holders
+        .get(role)
+        .and_then(|h| by_id.get(h))
+        .and_then(|h| h.parked.get(role))
+        .and_then(|home| slot_of.get(home).copied())
+        .filter(|home| tied.contains(home) && Some(*home) != holder);
     Open {
         role,
         cost,
         tied,
         holder,
+        home,
     }
 }
 

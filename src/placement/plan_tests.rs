@@ -773,3 +773,47 @@ fn plan_cost() {
     );
     assert_eq!(moves(&again, &after, &live), 0);
 }
+
+/// A member that comes back gets back exactly the roles parked for it while it was away
+/// (each role moves out and back, nothing else moves), even when other roles would balance
+/// the loads as well.
+#[test]
+fn a_returning_member_gets_its_parked_roles_back() {
+    let n = 4;
+    let r = 12;
+    let live: Vec<Candidate> = (0..n).map(|i| member(i, r, 0)).collect();
+    let first = plan(&live, &BTreeMap::new());
+    let before = applied(&first);
+    // node-3 leaves: its roles go to the others, which park them for node-3.
+    let rest: Vec<Candidate> = live[..3].to_vec();
+    let away = applied(&plan(&rest, &before));
+    let mine: BTreeSet<&RoleName> = before
+        .iter()
+        .filter(|(_, h)| **h == id(3))
+        .map(|(r, _)| r)
+        .collect();
+    let mut parked_rest = rest.clone();
+    for c in &mut parked_rest {
+        c.parked = away
+            .iter()
+            .filter(|(r, h)| **h == c.id && mine.contains(r))
+            .map(|(r, _)| (r.clone(), id(3)))
+            .collect();
+    }
+    // node-3 is back.
+    let mut back = parked_rest.clone();
+    back.push(member(3, r, 0));
+    let p = plan(&back, &away);
+    let moved: BTreeSet<&RoleName> = p
+        .preferred
+        .iter()
+        .filter(|(role, pref)| away.get(*role) != Some(&pref.instance))
+        .map(|(role, _)| role)
+        .collect();
+    assert_eq!(moved, mine, "exactly node-3's parked roles move back");
+    assert!(
+        moved
+            .iter()
+            .all(|role| p.preferred[*role].instance == id(3))
+    );
+}

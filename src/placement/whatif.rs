@@ -193,6 +193,7 @@ pub fn simulate(
             version: None,
             costs: costs.clone(),
             settings: None,
+            parked: BTreeMap::new(),
             prepares: BTreeSet::new(),
             prepared: BTreeSet::new(),
             frozen: false,

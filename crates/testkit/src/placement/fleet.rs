@@ -131,6 +131,22 @@ impl Fleet {
         assert!(status.success(), "{id} exited with {status}");
     }
 
+    /// SIGTERM to every process of `ids` at once, then waits for each to exit cleanly.
+    pub async fn sigterm_all(&mut self, ids: &[&str]) {
+        for id in ids {
+            let pid = self.proc(id).child.id().expect("running");
+            signal(pid, SIGTERM);
+        }
+        for id in ids {
+            let p = self.proc(id);
+            let status = tokio::time::timeout(Duration::from_secs(15), p.child.wait())
+                .await
+                .expect("graceful stop within 15 s")
+                .expect("wait");
+            assert!(status.success(), "{id} exited with {status}");
+        }
+    }
+
     pub async fn sigkill(&mut self, id: &str) {
         self.harness.fault("sigkill", id, Phase::Start);
         let p = self.proc(id);
