@@ -146,18 +146,153 @@
     }
   }
 
+  // ---- Members (placement): GET /api/members -------------------------------------------------
+
+  const MARKS = { missing: "planned for this member, not held by it", extra: "held by this member, not planned for it" };
+
+  // A list of role chips; those missing from `other` are marked with `mark` (planned but not
+  // held: "missing", or held but not planned: "extra").
+  function roleChips(roles, other, mark) {
+    const chips = el("div", "chips");
+    for (const role of roles) {
+      const chip = el("span", "chip", role);
+      if (!other.includes(role)) {
+        chip.classList.add(mark);
+        chip.title = MARKS[mark];
+      }
+      chips.appendChild(chip);
+    }
+    return chips;
+  }
+
+  function countText(roles, units) {
+    const n = roles.length;
+    units = units ?? n;
+    let text = n + (n === 1 ? " role" : " roles");
+    if (units !== n) text += ", " + units + (units === 1 ? " unit" : " units");
+    return text;
+  }
+
+  function limitsText(m) {
+    const cap = m.capacity ?? null;
+    const max = m.max_roles ?? null;
+    if (cap === null && max === null) return "—";
+    return (cap === null ? "∞" : cap + " units") + " / " + (max === null ? "∞" : max + " roles");
+  }
+
+  function memberCell(m, isMe) {
+    const td = el("td", "member");
+    const a = m.http && !isMe ? link(m.http, m.id) : null;
+    td.appendChild(a || el("b", null, m.id));
+    if (isMe) td.appendChild(el("span", "pill", "this instance"));
+    if (m.settings) td.title = "settings: " + m.settings;
+    return td;
+  }
+
+  function healthCell(m) {
+    const td = el("td", "health");
+    td.appendChild(el("span", m.healthy ? "good" : "bad", m.healthy ? "healthy" : "unhealthy"));
+    td.appendChild(document.createTextNode(" · "));
+    td.appendChild(el("span", m.live ? "good" : "bad", m.live ? "live" : "silent"));
+    if (m.unavailable && m.unavailable.length) {
+      td.appendChild(el("span", "note", "won't take now: " + m.unavailable.join(", ")));
+    }
+    return td;
+  }
+
+  function stateCell(m) {
+    const td = el("td", "draining");
+    td.appendChild(m.draining ? el("span", "warn", "draining") : el("span", "muted", "no"));
+    if (m.frozen) td.appendChild(el("span", "note", "freezes moves (its configuration)"));
+    return td;
+  }
+
+  function rolesCell(cls, roles, units, other, mark) {
+    const td = el("td", cls);
+    td.appendChild(el("div", null, countText(roles, units)));
+    if (roles.length) td.appendChild(roleChips(roles, other, mark));
+    return td;
+  }
+
+  function memberRow(m, isMe) {
+    const tr = el("tr");
+    tr.dataset.member = m.id;
+    const planned = m.planned || [], held = m.held || [];
+    const differs = planned.length !== held.length || planned.some((r) => !held.includes(r));
+    tr.dataset.differs = String(differs);
+    if (differs) tr.classList.add("differs");
+    if (isMe) tr.classList.add("me");
+    tr.appendChild(memberCell(m, isMe));
+    tr.appendChild(el("td", "zone", m.zone ?? "—"));
+    tr.appendChild(el("td", "num", String(m.weight)));
+    tr.appendChild(el("td", "limits", limitsText(m)));
+    tr.appendChild(el("td", "version", m.version ?? "—"));
+    tr.appendChild(healthCell(m));
+    tr.appendChild(stateCell(m));
+    tr.appendChild(rolesCell("planned", planned, m.planned_units, held, "missing"));
+    tr.appendChild(rolesCell("held", held, m.held_units, planned, "extra"));
+    return tr;
+  }
+
+  // One sentence on why voluntary moves are frozen (docs/placement.md), or null.
+  function frozenText(f) {
+    if (!f) return null;
+    switch (f.cause) {
+      case "operator":
+        return "Voluntary moves are frozen by an operator: " + (f.reason ? "“" + f.reason + "”" : "no reason given") +
+          " (by " + (f.by || "?") + (f.at ? " at " + clock(f.at) : "") + ").";
+      case "member":
+        return "Voluntary moves are frozen by the configuration of " + (f.members || []).join(", ") + ".";
+      case "storm":
+        return "Voluntary moves are frozen by the storm breaker: " + f.vanished + " of " + f.of +
+          " members vanished; stable again in " + dur(f.stable_in_ms) + " if membership stays unchanged.";
+      default:
+        return "Voluntary moves are frozen (" + String(f.cause) + ").";
+    }
+  }
+
+  function renderFrozen(f) {
+    const box = $("frozen");
+    const text = frozenText(f);
+    box.hidden = text === null;
+    box.dataset.cause = f ? String(f.cause) : "";
+    box.textContent = text || "";
+    if (text) box.appendChild(el("span", "muted detail", "Vacant roles are still taken."));
+  }
+
+  function renderDisagreements(list) {
+    const ul = $("disagreement-list");
+    ul.textContent = "";
+    for (const d of list || []) ul.appendChild(el("li", null, d));
+    $("disagreements").hidden = ul.children.length === 0;
+  }
+
+  function renderMembers(list) {
+    const members = list.members || [];
+    const body = $("members");
+    body.textContent = "";
+    for (const m of members) body.appendChild(memberRow(m, m.id === list.instance));
+    $("members-table").hidden = members.length === 0;
+    $("no-members").hidden = members.length > 0;
+    renderFrozen(list.frozen);
+    renderDisagreements(list.disagreements);
+  }
+
   let refreshing = false, again = false;
   async function refresh() {
     if (refreshing) { again = true; return; }
     refreshing = true;
     try {
-      const [roles, instances, ready] = await Promise.all([
+      const [roles, instances, ready, members] = await Promise.all([
         fetch("api/roles").then((r) => r.json()),
         fetch("api/instances").then((r) => r.json()),
         fetch("readyz").then((r) => r.json()),
+        // An older instance has no members view: the rest of the page still works.
+        fetch("api/members").then((r) => (r.ok ? r.json() : null)).catch(() => null),
       ]);
       renderRoles(roles);
       renderInstances(instances);
+      if (members) renderMembers(members);
       const pill = $("ready");
       pill.textContent = ready.status === "ready" ? "ready" : "not ready";
       pill.className = "pill " + (ready.status === "ready" ? "good" : "bad");
