@@ -3,9 +3,10 @@
 (() => {
   const $ = (id) => document.getElementById(id);
   const NOTE_MS = 60000;
-  const rows = new Map();      // role -> {tr, cells}
+  const rows = new Map();      // role -> {tr, cells, term, holder, leader, release, evict}
   const notes = new Map();     // role -> {text, until}
   let me = null;
+  const here = () => me || "this instance";
 
   const el = (tag, cls, text) => {
     const e = document.createElement(tag);
@@ -41,15 +42,20 @@
     const tr = el("tr");
     tr.dataset.role = role;
     const cells = {};
-    for (const name of ["role", "holder", "term", "token", "since", "renewed", "local"]) {
+    for (const name of ["role", "holder", "term", "token", "since", "renewed", "local", "actions"]) {
       cells[name] = el("td", name);
       tr.appendChild(cells[name]);
     }
     cells.term.classList.add("num");
     cells.token.classList.add("mono");
+    cells.actions.classList.add("admin-only");
     cells.role.textContent = role;
-    r = { tr, cells };
+    r = { tr, cells, term: null, holder: null, leader: false };
+    r.release = adminButton("Release", "release", () => releaseRole(role));
+    r.evict = adminButton("Evict", "evict", () => evictRole(role));
+    cells.actions.append(r.release, r.evict);
     rows.set(role, r);
+    updateRoleButtons(r);
     return r;
   }
 
@@ -64,14 +70,20 @@
       c.appendChild((url && link(url, holder)) || el("span", null, holder));
     }
     c.dataset.holder = holder || "";
+    r.holder = holder || null;
     const note = notes.get(r.tr.dataset.role);
     if (note && note.until > Date.now()) c.appendChild(el("span", "note handover", note.text));
+  }
+
+  function setTerm(r, term) {
+    r.term = term ?? null;
+    r.cells.term.textContent = term ?? "";
   }
 
   function renderRole(v) {
     const r = row(v.role);
     setHolder(r, v.holder, v.holder_url, v.status);
-    r.cells.term.textContent = v.term ?? "";
+    setTerm(r, v.term);
     r.cells.token.textContent = v.token ?? "";
     r.cells.since.textContent = dur(v.held_for_ms);
     r.cells.renewed.textContent = "";
@@ -87,6 +99,8 @@
       r.cells.renewed.appendChild(box);
     }
     const l = v.local;
+    r.leader = !!l && l.state === "LEADER";
+    updateRoleButtons(r);
     r.cells.local.textContent = "";
     if (l) {
       r.cells.local.appendChild(el("span", "state-" + l.state, l.state.toLowerCase()));
@@ -146,18 +160,312 @@
     }
   }
 
+  // ---- Members (placement): GET /api/members -------------------------------------------------
+
+  const MARKS = {
+    missing: "planned for this member, not held by it",
+    extra: "held by this member, not planned for it",
+  };
+
+  // A list of role chips; those missing from `other` are marked with `mark` (planned but not
+  // held: "missing", or held but not planned: "extra").
+  function roleChips(roles, other, mark) {
+    const chips = el("div", "chips");
+    for (const role of roles) {
+      const chip = el("span", "chip", role);
+      if (!other.includes(role)) {
+        chip.classList.add(mark);
+        chip.title = MARKS[mark];
+      }
+      chips.appendChild(chip);
+    }
+    return chips;
+  }
+
+  function countText(roles, units) {
+    const n = roles.length;
+    units = units ?? n;
+    let text = n + (n === 1 ? " role" : " roles");
+    if (units !== n) text += ", " + units + (units === 1 ? " unit" : " units");
+    return text;
+  }
+
+  function limitsText(m) {
+    const cap = m.capacity ?? null;
+    const max = m.max_roles ?? null;
+    if (cap === null && max === null) return "—";
+    return (cap === null ? "∞" : cap + " units") + " / " + (max === null ? "∞" : max + " roles");
+  }
+
+  function memberCell(m, isMe) {
+    const td = el("td", "member");
+    const a = m.http && !isMe ? link(m.http, m.id) : null;
+    td.appendChild(a || el("b", null, m.id));
+    if (isMe) td.appendChild(el("span", "pill", "this instance"));
+    if (m.settings) td.title = "settings: " + m.settings;
+    return td;
+  }
+
+  function healthCell(m) {
+    const td = el("td", "health");
+    td.appendChild(el("span", m.healthy ? "good" : "bad", m.healthy ? "healthy" : "unhealthy"));
+    td.appendChild(document.createTextNode(" · "));
+    td.appendChild(el("span", m.live ? "good" : "bad", m.live ? "live" : "silent"));
+    if (m.unavailable && m.unavailable.length) {
+      td.appendChild(el("span", "note", "won't take now: " + m.unavailable.join(", ")));
+    }
+    return td;
+  }
+
+  function stateCell(m) {
+    const td = el("td", "draining");
+    td.appendChild(m.draining ? el("span", "warn", "draining") : el("span", "muted", "no"));
+    if (m.frozen) td.appendChild(el("span", "note", "freezes moves (its configuration)"));
+    return td;
+  }
+
+  function rolesCell(cls, roles, units, other, mark) {
+    const td = el("td", cls);
+    td.appendChild(el("div", null, countText(roles, units)));
+    if (roles.length) td.appendChild(roleChips(roles, other, mark));
+    return td;
+  }
+
+  function memberRow(m, isMe) {
+    const tr = el("tr");
+    tr.dataset.member = m.id;
+    const planned = m.planned || [], held = m.held || [];
+    const differs = planned.length !== held.length || planned.some((r) => !held.includes(r));
+    tr.dataset.differs = String(differs);
+    if (differs) tr.classList.add("differs");
+    if (isMe) tr.classList.add("me");
+    tr.appendChild(memberCell(m, isMe));
+    tr.appendChild(el("td", "zone", m.zone ?? "—"));
+    tr.appendChild(el("td", "num", String(m.weight)));
+    tr.appendChild(el("td", "limits", limitsText(m)));
+    tr.appendChild(el("td", "version", m.version ?? "—"));
+    tr.appendChild(healthCell(m));
+    tr.appendChild(stateCell(m));
+    tr.appendChild(rolesCell("planned", planned, m.planned_units, held, "missing"));
+    tr.appendChild(rolesCell("held", held, m.held_units, planned, "extra"));
+    return tr;
+  }
+
+  // One sentence on why voluntary moves are frozen (docs/placement.md), or null.
+  function frozenText(f) {
+    if (!f) return null;
+    switch (f.cause) {
+      case "operator":
+        return "Voluntary moves are frozen by an operator: " +
+          (f.reason ? "“" + f.reason + "”" : "no reason given") +
+          " (by " + (f.by || "?") + (f.at ? " at " + clock(f.at) : "") + ").";
+      case "member":
+        return "Voluntary moves are frozen by the configuration of " + (f.members || []).join(", ") + ".";
+      case "storm":
+        return "Voluntary moves are frozen by the storm breaker: " + f.vanished + " of " + f.of +
+          " members vanished; stable again in " + dur(f.stable_in_ms) + " if membership stays unchanged.";
+      default:
+        return "Voluntary moves are frozen (" + String(f.cause) + ").";
+    }
+  }
+
+  function renderFrozen(f) {
+    const box = $("frozen");
+    const text = frozenText(f);
+    box.hidden = text === null;
+    box.dataset.cause = f ? String(f.cause) : "";
+    box.textContent = text || "";
+    if (text) box.appendChild(el("span", "muted detail", "Vacant roles are still taken."));
+  }
+
+  function renderDisagreements(list) {
+    const ul = $("disagreement-list");
+    ul.textContent = "";
+    for (const d of list || []) ul.appendChild(el("li", null, d));
+    $("disagreements").hidden = ul.children.length === 0;
+  }
+
+  function renderMembers(list) {
+    const members = list.members || [];
+    const body = $("members");
+    body.textContent = "";
+    for (const m of members) body.appendChild(memberRow(m, m.id === list.instance));
+    $("members-table").hidden = members.length === 0;
+    $("no-members").hidden = members.length > 0;
+    renderFrozen(list.frozen);
+    renderDisagreements(list.disagreements);
+  }
+
+  // ---- Admin actions: the token is typed in, kept in sessionStorage, sent as a header ---------
+
+  const TOKEN_KEY = "nats-roles.admin-token";
+
+  function storedToken() {
+    try { return sessionStorage.getItem(TOKEN_KEY) || ""; } catch (e) { return ""; }
+  }
+
+  function storeToken(token) {
+    try {
+      if (token) sessionStorage.setItem(TOKEN_KEY, token); else sessionStorage.removeItem(TOKEN_KEY);
+    } catch (e) { /* no storage: the token lives in the field only */ }
+  }
+
+  function token() {
+    return $("admin-token").value.trim();
+  }
+
+  function adminButton(label, cls, onClick) {
+    const b = el("button", "admin " + cls, label);
+    b.type = "button";
+    b.addEventListener("click", onClick);
+    return b;
+  }
+
+  function updateRoleButtons(r) {
+    const on = token() !== "";
+    r.release.disabled = !on || !r.leader;
+    r.release.title = r.leader ? "give this role up on this instance" : "this instance does not hold the role";
+    r.evict.disabled = !on || r.term === null;
+    r.evict.title = r.term === null ? "the role is vacant" : "delete the lease of term " + r.term;
+  }
+
+  function updateAdmin() {
+    const on = token() !== "";
+    document.body.dataset.admin = String(on);
+    for (const b of document.querySelectorAll("#admin button.admin")) b.disabled = !on;
+    for (const r of rows.values()) updateRoleButtons(r);
+    $("forget-token").disabled = !on;
+    $("token-state").textContent = on
+      ? "token set for this tab (sent only with an action you confirm)"
+      : "no token: admin actions are off";
+  }
+
+  function showResult(ok, text) {
+    const box = $("admin-result");
+    box.hidden = false;
+    box.className = "admin-result " + (ok ? "good" : "bad");
+    box.dataset.ok = String(ok);
+    box.textContent = "";
+    box.appendChild(el("time", null, new Date().toLocaleTimeString()));
+    box.appendChild(document.createTextNode(text));
+  }
+
+  // What a refusal means, in words: the server's message with its status and code.
+  function errorText(action, status, body) {
+    const message = body && typeof body.error === "string" ? body.error.replace(/\.$/, "") : "no explanation";
+    const code = body && typeof body.code === "string" ? body.code : "error";
+    let hint = "";
+    if (status === 401) hint = " Check the admin token.";
+    else if (status === 403) hint = " This instance has no admin token configured.";
+    else if (code === "placement_disabled") hint = " Placement is off on this instance.";
+    return action + " failed: " + status + " " + code + ": " + message + "." + hint;
+  }
+
+  // POSTs `body` (JSON, or nothing) to `path` with the token; shows the outcome (`done` turns
+  // the answer into a sentence) and refreshes the page's views.
+  async function post(action, path, body, done) {
+    const headers = { Authorization: "Bearer " + token() };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    try {
+      const res = await fetch(path, {
+        method: "POST",
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        cache: "no-store",
+        credentials: "omit",
+      });
+      let answer = null;
+      try { answer = await res.json(); } catch (e) { answer = null; }
+      if (res.ok) showResult(true, done(answer || {}, res.status));
+      else showResult(false, errorText(action, res.status, answer));
+    } catch (e) {
+      showResult(false, action + " failed: the request did not get through (" + e.message + ").");
+    }
+    refresh();
+  }
+
+  function releaseRole(role) {
+    const cooldown = $("release-cooldown").value.trim();
+    const r = rows.get(role);
+    const ask = "Release role " + role + " (term " + (r ? r.term : "?") + ") on " + here() + "?\n\n" + here() +
+      " hands it over and stays away for " + (cooldown || "its configured cooldown") + ".";
+    if (!window.confirm(ask)) return;
+    post("release " + role, "api/roles/" + encodeURIComponent(role) + "/release",
+      cooldown ? { cooldown } : undefined,
+      (a, status) => (status === 202 ? "releasing " : "released ") + a.role + " (term " + a.term + ") on " +
+        a.instance + "; it stays away for " + dur(a.cooldown_ms) + "." +
+        (status === 202 ? " It is still finishing its work." : ""));
+  }
+
+  function evictRole(role) {
+    const r = rows.get(role);
+    if (!r || r.term === null) return;
+    const term = r.term;
+    const ask = "Evict role " + role + ", term " + term + " (held by " + (r.holder || "a foreign value") + ")?\n\n" +
+      "Its lease is deleted: the holder loses the role and the candidates campaign again. " +
+      "Nothing happens if the role is no longer in term " + term + ".";
+    if (!window.confirm(ask)) return;
+    post("evict " + role, "api/roles/" + encodeURIComponent(role) + "/evict", { term },
+      (a) => "evicted " + a.role + ": term " + (a.term ?? "?") + " of " + (a.holder || "a foreign value") + ".");
+  }
+
+  function drain(draining) {
+    const ask = draining
+      ? "Drain " + here() + "?\n\nPlacement hands every role of " + here() +
+        " over to other members and gives it none until it is undrained."
+      : "Undrain " + here() + "?\n\nPlacement may give it roles again.";
+    if (!window.confirm(ask)) return;
+    post(draining ? "drain" : "undrain", "api/drain", { draining },
+      (a) => a.instance + (a.draining ? " is draining." : " is no longer draining."));
+  }
+
+  function freeze(frozen) {
+    const reason = $("freeze-reason").value.trim();
+    const ask = frozen
+      ? "Freeze voluntary placement moves on every instance" + (reason ? " (reason: " + reason + ")" : "") +
+        "?\n\nVacant roles are still taken."
+      : "Unfreeze voluntary placement moves on every instance?\n\nThis lifts an operator's freeze; " +
+        "a member's configuration or the storm breaker keep theirs.";
+    if (!window.confirm(ask)) return;
+    const body = frozen && reason ? { frozen, reason } : { frozen };
+    post(frozen ? "freeze" : "unfreeze", "api/placement/freeze", body,
+      (a) => a.frozen ? "placement frozen" + (a.reason ? ": " + a.reason : "") + "."
+        : "placement unfrozen: the operator's freeze is lifted.");
+  }
+
+  function setupAdmin() {
+    const input = $("admin-token");
+    input.value = storedToken();
+    const changed = () => { storeToken(token()); updateAdmin(); };
+    input.addEventListener("input", changed);
+    input.addEventListener("change", changed);
+    $("forget-token").addEventListener("click", () => {
+      input.value = "";
+      storeToken("");
+      updateAdmin();
+    });
+    $("freeze").addEventListener("click", () => freeze(true));
+    $("unfreeze").addEventListener("click", () => freeze(false));
+    $("drain").addEventListener("click", () => drain(true));
+    $("undrain").addEventListener("click", () => drain(false));
+    updateAdmin();
+  }
+
   let refreshing = false, again = false;
   async function refresh() {
     if (refreshing) { again = true; return; }
     refreshing = true;
     try {
-      const [roles, instances, ready] = await Promise.all([
+      const [roles, instances, ready, members] = await Promise.all([
         fetch("api/roles").then((r) => r.json()),
         fetch("api/instances").then((r) => r.json()),
         fetch("readyz").then((r) => r.json()),
+        // An older instance has no members view: the rest of the page still works.
+        fetch("api/members").then((r) => (r.ok ? r.json() : null)).catch(() => null),
       ]);
       renderRoles(roles);
       renderInstances(instances);
+      if (members) renderMembers(members);
       const pill = $("ready");
       pill.textContent = ready.status === "ready" ? "ready" : "not ready";
       pill.className = "pill " + (ready.status === "ready" ? "good" : "bad");
@@ -205,7 +513,7 @@
           log(ev.role + ": " + (ev.holder || "a foreign value") + " holds it (term " + ev.term + ")", "", ev.at);
         }
         setHolder(r, ev.holder, null, ev.holder ? "held" : "foreign");
-        r.cells.term.textContent = ev.term ?? "";
+        setTerm(r, ev.term);
         r.cells.token.textContent = ev.token ?? "";
         if (!r.tr.parentNode) $("roles").appendChild(r.tr);
         flash(ev.role);
@@ -215,7 +523,7 @@
       case "vacant": {
         const r = row(ev.role);
         setHolder(r, null, null, "vacant");
-        r.cells.term.textContent = "";
+        setTerm(r, null);
         r.cells.token.textContent = "";
         log(ev.role + ": vacant" + (ev.previous ? " (was " + ev.previous + ")" : ""), "", ev.at);
         flash(ev.role);
@@ -258,6 +566,7 @@
     };
   }
 
+  setupAdmin();
   refresh();
   connect();
   // Renewal ages move with every heartbeat: re-read the list every second while visible.

@@ -1,12 +1,19 @@
 //! The dashboard in a real headless browser (Debian `chromium` + `chromium-driver`, driven over
 //! WebDriver by fantoccini): three `nats-roles run` processes; the page of one that holds
 //! nothing shows every role with its holder; the holder is stopped (SIGTERM) and the page shows
-//! the new holders and the hand-over without a reload; no fencing token appears unredacted.
+//! the new holders and the hand-over without a reload; no fencing token appears unredacted;
+//! placement is off there, and the members view says so.
 //!
-//! Chromium and chromedriver are required: without them this test fails (it never skips) and
-//! says how to install them (`bash scripts/install-tools.sh --chromium`, which `scripts/test.sh`
+//! Another test follows the members view and the admin buttons: three placement members (one
+//! campaigning for no role) listed with planned and held roles; a wrong token refused visibly;
+//! freeze, drain, undrain, unfreeze and an eviction done through the page after a confirmation,
+//! checked in the page and in `GET /api/members`. Its screenshot (frozen, node-c draining) is
+//! `target/tmp/dashboard-members.png`.
+//!
+//! Chromium and chromedriver are required: without them these tests fail (they never skip) and
+//! say how to install them (`bash scripts/install-tools.sh --chromium`, which `scripts/test.sh`
 //! runs). The screenshot of the page after the hand-over is written to
-//! `target/dashboard.png`, and to `docs/dashboard.png` when that file is missing or
+//! `target/tmp/dashboard.png`, and to `docs/dashboard.png` when that file is missing or
 //! `UPDATE_DASHBOARD_SCREENSHOT=1` is set.
 #![cfg(feature = "http")]
 
@@ -15,13 +22,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use fantoccini::{Client, ClientBuilder};
+use fantoccini::{Client, ClientBuilder, Locator};
 use nats_roles::tooling::inspect::RoleList;
 use serde_json::{Value, json};
 use testkit::NatsServer;
 use testkit::eventually;
 use testkit::http::get_json;
 use testkit::instances::Deployment;
+use testkit::placement::Fleet;
 
 const INSTALL: &str = "install them with `bash scripts/install-tools.sh --chromium` \
                        (apt-get install chromium chromium-driver), or point CHROMIUM_BIN and \
@@ -258,6 +266,26 @@ async fn the_dashboard_follows_a_hand_over_live() {
     )
     .await;
     wait_live(&page).await;
+    // Placement is off in this deployment: the members view says so instead of an empty table.
+    let no_members = eventually("the members view", Duration::from_secs(5), || async {
+        let v = page
+            .execute(
+                "const n = document.getElementById('no-members');
+                 return n.hidden ? null : [n.textContent, document.getElementById('members-table').hidden];",
+                vec![],
+            )
+            .await
+            .ok()?;
+        (!v.is_null()).then_some(v)
+    })
+    .await;
+    assert!(
+        no_members[0]
+            .as_str()
+            .is_some_and(|t| t.contains("Placement is off"))
+            && no_members[1] == json!(true),
+        "{no_members}"
+    );
     let served_by = page
         .execute(
             "return document.getElementById('instance').textContent;",
@@ -500,4 +528,396 @@ async fn hostile_metadata_stays_inert_on_the_dashboard() {
     assert_eq!(styled, json!("flex"), "the stylesheet applies");
     page.close().await.expect("close the browser");
     drop(d);
+}
+
+/// The admin token of the members test's fleet.
+const ADMIN_TOKEN: &str = "dashboard-admin-token-5f3a9c";
+
+/// Runs `script` in the page; panics with `what` if WebDriver fails.
+async fn js(page: &Client, what: &str, script: &str) -> Value {
+    page.execute(script, vec![])
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// `GET /api/members` of the instance on `port`.
+async fn api_members(port: u16) -> Value {
+    get_json(port, "/api/members").await
+}
+
+/// One row of the page's members table.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+struct MemberRow {
+    id: String,
+    planned: Vec<String>,
+    held: Vec<String>,
+    held_text: String,
+    health: String,
+    draining: String,
+}
+
+/// The page's members table, row by row.
+async fn page_members(page: &Client) -> Vec<MemberRow> {
+    let rows = js(
+        page,
+        "read the members table",
+        "const chips = (tr, cls) => [...tr.querySelectorAll('td.' + cls + ' .chip')].map(c => c.textContent);
+         return [...document.querySelectorAll('#members tr')].map(tr => ({
+           id: tr.dataset.member,
+           planned: chips(tr, 'planned'),
+           held: chips(tr, 'held'),
+           held_text: tr.querySelector('td.held').textContent,
+           health: tr.querySelector('td.health').textContent,
+           draining: tr.querySelector('td.draining').textContent,
+         }));",
+    )
+    .await;
+    serde_json::from_value(rows).expect("members rows")
+}
+
+/// Types `text` into the input `css` after clearing it.
+async fn type_into(page: &Client, css: &str, text: &str) {
+    let input = page
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("find {css}: {e}"));
+    input
+        .clear()
+        .await
+        .unwrap_or_else(|e| panic!("clear {css}: {e}"));
+    input
+        .send_keys(text)
+        .await
+        .unwrap_or_else(|e| panic!("type into {css}: {e}"));
+}
+
+/// Clicks `css`, waits for the confirmation it asks (its text must contain `asks`) and accepts
+/// it (or dismisses it when `accept` is false).
+async fn click_and_confirm(page: &Client, css: &str, asks: &str, accept: bool) {
+    page.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("find {css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+    let text = eventually(
+        "the confirmation dialog",
+        Duration::from_secs(5),
+        || async { page.get_alert_text().await.ok() },
+    )
+    .await;
+    assert!(text.contains(asks), "the confirmation says {text:?}");
+    if accept {
+        page.accept_alert().await.expect("accept the confirmation");
+    } else {
+        page.dismiss_alert()
+            .await
+            .expect("dismiss the confirmation");
+    }
+}
+
+/// Waits (10 s) for the next outcome line of an admin action; returns (ok, text).
+async fn admin_result(page: &Client, previous: &str) -> (bool, String) {
+    eventually(
+        "the admin action's outcome",
+        Duration::from_secs(10),
+        || async {
+            let v = page
+                .execute(
+                    "const r = document.getElementById('admin-result');
+                 return r.hidden ? null : [r.dataset.ok, r.textContent];",
+                    vec![],
+                )
+                .await
+                .ok()?;
+            let ok = v[0].as_str()? == "true";
+            let text = v[1].as_str()?.to_owned();
+            (text != previous).then_some((ok, text))
+        },
+    )
+    .await
+}
+
+/// The frozen banner as the page shows it: `(cause, text)`, `None` while hidden.
+async fn page_frozen(page: &Client) -> Option<(String, String)> {
+    let v = js(
+        page,
+        "read the frozen banner",
+        "const b = document.getElementById('frozen');
+         return b.hidden ? null : [b.dataset.cause, b.textContent, b.querySelectorAll('b').length];",
+    )
+    .await;
+    if v.is_null() {
+        return None;
+    }
+    assert_eq!(v[2], json!(0), "the reason was rendered as HTML: {v}");
+    Some((
+        v[0].as_str().unwrap_or_default().to_owned(),
+        v[1].as_str().unwrap_or_default().to_owned(),
+    ))
+}
+
+/// The admin token is never in the page's markup, text or address.
+async fn assert_token_not_on_page(page: &Client) {
+    let html = page.source().await.expect("page source");
+    let text = js(page, "page text", "return document.body.innerText;").await;
+    let url = page.current_url().await.expect("page URL");
+    assert!(
+        !html.contains(ADMIN_TOKEN),
+        "the admin token is in the page's markup"
+    );
+    assert!(
+        !text.as_str().unwrap_or_default().contains(ADMIN_TOKEN),
+        "the admin token is in the page's text"
+    );
+    assert!(
+        !url.as_str().contains(ADMIN_TOKEN),
+        "the admin token is in the URL"
+    );
+}
+
+/// Three `run` instances with placement on and an admin token; node-c campaigns for no role.
+/// node-c's dashboard lists every member (node-c holding nothing included) with planned and
+/// held roles; with no token the admin buttons are off; a wrong token shows a visible 401 and
+/// changes nothing; a dismissed confirmation sends nothing; with the right token the page
+/// freezes placement (banner with the reason, on every instance's API), drains and undrains
+/// node-c, unfreezes, and evicts one term of a role. The token never appears on the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_members_view_and_the_admin_buttons_work_in_the_page() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let driver = Driver::start(dir.path()).await;
+    let server = NatsServer::start().await;
+    let fleet_dir = testkit::placement::fleet_dir();
+    let bucket = testkit::placement::unique_bucket("dash-members");
+    let names = testkit::placement::roles(4);
+    let all = testkit::placement::write_config(
+        fleet_dir.path(),
+        "all",
+        &bucket,
+        &testkit::placement::without_priority(&names),
+    );
+    testkit::placement::enable_admin_http(&all, ADMIN_TOKEN);
+    let none = testkit::placement::write_config(fleet_dir.path(), "none", &bucket, &[]);
+    testkit::placement::enable_admin_http(&none, ADMIN_TOKEN);
+    let yaml = std::fs::read_to_string(&none).expect("read config");
+    let yaml = yaml.strip_suffix("roles:\n").expect("roles last");
+    std::fs::write(&none, format!("{yaml}roles: []\n")).expect("write config");
+    let mut fleet = Fleet::new(Path::new(crate::BIN), &server.url(), fleet_dir);
+    fleet.start("node-a", &all);
+    fleet.start("node-b", &all);
+    fleet.start("node-c", &none);
+    let port_a = fleet.http_port("node-a").await;
+    let port_c = fleet.http_port("node-c").await;
+    let ids = ["node-a", "node-b", "node-c"];
+
+    // Settled: three live members, every role held by node-a or node-b as planned.
+    eventually(
+        "three members, every role held as planned",
+        Duration::from_secs(30),
+        || async {
+            let view = api_members(port_c).await;
+            let members = view["members"].as_array()?;
+            let held: usize = members
+                .iter()
+                .map(|m| m["held"].as_array().map_or(0, Vec::len))
+                .sum();
+            (members.len() == 3
+                && held == names.len()
+                && members
+                    .iter()
+                    .all(|m| m["live"] == json!(true) && m["planned"] == m["held"]))
+            .then_some(())
+        },
+    )
+    .await;
+
+    let page = browser(&driver, &dir.path().join("profile")).await;
+    page.goto(&format!("http://127.0.0.1:{port_c}/"))
+        .await
+        .expect("open the dashboard");
+    wait_live(&page).await;
+    let rows = eventually(
+        "every member on the page",
+        Duration::from_secs(10),
+        || async {
+            let rows = page_members(&page).await;
+            let held: usize = rows.iter().map(|r| r.held.len()).sum();
+            (rows.iter().map(|r| r.id.as_str()).eq(ids) && held == names.len()).then_some(rows)
+        },
+    )
+    .await;
+    let c = &rows[2];
+    assert!(c.held.is_empty() && c.planned.is_empty(), "{c:?}");
+    assert!(c.held_text.starts_with("0 roles"), "{c:?}");
+    for r in &rows {
+        assert_eq!(r.planned, r.held, "{r:?}");
+        assert!(
+            r.health.contains("healthy") && r.health.contains("live"),
+            "{r:?}"
+        );
+        assert!(r.draining.starts_with("no"), "{r:?}");
+    }
+    let mut shown: Vec<String> = rows.iter().flat_map(|r| r.held.clone()).collect();
+    shown.sort();
+    assert_eq!(shown, names);
+    assert_eq!(page_frozen(&page).await, None);
+    let state = js(
+        &page,
+        "admin state",
+        "return [document.getElementById('freeze').disabled,
+                 document.body.dataset.admin,
+                 getComputedStyle(document.querySelector('th.admin-only')).display,
+                 document.getElementById('no-members').hidden];",
+    )
+    .await;
+    assert_eq!(
+        state,
+        json!([true, "false", "none", true]),
+        "no token: admin buttons off and hidden"
+    );
+
+    // A wrong token: the page says so, nothing is frozen.
+    let reason = "maintenance <b>window</b>";
+    type_into(&page, "#admin-token", "not-the-admin-token").await;
+    type_into(&page, "#freeze-reason", reason).await;
+    let enabled = js(
+        &page,
+        "freeze button",
+        "return !document.getElementById('freeze').disabled;",
+    )
+    .await;
+    assert_eq!(enabled, json!(true), "a token enables the admin buttons");
+    click_and_confirm(&page, "#freeze", "Freeze voluntary placement moves", true).await;
+    let (ok, text) = admin_result(&page, "").await;
+    assert!(
+        !ok && text.contains("401") && text.contains("token"),
+        "{text}"
+    );
+    assert_eq!(api_members(port_a).await["frozen"], Value::Null);
+
+    // The right token; a dismissed confirmation sends nothing.
+    type_into(&page, "#admin-token", ADMIN_TOKEN).await;
+    click_and_confirm(&page, "#freeze", "Freeze", false).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(api_members(port_a).await["frozen"], Value::Null);
+    assert_token_not_on_page(&page).await;
+
+    // Freeze: the banner shows the reason as text; every instance's API says operator.
+    click_and_confirm(&page, "#freeze", reason, true).await;
+    let (ok, last) = admin_result(&page, &text).await;
+    assert!(ok, "{last}");
+    let (cause, banner) = eventually("the frozen banner", Duration::from_secs(10), || {
+        page_frozen(&page)
+    })
+    .await;
+    assert_eq!(cause, "operator");
+    assert!(
+        banner.contains(reason) && banner.contains("node-c"),
+        "{banner}"
+    );
+    let frozen = eventually(
+        "node-a sees the freeze",
+        Duration::from_secs(10),
+        || async {
+            let f = api_members(port_a).await["frozen"].clone();
+            (!f.is_null()).then_some(f)
+        },
+    )
+    .await;
+    assert_eq!(frozen["cause"], json!("operator"), "{frozen}");
+    assert_eq!(frozen["reason"], json!(reason), "{frozen}");
+    assert_eq!(frozen["by"], json!("node-c"), "{frozen}");
+
+    // Drain and undrain node-c (the instance serving the page).
+    click_and_confirm(&page, "#drain", "Drain node-c", true).await;
+    let (ok, last) = admin_result(&page, &last).await;
+    assert!(ok && last.contains("node-c is draining"), "{last}");
+    eventually(
+        "node-c draining on the page",
+        Duration::from_secs(10),
+        || async {
+            let rows = page_members(&page).await;
+            rows.iter()
+                .any(|r| r.id == "node-c" && r.draining == "draining")
+                .then_some(())
+        },
+    )
+    .await;
+    // A picture of the frozen banner and the draining member.
+    let png = page.screenshot().await.expect("screenshot");
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-members.png");
+    std::fs::write(&target, &png).expect("write the screenshot");
+    click_and_confirm(&page, "#undrain", "Undrain node-c", true).await;
+    let (ok, last) = admin_result(&page, &last).await;
+    assert!(ok && last.contains("no longer draining"), "{last}");
+    eventually("node-c not draining", Duration::from_secs(10), || async {
+        let view = api_members(port_a).await;
+        view["members"]
+            .as_array()?
+            .iter()
+            .any(|m| m["id"] == json!("node-c") && m["draining"] == json!(false))
+            .then_some(())
+    })
+    .await;
+
+    // Unfreeze: the banner goes, the API agrees.
+    click_and_confirm(&page, "#unfreeze", "Unfreeze", true).await;
+    let (ok, last) = admin_result(&page, &last).await;
+    assert!(ok && last.contains("unfrozen"), "{last}");
+    eventually("the banner is gone", Duration::from_secs(10), || async {
+        page_frozen(&page).await.is_none().then_some(())
+    })
+    .await;
+    eventually("node-a sees no freeze", Duration::from_secs(10), || async {
+        api_members(port_a).await["frozen"].is_null().then_some(())
+    })
+    .await;
+
+    // Evict one term of a role from its row: node-c holds nothing, so release is off there.
+    let role = &names[0];
+    let list: RoleList = get_json(port_c, "/api/roles").await;
+    let term = list
+        .roles
+        .iter()
+        .find(|r| &r.role == role)
+        .and_then(|r| r.term)
+        .expect("a held role");
+    let buttons = js(
+        &page,
+        "role buttons",
+        &format!(
+            "const tr = document.querySelector('#roles tr[data-role=\"{role}\"]');
+             return [tr.querySelector('button.release').disabled,
+                     tr.querySelector('button.evict').disabled];"
+        ),
+    )
+    .await;
+    assert_eq!(buttons, json!([true, false]), "release off, evict on");
+    click_and_confirm(
+        &page,
+        &format!("#roles tr[data-role=\"{role}\"] button.evict"),
+        &format!("Evict role {role}, term {term}"),
+        true,
+    )
+    .await;
+    let (ok, last) = admin_result(&page, &last).await;
+    assert!(
+        ok && last.contains(&format!("evicted {role}: term {term}")),
+        "{last}"
+    );
+    eventually(
+        "a new term of the evicted role",
+        Duration::from_secs(10),
+        || async {
+            let list: RoleList = get_json(port_c, "/api/roles").await;
+            list.roles
+                .iter()
+                .any(|r| &r.role == role && r.term.is_some_and(|t| t > term))
+                .then_some(())
+        },
+    )
+    .await;
+    assert_token_not_on_page(&page).await;
+
+    page.close().await.expect("close the browser");
 }
