@@ -290,8 +290,9 @@
     const body = $("members");
     body.textContent = "";
     for (const m of members) body.appendChild(memberRow(m, m.id === list.instance));
-    $("members-table").hidden = members.length === 0;
-    $("no-members").hidden = members.length > 0;
+    const off = list.placement === false;
+    $("members-table").hidden = off || members.length === 0;
+    $("no-members").hidden = !off;
     renderFrozen(list.frozen);
     renderDisagreements(list.disagreements);
   }

@@ -56,6 +56,8 @@ pub struct MemberView {
 pub struct MemberList {
     /// The instance that answered.
     pub instance: Option<String>,
+    /// Whether placement is enabled on the answering instance.
+    pub placement: bool,
     /// Every member present in the membership table, sorted by id.
     pub members: Vec<MemberView>,
     /// Why voluntary moves are frozen (`null`: they are not).
@@ -69,6 +71,7 @@ pub struct MemberList {
 #[must_use]
 pub fn member_list(
     instance: Option<&InstanceId>,
+    placement: bool,
     records: &[(MemberRecord, bool)],
     preferred: &BTreeMap<RoleName, Preferred>,
     holders: &BTreeMap<RoleName, InstanceId>,
@@ -119,6 +122,7 @@ pub fn member_list(
     members.sort_by(|a, b| a.id.cmp(&b.id));
     MemberList {
         instance: instance.map(ToString::to_string),
+        placement,
         members,
         frozen: frozen.and_then(|f| serde_json::to_value(f).ok()),
         disagreements: disagreements(records.iter().map(|(r, _)| r)),
@@ -199,7 +203,14 @@ mod tests {
             },
         )]);
         let holders = BTreeMap::from([(r1, a.instance.clone())]);
-        let list = member_list(None, &[(a, true), (b, false)], &preferred, &holders, None);
+        let list = member_list(
+            None,
+            true,
+            &[(a, true), (b, false)],
+            &preferred,
+            &holders,
+            None,
+        );
         assert_eq!(list.members.len(), 2);
         assert_eq!(list.members[0].planned_units, 3);
         assert!(list.members[1].held.is_empty() && !list.members[1].live);

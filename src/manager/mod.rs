@@ -461,6 +461,7 @@ impl RoleManager {
         let Some(p) = &self.shared.placement else {
             return crate::inspect::member_list(
                 Some(&self.shared.instance),
+                false,
                 &[],
                 &BTreeMap::new(),
                 &holders,
@@ -476,6 +477,7 @@ impl RoleManager {
             .collect();
         crate::inspect::member_list(
             Some(&self.shared.instance),
+            true,
             &records,
             &view.preferred,
             &holders,
