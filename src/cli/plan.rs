@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::placement::{FreezeRecord, Joining, MAX_REASON_LEN, Move, WhatIf, simulate};
+use crate::placement::{FreezeRecord, Joining, Move, WhatIf, simulate};
 use crate::{InstanceId, RoleName};
 
 use super::conn::{ConnArgs, bucket_failure};
@@ -152,9 +152,10 @@ pub(crate) struct UnfreezeArgs {
 }
 
 pub(crate) async fn freeze(args: FreezeArgs) -> Result<(), Failure> {
-    if args.reason.len() > MAX_REASON_LEN {
+    if args.reason.len() > FreezeRecord::MAX_REASON_LEN {
         return Err(Failure::Usage(format!(
-            "--reason is longer than {MAX_REASON_LEN} bytes"
+            "--reason is longer than {} bytes",
+            FreezeRecord::MAX_REASON_LEN
         )));
     }
     let inspector = args.conn.open().await?;

@@ -13,7 +13,7 @@ use super::auth::AdminCall;
 use super::error::ApiError;
 use super::state::Api;
 use crate::inspect::MemberList;
-use crate::placement::{MAX_REASON_LEN, Simulation, WhatIf};
+use crate::placement::{FreezeRecord, Simulation, WhatIf};
 
 /// `GET /api/members`: every placement member, planned and held roles, freeze, disagreements.
 pub(crate) async fn members(State(api): State<Api>) -> Json<MemberList> {
@@ -66,9 +66,16 @@ pub(crate) async fn freeze(
         .and_then(|body| parse_body::<FreezeBody>(&body))
     {
         Err(e) => Err(e),
-        Ok(b) if b.reason.as_ref().is_some_and(|r| r.len() > MAX_REASON_LEN) => Err(
-            ApiError::bad_request(format!("reason is longer than {MAX_REASON_LEN} bytes")),
-        ),
+        Ok(b)
+            if b.reason
+                .as_ref()
+                .is_some_and(|r| r.len() > FreezeRecord::MAX_REASON_LEN) =>
+        {
+            Err(ApiError::bad_request(format!(
+                "reason is longer than {} bytes",
+                FreezeRecord::MAX_REASON_LEN
+            )))
+        }
         Ok(b) => {
             let reason = b.frozen.then(|| b.reason.clone().unwrap_or_default());
             api.manager()

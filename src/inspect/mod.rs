@@ -16,11 +16,11 @@ mod bucket;
 #[cfg(feature = "tooling")]
 mod denials;
 mod evict;
-mod members;
 mod redact;
 mod transitions;
 mod view;
 
+pub use crate::placement::{MemberList, MemberView};
 #[cfg(feature = "tooling")]
 pub use bucket::{HolderUpdate, Inspector};
 #[cfg(feature = "tooling")]
@@ -28,7 +28,6 @@ pub use denials::Violation;
 #[cfg(feature = "http")]
 pub(crate) use evict::evict;
 pub use evict::{EvictError, Evicted, Expect};
-pub use members::{MemberList, MemberView, member_list};
 #[cfg(feature = "tooling")]
 pub use redact::redact_token;
 pub use transitions::{EventView, TransitionTracker};

@@ -45,10 +45,9 @@ pub use status::RoleStatus;
 
 pub use crate::core::BucketSettings;
 pub use crate::history::HistoryRecorder;
-pub use crate::inspect::{MemberList, MemberView};
 pub use crate::placement::{
-    FreezeRecord, Frozen, Joining, MemberRecord, Move, PlacementSettings, Preferred,
-    PreferredReason, Simulation, Takeover, WhatIf, simulate,
+    FreezeRecord, Frozen, Joining, MemberList, MemberRecord, MemberView, Move, PlacementSettings,
+    Preferred, PreferredReason, Simulation, Takeover, WhatIf, simulate,
 };
 pub use crate::store::TtlMode;
 
@@ -452,14 +451,14 @@ impl RoleManager {
     /// are frozen and where members disagree on settings (`GET /api/members`). Empty without
     /// placement.
     #[must_use]
-    pub fn member_list(&self) -> crate::inspect::MemberList {
+    pub fn member_list(&self) -> crate::placement::MemberList {
         let holders: BTreeMap<RoleName, InstanceId> = self
             .holders()
             .into_iter()
             .filter_map(|h| h.holder.map(|id| (h.role, id)))
             .collect();
         let Some(p) = &self.shared.placement else {
-            return crate::inspect::member_list(
+            return crate::placement::member_list(
                 Some(&self.shared.instance),
                 false,
                 &[],
@@ -475,7 +474,7 @@ impl RoleManager {
             .records()
             .map(|r| (r.clone(), view.membership.is_live(&r.instance, now)))
             .collect();
-        crate::inspect::member_list(
+        crate::placement::member_list(
             Some(&self.shared.instance),
             true,
             &records,

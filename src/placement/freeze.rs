@@ -17,16 +17,13 @@ pub const FREEZE_KEY: &str = "control.freeze";
 /// Version of the freeze record written by this crate.
 pub const FREEZE_VERSION: u32 = 1;
 
-/// Longest reason kept in a freeze record.
-pub const MAX_REASON_LEN: usize = 256;
-
 /// The operator's freeze: while the key holds a valid record, no instance makes a voluntary
 /// move. Deleting the key unfreezes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FreezeRecord {
     /// Format version.
     pub v: u32,
-    /// Why (free text, at most [`MAX_REASON_LEN`] bytes).
+    /// Why (free text, at most [`FreezeRecord::MAX_REASON_LEN`] bytes).
     #[serde(default)]
     pub reason: String,
     /// Who froze it (an instance id, `cli`, a user name), informational.
@@ -38,12 +35,15 @@ pub struct FreezeRecord {
 }
 
 impl FreezeRecord {
-    /// A record frozen now by `by` for `reason` (cut to [`MAX_REASON_LEN`] bytes).
+    /// Longest reason kept, in bytes.
+    pub const MAX_REASON_LEN: usize = 256;
+
+    /// A record frozen now by `by` for `reason` (cut to [`FreezeRecord::MAX_REASON_LEN`] bytes).
     #[must_use]
     pub fn new(reason: &str, by: &str) -> Self {
         Self {
             v: FREEZE_VERSION,
-            reason: cut(reason, MAX_REASON_LEN),
+            reason: cut(reason, Self::MAX_REASON_LEN),
             by: cut(by, 128),
             at: crate::value::now_rfc3339(),
         }
@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn freeze_records_round_trip_and_foreign_values_are_ignored() {
         let r = FreezeRecord::new(&"x".repeat(1000), "cli");
-        assert_eq!(r.reason.len(), MAX_REASON_LEN);
+        assert_eq!(r.reason.len(), FreezeRecord::MAX_REASON_LEN);
         assert_eq!(FreezeRecord::parse(&r.to_bytes()), Some(r));
         assert_eq!(FreezeRecord::parse(b"frozen"), None);
         assert_eq!(FreezeRecord::parse(br#"{"v":2}"#), None);

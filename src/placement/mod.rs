@@ -14,14 +14,16 @@ mod decide;
 mod freeze;
 mod hash;
 mod member;
+mod members_view;
 mod membership;
 mod plan;
 mod settings;
 mod version;
 mod whatif;
 
-pub use freeze::{FREEZE_KEY, FreezeRecord, Frozen, MAX_REASON_LEN};
+pub use freeze::{FREEZE_KEY, FreezeRecord, Frozen};
 pub use member::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
+pub use members_view::{MemberList, MemberView, member_list};
 pub use membership::{Membership, MembershipTiming};
 #[cfg(feature = "cli")]
 pub use plan::{Candidate, plan};

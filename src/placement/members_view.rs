@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::{Frozen, MemberRecord, Preferred};
 use crate::names::{InstanceId, RoleName};
-use crate::placement::{Frozen, MemberRecord, Preferred};
 
 /// One member.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
