@@ -15,7 +15,8 @@ use super::decide::{Held, ReleaseRules, choose_release, hold_back, vacancies_fil
 use super::freeze::{FreezeRecord, Frozen, StormBreaker};
 use super::member::MemberRecord;
 use super::membership::{Membership, MembershipTiming};
-use super::plan::{Candidate, Placement, Preferred, plan};
+use super::plan::{Candidate, Placement, Preferred};
+use super::plan_cache::PlanCache;
 use super::settings::{PlacementSettings, Takeover};
 use crate::names::{InstanceId, RoleName};
 
@@ -202,6 +203,8 @@ pub struct Controller {
     last_holder: BTreeMap<RoleName, InstanceId>,
     /// Roles this instance holds because their previous holder left (published as `parked`).
     parked: BTreeMap<RoleName, InstanceId>,
+    /// Recent plans and their inputs (most re-plans see nothing new).
+    plans: PlanCache,
 }
 
 impl Controller {
@@ -233,6 +236,7 @@ impl Controller {
             awaiting: None,
             last_holder: BTreeMap::new(),
             parked: BTreeMap::new(),
+            plans: PlanCache::default(),
         }
     }
 
@@ -353,11 +357,11 @@ impl Controller {
         let membership = &self.membership;
         let is_live = |i: &InstanceId| membership.is_live(i, now);
         let members = membership.effective();
-        let placement = plan(&members, holders);
+        let placement = self.plans.plan(&members, holders);
         // Silent members (crashed, not yet expired or within the leave delay) are never waited
         // for: vacancies they are preferred for go to whom the plan without them prefers.
         let live: Vec<Candidate> = members.iter().filter(|c| is_live(&c.id)).cloned().collect();
-        let live_plan = (live.len() != members.len()).then(|| plan(&live, holders));
+        let live_plan = (live.len() != members.len()).then(|| self.plans.plan(&live, holders));
         actions.push(Action::LiveMembers(live.len()));
         let live_ids: BTreeSet<InstanceId> = live.iter().map(|c| c.id.clone()).collect();
         let storm = self.breaker.observe(&live_ids, now);
@@ -489,7 +493,8 @@ impl Controller {
             let filled = vacancies_filled(holders, &placement, live_plan.as_ref(), is_live, |r| {
                 stuck.contains(r)
             });
-            let filled_plan = (filled.len() != holders.len()).then(|| plan(&members, &filled));
+            let filled_plan =
+                (filled.len() != holders.len()).then(|| self.plans.plan(&members, &filled));
             pick = choose_release(
                 me,
                 &held,

@@ -17,6 +17,7 @@ mod member;
 mod members_view;
 mod membership;
 mod plan;
+mod plan_cache;
 mod settings;
 mod version;
 mod whatif;
