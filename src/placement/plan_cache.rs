@@ -30,12 +30,11 @@ impl PlanCache {
             .entries
             .iter()
             .position(|(m, h, _)| m.as_slice() == members && h == holders)
+            && let Some(hit) = self.entries.remove(i)
         {
-            if let Some(hit) = self.entries.remove(i) {
-                let placement = hit.2.clone();
-                self.entries.push_front(hit);
-                return placement;
-            }
+            let placement = hit.2.clone();
+            self.entries.push_front(hit);
+            return placement;
         }
         let placement = plan(members, holders);
         self.entries
