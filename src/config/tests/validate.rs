@@ -24,6 +24,55 @@ fn placement_problems_name_their_field_and_line() {
     assert_eq!(bad.0, Some(3), "{bad:?}");
 }
 
+#[test]
+fn zone_capacity_version_and_role_weight_problems_name_their_field_and_line() {
+    let found = yaml_problems(
+        "instance:\n  zone: \"eu west\"\n  capacity: 0\n  max_roles: 0\n  version: one.two\n\
+         roles:\n  - name: a\n    weight: 0\n  - name: b\n    weight: 1001\n",
+    );
+    let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "instance.zone",
+            "instance.capacity",
+            "instance.max_roles",
+            "instance.version",
+            "roles[0].weight",
+            "roles[1].weight"
+        ],
+        "{found:#?}"
+    );
+    assert_eq!(found[0].line, Some(2), "{found:#?}");
+    assert!(found[3].message.contains("not a version"), "{found:#?}");
+    // meta.zone is the fallback and is checked as a zone.
+    let meta = yaml_problems("instance:\n  meta:\n    zone: \"\"\n");
+    assert_eq!(meta.len(), 1, "{meta:#?}");
+    assert_eq!(meta[0].field, "instance.meta.zone");
+    // Valid values pass.
+    let ok = Config::from_yaml_str(
+        "instance:\n  zone: eu-west-1a\n  capacity: 10\n  max_roles: 5\n  version: v1.4.2-rc.1\n\
+         roles:\n  - name: a\n    weight: 3\n",
+    )
+    .expect("valid");
+    assert_eq!(ok.roles[0].weight, 3);
+    assert_eq!(ok.instance.effective_zone(), Some("eu-west-1a"));
+    // A capacity that is not a number is a parse error with its line.
+    let bad = parse_err("instance:\n  capacity: lots\n");
+    assert_eq!(bad.0, Some(2), "{bad:?}");
+}
+
+#[test]
+fn the_version_comes_from_the_environment_too() {
+    let mut c = Config::default();
+    let env = |name: &str| (name == crate::config::ENV_VERSION).then(|| "2.0.1".to_owned());
+    c.apply_env(env).expect("valid");
+    assert_eq!(c.instance.version.as_deref(), Some("2.0.1"));
+    let bad = |name: &str| (name == crate::config::ENV_VERSION).then(|| "latest".to_owned());
+    let e = Config::default().apply_env(bad).expect_err("not a version");
+    assert!(e.to_string().contains("NATS_ROLES_VERSION"), "{e}");
+}
+
 // ----- timing rules (top level) -----
 #[test]
 fn ttl_must_be_at_least_one_second() {
