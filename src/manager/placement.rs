@@ -236,7 +236,10 @@ impl Driver {
                     role,
                     delay,
                     preferred,
-                } => send(&role, RoleInput::Placement { delay, preferred }),
+                } => {
+                    debug!(role = %role, ?delay, preferred = ?preferred.as_ref().map(|p| p.instance.as_str()), "placement: hold-back");
+                    send(&role, RoleInput::Placement { delay, preferred });
+                }
                 Action::Release { role, to } => {
                     info!(role = %role, to = %to.instance, reason = %to.reason, "placement: handing the role over");
                     self.shared.tap.placement(

@@ -357,10 +357,13 @@ fn best_path(
     best.map(|(_, _, _, _, path)| path)
 }
 
-/// Chooses the role of the last hop for its receiver: among the roles of that cost the giver
-/// holds and the receiver campaigns for (not already on the path), one parked for the receiver
-/// first, then one the giver does not hold now (free), then the receiver's highest rendezvous
-/// score — so a member that comes back gets its own roles back.
+/// Chooses the role of the last hop: among the roles of that cost the giver holds and the
+/// receiver campaigns for (not already on the path), one parked for the receiver first (a
+/// member that comes back gets its own roles back), then one the giver does not hold now
+/// (free), then the giver's lowest rendezvous score — which does not depend on the receiver,
+/// so the roles chosen to leave a member stay the same while the moves are carried out one by
+/// one (a receiver-dependent choice flips as the receivers' loads change, and a role already
+/// released would be planned back).
 fn prefer_for_receiver(
     slots: &[Slot<'_>],
     open: &[Open<'_>],
@@ -391,7 +394,7 @@ fn prefer_for_receiver(
             (
                 open[r].home == Some(to),
                 open[r].holder != Some(giver),
-                score(open[r].role.as_str(), slots[to].id.as_str()),
+                std::cmp::Reverse(score(open[r].role.as_str(), slots[giver].id.as_str())),
             )
         });
     if let Some(r) = best {

@@ -177,7 +177,9 @@ pub struct Controller {
     /// Last voluntary move of each role (per-role cooldown).
     moved_at: BTreeMap<RoleName, Instant>,
     /// The voluntary move in flight: role and when it was asked for.
-    in_flight: Option<(RoleName, Instant)>,
+    /// The voluntary move in flight: role, when it was asked for, and whether the role was
+    /// seen vacant since.
+    in_flight: Option<(RoleName, Instant, bool)>,
     /// Start of the current budget interval and moves made in it.
     budget: (Instant, u32),
     last: Placement,
@@ -262,7 +264,7 @@ impl Controller {
     #[cfg(test)]
     #[must_use]
     pub fn in_flight(&self) -> Option<&RoleName> {
-        self.in_flight.as_ref().map(|(r, _)| r)
+        self.in_flight.as_ref().map(|(r, _, _)| r)
     }
 
     /// What this instance's record says about its roles now.
@@ -408,11 +410,18 @@ impl Controller {
             actions.push(Action::Unavailable(unavailable));
         }
 
-        // Hold-back and preference per own role.
+        // Hold-back and preference per own role. The role this instance is handing over is
+        // held back for the claim grace whatever the plan says meanwhile: plans computed while
+        // moves are carried out can differ for a moment, and taking the role straight back
+        // would stop every other move of this instance.
+        let handing_over = self.in_flight.as_ref().map(|(r, _, _)| r.clone());
         for (name, own) in &mut self.roles {
             let preferred = placement.preferred.get(name).cloned();
             let fallback = live_plan.as_ref().and_then(|lp| lp.preferred.get(name));
-            let delay = hold_back(me, preferred.as_ref(), fallback, is_live, cfg.claim_grace);
+            let mut delay = hold_back(me, preferred.as_ref(), fallback, is_live, cfg.claim_grace);
+            if handing_over.as_ref() == Some(name) {
+                delay = cfg.claim_grace;
+            }
             let next = (delay, preferred);
             if own.sent.as_ref() != Some(&next) && world.roles.contains_key(name) {
                 actions.push(Action::HoldBack {
@@ -427,10 +436,16 @@ impl Controller {
         // The move in flight ends once another instance holds the role, or the vacancy had its
         // claim grace, or it takes far too long.
         let hand_over = cfg.claim_grace + self.settings.operation_timeout;
-        if let Some((role, at)) = &self.in_flight {
+        // Held by this instance again after it was seen vacant (nobody else took it within
+        // the claim grace, or plans disagreed for a moment) also ends it: the move failed, and
+        // waiting for the move timeout would stop every other move of this instance.
+        if let Some((role, at, seen_vacant)) = &mut self.in_flight {
             let done = match holders.get(role) {
-                Some(h) => h != me,
-                None => now >= *at + hand_over,
+                Some(h) => h != me || *seen_vacant,
+                None => {
+                    *seen_vacant = true;
+                    now >= *at + hand_over
+                }
             } || now >= *at + self.settings.move_timeout;
             if done {
                 self.in_flight = None;
@@ -521,8 +536,22 @@ impl Controller {
         if let Some((role, to)) = pick {
             self.awaiting = None;
             self.moved_at.insert(role.clone(), now);
-            self.in_flight = Some((role.clone(), now));
+            self.in_flight = Some((role.clone(), now, false));
             self.budget.1 += 1;
+            // The releasing instance holds back for the role like everyone else, whatever the
+            // plan without filled vacancies said: it must not take straight back what it hands
+            // over (it would win the race against the receiver).
+            if let Some(own) = self.roles.get_mut(&role) {
+                let next = (cfg.claim_grace, Some(to.clone()));
+                if own.sent.as_ref() != Some(&next) {
+                    actions.push(Action::HoldBack {
+                        role: role.clone(),
+                        delay: next.0,
+                        preferred: next.1.clone(),
+                    });
+                    own.sent = Some(next);
+                }
+            }
             actions.push(Action::Release { role, to });
         }
         self.receive_prepared(&placement, holders, &live_ids, &mut actions);

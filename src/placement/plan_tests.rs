@@ -817,3 +817,46 @@ fn a_returning_member_gets_its_parked_roles_back() {
             .all(|role| p.preferred[*role].instance == id(3))
     );
 }
+
+/// Debug aid: the plan for the holders in `$PLAN_HOLDERS` (JSON role → member) over members
+/// node-a..e campaigning for shard-00..59: `PLAN_HOLDERS=f.json cargo test --lib plan_from_file
+/// -- --ignored --nocapture`.
+#[test]
+#[ignore = "a debugging aid"]
+fn plan_from_file() {
+    let Ok(path) = std::env::var("PLAN_HOLDERS") else {
+        return;
+    };
+    let text = std::fs::read_to_string(path).expect("read");
+    let raw: BTreeMap<String, String> = serde_json::from_str(&text).expect("json");
+    let holders: BTreeMap<RoleName, InstanceId> = raw
+        .into_iter()
+        .map(|(r, h)| {
+            (
+                RoleName::new(r).expect("role"),
+                InstanceId::new(h).expect("id"),
+            )
+        })
+        .collect();
+    let roles: BTreeMap<RoleName, i32> = (0..60)
+        .map(|i| (RoleName::new(format!("shard-{i:02}")).expect("valid"), 0))
+        .collect();
+    let live: Vec<Candidate> = ["node-a", "node-b", "node-c", "node-d", "node-e"]
+        .iter()
+        .map(|id| Candidate {
+            roles: roles.clone(),
+            ..Candidate::new(InstanceId::new(*id).expect("valid"))
+        })
+        .collect();
+    let p = plan(&live, &holders);
+    for (r, pref) in &p.preferred {
+        if holders.get(r) != Some(&pref.instance) {
+            println!(
+                "{r}: {:?} -> {}",
+                holders.get(r).map(|h| h.as_str()),
+                pref.instance
+            );
+        }
+    }
+    println!("quota {:?}", p.quota);
+}

@@ -36,6 +36,7 @@ pub fn without_priority(names: &[String]) -> Vec<(String, Option<i32>)> {
 pub fn fleet_dir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("nats-roles-placement-")
+        .disable_cleanup(std::env::var_os("KEEP_FLEET").is_some())
         .tempdir()
         .unwrap_or_else(|e| panic!("temporary directory: {e}"))
 }
