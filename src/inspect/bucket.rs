@@ -146,22 +146,31 @@ impl Inspector {
                     .map(|info| (info, session_of(&entry)))
             })
             .await?;
-        let sessions: HashMap<String, Uuid> = self
+        // Each live session with the time of its last renewal: in protocol v2 a holder renews
+        // its session, not its role keys, so that is when the holder was last heard of.
+        let sessions: HashMap<String, (Uuid, SystemTime)> = self
             .read_keys(
                 |key| key.starts_with(SESSION_PREFIX).then(|| key.to_owned()),
-                |key, entry| live_session(&key, &entry).map(|uuid| (key, uuid)),
+                |key, entry| {
+                    let renewed = SystemTime::from(entry.created);
+                    live_session(&key, &entry).map(|uuid| (key, (uuid, renewed)))
+                },
             )
             .await?
             .into_iter()
             .collect();
         let mut out: Vec<HolderInfo> = roles
             .into_iter()
-            .filter(|(_, session)| {
-                session
-                    .as_ref()
-                    .is_none_or(|(key, uuid)| sessions.get(key) == Some(uuid))
+            .filter_map(|(mut info, session)| match session {
+                None => Some(info),
+                Some((key, uuid)) => {
+                    let (live, renewed) = sessions.get(&key)?;
+                    (*live == uuid).then(|| {
+                        info.renewed_at = Some(*renewed);
+                        info
+                    })
+                }
             })
-            .map(|(info, _)| info)
             .collect();
         out.sort_by(|a: &HolderInfo, b| a.role.cmp(&b.role));
         Ok(out)

@@ -15,7 +15,7 @@ use super::role_input::RoleInput;
 use super::session_link::SessionInput;
 use super::shared::Shared;
 use crate::core::{KeyState, SessionKeyState, Verdict};
-use crate::names::RoleName;
+use crate::names::{InstanceId, RoleName};
 use crate::store::ROLE_PREFIX;
 use crate::tap::WatcherEvent;
 use crate::value::HolderValue;
@@ -356,10 +356,31 @@ fn dispatch_session(shared: &Shared, entry: &Entry) {
     {
         let _ = class.inbox.send(SessionInput::Observed(state.clone()));
     }
+    if let (Some((instance, _)), Operation::Put) = (parse_session_key(&entry.key), entry.operation)
+    {
+        session_renewed(shared, &instance, entry.created.into());
+    }
     let gone = shared
         .book()
         .observe(&entry.key, state, tokio::time::Instant::now());
     holders_gone(shared, gone);
+}
+
+/// A session of `instance` was renewed at `at`: in protocol v2 that, not a role key write, is
+/// when its holders were last heard of (`HolderInfo::renewed_at`, the renewal ages of the API
+/// and dashboard). Updated in place without waking anyone (nothing changed hands).
+fn session_renewed(shared: &Shared, instance: &InstanceId, at: SystemTime) {
+    for tx in shared.holders().values() {
+        tx.send_if_modified(|cur| {
+            if let Some(info) = cur.as_mut()
+                && info.holder.as_ref() == Some(instance)
+                && info.renewed_at.is_none_or(|r| r < at)
+            {
+                info.renewed_at = Some(at);
+            }
+            false
+        });
+    }
 }
 
 /// Interprets one watcher entry of a session key.

@@ -12,6 +12,7 @@ mod kit_smoke;
 mod lease_protocol;
 mod prepare;
 mod proxy;
+mod renewal_age;
 
 /// The `nats-roles` binary (cargo builds it for integration tests).
 pub const BIN: &str = env!("CARGO_BIN_EXE_nats-roles");
