@@ -417,8 +417,14 @@ impl Controller {
         let handing_over = self.in_flight.as_ref().map(|(r, _, _)| r.clone());
         for (name, own) in &mut self.roles {
             let preferred = placement.preferred.get(name).cloned();
-            let fallback = live_plan.as_ref().and_then(|lp| lp.preferred.get(name));
-            let mut delay = hold_back(me, preferred.as_ref(), fallback, is_live, cfg.claim_grace);
+            // While members are silent (crashed, not yet gone), vacancies go where the plan
+            // without them puts them: that is where they belong once the silent members are
+            // gone, and what `nats-roles plan --leave` predicts.
+            let live_choice = live_plan.as_ref().and_then(|lp| lp.preferred.get(name));
+            let mut delay = match live_choice {
+                Some(lp) => hold_back(me, Some(lp), preferred.as_ref(), is_live, cfg.claim_grace),
+                None => hold_back(me, preferred.as_ref(), None, is_live, cfg.claim_grace),
+            };
             if handing_over.as_ref() == Some(name) {
                 delay = cfg.claim_grace;
             }

@@ -454,7 +454,18 @@ pub async fn storm_scenario(bin: &Path, url: &str) -> Vec<OperatorStep> {
     }
     let last = settle(&rec, 40, t, Duration::from_secs(3), Duration::from_secs(30)).await;
     let mut s = step("SIGKILL 4 of 10 at once", &rec, t, last, lost);
-    s.predicted = Some(held(&rec) == predicted);
+    let now = held(&rec);
+    s.predicted = Some(now == predicted);
+    let differ: Vec<String> = now
+        .iter()
+        .filter(|(r, h)| predicted.get(*r) != Some(*h))
+        .map(|(r, h)| {
+            format!(
+                "{r}: {h} not {}",
+                predicted.get(r).map_or("-", String::as_str)
+            )
+        })
+        .collect();
     let taken = rec
         .moves_since(t)
         .iter()
@@ -467,14 +478,19 @@ pub async fn storm_scenario(bin: &Path, url: &str) -> Vec<OperatorStep> {
         .max()
         .unwrap_or_default();
     s.note = format!(
-        "lost roles {lost}, all taken over {:.0} ms after the kill; moves of surviving holders' roles {}",
+        "lost roles {lost}, all taken over {:.0} ms after the kill; moves of surviving holders' roles {}; not as predicted: {}",
         taken.as_secs_f64() * 1000.0,
         rec.moves_since(t)
             .iter()
             .filter(|m| before
                 .get(&m.role)
                 .is_some_and(|h| !killed.contains(&h.as_str())))
-            .count()
+            .count(),
+        if differ.is_empty() {
+            "none".to_owned()
+        } else {
+            differ.join(", ")
+        }
     );
     let refs: Vec<&str> = ids[..6].iter().map(String::as_str).collect();
     fleet.stop_and_check(&refs, &[]).await;
