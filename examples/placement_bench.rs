@@ -182,7 +182,9 @@ async fn main() {
     for i in 0..args.repeats {
         eprintln!("repeat {}/{}", i + 1, args.repeats);
         let server = testkit::NatsServer::start().await;
-        let r = testkit::placement::spread_scenario(&bin, &server.url()).await;
+        let r =
+            testkit::placement::spread_scenario(&bin, &server.url(), testkit::placement::TTL * 10)
+                .await;
         for s in &r.steps {
             converge.entry(s.what).or_default().push(s.converged);
             moves.entry(s.what).or_default().push((s.moves, s.minimum));

@@ -30,13 +30,13 @@ pub struct SpreadReport {
     pub crash_gaps: Vec<(String, bool, Duration)>,
     /// From the SIGKILL to the last of the crashed instance's roles taken over.
     pub crash_takeover: Duration,
-    /// Ownership changes during 10 TTLs of steady state.
+    /// Ownership changes during the steady state (`steady`).
     pub steady_churn: usize,
 }
 
 /// 60 roles: 3 instances, two join (5), one leaves gracefully (4), one is SIGKILLed (3), then
-/// 10 TTLs of steady state. Leadership overlap is checked from the logs before returning.
-pub async fn spread_scenario(bin: &Path, url: &str) -> SpreadReport {
+/// `steady` of steady state. Leadership overlap is checked from the logs before returning.
+pub async fn spread_scenario(bin: &Path, url: &str, steady: Duration) -> SpreadReport {
     let dir = fleet_dir();
     let bucket = unique_bucket("place");
     let all = roles(60);
@@ -113,9 +113,9 @@ pub async fn spread_scenario(bin: &Path, url: &str) -> SpreadReport {
         .max()
         .unwrap_or_default();
 
-    // Steady state: 10 TTLs.
+    // Steady state.
     let steady_from = Instant::now();
-    tokio::time::sleep(TTL * 10).await;
+    tokio::time::sleep(steady).await;
     let steady_churn = rec.churn_since(steady_from);
 
     fleet
