@@ -6,6 +6,7 @@ mod admin;
 mod bodies;
 mod events;
 mod limits;
+mod placement;
 mod readiness;
 
 use std::sync::Arc;
