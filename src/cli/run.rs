@@ -308,8 +308,9 @@ impl Http {
         let Some(bound) = self.bound.take() else {
             return;
         };
-        let options =
-            crate::http::ApiOptions::default().with_admin_token(config.http.admin_token.clone());
+        let options = crate::http::ApiOptions::default()
+            .with_admin_token(config.http.admin_token.clone())
+            .with_local_token(config.http.local_token.clone());
         #[cfg(feature = "otel")]
         let options = {
             let reader = telemetry.prometheus().clone();

@@ -6,7 +6,7 @@ use super::message::name_message;
 use super::validate::{check_admin_token, check_server};
 use super::{
     Config, ConfigError, ConfigProblem, ENV_ADMIN_TOKEN, ENV_BUCKET, ENV_INSTANCE_ID,
-    ENV_NATS_CREDS, ENV_NATS_URL, ENV_VERSION,
+    ENV_LOCAL_TOKEN, ENV_NATS_CREDS, ENV_NATS_URL, ENV_VERSION,
 };
 use crate::core::bucket_settings::check_bucket_name;
 use crate::names::InstanceId;
@@ -21,7 +21,8 @@ impl Config {
     /// - `NATS_ROLES_INSTANCE_ID`: replacing `instance.id`;
     /// - `NATS_ROLES_BUCKET`: replacing `bucket.name`;
     /// - `NATS_ROLES_ADMIN_TOKEN`: replacing `http.admin_token`;
-    /// - `NATS_ROLES_VERSION`: replacing `instance.version`.
+    /// - `NATS_ROLES_VERSION`: replacing `instance.version`;
+    /// - `NATS_ROLES_LOCAL_TOKEN`: replacing `http.local_token`.
     ///
     /// Unset variables and variables whose value is empty or only whitespace
     /// are ignored. Either all overrides are applied or, on error, none.
@@ -74,6 +75,10 @@ impl Config {
             problems.push(ConfigProblem::new(ENV_ADMIN_TOKEN, why));
         }
 
+        let local_token = get(ENV_LOCAL_TOKEN).map(|t| t.trim().to_owned());
+        if let Some(Err(why)) = local_token.as_deref().map(check_admin_token) {
+            problems.push(ConfigProblem::new(ENV_LOCAL_TOKEN, why));
+        }
         let version = get(ENV_VERSION).map(|v| v.trim().to_owned());
         if let Some(Err(e)) = version.as_deref().map(crate::placement::Version::parse) {
             problems.push(ConfigProblem::new(ENV_VERSION, e.to_string()));
@@ -81,6 +86,9 @@ impl Config {
 
         if !problems.is_empty() {
             return Err(ConfigError::Invalid(problems));
+        }
+        if let Some(token) = local_token {
+            self.http.local_token = Some(token);
         }
         if let Some(version) = version {
             self.instance.version = Some(version);

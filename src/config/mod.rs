@@ -96,6 +96,9 @@ pub const ENV_BUCKET: &str = "NATS_ROLES_BUCKET";
 /// of the HTTP API, replacing [`HttpConfig::admin_token`].
 pub const ENV_ADMIN_TOKEN: &str = "NATS_ROLES_ADMIN_TOKEN";
 
+/// Environment variable replacing `http.local_token`.
+pub const ENV_LOCAL_TOKEN: &str = "NATS_ROLES_LOCAL_TOKEN";
+
 /// Environment variable replacing `instance.version`.
 pub const ENV_VERSION: &str = "NATS_ROLES_VERSION";
 
@@ -255,6 +258,12 @@ pub struct HttpConfig {
     /// Default: `None` (admin actions off).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_token: Option<String>,
+    /// Bearer token with which a caller on loopback gets whole fencing tokens from
+    /// `GET /api/self` (the local application fencing its writes); same rules as
+    /// `admin_token`. Redacted in `Debug` output; prefer `NATS_ROLES_LOCAL_TOKEN`.
+    /// Default: `None` (tokens always redacted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_token: Option<String>,
 }
 
 impl Default for HttpConfig {
@@ -263,6 +272,7 @@ impl Default for HttpConfig {
             enabled: true,
             listen: None,
             admin_token: None,
+            local_token: None,
         }
     }
 }
@@ -273,6 +283,7 @@ impl fmt::Debug for HttpConfig {
             .field("enabled", &self.enabled)
             .field("listen", &self.listen)
             .field("admin_token", &Redacted(&self.admin_token))
+            .field("local_token", &Redacted(&self.local_token))
             .finish()
     }
 }

@@ -448,6 +448,9 @@ impl Config {
         if let Some(Err(why)) = h.admin_token.as_deref().map(check_admin_token) {
             p.push("http.admin_token", why);
         }
+        if let Some(Err(why)) = h.local_token.as_deref().map(check_admin_token) {
+            p.push("http.local_token", why);
+        }
     }
 }
 

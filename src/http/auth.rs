@@ -167,7 +167,7 @@ fn audit(caller: &Caller, action: &str, role: &str, outcome: &str, detail: &str)
 }
 
 /// Compares in time independent of where the inputs differ (the length is not secret).
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

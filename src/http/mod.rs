@@ -43,6 +43,7 @@ mod options;
 mod placement;
 mod probes;
 mod roles;
+mod self_view;
 mod server;
 mod state;
 
@@ -60,6 +61,7 @@ pub use error::ErrorBody;
 pub use metrics::PROMETHEUS_CONTENT_TYPE;
 pub use options::{ApiOptions, MetricsText};
 pub use probes::Readiness;
+pub use self_view::{MAX_WAIT, SelfRole, SelfView};
 pub use state::Api;
 
 /// Headers set on every response that has none of its own.
@@ -85,6 +87,7 @@ impl Api {
             .route("/api/drain", post(admin::drain))
             .route("/api/instances", get(roles::instances))
             .route("/api/members", get(placement::members))
+            .route("/api/self", get(self_view::get))
             .route("/api/placement/freeze", post(placement::freeze))
             .route("/api/plan/simulate", post(placement::simulate))
             .route("/api/events", get(events::stream))

@@ -9,6 +9,9 @@ use std::time::Duration;
 pub struct ApiOptions {
     /// Bearer token enabling the admin actions; `None` turns them off.
     pub admin_token: Option<String>,
+    /// Bearer token with which a loopback caller of `GET /api/self` gets whole fencing
+    /// tokens; `None`: tokens are always redacted.
+    pub local_token: Option<String>,
     /// Interval of SSE keep-alive comments. Default: 10 s.
     pub keep_alive: Duration,
     /// How long `release` waits for this instance to leave the role before answering
@@ -42,6 +45,7 @@ impl Default for ApiOptions {
     fn default() -> Self {
         Self {
             admin_token: None,
+            local_token: None,
             keep_alive: Duration::from_secs(10),
             release_wait: Duration::from_secs(10),
             release_cooldown: Duration::from_secs(10),
@@ -60,6 +64,13 @@ impl ApiOptions {
     #[must_use]
     pub fn with_admin_token(mut self, token: Option<String>) -> Self {
         self.admin_token = token;
+        self
+    }
+
+    /// Sets the local token of `GET /api/self` (builder style).
+    #[must_use]
+    pub fn with_local_token(mut self, token: Option<String>) -> Self {
+        self.local_token = token;
         self
     }
 

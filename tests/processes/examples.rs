@@ -172,3 +172,73 @@ fn interrupt(child: &tokio::process::Child) {
         .expect("run kill");
     assert!(status.success(), "kill -INT {pid}");
 }
+
+/// `examples/follow_self.py` (Python, standard library only) follows an instance's roles
+/// through the `GET /api/self` long-poll: it prints the roles held, then the change when one
+/// is released through the admin API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_follower_sees_its_instance_s_roles_change() {
+    const TOKEN: &str = "follow-self-admin-token-0123";
+    let python = ["python3", "python"]
+        .into_iter()
+        .find(|p| {
+            std::process::Command::new(p)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("python3 is needed by this test (Debian package python3); it is not installed");
+    let server = NatsServer::start().await;
+    let mut d = testkit::instances::Deployment::new(
+        &server.url(),
+        "follow-self",
+        &["alpha", "beta"],
+        &format!("http:\n  admin_token: {TOKEN}\n"),
+    );
+    let i = d.start("node-a").await;
+    let (url, port) = (d.instances[i].url.clone(), d.instances[i].port);
+    let mut follower = Command::new(python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/follow_self.py"
+        ))
+        .arg(&url)
+        .env("FOLLOW_CHANGES", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the follower");
+    let mut lines = BufReader::new(follower.stdout.take().expect("stdout")).lines();
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(15), lines.next_line())
+            .await
+            .expect("a line within 15 s")
+            .expect("read")
+            .expect("the follower is running")
+    };
+    // The first answer may come before both roles are held: read until both are.
+    let mut line = next().await;
+    while !(line.contains("alpha (term") && line.contains("beta (term")) {
+        line = next().await;
+    }
+    assert!(line.starts_with("node-a holds "), "{line}");
+    let auth = format!("Bearer {TOKEN}");
+    let (code, body) = testkit::http::request(
+        port,
+        "POST",
+        "/api/roles/alpha/release",
+        &[("Authorization", &auth)],
+        r#"{"cooldown": "1m"}"#,
+    )
+    .await
+    .expect("release");
+    assert!(code == 200 || code == 202, "{code}: {body}");
+    let line = next().await;
+    assert!(line.starts_with("node-a holds beta (term"), "{line}");
+    assert!(!line.contains("alpha"), "{line}");
+    let _ = follower.kill().await;
+    d.terminate(i);
+    d.wait_exit(i, Duration::from_secs(10)).await;
+}

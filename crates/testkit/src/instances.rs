@@ -17,7 +17,7 @@ use crate::process::{SIGTERM, signal};
 
 /// Environment variables the binary reads: removed so the caller's environment cannot change
 /// what a test runs.
-pub const ENV: [&str; 16] = [
+pub const ENV: [&str; 18] = [
     "NATS_URL",
     "NATS_CREDS",
     "NATS_NKEY",
@@ -31,6 +31,8 @@ pub const ENV: [&str; 16] = [
     "NATS_ROLES_BUCKET",
     "NATS_ROLES_LOG_FORMAT",
     "NATS_ROLES_ADMIN_TOKEN",
+    "NATS_ROLES_LOCAL_TOKEN",
+    "NATS_ROLES_VERSION",
     "RUST_LOG",
     "NO_COLOR",
     "TERM",

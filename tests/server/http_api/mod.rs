@@ -8,6 +8,7 @@ mod events;
 mod limits;
 mod placement;
 mod readiness;
+mod self_view;
 
 use std::sync::Arc;
 use std::time::Duration;
