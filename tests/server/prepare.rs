@@ -94,11 +94,19 @@ fn at(log: &Mutex<Vec<(&'static str, Instant)>>, what: &str) -> Option<Instant> 
         .map(|(_, t)| *t)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_holder_releases_only_once_the_receiver_prepared() {
-    let server = NatsServer::start().await;
-    let bucket = "prepare-ready";
-    let a = manager(&server.url(), bucket, "node-a", false, None).await;
+/// node-a leads the role; node-b (whose `on_prepare` takes `takes`, forever when `None`)
+/// joins; node-a drains, so the plan moves the role to node-b. Returns both managers and
+/// node-b's log once node-b was promoted.
+async fn drain_to_a_preparing_receiver(
+    url: &str,
+    bucket: &str,
+    takes: Option<Duration>,
+) -> (
+    RoleManager,
+    RoleManager,
+    Arc<Mutex<Vec<(&'static str, Instant)>>>,
+) {
+    let a = manager(url, bucket, "node-a", false, None).await;
     let handle = a.role(&role("warm")).expect("role");
     tokio::time::timeout(Duration::from_secs(5), handle.wait_leader())
         .await
@@ -106,11 +114,10 @@ async fn the_holder_releases_only_once_the_receiver_prepared() {
         .expect("running");
     let log = Arc::new(Mutex::new(Vec::new()));
     let warm = Warm {
-        takes: Some(Duration::from_millis(500)),
+        takes,
         log: log.clone(),
     };
-    let b = manager(&server.url(), bucket, "node-b", false, Some(warm)).await;
-    // a drains: the plan moves the role to b, which prepares for 500 ms first.
+    let b = manager(url, bucket, "node-b", false, Some(warm)).await;
     assert!(a.set_draining(true));
     let deadline = Instant::now() + Duration::from_secs(10);
     while at(&log, "promoted").is_none() {
@@ -121,6 +128,18 @@ async fn the_holder_releases_only_once_the_receiver_prepared() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    (a, b, log)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_holder_releases_only_once_the_receiver_prepared() {
+    let server = NatsServer::start().await;
+    let (a, b, log) = drain_to_a_preparing_receiver(
+        &server.url(),
+        "prepare-ready",
+        Some(Duration::from_millis(500)),
+    )
+    .await;
     let started = at(&log, "prepare started").expect("b prepared");
     let prepared = at(&log, "prepared").expect("b finished preparing");
     let promoted = at(&log, "promoted").expect("promoted");
@@ -137,29 +156,7 @@ async fn the_holder_releases_only_once_the_receiver_prepared() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receiver_that_never_gets_ready_is_waited_for_the_prepare_timeout_only() {
     let server = NatsServer::start().await;
-    let bucket = "prepare-timeout";
-    let a = manager(&server.url(), bucket, "node-a", false, None).await;
-    let handle = a.role(&role("warm")).expect("role");
-    tokio::time::timeout(Duration::from_secs(5), handle.wait_leader())
-        .await
-        .expect("a leads")
-        .expect("running");
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let warm = Warm {
-        takes: None,
-        log: log.clone(),
-    };
-    let b = manager(&server.url(), bucket, "node-b", false, Some(warm)).await;
-    assert!(a.set_draining(true));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while at(&log, "promoted").is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "b never promoted: {:?}",
-            log.lock().expect("log")
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (a, b, log) = drain_to_a_preparing_receiver(&server.url(), "prepare-timeout", None).await;
     let started = at(&log, "prepare started").expect("b started preparing");
     let promoted = at(&log, "promoted").expect("promoted");
     let waited = promoted - started;
