@@ -275,6 +275,7 @@ impl RoleManager {
         }
         let _ = slot.inbox.send(RoleInput::Stop);
         let _ = slot.task.await;
+        self.shared.vacancies.forget(role);
         Ok(())
     }
 

@@ -120,8 +120,8 @@ impl RoleTask {
                             if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
                                 self.shared.bucket_check.notify_one();
                             }
-                            if kind == WriteKind::Release && matches!(o, WriteOutcome::Ok { .. }) {
-                                self.release_stored(now);
+                            if let (WriteKind::Release, WriteOutcome::Ok { revision }) = (kind, o) {
+                                self.release_stored(revision, now);
                             }
                             self.tap(TapEvent::WriteCompleted { op, kind, outcome: o, elapsed });
                             // P6: the highest revision seen in this bucket (any key: the
@@ -623,7 +623,7 @@ impl RoleTask {
 
     /// Our delete of the role was stored: the vacancy starts now (measured here until the
     /// watcher shows the next holder).
-    fn release_stored(&self, now: Instant) {
+    fn release_stored(&self, revision: u64, now: Instant) {
         use super::vacancy::VacancyCause;
         let cause = match self.status.borrow().last_demote_reason {
             Some(DemoteReason::Released(crate::core::ReleaseReason::Placement)) => {
@@ -631,7 +631,13 @@ impl RoleTask {
             }
             _ => VacancyCause::HandOver,
         };
-        self.shared.vacancies.released(&self.role, cause, now);
+        if let Some((cause, took)) =
+            self.shared
+                .vacancies
+                .released(&self.role, cause, revision, now, &self.shared.instance)
+        {
+            super::watcher::record_vacancy(&self.shared, &self.role, cause, took);
+        }
     }
 
     fn tap(&self, event: TapEvent) {

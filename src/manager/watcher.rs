@@ -324,26 +324,42 @@ fn measure_vacancy(
     gone: bool,
     now: tokio::time::Instant,
 ) {
+    if !shared.roles().contains_key(role) {
+        return; // only roles this instance takes part in are measured here
+    }
     match state {
         KeyState::Vacant { expired: true, .. } => shared.vacancies.crashed(role, now),
         _ if gone => shared.vacancies.crashed(role, now),
-        KeyState::Held { .. } => {
+        KeyState::Vacant { revision, .. } => shared.vacancies.deleted(role, *revision, now),
+        KeyState::Held { revision, .. } => {
             if let Some(holder) = state.lease().map(|v| &v.holder)
                 && let Some((cause, took)) =
-                    shared.vacancies.held(role, holder, &shared.instance, now)
+                    shared
+                        .vacancies
+                        .held(role, holder, *revision, &shared.instance, now)
             {
-                shared.tap.record(
-                    &shared.instance,
-                    role,
-                    crate::tap::TapEvent::VacancyEnded {
-                        cause: cause.as_str(),
-                        took,
-                    },
-                );
+                record_vacancy(shared, role, cause, took);
             }
         }
         _ => {}
     }
+}
+
+/// A vacancy this instance measured ended after `took`.
+pub(crate) fn record_vacancy(
+    shared: &Shared,
+    role: &RoleName,
+    cause: super::vacancy::VacancyCause,
+    took: std::time::Duration,
+) {
+    shared.tap.record(
+        &shared.instance,
+        role,
+        crate::tap::TapEvent::VacancyEnded {
+            cause: cause.as_str(),
+            took,
+        },
+    );
 }
 
 /// A session key's entry: the session book learns it (roles resting on a session that is now
