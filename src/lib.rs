@@ -55,6 +55,8 @@ pub mod tooling;
 
 mod core;
 mod election;
+#[cfg(feature = "cli")]
+mod exec;
 mod history;
 #[cfg(any(feature = "tooling", feature = "http"))]
 mod inspect;

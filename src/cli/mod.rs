@@ -5,6 +5,7 @@
 
 pub(crate) mod conn;
 pub(crate) mod evict;
+mod exec;
 pub(crate) mod history;
 #[cfg(feature = "http")]
 pub(crate) mod listen;

@@ -54,6 +54,12 @@ enum Command {
     /// Recorded election histories (docs/reliability.md).
     #[command(subcommand)]
     History(super::history::HistoryCommand),
+    /// Campaign for one role, run a command while holding it, release it when the command
+    /// exits, and exit with its status (docs/exec.md).
+    Exec(super::exec::ExecArgs),
+    /// Internal: the watchdog of a role's child process (started by `run` and `exec`).
+    #[command(hide = true)]
+    Watchdog(crate::exec::watchdog::WatchdogArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -114,6 +120,8 @@ pub(crate) fn main() -> ExitCode {
         Command::Freeze(args) => super::outcome::block_on(super::plan::freeze(args)),
         Command::Unfreeze(args) => super::outcome::block_on(super::plan::unfreeze(args)),
         Command::History(command) => super::history::run(command),
+        Command::Exec(args) => super::exec::run(args),
+        Command::Watchdog(args) => crate::exec::watchdog::main(args),
     }
 }
 
@@ -382,6 +390,21 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         .await
         .map_err(runtime)?;
     let mut builder = RoleManager::from_config(client, &config, errors).map_err(runtime)?;
+    let processes = crate::exec::supervisor::ProcessContext {
+        instance: id.clone(),
+        history: args.history.clone(),
+        manager: crate::exec::supervisor::ManagerSlot::default(),
+        exits: None,
+        prefix_output: true,
+    };
+    for role in &config.roles {
+        if let Some(p) = crate::exec::supervisor::RoleProcesses::for_role(role, &processes) {
+            builder.set_callbacks(
+                &role.name,
+                crate::exec::supervisor::ProcessCallbacks::new(p),
+            );
+        }
+    }
     #[cfg(feature = "otel")]
     {
         builder = builder.meter(telemetry.meter());
@@ -431,6 +454,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         }
     });
     let manager = Arc::new(builder.start().await.map_err(runtime)?);
+    processes.manager.set(&manager);
     http.start(&manager, &config, telemetry);
     let _ = url_printed.send(());
     super::signal::shutdown_signal().await;

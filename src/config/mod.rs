@@ -45,6 +45,7 @@ use nats::Redacted;
 
 mod env;
 mod error;
+mod exec;
 mod inline;
 mod instance;
 mod load;
@@ -59,6 +60,7 @@ mod validate;
 mod yaml;
 
 pub use error::{ConfigError, ConfigProblem};
+pub use exec::{ExecConfig, HookConfig, OnExit, StopSignal, program_problem};
 pub use instance::InstanceConfig;
 pub use nats::{NatsConfig, TlsConfig};
 pub use roles::RoleConfig;

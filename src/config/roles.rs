@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 use serde::de::MapAccess;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::exec::{ExecConfig, HookConfig};
 use super::inline::{self, Extra, MainPart};
 use super::instance::InstanceConfig;
 use super::message::name_message;
@@ -40,6 +41,22 @@ pub struct RoleConfig {
     /// their weight; 1 to 1000. Default: `1`.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub weight: u32,
+    /// A command the binary runs while this instance holds the role (docs/exec.md).
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec: Option<ExecConfig>,
+    /// A command run when this instance becomes the holder (before `exec` starts).
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_promote: Option<HookConfig>,
+    /// A command run when this instance stopped being the holder (after `exec` ended).
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_demote: Option<HookConfig>,
+    /// A command run when placement chose this instance to receive the role by a voluntary
+    /// move (warm hand-over; the holder waits for it). Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_prepare: Option<HookConfig>,
     /// Overrides of the top-level timing, written inline (`ttl: 5s` in the role's entry).
     /// Default: none (inherit every value).
     #[serde(flatten, skip_deserializing)]
@@ -58,6 +75,10 @@ impl RoleConfig {
             priority: None,
             takeover: Takeover::Voluntary,
             weight: 1,
+            exec: None,
+            on_promote: None,
+            on_demote: None,
+            on_prepare: None,
             timing: TimingOverrides::default(),
         }
     }

@@ -336,6 +336,8 @@ impl Config {
                 first_index.insert(&role.name, i);
             }
 
+            self.check_role_processes(i, role, p);
+
             if !(1..=1000).contains(&role.weight) {
                 p.push(
                     format!("roles[{i}].weight"),
@@ -384,6 +386,85 @@ impl Config {
                         .iter()
                         .map(|f| format!("roles[{i}].{f}"))
                         .collect(),
+                );
+            }
+        }
+    }
+
+    /// `roles[i].exec` and the hooks: a program that exists and is executable (found in
+    /// `PATH` for a bare name), sane timeouts, an `exec` child that stops before the lease is
+    /// deleted.
+    fn check_role_processes(&self, i: usize, role: &RoleConfig, p: &mut Problems) {
+        let mut command = |field: String, argv: &[String]| match argv.first() {
+            None => p.push(field, "must not be empty"),
+            Some(program) => {
+                if let Some(problem) = program_problem(program) {
+                    p.push(format!("{field}[0]"), problem);
+                }
+            }
+        };
+        if let Some(exec) = &role.exec {
+            command(format!("roles[{i}].exec.command"), &exec.command);
+        }
+        let hooks = [
+            ("on_promote", &role.on_promote),
+            ("on_demote", &role.on_demote),
+            ("on_prepare", &role.on_prepare),
+        ];
+        for (name, hook) in hooks {
+            if let Some(h) = hook {
+                command(format!("roles[{i}].{name}.command"), &h.command);
+            }
+        }
+        for (name, hook) in hooks {
+            if let Some(h) = hook {
+                let field = format!("roles[{i}].{name}.timeout");
+                if h.timeout.is_zero() {
+                    p.push(field, "must be greater than 0s");
+                } else {
+                    p.at_most(&field, h.timeout, MAX_DURATION);
+                }
+            }
+        }
+        let Some(exec) = &role.exec else {
+            return;
+        };
+        if !role.campaign {
+            p.push(
+                format!("roles[{i}].exec"),
+                "an observed role (campaign: false) is never held here, so its command would never run",
+            );
+        }
+        let drain = self.shutdown.drain_timeout;
+        if exec.stop_timeout >= drain {
+            p.push_related(
+                format!("roles[{i}].exec.stop_timeout"),
+                format!(
+                    "{} must be shorter than shutdown.drain_timeout ({}): a graceful hand-over \
+                     waits for the child to be gone before deleting the lease, at most the \
+                     drain timeout",
+                    fmt_duration(exec.stop_timeout),
+                    fmt_duration(drain)
+                ),
+                vec!["shutdown.drain_timeout".to_owned()],
+            );
+        }
+        if exec.restart_backoff.is_zero() {
+            p.push(
+                format!("roles[{i}].exec.restart_backoff"),
+                "must be greater than 0s",
+            );
+        }
+        p.at_most(
+            &format!("roles[{i}].exec.restart_backoff"),
+            exec.restart_backoff,
+            MAX_DURATION,
+        );
+        for name in exec.env.keys() {
+            if name.is_empty() || name.contains('=') || name.contains('\0') {
+                p.push(
+                    format!("roles[{i}].exec.env"),
+                    format!("{name:?} is not a valid environment variable name"),
                 );
             }
         }

@@ -155,6 +155,30 @@ pub enum Event {
         /// The workload's write id.
         write_id: u64,
     },
+    /// An `exec` role's child process started (written by its watchdog process).
+    ChildStart {
+        /// Bucket epoch of the token.
+        epoch: u64,
+        /// Term number of the token.
+        term: u64,
+        /// The child's process id (its process group).
+        pid: u32,
+    },
+    /// An `exec` role's child process and every process of its group are gone (written by its
+    /// watchdog process once none is left).
+    ChildStop {
+        /// Bucket epoch of the token.
+        epoch: u64,
+        /// Term number of the token.
+        term: u64,
+        /// The child's process id.
+        pid: u32,
+        /// How it ended: `exit N` or `signal N`.
+        status: String,
+        /// Why the watchdog killed the group, when it did (`deadline`, `stop_timeout`, …).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        killed: Option<String>,
+    },
     /// A fenced write of role data completed.
     FencedWrite {
         /// Bucket epoch of the token.

@@ -262,9 +262,12 @@ fn write_loop(rx: &mpsc::Receiver<String>, file: File) {
     let mut last_flush = std::time::Instant::now();
     loop {
         match rx.recv_timeout(FLUSH_INTERVAL) {
-            Ok(line) => {
+            Ok(mut line) => {
+                // One write per line: the buffer is flushed at line boundaries only, so the
+                // lines a role's watchdog process appends to the same file (`exec` roles) never
+                // land inside one of ours.
+                line.push('\n');
                 let _ = out.write_all(line.as_bytes());
-                let _ = out.write_all(b"\n");
                 dirty = true;
             }
             Err(RecvTimeoutError::Timeout) => {}

@@ -226,6 +226,18 @@ impl RoleManagerBuilder {
         self
     }
 
+    /// Replaces the callbacks of the role `name` added before (the binary's `exec` roles).
+    #[cfg(feature = "cli")]
+    pub(crate) fn set_callbacks(
+        &mut self,
+        name: &crate::names::RoleName,
+        callbacks: impl crate::callbacks::RoleCallbacks,
+    ) {
+        if let Some(spec) = self.roles.iter_mut().find(|r| r.name() == name) {
+            spec.callbacks = std::sync::Arc::new(callbacks);
+        }
+    }
+
     /// Opens (or creates) the bucket, starts the watcher and every role.
     ///
     /// # Errors

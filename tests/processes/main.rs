@@ -7,6 +7,7 @@ mod cli;
 mod dashboard_browser;
 mod election;
 mod examples;
+mod exec;
 mod http_processes;
 mod observability;
 mod operator_cli;

@@ -93,6 +93,7 @@ pub struct Deployment {
     /// The instances, in start order.
     pub instances: Vec<Instance>,
     env: Vec<(String, String)>,
+    args: Vec<String>,
 }
 
 impl Deployment {
@@ -117,12 +118,19 @@ impl Deployment {
             bucket: bucket.to_owned(),
             instances: Vec::new(),
             env: Vec::new(),
+            args: Vec::new(),
         }
     }
 
     /// Sets an environment variable for instances started from now on.
     pub fn env(&mut self, name: &str, value: &str) {
         self.env.push((name.to_owned(), value.to_owned()));
+    }
+
+    /// Adds an argument of `run` for instances started from now on; `{id}` in it is replaced
+    /// with the instance id, `{dir}` with the temporary directory.
+    pub fn arg(&mut self, arg: &str) {
+        self.args.push(arg.to_owned());
     }
 
     /// The temporary directory (config, logs).
@@ -143,6 +151,10 @@ impl Deployment {
             .arg(&self.config)
             .args(["--instance-id", id, "--server", &self.nats_url])
             .args(["--http", "127.0.0.1:0"])
+            .args(self.args.iter().map(|a| {
+                a.replace("{id}", id)
+                    .replace("{dir}", &self.dir.path().to_string_lossy())
+            }))
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr));
         for (k, v) in &self.env {

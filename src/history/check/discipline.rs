@@ -96,6 +96,13 @@ impl<'a> Checker<'a> {
         let mut open: HashMap<String, Open> = HashMap::new();
         let mut closed: HashMap<String, (u64, u64)> = HashMap::new();
         let mut promoted: BTreeSet<(String, (u64, u64))> = BTreeSet::new();
+        // The last deadline of each term (node clock), renewals while draining included: an
+        // `exec` child must be gone by it.
+        let mut last_deadline: HashMap<(String, (u64, u64)), u64> = HashMap::new();
+        // `exec` children running: (role, pid) -> (token, start).
+        let mut children: HashMap<(String, u32), ((u64, u64), u64)> = HashMap::new();
+        // Ends of children's runs: (role, token, end).
+        let mut child_ends: Vec<(String, (u64, u64), u64)> = Vec::new();
         for e in seg {
             let Some(role) = e.rec.role.clone() else {
                 continue;
@@ -116,6 +123,7 @@ impl<'a> Checker<'a> {
                 } => {
                     self.stats.promotes += 1;
                     let token = (*epoch, *term);
+                    last_deadline.insert((role.clone(), token), *deadline_ns);
                     if let Some(prev) = open.remove(&role) {
                         let end = prev.lapsed_at.unwrap_or(e.t).min(e.t);
                         self.terms.push(TermRec {
@@ -157,6 +165,9 @@ impl<'a> Checker<'a> {
                     deadline_ns,
                 } => {
                     let token = (*epoch, *term);
+                    if let Some(d) = last_deadline.get_mut(&(role.clone(), token)) {
+                        *d = (*d).max(*deadline_ns);
+                    }
                     match open.get_mut(&role) {
                         Some(o) if o.token == token && o.lapsed_at.is_none() => {
                             o.deadline_raw = o.deadline_raw.max(*deadline_ns);
@@ -237,6 +248,47 @@ impl<'a> Checker<'a> {
                         self.violate_by(Invariant::S5, &role, node, *term, e.t, msg);
                     }
                 }
+                Event::ChildStart { epoch, term, pid } => {
+                    self.stats.child_runs += 1;
+                    let token = (*epoch, *term);
+                    children.insert((role.clone(), *pid), (token, e.t));
+                    let problem = match open.get(&role) {
+                        Some(o) if o.token == token && raw < o.deadline_raw => None,
+                        Some(o) if o.token == token => Some(format!(
+                            "{node} started its command (pid {pid}) in term {term} {:.3} ms after its deadline",
+                            (raw - o.deadline_raw) as f64 / MS
+                        )),
+                        _ => Some(format!(
+                            "{node} started its command (pid {pid}) in term {term}, which it does not hold"
+                        )),
+                    };
+                    if let (Some(msg), true) = (problem, judge) {
+                        self.violate_by(Invariant::S5, &role, node, *term, e.t, msg);
+                    }
+                }
+                Event::ChildStop {
+                    epoch, term, pid, ..
+                } => {
+                    let token = (*epoch, *term);
+                    children.remove(&(role.clone(), *pid));
+                    child_ends.push((role.clone(), token, e.t));
+                    let deadline = last_deadline.get(&(role.clone(), token)).copied();
+                    if let (Some(d), true) = (deadline, judge)
+                        && raw > d
+                    {
+                        self.violate_by(
+                            Invariant::S5,
+                            &role,
+                            node,
+                            *term,
+                            e.t,
+                            format!(
+                                "{node}'s command (pid {pid}) of term {term} ran {:.3} ms past the term's deadline",
+                                (raw - d) as f64 / MS
+                            ),
+                        );
+                    }
+                }
                 Event::FencedWrite {
                     epoch,
                     term,
@@ -287,6 +339,38 @@ impl<'a> Checker<'a> {
                     None,
                     format!("{node} stopped cleanly with term {} still open", o.token.1),
                 );
+            }
+        }
+        // Children with no stop record: running until the end of the history.
+        let history_end = self.all.last().map_or(end, |e| e.t);
+        let mut unstopped: Vec<_> = children.into_iter().collect();
+        unstopped.sort_by_key(|((_, pid), (_, t))| (*t, *pid));
+        for ((role, pid), (token, _)) in unstopped {
+            child_ends.push((role.clone(), token, history_end));
+            if judge && (clean || killed.is_some()) {
+                self.violate(
+                    Invariant::S5,
+                    Some(&role),
+                    vec![node.to_string()],
+                    vec![token.1],
+                    end,
+                    None,
+                    format!(
+                        "{node}'s command (pid {pid}) of term {} has no stop record: it may still run",
+                        token.1
+                    ),
+                );
+            }
+        }
+        // A term acts until its child is gone too (S4 judges the child's run with the term's).
+        for (role, token, child_end) in child_ends {
+            if let Some(t) = self
+                .terms
+                .iter_mut()
+                .rev()
+                .find(|t| t.node == node && t.role == role && t.token == token)
+            {
+                t.act_end = t.act_end.max(child_end);
             }
         }
         Life {

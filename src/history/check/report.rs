@@ -75,6 +75,8 @@ pub struct Stats {
     pub demotes: u64,
     /// Leader acts.
     pub acts: u64,
+    /// Runs of `exec` role commands (child processes).
+    pub child_runs: u64,
     /// Fenced writes stored.
     pub fenced_accepted: u64,
     /// Fenced writes refused.
@@ -191,13 +193,14 @@ impl Report {
         let st = &self.stats;
         let _ = writeln!(
             s,
-            "{} nodes, {} roles, {:.0} ms: {} promotes, {} demotes, {} acts, fenced writes {} stored / {} refused / {} unknown, {} faults",
+            "{} nodes, {} roles, {:.0} ms: {} promotes, {} demotes, {} acts, {} command runs, fenced writes {} stored / {} refused / {} unknown, {} faults",
             st.nodes.len(),
             st.roles.len(),
             st.duration_ms,
             st.promotes,
             st.demotes,
             st.acts,
+            st.child_runs,
             st.fenced_accepted,
             st.fenced_refused,
             st.fenced_unknown,

@@ -158,6 +158,32 @@ impl H {
     fn check(&self) -> Report {
         check(&self.0)
     }
+    fn child_start(self, ms: u64, node: &str, term: u64, pid: u32) -> Self {
+        self.ev(
+            ms,
+            node,
+            Some("r"),
+            Event::ChildStart {
+                epoch: E,
+                term,
+                pid,
+            },
+        )
+    }
+    fn child_stop(self, ms: u64, node: &str, term: u64, pid: u32) -> Self {
+        self.ev(
+            ms,
+            node,
+            Some("r"),
+            Event::ChildStop {
+                epoch: E,
+                term,
+                pid,
+                status: "signal 15".into(),
+                killed: None,
+            },
+        )
+    }
 }
 
 /// n1 holds term 2 from 10 ms, releases at 500 ms; n2 holds term 9 from 502 ms until 900 ms.
@@ -699,4 +725,78 @@ fn a_fault_the_holder_rides_out_is_not_a_fail_over() {
     assert!(r.is_clean(), "{}", r.render_text());
     assert!(r.stats.failovers.is_empty(), "{:?}", r.stats.failovers);
     assert_eq!(r.stats.ridden_out, 1);
+}
+
+/// n1 runs an `exec` child in term 2 (promote 10 ms, deadline 910 ms, released at 500 ms);
+/// n2 promotes term 9 at 502 ms.
+fn with_child(start_ms: u64, stop_ms: Option<u64>) -> H {
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .start(0, "n2")
+        .promote(10, "n1", 2, 910)
+        .child_start(start_ms, "n1", 2, 4242)
+        .demote(480, "n1", 2);
+    let h = match stop_ms {
+        Some(ms) => h.child_stop(ms, "n1", 2, 4242),
+        None => h,
+    };
+    h.promote(502, "n2", 9, 1400)
+        .stop(600, "n1")
+        .demote(900, "n2", 9)
+        .stop(901, "n2")
+}
+
+#[test]
+fn exec_children_are_judged_like_leader_work() {
+    // Stopped after the demote but before the next holder's promote: clean.
+    let r = with_child(20, Some(495)).check();
+    assert!(r.violations.is_empty(), "{}", r.render_text());
+    assert_eq!(r.stats.child_runs, 1);
+    // Still running when n2 promoted: both held the role (S4).
+    let r = with_child(20, Some(560)).check();
+    only(&r, Invariant::S4);
+    // Started outside its term's validity: S5.
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .promote(10, "n1", 2, 300)
+        .child_start(310, "n1", 2, 7)
+        .child_stop(320, "n1", 2, 7)
+        .demote(350, "n1", 2)
+        .stop(400, "n1");
+    let r = h.check();
+    only(&r, Invariant::S5);
+    assert!(
+        r.violations
+            .iter()
+            .any(|v| v.message.contains("after its deadline")),
+        "{}",
+        r.render_text()
+    );
+    // Stopped past the term's deadline (a renewal while draining moves it): S5.
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .promote(10, "n1", 2, 300)
+        .child_start(20, "n1", 2, 7)
+        .demote(100, "n1", 2)
+        .renew(150, "n1", 2, 400)
+        .child_stop(390, "n1", 2, 7)
+        .stop(400, "n1");
+    assert!(
+        h.check().violations.is_empty(),
+        "{}",
+        h.check().render_text()
+    );
+    let h = H::trial(1000)
+        .start(0, "n1")
+        .promote(10, "n1", 2, 300)
+        .child_start(20, "n1", 2, 7)
+        .demote(100, "n1", 2)
+        .child_stop(390, "n1", 2, 7)
+        .stop(400, "n1");
+    only(&h.check(), Invariant::S5);
+    // No stop record although the node stopped: it may still run (S5), and it overlaps n2's
+    // term (S4).
+    let r = with_child(20, None).check();
+    assert!(r.has(Invariant::S5), "{}", r.render_text());
+    assert!(r.has(Invariant::S4), "{}", r.render_text());
 }

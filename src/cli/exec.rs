@@ -1,0 +1,247 @@
+//! `nats-roles exec --role NAME -- cmd args…`: campaign for one role, run the command while
+//! holding it (under a watchdog, like an `exec` role of `run`), release the role when it
+//! exits and exit with its status — `etcdctl lock` / `consul lock`, with the child killed
+//! before the role can pass to another holder (docs/exec.md).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tracing::info;
+
+use super::conn::ConnArgs;
+use super::outcome::{EXIT_RUNTIME, Failure};
+use crate::config::{Config, ExecConfig, OnExit, RoleConfig, StopSignal};
+use crate::exec::child::Exit;
+use crate::exec::supervisor::{ManagerSlot, ProcessCallbacks, ProcessContext, RoleProcesses};
+use crate::{InstanceId, RoleEvent, RoleManager, RoleName};
+
+/// `nats-roles exec`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ExecArgs {
+    /// The role to hold while the command runs.
+    #[arg(long)]
+    role: String,
+    #[command(flatten)]
+    conn: ConnArgs,
+    /// This instance's id [default: instance.id of --config, NATS_ROLES_INSTANCE_ID, or
+    /// exec-<host>-<pid>].
+    #[arg(long)]
+    instance_id: Option<String>,
+    /// Create the bucket if it does not exist.
+    #[arg(long)]
+    auto_create: bool,
+    /// The lease TTL (fail-over time if this process dies) [default: timing.ttl of --config,
+    /// or 10s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    ttl: Option<Duration>,
+    /// The signal Ctrl-C, SIGTERM or a lost role sends the command first.
+    #[arg(long, default_value = "SIGTERM", value_parser = StopSignal::parse)]
+    stop_signal: StopSignal,
+    /// How long the command may take to exit after the stop signal before its process group
+    /// is killed (shorter than shutdown.drain_timeout, 5s by default).
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    stop_timeout: Duration,
+    /// Record the election history (and the command's run) as JSON lines to FILE.
+    #[arg(long, value_name = "FILE")]
+    history: Option<PathBuf>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Runs `nats-roles exec`; exits with the command's status (128 + signal when signalled,
+/// 127 when it cannot be started), 1 when the role was lost while it ran or on a runtime
+/// failure, 2 for bad usage.
+pub(crate) fn run(args: ExecArgs) -> ExitCode {
+    let config = match config(&args) {
+        Ok(c) => c,
+        Err(f) => return f.report(),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return Failure::Runtime(format!("cannot start the runtime: {e}")).report(),
+    };
+    match runtime.block_on(hold_and_run(config, &args)) {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(EXIT_RUNTIME)),
+        Err(f) => f.report(),
+    }
+}
+
+/// The configuration: `--config` (or defaults) with the flags, one role running the command.
+fn config(args: &ExecArgs) -> Result<Config, Failure> {
+    let mut config = args.conn.config()?;
+    let role = RoleName::new(args.role.as_str())
+        .map_err(|e| Failure::Usage(format!("--role {:?}: {e}", args.role)))?;
+    if let Some(id) = &args.instance_id {
+        config.instance.id = Some(
+            InstanceId::new(id.as_str())
+                .map_err(|e| Failure::Usage(format!("--instance-id {id:?}: {e}")))?,
+        );
+    } else if config.instance.id.is_none() {
+        config
+            .apply_env(|name| std::env::var(name).ok())
+            .map_err(|e| Failure::Usage(format!("environment: {e}")))?;
+    }
+    if config.instance.id.is_none() {
+        let id = format!("exec-{}-{}", hostname(), std::process::id());
+        config.instance.id = InstanceId::new(id.as_str()).ok();
+    }
+    if let Some(ttl) = args.ttl {
+        config.timing.ttl = ttl;
+    }
+    config.bucket.auto_create |= args.auto_create;
+    // The file's entry for the role keeps its timing and priority; its processes do not run.
+    let mut entry = config
+        .roles
+        .iter()
+        .find(|r| r.name == role)
+        .cloned()
+        .unwrap_or_else(|| RoleConfig::new(role));
+    entry.campaign = true;
+    entry.on_promote = None;
+    entry.on_demote = None;
+    entry.on_prepare = None;
+    entry.exec = Some(ExecConfig {
+        command: args.command.clone(),
+        env: Default::default(),
+        stop_signal: args.stop_signal,
+        stop_timeout: args.stop_timeout,
+        on_exit: OnExit::Release,
+        restart_backoff: Duration::from_secs(1),
+    });
+    config.roles = vec![entry];
+    config
+        .validate()
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    Ok(config)
+}
+
+/// The host's name (for the default instance id).
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes to the valid buffer.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "host".into();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    let name: String = String::from_utf8_lossy(&buf[..end])
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if name.is_empty() { "host".into() } else { name }
+}
+
+/// Why the wait for the command ended.
+enum Ending {
+    /// The command ended while the role was held.
+    Exited(Exit),
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+    /// The role was lost while the command ran (it was stopped).
+    Lost(String),
+}
+
+async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
+    let runtime = |e: crate::Error| Failure::Runtime(e.to_string());
+    let id = config
+        .require_instance_id()
+        .map_err(|e| Failure::Usage(e.to_string()))?
+        .clone();
+    let Some(role) = config.roles.first().cloned() else {
+        return Err(Failure::Usage("no role".into()));
+    };
+    let (client, errors) = crate::connect(&config.nats, &format!("nats-roles-exec/{id}"))
+        .await
+        .map_err(runtime)?;
+    let mut builder = RoleManager::from_config(client, &config, errors).map_err(runtime)?;
+    let recorder = match &args.history {
+        Some(path) => {
+            let recorder = crate::history::HistoryRecorder::create(path, &id)
+                .map_err(|e| Failure::Usage(format!("--history {}: {e}", path.display())))?;
+            recorder.start(std::slice::from_ref(&role.name));
+            builder = builder.history(recorder.clone());
+            Some(recorder)
+        }
+        None => None,
+    };
+    let (exits_tx, mut exits) = mpsc::unbounded_channel();
+    let context = ProcessContext {
+        instance: id.clone(),
+        history: args.history.clone(),
+        manager: ManagerSlot::default(),
+        exits: Some(exits_tx),
+        prefix_output: false,
+    };
+    if let Some(p) = RoleProcesses::for_role(&role, &context) {
+        builder.set_callbacks(&role.name, ProcessCallbacks::new(p));
+    }
+    let mut events = builder.events();
+    let manager = std::sync::Arc::new(builder.start().await.map_err(runtime)?);
+    context.manager.set(&manager);
+    info!(role = %role.name, instance = %id, "campaigning");
+    let signal = super::signal::wait_signal();
+    tokio::pin!(signal);
+    let ending = loop {
+        tokio::select! {
+            exit = exits.recv() => match exit {
+                Some(exit) => break Ending::Exited(exit),
+                None => break Ending::Lost("the role's processes ended".into()),
+            },
+            () = &mut signal => break Ending::Interrupted,
+            event = events.recv() => match event {
+                Ok(RoleEvent::Demoted { reason, .. })
+                    if !matches!(reason, crate::DemoteReason::Released(_)) =>
+                {
+                    break Ending::Lost(reason.to_string());
+                }
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    break Ending::Lost("the manager stopped".into());
+                }
+            },
+        }
+    };
+    // Stops the command if it still runs (a graceful stop), then releases the role.
+    let shutdown = manager.shutdown(config.shutdown.timeout).await;
+    if let Some(recorder) = recorder {
+        let _ = tokio::task::spawn_blocking(move || recorder.stop()).await;
+    }
+    shutdown.map_err(runtime)?;
+    match ending {
+        Ending::Exited(Exit::Failed(msg)) => {
+            eprintln!("nats-roles: {msg}");
+            Ok(127)
+        }
+        Ending::Exited(exit) => Ok(exit.code()),
+        Ending::Interrupted => {
+            // The command's own status when it ran (it was stopped by the shutdown).
+            Ok(exits.try_recv().map_or(130, |e| e.code()))
+        }
+        Ending::Lost(reason) => {
+            eprintln!(
+                "nats-roles: lost role {} while the command ran ({reason}); the command was stopped",
+                role.name
+            );
+            Ok(i32::from(EXIT_RUNTIME))
+        }
+    }
+}

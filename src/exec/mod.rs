@@ -1,0 +1,14 @@
+//! Leader work in any language (binary, cargo feature `cli`; docs/exec.md): a role's `exec`
+//! command runs while this instance holds the role, under a watchdog process that kills its
+//! whole process group before the holder's local deadline — even when the manager is stopped
+//! or gone — and hooks run on the role's transitions.
+//!
+//! * [`watchdog`] — the watchdog process (`nats-roles watchdog`, hidden);
+//! * [`wire`] — the lines the manager and a watchdog exchange;
+//! * [`child`] — the manager's side of one watched child;
+//! * [`supervisor`] — the role callbacks that run hooks and children term by term.
+
+pub(crate) mod child;
+pub(crate) mod supervisor;
+pub(crate) mod watchdog;
+pub(crate) mod wire;

@@ -1,0 +1,329 @@
+//! [`RoleProcesses`]: the callbacks of a role declared with `exec` or hooks in the binary's
+//! configuration. On promotion: the `on_promote` hook, then the `exec` child (under its
+//! watchdog, whose deadline follows every renewal); on demotion: the child is stopped and gone
+//! before `on_demote` returns (so before a graceful release deletes the lease), then the
+//! `on_demote` hook. The callbacks of a role run one at a time, in order (protocol P9), so the
+//! hooks and children of consecutive terms never overlap.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use super::child::{ChildSpec, Exit, HistoryTarget, Watched};
+use crate::RoleManager;
+use crate::callbacks::{BoxFuture, Demotion, RoleCallbacks};
+use crate::config::{ExecConfig, HookConfig, OnExit, RoleConfig};
+use crate::leadership::Leadership;
+use crate::names::{InstanceId, RoleName};
+
+/// Longest delay between restarts of a failing child (unless `restart_backoff` is longer).
+const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(30);
+/// A run at least this long resets the restart backoff.
+const STABLE_RUN: Duration = Duration::from_secs(10);
+/// Cooldown after a child could not be started (the role is released).
+const START_FAILURE_COOLDOWN: Duration = Duration::from_secs(30);
+
+/// The manager, once started: a child that exits asks it to release the role.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ManagerSlot(Arc<OnceLock<Weak<RoleManager>>>);
+
+impl ManagerSlot {
+    /// The manager is running.
+    pub(crate) fn set(&self, manager: &Arc<RoleManager>) {
+        let _ = self.0.set(Arc::downgrade(manager));
+    }
+
+    fn release(&self, role: &RoleName, cooldown: Duration) {
+        match self.0.get().and_then(Weak::upgrade) {
+            Some(m) => {
+                if let Err(e) = m.release(role, cooldown) {
+                    warn!(%role, error = %e, "cannot release the role");
+                }
+            }
+            None => warn!(%role, "the manager is not running; cannot release the role"),
+        }
+    }
+}
+
+/// What is common to every process of this instance's roles.
+#[derive(Debug, Clone)]
+pub(crate) struct ProcessContext {
+    /// This instance.
+    pub(crate) instance: InstanceId,
+    /// The election history the watchdogs append child runs to (`run --history`).
+    pub(crate) history: Option<PathBuf>,
+    /// The manager (for releases).
+    pub(crate) manager: ManagerSlot,
+    /// Told how each `exec` child ended (`nats-roles exec` exits with its status).
+    pub(crate) exits: Option<tokio::sync::mpsc::UnboundedSender<Exit>>,
+    /// Whether children's output lines get the `[role]` prefix (not for `nats-roles exec`,
+    /// whose output is the command's).
+    pub(crate) prefix_output: bool,
+}
+
+impl ProcessContext {
+    fn ended(&self, exit: &Exit) {
+        if let Some(tx) = &self.exits {
+            let _ = tx.send(exit.clone());
+        }
+    }
+}
+
+/// The callbacks of one role with `exec` and/or hooks.
+pub(crate) struct RoleProcesses {
+    role: RoleName,
+    exec: Option<ExecConfig>,
+    on_promote: Option<HookConfig>,
+    on_demote: Option<HookConfig>,
+    on_prepare: Option<HookConfig>,
+    context: ProcessContext,
+    /// The current term's child supervisor.
+    running: Mutex<Option<Running>>,
+}
+
+struct Running {
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl RoleProcesses {
+    /// The callbacks for `role`, or `None` when it declares no process.
+    pub(crate) fn for_role(role: &RoleConfig, context: &ProcessContext) -> Option<Self> {
+        if role.exec.is_none()
+            && role.on_promote.is_none()
+            && role.on_demote.is_none()
+            && role.on_prepare.is_none()
+        {
+            return None;
+        }
+        Some(Self {
+            role: role.name.clone(),
+            exec: role.exec.clone(),
+            on_promote: role.on_promote.clone(),
+            on_demote: role.on_demote.clone(),
+            on_prepare: role.on_prepare.clone(),
+            context: context.clone(),
+            running: Mutex::new(None),
+        })
+    }
+
+    /// The environment of a term's processes.
+    fn term_env(&self, l: &Leadership) -> Vec<(String, String)> {
+        let left = l.deadline().saturating_duration_since(Instant::now());
+        let deadline_ms = std::time::SystemTime::now()
+            .checked_add(left)
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis());
+        vec![
+            ("NATS_ROLES_ROLE".into(), self.role.to_string()),
+            (
+                "NATS_ROLES_INSTANCE".into(),
+                self.context.instance.to_string(),
+            ),
+            ("NATS_ROLES_TERM".into(), l.term().to_string()),
+            ("NATS_ROLES_TOKEN".into(), l.token().expose()),
+            ("NATS_ROLES_DEADLINE_MS".into(), deadline_ms.to_string()),
+        ]
+    }
+
+    fn role_env(&self) -> Vec<(String, String)> {
+        vec![
+            ("NATS_ROLES_ROLE".into(), self.role.to_string()),
+            (
+                "NATS_ROLES_INSTANCE".into(),
+                self.context.instance.to_string(),
+            ),
+        ]
+    }
+
+    /// Runs a hook to its end (at most its timeout, and `deadline` when given).
+    async fn run_hook(
+        &self,
+        event: &str,
+        hook: &HookConfig,
+        mut env: Vec<(String, String)>,
+        deadline: Option<Instant>,
+    ) {
+        env.push(("NATS_ROLES_EVENT".into(), event.into()));
+        let limit = Instant::now() + hook.timeout;
+        let deadline = Some(deadline.map_or(limit, |d| d.min(limit + super::child::KILL_LEAD)));
+        let spec = ChildSpec {
+            argv: hook.command.clone(),
+            env,
+            stop_signal: libc::SIGTERM,
+            stop_timeout: Duration::ZERO,
+            label: format!("[{} on_{event}]", self.role),
+            history: None,
+        };
+        let exit = match Watched::start(&spec, deadline).await {
+            Ok(mut w) => w.wait().await,
+            Err(exit) => exit,
+        };
+        match exit {
+            Exit::Ended { code: 0, .. } => {}
+            other => warn!(role = %self.role, hook = event, outcome = %other, "hook failed"),
+        }
+    }
+
+    fn child_spec(&self, exec: &ExecConfig, l: &Leadership) -> ChildSpec {
+        let mut env: Vec<(String, String)> = exec
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        env.extend(self.term_env(l));
+        let token = l.token();
+        ChildSpec {
+            argv: exec.command.clone(),
+            env,
+            stop_signal: exec.stop_signal.number(),
+            stop_timeout: exec.stop_timeout,
+            label: if self.context.prefix_output {
+                format!("[{}]", self.role)
+            } else {
+                String::new()
+            },
+            history: self.context.history.as_ref().map(|path| HistoryTarget {
+                path: path.clone(),
+                node: self.context.instance.to_string(),
+                role: self.role.to_string(),
+                epoch: token.epoch(),
+                term: token.term(),
+            }),
+        }
+    }
+}
+
+/// Supervises the child of one term until `stop` or the end of the term: starts it, moves its
+/// deadline with every renewal, applies `on_exit`.
+async fn supervise(
+    p: Arc<RoleProcesses>,
+    exec: ExecConfig,
+    l: Leadership,
+    stop: CancellationToken,
+) {
+    let role = &p.role;
+    let mut backoff = exec.restart_backoff;
+    loop {
+        if stop.is_cancelled() || !l.is_valid() {
+            return;
+        }
+        let spec = p.child_spec(&exec, &l);
+        let started = Instant::now();
+        let mut child = match Watched::start(&spec, Some(l.deadline())).await {
+            Ok(c) => c,
+            Err(exit) => {
+                error!(%role, error = %exit, "cannot start the role's command; releasing the role");
+                p.context.ended(&exit);
+                p.context.manager.release(role, START_FAILURE_COOLDOWN);
+                return;
+            }
+        };
+        info!(%role, term = l.term(), pid = child.pid().unwrap_or(0), "role command started");
+        let exit = loop {
+            let changed = l.inner.live_changed.notified();
+            child.set_deadline(l.deadline()).await;
+            tokio::select! {
+                exit = child.wait() => break exit,
+                () = stop.cancelled() => {
+                    child.stop().await;
+                    let exit = child.wait().await;
+                    info!(%role, outcome = %exit, "role command stopped");
+                    p.context.ended(&exit);
+                    return;
+                }
+                () = changed => {}
+            }
+        };
+        p.context.ended(&exit);
+        if stop.is_cancelled() || !l.is_valid() {
+            info!(%role, outcome = %exit, "role command ended with the term");
+            return;
+        }
+        match exec.on_exit {
+            OnExit::Restart => {
+                if started.elapsed() >= STABLE_RUN {
+                    backoff = exec.restart_backoff;
+                }
+                warn!(%role, outcome = %exit, restart_in = ?backoff, "role command exited; restarting it");
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = stop.cancelled() => return,
+                    () = l.cancelled() => return,
+                }
+                backoff = (backoff * 2).min(MAX_RESTART_BACKOFF.max(exec.restart_backoff));
+            }
+            OnExit::Release => {
+                warn!(%role, outcome = %exit, "role command exited; releasing the role");
+                p.context.manager.release(role, exec.restart_backoff);
+                return;
+            }
+        }
+    }
+}
+
+/// [`RoleProcesses`] as the role's callbacks (shared with the supervising tasks).
+pub(crate) struct ProcessCallbacks(Arc<RoleProcesses>);
+
+impl ProcessCallbacks {
+    /// The callbacks of `procs`.
+    pub(crate) fn new(procs: RoleProcesses) -> Self {
+        Self(Arc::new(procs))
+    }
+}
+
+impl RoleCallbacks for ProcessCallbacks {
+    fn on_promote(&self, l: Leadership) -> BoxFuture<'_> {
+        Box::pin(async move {
+            let p = &self.0;
+            if let Some(hook) = &p.on_promote {
+                p.run_hook("promote", hook, p.term_env(&l), Some(l.deadline()))
+                    .await;
+            }
+            let Some(exec) = p.exec.clone() else {
+                return;
+            };
+            let stop = CancellationToken::new();
+            let task = tokio::spawn(supervise(self.0.clone(), exec, l, stop.clone()));
+            if let Ok(mut running) = p.running.lock() {
+                *running = Some(Running { stop, task });
+            }
+        })
+    }
+
+    fn on_demote(&self, d: Demotion) -> BoxFuture<'_> {
+        Box::pin(async move {
+            let p = &self.0;
+            let running = p.running.lock().ok().and_then(|mut r| r.take());
+            if let Some(r) = running {
+                r.stop.cancel();
+                let _ = r.task.await;
+            }
+            if let Some(hook) = &p.on_demote {
+                let mut env = p.term_env(&d.leadership);
+                env.retain(|(k, _)| k != "NATS_ROLES_DEADLINE_MS");
+                env.push(("NATS_ROLES_REASON".into(), d.reason.as_str().to_owned()));
+                p.run_hook("demote", hook, env, None).await;
+            }
+        })
+    }
+
+    fn prepares(&self) -> bool {
+        self.0.on_prepare.is_some()
+    }
+
+    fn on_prepare(&self, role: RoleName) -> BoxFuture<'_> {
+        let _ = role;
+        Box::pin(async move {
+            let p = &self.0;
+            if let Some(hook) = &p.on_prepare {
+                p.run_hook("prepare", hook, p.role_env(), None).await;
+            }
+        })
+    }
+}

@@ -1,0 +1,722 @@
+//! `exec` roles, hooks and `nats-roles exec` as real processes: the child runs while its
+//! instance holds the role, gets the term's environment, prints through the manager with the
+//! role's prefix, and it and its grandchildren are gone before another instance is promoted —
+//! on a graceful stop, a stopped (SIGSTOP) manager, a killed manager and a child that ignores
+//! SIGTERM. Every run is recorded in the election history and judged by the checker.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use testkit::instances::Deployment;
+use testkit::process::{SIGCONT, SIGKILL, SIGSTOP, SIGTERM, signal};
+use testkit::server::NatsServer;
+
+/// The child: logs its start (instance, term, pid) and a grandchild's pid to `$LOG`, prints a
+/// line, then runs until stopped. `MODE=graceful` exits 0 on SIGTERM (logging it),
+/// `MODE=ignore` ignores SIGTERM, `MODE=exit` exits 3 at once on `$FAIL_ON` (an instance id).
+const CHILD: &str = r#"#!/bin/sh
+echo "start $NATS_ROLES_INSTANCE $NATS_ROLES_TERM $$ ${#NATS_ROLES_TOKEN} $NATS_ROLES_DEADLINE_MS $FOO" >> "$LOG"
+if [ "$MODE" = exit ] && [ "$NATS_ROLES_INSTANCE" = "$FAIL_ON" ]; then
+  exit 3
+fi
+sleep 1000 &
+echo "grandchild $NATS_ROLES_INSTANCE $!" >> "$LOG"
+if [ "$MODE" = ignore ]; then trap '' TERM; fi
+if [ "$MODE" = graceful ]; then trap 'echo "term $NATS_ROLES_INSTANCE" >> "$LOG"; exit 0' TERM; fi
+echo "running as $NATS_ROLES_INSTANCE"
+while :; do sleep 0.05; done
+"#;
+
+/// A deployment whose role `worker` runs the child script (`mode`), with histories.
+fn deployment(server: &NatsServer, bucket: &str, mode: &str, exec_extra: &str) -> Deployment {
+    let mut d = Deployment::new(&server.url(), bucket, &[], "");
+    let dir = d.dir().to_path_buf();
+    let script = dir.join("child.sh");
+    std::fs::write(&script, CHILD).expect("write child script");
+    make_executable(&script);
+    let log = dir.join("events.log");
+    let yaml = format!(
+        "bucket:\n  name: {bucket}\n  replicas: 1\n  auto_create: true\n\
+         timing:\n  ttl: 2s\n  heartbeat: 500ms\n\
+         roles:\n  - name: worker\n    exec:\n      command: [{script}]\n      \
+         env: {{LOG: {log}, MODE: {mode}, FOO: bar, FAIL_ON: node-a}}\n{exec_extra}",
+        script = script.display(),
+        log = log.display(),
+    );
+    std::fs::write(&d.config, yaml).expect("write config");
+    d.arg("--history");
+    d.arg("{dir}/{id}.jsonl");
+    d
+}
+
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+fn log_lines(d: &Deployment) -> Vec<String> {
+    std::fs::read_to_string(d.dir().join("events.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether process `pid` exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit(") ")
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// Waits until `cond` holds (panics with `what` and the deployment's output after `limit`).
+async fn wait_for(d: &Deployment, limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} within {limit:?}\nlog:\n{}\n{}",
+            log_lines(d).join("\n"),
+            d.report()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The pids (child, grandchild) instance `id` logged for its latest run.
+fn pids_of(d: &Deployment, id: &str) -> (u32, u32) {
+    let lines = log_lines(d);
+    let child = lines
+        .iter()
+        .rev()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some("start") && w.next() == Some(id))
+                .then(|| w.nth(1)?.parse().ok())
+                .flatten()
+        })
+        .unwrap_or_else(|| panic!("no start of {id} in {lines:?}"));
+    let grandchild = lines
+        .iter()
+        .rev()
+        .find_map(|l| {
+            l.strip_prefix(&format!("grandchild {id} "))
+                .and_then(|p| p.parse().ok())
+        })
+        .unwrap_or_else(|| panic!("no grandchild of {id} in {lines:?}"));
+    (child, grandchild)
+}
+
+fn promoted(d: &Deployment, i: usize) -> bool {
+    d.instances[i]
+        .stdout()
+        .iter()
+        .any(|l| l.starts_with("promoted role=worker"))
+}
+
+/// Records of `file` with event `ev` (the JSON lines), as (mono_ns, line).
+fn records(file: &Path, ev: &str) -> Vec<(u64, serde_json::Value)> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["ev"] == ev)
+        .map(|v| (v["mono_ns"].as_u64().unwrap_or(0), v))
+        .collect()
+}
+
+/// `nats-roles history check` over the deployment's histories: clean, with `runs` command
+/// runs at least.
+async fn check_histories(d: &Deployment, runs: usize) {
+    let files: Vec<PathBuf> = ["node-a", "node-b"]
+        .iter()
+        .map(|id| d.dir().join(format!("{id}.jsonl")))
+        .filter(|p| p.exists())
+        .collect();
+    let mut args = vec!["history", "check"];
+    let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+    args.extend(names.iter().map(String::as_str));
+    let out = testkit::cli::run(&args, &[], Duration::from_secs(30)).await;
+    assert_eq!(out.code, Some(0), "{}", out.text());
+    assert!(out.stdout.contains("CLEAN"), "{}", out.text());
+    let counted: usize = files.iter().map(|f| records(f, "child_start").len()).sum();
+    assert!(
+        counted >= runs,
+        "{counted} command runs recorded\n{}",
+        out.text()
+    );
+}
+
+/// The child stopped by a graceful hand-over: it gets SIGTERM and exits, its grandchild is
+/// killed with its group, and the next holder's child starts only after; the environment and
+/// the prefixed output are right.
+#[tokio::test]
+async fn a_graceful_stop_ends_the_child_and_its_grandchildren_before_the_next_holder_starts() {
+    let server = NatsServer::start().await;
+    let mut d = deployment(&server, "exec-graceful", "graceful", "");
+    let a = d.start("node-a").await;
+    wait_for(&d, Duration::from_secs(10), "node-a promoted", || {
+        promoted(&d, a)
+    })
+    .await;
+    let b = d.start("node-b").await;
+    wait_for(
+        &d,
+        Duration::from_secs(10),
+        "node-a's child started",
+        || {
+            log_lines(&d)
+                .iter()
+                .any(|l| l.starts_with("grandchild node-a"))
+        },
+    )
+    .await;
+    let (child, grandchild) = pids_of(&d, "node-a");
+    let start = log_lines(&d)
+        .into_iter()
+        .find(|l| l.starts_with("start node-a"))
+        .expect("start line");
+    let fields: Vec<&str> = start.split_whitespace().collect();
+    let term: u64 = fields[2].parse().expect("a term number");
+    assert!(term > 0, "{start}");
+    assert!(
+        fields[4].parse::<usize>().expect("token length") > 20,
+        "{start}"
+    );
+    let deadline_ms: u128 = fields[5].parse().expect("deadline ms");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis();
+    assert!(
+        deadline_ms + 10_000 > now_ms && deadline_ms < now_ms + 10_000,
+        "{start}"
+    );
+    assert_eq!(fields[6], "bar", "exec.env reaches the child: {start}");
+    wait_for(
+        &d,
+        Duration::from_secs(5),
+        "the child's output, prefixed",
+        || {
+            d.instances[a]
+                .stdout()
+                .iter()
+                .any(|l| l == "[worker] running as node-a")
+        },
+    )
+    .await;
+    assert!(!promoted(&d, b));
+
+    d.terminate(a);
+    let status = d.wait_exit(a, Duration::from_secs(10)).await;
+    assert!(status.success(), "{status:?}\n{}", d.report());
+    assert!(
+        !alive(child) && !alive(grandchild),
+        "{child} or {grandchild} still alive"
+    );
+    wait_for(
+        &d,
+        Duration::from_secs(10),
+        "node-b's child started",
+        || log_lines(&d).iter().any(|l| l.starts_with("start node-b")),
+    )
+    .await;
+    let lines = log_lines(&d);
+    let pos = |p: &str| lines.iter().position(|l| l.starts_with(p));
+    assert!(
+        pos("term node-a") < pos("start node-b"),
+        "node-a's child ended before node-b's started: {lines:?}"
+    );
+    d.terminate(b);
+    d.wait_exit(b, Duration::from_secs(10)).await;
+    check_histories(&d, 2).await;
+}
+
+/// A stopped manager cannot stop its child: the watchdog kills the child's group at the
+/// holder's deadline, before the other instance is promoted. The child ignores SIGTERM.
+#[tokio::test]
+async fn a_stopped_manager_s_child_is_killed_before_the_other_instance_is_promoted() {
+    let server = NatsServer::start().await;
+    let mut d = deployment(&server, "exec-sigstop", "ignore", "");
+    let a = d.start("node-a").await;
+    wait_for(&d, Duration::from_secs(10), "node-a promoted", || {
+        promoted(&d, a)
+    })
+    .await;
+    let b = d.start("node-b").await;
+    wait_for(
+        &d,
+        Duration::from_secs(10),
+        "node-a's child started",
+        || {
+            log_lines(&d)
+                .iter()
+                .any(|l| l.starts_with("grandchild node-a"))
+        },
+    )
+    .await;
+    let (child, grandchild) = pids_of(&d, "node-a");
+    signal(d.instances[a].pid(), SIGSTOP);
+    let stopped = Instant::now();
+    wait_for(&d, Duration::from_secs(15), "node-b promoted", || {
+        promoted(&d, b)
+    })
+    .await;
+    // The moment node-b printed its promotion, node-a's child and grandchild were gone.
+    assert!(
+        !alive(child),
+        "node-a's child {child} alive after node-b's promotion"
+    );
+    assert!(
+        !alive(grandchild),
+        "grandchild {grandchild} alive after node-b's promotion"
+    );
+    assert!(
+        stopped.elapsed() >= Duration::from_secs(1),
+        "promoted too early"
+    );
+    // The history says so on one clock: node-a's child stopped (killed at the deadline)
+    // before node-b's promotion.
+    let a_file = d.dir().join("node-a.jsonl");
+    let b_file = d.dir().join("node-b.jsonl");
+    let child_stop = records(&a_file, "child_stop");
+    let (stop_t, stop) = child_stop.last().expect("a child_stop record of node-a");
+    assert_eq!(stop["killed"], "deadline", "{stop}");
+    wait_for(
+        &d,
+        Duration::from_secs(5),
+        "node-b's promote recorded",
+        || !records(&b_file, "promote").is_empty(),
+    )
+    .await;
+    let (promote_t, _) = records(&b_file, "promote")[0].clone();
+    assert!(
+        *stop_t < promote_t,
+        "node-a's child stopped {} ms after node-b's promotion",
+        (*stop_t - promote_t) / 1_000_000
+    );
+    signal(d.instances[a].pid(), SIGCONT);
+    d.terminate(a);
+    d.wait_exit(a, Duration::from_secs(10)).await;
+    d.terminate(b);
+    d.wait_exit(b, Duration::from_secs(10)).await;
+    check_histories(&d, 2).await;
+}
+
+/// A killed manager (SIGKILL): the watchdog sees its standard input end and stops the child
+/// at once; a child that ignores SIGTERM is killed after `stop_timeout`, with its grandchild.
+#[tokio::test]
+async fn a_killed_manager_s_child_is_stopped_and_a_child_ignoring_sigterm_is_killed() {
+    let server = NatsServer::start().await;
+    let mut d = deployment(
+        &server,
+        "exec-sigkill",
+        "ignore",
+        "      stop_timeout: 500ms\n",
+    );
+    let a = d.start("node-a").await;
+    wait_for(
+        &d,
+        Duration::from_secs(10),
+        "node-a's child started",
+        || {
+            log_lines(&d)
+                .iter()
+                .any(|l| l.starts_with("grandchild node-a"))
+        },
+    )
+    .await;
+    let (child, grandchild) = pids_of(&d, "node-a");
+    let killed = Instant::now();
+    signal(d.instances[a].pid(), SIGKILL);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(child) || alive(grandchild) {
+        assert!(
+            Instant::now() < deadline,
+            "the child outlived its manager by 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = killed.elapsed();
+    // The lease (ttl 2 s) still runs: the child died first, after stop_timeout (500 ms).
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_millis(1900),
+        "the child ignoring SIGTERM died {took:?} after its manager"
+    );
+    let stop = records(&d.dir().join("node-a.jsonl"), "child_stop");
+    assert_eq!(
+        stop.last().map(|(_, v)| v["killed"].clone()),
+        Some("stop_timeout".into())
+    );
+}
+
+/// `on_exit: restart` starts the child again with a backoff and keeps the role;
+/// `on_exit: release` hands the role over when the child exits. A command that cannot be
+/// started at run time (removed after validation) releases only its role.
+#[tokio::test]
+async fn restart_and_release_policies_and_a_command_that_cannot_start() {
+    let server = NatsServer::start().await;
+    // restart: node-a's child exits 3 at once, again and again; the role stays with node-a.
+    let mut d = deployment(
+        &server,
+        "exec-restart",
+        "exit",
+        "      on_exit: restart\n      restart_backoff: 100ms\n",
+    );
+    let a = d.start("node-a").await;
+    let b = d.start("node-b").await;
+    wait_for(
+        &d,
+        Duration::from_secs(10),
+        "three runs of node-a's child",
+        || {
+            log_lines(&d)
+                .iter()
+                .filter(|l| l.starts_with("start node-a"))
+                .count()
+                >= 3
+        },
+    )
+    .await;
+    let terms: std::collections::BTreeSet<String> = log_lines(&d)
+        .iter()
+        .filter(|l| l.starts_with("start node-a"))
+        .map(|l| l.split_whitespace().nth(2).unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(terms.len(), 1, "restarted within one term: {terms:?}");
+    assert!(!promoted(&d, b), "node-b must not get the role");
+    d.terminate(a);
+    d.terminate(b);
+    d.wait_exit(a, Duration::from_secs(10)).await;
+    d.wait_exit(b, Duration::from_secs(10)).await;
+
+    // release: node-a's child exits 3; node-a releases the role and node-b runs its child.
+    let mut d = deployment(&server, "exec-release", "exit", "");
+    let a = d.start("node-a").await;
+    wait_for(&d, Duration::from_secs(10), "node-a promoted", || {
+        promoted(&d, a)
+    })
+    .await;
+    let b = d.start("node-b").await;
+    wait_for(
+        &d,
+        Duration::from_secs(10),
+        "node-b's child started",
+        || log_lines(&d).iter().any(|l| l.starts_with("start node-b")),
+    )
+    .await;
+    assert!(
+        d.instances[a]
+            .stdout()
+            .iter()
+            .any(|l| l.starts_with("demoted role=worker") && l.contains("reason=released")),
+        "{}",
+        d.report()
+    );
+    d.terminate(a);
+    d.terminate(b);
+    d.wait_exit(a, Duration::from_secs(10)).await;
+    d.wait_exit(b, Duration::from_secs(10)).await;
+    check_histories(&d, 2).await;
+
+    // A command removed after start: that role is released with an error, the other runs on.
+    let mut d = Deployment::new(&server.url(), "exec-missing", &[], "");
+    let dir = d.dir().to_path_buf();
+    let gone = dir.join("gone.sh");
+    std::fs::write(&gone, "#!/bin/sh\nsleep 1000\n").expect("write");
+    make_executable(&gone);
+    let yaml = format!(
+        "bucket:\n  name: exec-missing\n  replicas: 1\n  auto_create: true\n\
+         roles:\n  - name: bad\n    exec:\n      command: [{gone}]\n      on_exit: restart\n      \
+         restart_backoff: 100ms\n  - name: good\n    exec:\n      command: [sh, -c, 'echo up; sleep 1000']\n",
+        gone = gone.display()
+    );
+    std::fs::write(&d.config, yaml).expect("write config");
+    let a = d.start("node-a").await;
+    wait_for(&d, Duration::from_secs(10), "both roles held", || {
+        let out = d.instances[a].stdout();
+        out.iter().any(|l| l.starts_with("promoted role=bad"))
+            && out.iter().any(|l| l == "[good] up")
+    })
+    .await;
+    std::fs::remove_file(&gone).expect("remove the command");
+    // Make the running child exit: the restart cannot find the program.
+    let watchdogs = std::process::Command::new("pkill")
+        .args(["-TERM", "-f", &format!("^/bin/sh {}", gone.display())])
+        .status()
+        .expect("pkill");
+    assert!(watchdogs.success(), "the bad role's child was running");
+    wait_for(&d, Duration::from_secs(10), "the bad role released", || {
+        d.instances[a]
+            .stdout()
+            .iter()
+            .any(|l| l.starts_with("demoted role=bad") && l.contains("reason=released"))
+    })
+    .await;
+    assert!(
+        d.instances[a]
+            .stderr()
+            .contains("cannot start the role's command"),
+        "{}",
+        d.report()
+    );
+    assert!(
+        !d.instances[a]
+            .stdout()
+            .iter()
+            .any(|l| l.starts_with("demoted role=good")),
+        "{}",
+        d.report()
+    );
+    d.terminate(a);
+    d.wait_exit(a, Duration::from_secs(10)).await;
+}
+
+/// Hooks and the child run in order across a hand-over: node-a's promote hook, child, demote
+/// hook, then node-b's promote hook and child.
+#[tokio::test]
+async fn hooks_run_in_order_around_the_child_across_a_hand_over() {
+    let server = NatsServer::start().await;
+    let hook = |event: &str| {
+        format!(
+            "    {event}:\n      command: [sh, -c, 'echo \"{event} $NATS_ROLES_INSTANCE $NATS_ROLES_TERM $NATS_ROLES_REASON\" >> \"$0\"', LOGFILE]\n      timeout: 5s\n"
+        )
+    };
+    let mut d = deployment(&server, "exec-hooks", "graceful", "");
+    let log = d.dir().join("events.log");
+    let mut yaml = std::fs::read_to_string(&d.config).expect("config");
+    for event in ["on_promote", "on_demote"] {
+        yaml.push_str(&hook(event).replace("LOGFILE", &log.display().to_string()));
+    }
+    std::fs::write(&d.config, yaml).expect("write config");
+    let a = d.start("node-a").await;
+    wait_for(
+        &d,
+        Duration::from_secs(10),
+        "node-a's child started",
+        || {
+            log_lines(&d)
+                .iter()
+                .any(|l| l.starts_with("grandchild node-a"))
+        },
+    )
+    .await;
+    let b = d.start("node-b").await;
+    d.terminate(a);
+    d.wait_exit(a, Duration::from_secs(10)).await;
+    wait_for(
+        &d,
+        Duration::from_secs(10),
+        "node-b's child started",
+        || {
+            log_lines(&d)
+                .iter()
+                .any(|l| l.starts_with("grandchild node-b"))
+        },
+    )
+    .await;
+    d.terminate(b);
+    d.wait_exit(b, Duration::from_secs(10)).await;
+    let kinds: Vec<String> = log_lines(&d)
+        .iter()
+        .map(|l| {
+            let mut w = l.split_whitespace();
+            format!("{} {}", w.next().unwrap_or(""), w.next().unwrap_or(""))
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "on_promote node-a",
+            "start node-a",
+            "grandchild node-a",
+            "term node-a",
+            "on_demote node-a",
+            "on_promote node-b",
+            "start node-b",
+            "grandchild node-b",
+            "term node-b",
+            "on_demote node-b",
+        ],
+        "{:?}",
+        log_lines(&d)
+    );
+    assert!(
+        log_lines(&d)
+            .iter()
+            .any(|l| l.starts_with("on_demote node-a") && l.ends_with("shutdown")),
+        "the demote hook gets the reason: {:?}",
+        log_lines(&d)
+    );
+    check_histories(&d, 2).await;
+}
+
+/// `nats-roles validate` refuses a command that does not exist or is not executable, with the
+/// line of the value.
+#[tokio::test]
+async fn validate_refuses_missing_and_non_executable_commands() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plain = dir.path().join("plain.sh");
+    std::fs::write(&plain, "#!/bin/sh\n").expect("write");
+    let config = dir.path().join("roles.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "roles:\n  - name: a\n    exec:\n      command: [no-such-program-anywhere]\n  \
+             - name: b\n    exec:\n      command: [{}]\n  - name: c\n    on_promote:\n      \
+             command: []\n  - name: d\n    exec:\n      command: [sh]\n      stop_timeout: 1m\n      \
+             stop_signal: SIGSEGV\n",
+            plain.display()
+        ),
+    )
+    .expect("write config");
+    let path = config.display().to_string();
+    let out = testkit::cli::run(&["validate", &path], &[], Duration::from_secs(30)).await;
+    assert_eq!(out.code, Some(2), "{}", out.text());
+    assert!(out.stderr.contains("SIGSEGV"), "{}", out.text());
+    std::fs::write(
+        &config,
+        format!(
+            "roles:\n  - name: a\n    exec:\n      command: [no-such-program-anywhere]\n  \
+             - name: b\n    exec:\n      command: [{}]\n  - name: c\n    on_promote:\n      \
+             command: []\n  - name: d\n    exec:\n      command: [sh]\n      stop_timeout: 1m\n",
+            plain.display()
+        ),
+    )
+    .expect("write config");
+    let out = testkit::cli::run(&["validate", &path], &[], Duration::from_secs(30)).await;
+    assert_eq!(out.code, Some(2), "{}", out.text());
+    for expected in [
+        "roles[0].exec.command[0]",
+        "not found in PATH",
+        "roles[1].exec.command[0]",
+        "is not executable",
+        "roles[2].on_promote.command",
+        "roles[3].exec.stop_timeout",
+        "line 4",
+    ] {
+        assert!(
+            out.stderr.contains(expected),
+            "{expected:?} missing:\n{}",
+            out.text()
+        );
+    }
+}
+
+/// `nats-roles exec`: two one-shot commands for one role run one after the other and exit
+/// with the command's status; SIGTERM stops the command, releases the role and exits with
+/// the command's status.
+#[tokio::test]
+async fn one_shot_exec_runs_commands_one_at_a_time_and_exits_with_their_status() {
+    let server = NatsServer::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("lock.log");
+    let url = server.url();
+    let one = |name: &'static str| {
+        let url = url.clone();
+        let log = log.clone();
+        async move {
+            let script = format!(
+                "echo \"in {name}\" >> {log}; sleep 0.7; echo \"out {name}\" >> {log}; exit 7",
+                log = log.display()
+            );
+            testkit::cli::run(
+                &[
+                    "exec",
+                    "--role",
+                    "lock",
+                    "-s",
+                    &url,
+                    "--bucket",
+                    "exec-lock",
+                    "--auto-create",
+                    "--instance-id",
+                    name,
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ],
+                &[],
+                Duration::from_secs(30),
+            )
+            .await
+        }
+    };
+    let (x, y) = tokio::join!(one("x"), one("y"));
+    assert_eq!(x.code, Some(7), "{}", x.text());
+    assert_eq!(y.code, Some(7), "{}", y.text());
+    let lines: Vec<String> = std::fs::read_to_string(&log)
+        .expect("log")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(
+        lines[0].starts_with("in ") && lines[1].starts_with("out "),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines[0][3..],
+        lines[1][4..],
+        "one command ran at a time: {lines:?}"
+    );
+
+    // SIGTERM: the command is stopped, the role released, the status is the command's.
+    let bin = testkit::nats_roles_bin();
+    let mut cmd = testkit::cli::command(&bin);
+    cmd.args([
+        "exec",
+        "--role",
+        "lock",
+        "-s",
+        &url,
+        "--bucket",
+        "exec-lock",
+    ])
+    .args(["--instance-id", "z", "--", "sh", "-c"])
+    .arg(format!("echo started >> {}; exec sleep 100", log.display()));
+    let mut child = cmd.spawn().expect("spawn exec");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("started")
+    {
+        assert!(Instant::now() < deadline, "the command did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    signal(child.id().expect("pid"), SIGTERM);
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("exec exits after SIGTERM")
+        .expect("wait");
+    assert_eq!(status.code(), Some(128 + SIGTERM), "{status:?}");
+    // Released: another one-shot gets the role at once.
+    let took = Instant::now();
+    let next = testkit::cli::run(
+        &[
+            "exec",
+            "--role",
+            "lock",
+            "-s",
+            &url,
+            "--bucket",
+            "exec-lock",
+            "--",
+            "true",
+        ],
+        &[],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(next.code, Some(0), "{}", next.text());
+    assert!(
+        took.elapsed() < Duration::from_secs(5),
+        "the role was not released"
+    );
+}
