@@ -459,14 +459,29 @@ async fn hostile_metadata_stays_inert_on_the_dashboard() {
     .into_iter()
     .map(|(r, h)| (r.to_owned(), h.to_owned()))
     .collect();
-    eventually(
-        "every role with its holder on the page",
-        // Generous: a loaded CI machine starting Chromium next to other tests' processes
-        // (one run took over 10 s); locally this takes about a second.
-        Duration::from_secs(30),
-        || async { (page_holders(&page).await == want).then_some(()) },
-    )
-    .await;
+    // Generous: a loaded CI machine starting Chromium next to other tests' processes (one
+    // run took over 10 s); locally this takes about a second. The last table read and the
+    // API's answer are in the failure message.
+    let limit = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = page_holders(&page).await;
+        if seen == want {
+            break;
+        }
+        if tokio::time::Instant::now() >= limit {
+            let (code, api) =
+                testkit::http::request(d.instances[a].port, "GET", "/api/roles", &[], "")
+                    .await
+                    .unwrap_or((0, String::new()));
+            let api: String = api.chars().take(2000).collect();
+            panic!(
+                "every role with its holder on the page within 30 s: the page shows {seen:?}, \
+                 /api/roles ({code}): {api}\n{}",
+                d.report()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // Every link on the page is http(s); the https holder is linked (roles and instances).
     let links = page
         .execute(
