@@ -15,14 +15,14 @@ use testkit::server::NatsServer;
 /// line, then runs until stopped. `MODE=graceful` exits 0 on SIGTERM (logging it),
 /// `MODE=ignore` ignores SIGTERM, `MODE=exit` exits 3 at once on `$FAIL_ON` (an instance id).
 const CHILD: &str = r#"#!/bin/sh
-echo "start $NATS_ROLES_INSTANCE $NATS_ROLES_TERM $$ ${#NATS_ROLES_TOKEN} $NATS_ROLES_DEADLINE_MS $FOO" >> "$LOG"
+echo "start $NATS_ROLES_INSTANCE $NATS_ROLES_TERM $$ ${#NATS_ROLES_TOKEN} $NATS_ROLES_DEADLINE_MS $FOO $NATS_ROLES_ROLE" >> "$LOG"
 if [ "$MODE" = exit ] && [ "$NATS_ROLES_INSTANCE" = "$FAIL_ON" ]; then
   exit 3
 fi
 sleep 1000 &
 echo "grandchild $NATS_ROLES_INSTANCE $!" >> "$LOG"
 if [ "$MODE" = ignore ]; then trap '' TERM; fi
-if [ "$MODE" = graceful ]; then trap 'echo "term $NATS_ROLES_INSTANCE" >> "$LOG"; exit 0' TERM; fi
+if [ "$MODE" = graceful ]; then trap 'echo "term $NATS_ROLES_INSTANCE $NATS_ROLES_ROLE" >> "$LOG"; exit 0' TERM; fi
 echo "running as $NATS_ROLES_INSTANCE"
 while :; do sleep 0.05; done
 "#;
@@ -719,4 +719,76 @@ async fn one_shot_exec_runs_commands_one_at_a_time_and_exits_with_their_status()
         took.elapsed() < Duration::from_secs(5),
         "the role was not released"
     );
+}
+
+/// Warm hand-over: when placement moves a role to a joining instance, the receiver's
+/// `on_prepare` hook runs (and ends) before the holder stops its child, and the receiver's
+/// child starts after.
+#[tokio::test]
+async fn a_voluntary_move_runs_the_receiver_s_prepare_hook_before_the_holder_stops_its_child() {
+    let server = NatsServer::start().await;
+    let mut d = Deployment::new(&server.url(), "exec-prepare", &[], "");
+    let dir = d.dir().to_path_buf();
+    let script = dir.join("child.sh");
+    std::fs::write(&script, CHILD).expect("write child script");
+    make_executable(&script);
+    let log = dir.join("events.log");
+    let mut yaml = format!(
+        "bucket:\n  name: exec-prepare\n  replicas: 1\n  auto_create: true\n\
+         timing:\n  ttl: 2s\n  heartbeat: 500ms\n\
+         placement:\n  enabled: true\n  stability_window: 500ms\n  claim_grace: 300ms\n  \
+         move_interval: 200ms\n\
+         roles:\n"
+    );
+    for role in ["w1", "w2"] {
+        yaml.push_str(&format!(
+            "  - name: {role}\n    exec:\n      command: [{script}]\n      \
+             env: {{LOG: {log}, MODE: graceful, FOO: bar}}\n    on_prepare:\n      \
+             command: [sh, -c, 'sleep 0.3; echo \"on_prepare $NATS_ROLES_INSTANCE $NATS_ROLES_ROLE\" >> \"$0\"', {log}]\n",
+            script = script.display(),
+            log = log.display()
+        ));
+    }
+    std::fs::write(&d.config, yaml).expect("write config");
+    let a = d.start("node-a").await;
+    wait_for(&d, Duration::from_secs(10), "node-a runs both children", || {
+        log_lines(&d)
+            .iter()
+            .filter(|l| l.starts_with("grandchild node-a"))
+            .count()
+            == 2
+    })
+    .await;
+    let b = d.start("node-b").await;
+    wait_for(&d, Duration::from_secs(15), "node-b's child started", || {
+        log_lines(&d).iter().any(|l| l.starts_with("start node-b"))
+    })
+    .await;
+    let lines = log_lines(&d);
+    let moved = lines
+        .iter()
+        .find(|l| l.starts_with("start node-b"))
+        .and_then(|l| l.split_whitespace().nth(7))
+        .expect("the moved role")
+        .to_owned();
+    let pos = |p: String| {
+        lines
+            .iter()
+            .position(|l| *l == p || l.starts_with(&format!("{p} ")))
+            .unwrap_or_else(|| panic!("no {p:?} in {lines:?}"))
+    };
+    let prepared = pos(format!("on_prepare node-b {moved}"));
+    let stopped = pos(format!("term node-a {moved}"));
+    let started = lines
+        .iter()
+        .position(|l| l.starts_with("start node-b") && l.ends_with(&format!(" {moved}")))
+        .expect("node-b's start");
+    assert!(
+        prepared < stopped && stopped < started,
+        "prepare on node-b, then node-a's child stops, then node-b's starts: {lines:?}"
+    );
+    d.terminate(a);
+    d.terminate(b);
+    d.wait_exit(a, Duration::from_secs(10)).await;
+    d.wait_exit(b, Duration::from_secs(10)).await;
 }
