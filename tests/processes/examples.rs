@@ -242,3 +242,81 @@ async fn the_python_follower_sees_its_instance_s_roles_change() {
     d.terminate(i);
     d.wait_exit(i, Duration::from_secs(10)).await;
 }
+
+/// The shell and Python examples run as `exec` roles of one instance (their output reaches
+/// the manager's stdout prefixed with the role, they stop on the stop signal), and the shell
+/// follower sees the instance's roles through `GET /api/self`.
+#[tokio::test]
+async fn the_shell_and_python_exec_examples_run_as_roles_and_the_shell_follower_sees_them() {
+    let python = ["python3", "python"]
+        .into_iter()
+        .find(|p| {
+            std::process::Command::new(p)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("python3 is needed by this test (Debian package python3); it is not installed");
+    let curl_ok = std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        curl_ok,
+        "curl is needed by this test (Debian package curl); it is not installed"
+    );
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let server = NatsServer::start().await;
+    let mut d = testkit::instances::Deployment::new(&server.url(), "exec-examples", &[], "");
+    std::fs::write(
+        &d.config,
+        format!(
+            "bucket:\n  name: exec-examples\n  replicas: 1\n  auto_create: true\nroles:\n\
+             \x20 - name: sh-role\n    exec:\n      command: [{examples}/exec_role.sh]\n      \
+             env: {{EXEC_ROLE_INTERVAL: \"0.2\"}}\n\
+             \x20 - name: py-role\n    exec:\n      command: [{python}, {examples}/exec_role.py]\n      \
+             env: {{EXEC_ROLE_INTERVAL: \"0.2\"}}\n"
+        ),
+    )
+    .expect("write config");
+    let i = d.start("node-a").await;
+    let has = |d: &testkit::instances::Deployment, prefix: &str| {
+        d.instances[i].stdout().iter().any(|l| l.starts_with(prefix))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !(has(&d, "[sh-role] work 2 of sh-role in term")
+        && has(&d, "[py-role] work 2 of py-role in term"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "both examples working within 15 s\n{}",
+            d.report()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(has(&d, "[sh-role] leading: node-a holds sh-role (term "), "{}", d.report());
+    assert!(has(&d, "[py-role] leading: node-a holds py-role (term "), "{}", d.report());
+
+    // The shell follower: its first answer lists both roles.
+    let follower = Command::new("sh")
+        .arg(format!("{examples}/follow_self.sh"))
+        .arg(&d.instances[i].url)
+        .env("FOLLOW_CHANGES", "1")
+        .stdin(Stdio::null())
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(20), follower)
+        .await
+        .expect("the follower answers within 20 s")
+        .expect("run the follower");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let line = text.lines().next().unwrap_or_default();
+    assert!(line.starts_with("node-a holds: "), "{text}");
+    assert!(line.contains("sh-role") && line.contains("py-role"), "{text}");
+
+    d.terminate(i);
+    let status = d.wait_exit(i, Duration::from_secs(10)).await;
+    assert!(status.success(), "{status:?}\n{}", d.report());
+    assert!(has(&d, "[sh-role] stopping: node-a gives up sh-role"), "{}", d.report());
+    assert!(has(&d, "[py-role] stopping: node-a gives up py-role"), "{}", d.report());
+}
