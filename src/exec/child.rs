@@ -225,6 +225,17 @@ impl Watched {
             self.report = Some(got);
         }
         let status = self.watchdog.wait().await;
+        if matches!(self.report, Some(None))
+            && let Some(pgid) = self.pid.and_then(|p| libc::pid_t::try_from(p).ok())
+        {
+            // The watchdog died without its report (killed): its child died with it
+            // (PR_SET_PDEATHSIG), what is left of the group is killed here. A group id stays
+            // reserved while any member lives, so this reaches no other process.
+            // SAFETY: kill has no memory effects; a negative pid names the process group.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+        }
         self.report
             .clone()
             .flatten()

@@ -281,7 +281,10 @@ async fn the_shell_and_python_exec_examples_run_as_roles_and_the_shell_follower_
     .expect("write config");
     let i = d.start("node-a").await;
     let has = |d: &testkit::instances::Deployment, prefix: &str| {
-        d.instances[i].stdout().iter().any(|l| l.starts_with(prefix))
+        d.instances[i]
+            .stdout()
+            .iter()
+            .any(|l| l.starts_with(prefix))
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while !(has(&d, "[sh-role] work 2 of sh-role in term")
@@ -294,8 +297,16 @@ async fn the_shell_and_python_exec_examples_run_as_roles_and_the_shell_follower_
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(has(&d, "[sh-role] leading: node-a holds sh-role (term "), "{}", d.report());
-    assert!(has(&d, "[py-role] leading: node-a holds py-role (term "), "{}", d.report());
+    assert!(
+        has(&d, "[sh-role] leading: node-a holds sh-role (term "),
+        "{}",
+        d.report()
+    );
+    assert!(
+        has(&d, "[py-role] leading: node-a holds py-role (term "),
+        "{}",
+        d.report()
+    );
 
     // The shell follower: its first answer lists both roles.
     let follower = Command::new("sh")
@@ -309,14 +320,29 @@ async fn the_shell_and_python_exec_examples_run_as_roles_and_the_shell_follower_
         .expect("the follower answers within 20 s")
         .expect("run the follower");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let line = text.lines().next().unwrap_or_default();
     assert!(line.starts_with("node-a holds: "), "{text}");
-    assert!(line.contains("sh-role") && line.contains("py-role"), "{text}");
+    assert!(
+        line.contains("sh-role") && line.contains("py-role"),
+        "{text}"
+    );
 
     d.terminate(i);
     let status = d.wait_exit(i, Duration::from_secs(10)).await;
     assert!(status.success(), "{status:?}\n{}", d.report());
-    assert!(has(&d, "[sh-role] stopping: node-a gives up sh-role"), "{}", d.report());
-    assert!(has(&d, "[py-role] stopping: node-a gives up py-role"), "{}", d.report());
+    assert!(
+        has(&d, "[sh-role] stopping: node-a gives up sh-role"),
+        "{}",
+        d.report()
+    );
+    assert!(
+        has(&d, "[py-role] stopping: node-a gives up py-role"),
+        "{}",
+        d.report()
+    );
 }

@@ -733,12 +733,12 @@ async fn a_voluntary_move_runs_the_receiver_s_prepare_hook_before_the_holder_sto
     std::fs::write(&script, CHILD).expect("write child script");
     make_executable(&script);
     let log = dir.join("events.log");
-    let mut yaml = format!(
+    let mut yaml = String::from(
         "bucket:\n  name: exec-prepare\n  replicas: 1\n  auto_create: true\n\
          timing:\n  ttl: 2s\n  heartbeat: 500ms\n\
          placement:\n  enabled: true\n  stability_window: 500ms\n  claim_grace: 300ms\n  \
          move_interval: 200ms\n\
-         roles:\n"
+         roles:\n",
     );
     for role in ["w1", "w2"] {
         yaml.push_str(&format!(
@@ -751,18 +751,26 @@ async fn a_voluntary_move_runs_the_receiver_s_prepare_hook_before_the_holder_sto
     }
     std::fs::write(&d.config, yaml).expect("write config");
     let a = d.start("node-a").await;
-    wait_for(&d, Duration::from_secs(10), "node-a runs both children", || {
-        log_lines(&d)
-            .iter()
-            .filter(|l| l.starts_with("grandchild node-a"))
-            .count()
-            == 2
-    })
+    wait_for(
+        &d,
+        Duration::from_secs(10),
+        "node-a runs both children",
+        || {
+            log_lines(&d)
+                .iter()
+                .filter(|l| l.starts_with("grandchild node-a"))
+                .count()
+                == 2
+        },
+    )
     .await;
     let b = d.start("node-b").await;
-    wait_for(&d, Duration::from_secs(15), "node-b's child started", || {
-        log_lines(&d).iter().any(|l| l.starts_with("start node-b"))
-    })
+    wait_for(
+        &d,
+        Duration::from_secs(15),
+        "node-b's child started",
+        || log_lines(&d).iter().any(|l| l.starts_with("start node-b")),
+    )
     .await;
     let lines = log_lines(&d);
     let moved = lines
