@@ -32,8 +32,8 @@ pub(crate) struct ExecArgs {
     /// Create the bucket if it does not exist.
     #[arg(long)]
     auto_create: bool,
-    /// The lease TTL (fail-over time if this process dies) [default: timing.ttl of --config,
-    /// or 10s].
+    /// The lease TTL, whole seconds (fail-over time if this process dies) [default: timing.ttl
+    /// of --config, or 3s]; the heartbeat and timeouts are shortened to fit it.
     #[arg(long, value_parser = humantime::parse_duration)]
     ttl: Option<Duration>,
     /// The signal Ctrl-C, SIGTERM or a lost role sends the command first.
@@ -99,7 +99,14 @@ fn config(args: &ExecArgs) -> Result<Config, Failure> {
         config.instance.id = InstanceId::new(id.as_str()).ok();
     }
     if let Some(ttl) = args.ttl {
-        config.timing.ttl = ttl;
+        // The other timing values follow a shorter TTL (the file's, or the defaults, may be
+        // too long for it); validation still reports a TTL that breaks a rule itself.
+        let t = &mut config.timing;
+        t.ttl = ttl;
+        t.heartbeat = t.heartbeat.min(ttl / 4);
+        t.operation_timeout = t.operation_timeout.min(ttl / 3);
+        t.disconnect_grace = t.disconnect_grace.min(ttl);
+        t.campaign_jitter = t.campaign_jitter.min(t.heartbeat / 2);
     }
     config.bucket.auto_create |= args.auto_create;
     // The file's entry for the role keeps its timing and priority; its processes do not run.

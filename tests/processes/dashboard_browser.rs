@@ -424,27 +424,43 @@ async fn hostile_metadata_stays_inert_on_the_dashboard() {
         async move { js.get_key_value("hostile").await.ok() }
     })
     .await;
-    put_foreign_lease(
-        &kv,
-        "beta",
-        "intruder-js",
-        json!({"http": "javascript:window.__pwned=1", "blob": "x".repeat(900 * 1024)}),
-    )
-    .await;
-    put_foreign_lease(
-        &kv,
-        "gamma",
-        "intruder-data",
-        json!({"http": "data:text/html,<script>window.__pwned=2</script>"}),
-    )
-    .await;
-    put_foreign_lease(
-        &kv,
-        "delta",
-        "plain-https",
-        json!({"http": "https://plain-https.test:8443/"}),
-    )
-    .await;
+    // The leases name sessions that never existed, so the instance declares them vacant after
+    // its backstop (a few seconds): written again every second for the whole test, so that a
+    // browser slow to start (a loaded CI machine) still finds them held.
+    let put_all = |kv: async_nats::jetstream::kv::Store| async move {
+        put_foreign_lease(
+            &kv,
+            "beta",
+            "intruder-js",
+            json!({"http": "javascript:window.__pwned=1", "blob": "x".repeat(900 * 1024)}),
+        )
+        .await;
+        put_foreign_lease(
+            &kv,
+            "gamma",
+            "intruder-data",
+            json!({"http": "data:text/html,<script>window.__pwned=2</script>"}),
+        )
+        .await;
+        put_foreign_lease(
+            &kv,
+            "delta",
+            "plain-https",
+            json!({"http": "https://plain-https.test:8443/"}),
+        )
+        .await;
+    };
+    put_all(kv.clone()).await;
+    let refresher = tokio::spawn({
+        let kv = kv.clone();
+        async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                put_all(kv.clone()).await;
+            }
+        }
+    });
+    let _refresher = AbortOnDrop(refresher);
 
     let page = browser(&driver, &dir.path().join("profile")).await;
     page.goto(&d.instances[a].url)
@@ -939,4 +955,13 @@ async fn the_members_view_and_the_admin_buttons_work_in_the_page() {
     assert_token_not_on_page(&page).await;
 
     page.close().await.expect("close the browser");
+}
+
+/// Aborts a background task when dropped (also when the test fails).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -679,7 +679,7 @@ async fn one_shot_exec_runs_commands_one_at_a_time_and_exits_with_their_status()
         "--bucket",
         "exec-lock",
     ])
-    .args(["--instance-id", "z", "--", "sh", "-c"])
+    .args(["--instance-id", "z", "--ttl", "2s", "--", "sh", "-c"])
     .arg(format!("echo started >> {}; exec sleep 100", log.display()));
     let mut child = cmd.spawn().expect("spawn exec");
     let deadline = Instant::now() + Duration::from_secs(10);
