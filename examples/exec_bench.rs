@@ -124,7 +124,11 @@ async fn series(server: &testkit::NatsServer, stop: bool, trials: usize) -> Seri
             last(&file(&h_id), "child_stop")
         })
         .await;
-        let (promote_t, _) = last(&file(&c_id), "promote").expect("the candidate's promote");
+        // The recorder flushes every 50 ms; the watchdog writes at once.
+        let (promote_t, _) = until(Duration::from_secs(5), "the candidate's promote", || {
+            last(&file(&c_id), "promote")
+        })
+        .await;
         if trial > 0 {
             s.total.push(ms(i128::from(start_t) - i128::from(t0)));
             if stop {
