@@ -100,6 +100,8 @@ pub(crate) fn denied_subject(message: &str) -> Option<&str> {
 #[derive(Clone)]
 pub struct LeaseStore {
     js: jetstream::Context,
+    /// The JetStream API prefix (`$JS.API`, `$JS.<domain>.API`, or an account's).
+    api: String,
     stream: jetstream::stream::Stream,
     bucket: String,
     ttl_mode: TtlMode,
@@ -122,6 +124,7 @@ impl LeaseStore {
     /// Wraps an opened bucket.
     pub(crate) fn new(
         js: jetstream::Context,
+        api: &str,
         stream: jetstream::stream::Stream,
         bucket: String,
         ttl_mode: TtlMode,
@@ -130,6 +133,7 @@ impl LeaseStore {
     ) -> Self {
         Self {
             js,
+            api: api.to_owned(),
             stream,
             bucket,
             ttl_mode,
@@ -190,9 +194,20 @@ impl LeaseStore {
         self.ttl_mode
     }
 
-    /// Full subject of a key.
+    /// Full subject of a key (in the stream).
     pub fn subject(&self, key: &str) -> String {
         format!("$KV.{}.{}", self.bucket, key)
+    }
+
+    /// The subject writes of a key are published to: the key's subject, behind the API prefix
+    /// when the bucket is in another JetStream domain or account (the server strips the
+    /// prefix where the domain or account is crossed; ADR-19/20, as every NATS client does).
+    fn write_subject(&self, key: &str) -> String {
+        if self.api == "$JS.API" {
+            self.subject(key)
+        } else {
+            format!("{}.{}", self.api, self.subject(key))
+        }
     }
 
     /// Publishes `payload` to `key` only if the key's last revision is `expected` (P3).
@@ -235,7 +250,7 @@ impl LeaseStore {
         } else if let (Some(ttl), TtlMode::PerKey) = (ttl, self.ttl_mode) {
             headers.insert(MESSAGE_TTL, ttl_header(ttl).as_str());
         }
-        self.publish(self.subject(key), headers, payload, timeout)
+        self.publish(self.write_subject(key), headers, payload, timeout)
             .await
     }
 
@@ -258,7 +273,7 @@ impl LeaseStore {
             EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT,
             self.subject(fence_key).as_str(),
         );
-        self.publish(self.subject(data_key), headers, payload, timeout)
+        self.publish(self.write_subject(data_key), headers, payload, timeout)
             .await
     }
 
@@ -328,7 +343,7 @@ impl LeaseStore {
     ) -> Result<Option<(u64, HeaderMap, Bytes)>, FailureKind> {
         let subject = self.subject(key);
         // Reads go to the stream leader through exactly this API subject.
-        let api = format!("$JS.API.STREAM.MSG.GET.KV_{}", self.bucket);
+        let api = format!("{}.STREAM.MSG.GET.KV_{}", self.api, self.bucket);
         let denied = permission_violation(self.errors.subscribe(), vec![api]);
         let read = self.stream.get_last_raw_message_by_subject(&subject);
         let result = tokio::select! {

@@ -55,6 +55,12 @@ pub(crate) struct ConnArgs {
     /// The KV bucket [default: roles].
     #[arg(long, env = "NATS_ROLES_BUCKET")]
     bucket: Option<String>,
+    /// The JetStream domain of the bucket (a hub reached through a leaf node).
+    #[arg(long, value_name = "DOMAIN", conflicts_with = "js_api_prefix")]
+    js_domain: Option<String>,
+    /// A JetStream API prefix instead of $JS.API (a bucket imported from another account).
+    #[arg(long, value_name = "PREFIX")]
+    js_api_prefix: Option<String>,
     /// Timeout of connecting and of each request.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     timeout: Duration,
@@ -101,6 +107,14 @@ impl ConnArgs {
         if let Some(bucket) = &self.bucket {
             config.bucket.name = bucket.trim().to_owned();
         }
+        if let Some(domain) = &self.js_domain {
+            config.bucket.domain = Some(domain.trim().to_owned());
+            config.nats.jetstream_api_prefix = None;
+        }
+        if let Some(prefix) = &self.js_api_prefix {
+            config.nats.jetstream_api_prefix = Some(prefix.trim().to_owned());
+            config.bucket.domain = None;
+        }
         config.validate().map_err(|e| {
             let from = self
                 .config
@@ -116,16 +130,21 @@ impl ConnArgs {
     pub(crate) async fn open(&self) -> Result<Inspector, Failure> {
         let config = self.config()?;
         let bucket = &config.bucket.name;
-        Inspector::connect(&config.nats, "nats-roles-cli", bucket, self.timeout)
-            .await
-            .map_err(|e| match e {
-                crate::Error::BucketNotFound { .. } => Failure::Runtime(format!(
-                    "KV bucket {bucket:?} does not exist on {} (wrong --bucket?)",
-                    config.nats.servers.join(",")
-                )),
-                e @ crate::Error::Connect(_) => Failure::Runtime(e.to_string()),
-                e => bucket_failure(bucket, e),
-            })
+        Inspector::connect(
+            &config.nats,
+            "nats-roles-cli",
+            &config.bucket_settings(),
+            self.timeout,
+        )
+        .await
+        .map_err(|e| match e {
+            crate::Error::BucketNotFound { .. } => Failure::Runtime(format!(
+                "KV bucket {bucket:?} does not exist on {} (wrong --bucket?)",
+                config.nats.servers.join(",")
+            )),
+            e @ crate::Error::Connect(_) => Failure::Runtime(e.to_string()),
+            e => bucket_failure(bucket, e),
+        })
     }
 }
 

@@ -305,4 +305,13 @@ impl Config {
     pub fn member_ttl(&self) -> Duration {
         self.placement.member_ttl.unwrap_or(self.timing.ttl)
     }
+
+    /// The bucket as the library takes it: `bucket` with `nats.jetstream_api_prefix`.
+    #[must_use]
+    pub fn bucket_settings(&self) -> BucketSettings {
+        BucketSettings {
+            api_prefix: self.nats.jetstream_api_prefix.clone(),
+            ..self.bucket.clone()
+        }
+    }
 }

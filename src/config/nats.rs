@@ -48,6 +48,11 @@ pub struct NatsConfig {
     /// Timeout of JetStream API requests. Default: `2s`.
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
+    /// A JetStream API prefix instead of `$JS.API`, for a bucket in another account imported
+    /// under it; not with `bucket.domain` (a JetStream domain is the prefix
+    /// `$JS.<domain>.API`). Default: `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jetstream_api_prefix: Option<String>,
 }
 
 impl Default for NatsConfig {
@@ -64,6 +69,7 @@ impl Default for NatsConfig {
             ping_interval: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(2),
+            jetstream_api_prefix: None,
         }
     }
 }
@@ -94,6 +100,7 @@ impl fmt::Debug for NatsConfig {
             .field("ping_interval", &self.ping_interval)
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
+            .field("jetstream_api_prefix", &self.jetstream_api_prefix)
             .finish()
     }
 }

@@ -235,7 +235,7 @@ impl Config {
     }
 
     fn check_bucket(&self, p: &mut Problems) {
-        p.settings(self.bucket.problems());
+        p.settings(self.bucket_settings().problems());
     }
 
     fn check_instance(&self, p: &mut Problems) {

@@ -19,6 +19,16 @@ pub struct BucketSettings {
     /// Create the bucket if it does not exist. Production deployments should
     /// pre-create it. Default: `false`.
     pub auto_create: bool,
+    /// The JetStream domain of the bucket, when it lives in another domain than the servers
+    /// this instance connects to (a hub reached through leaf nodes): every JetStream call
+    /// goes through `$JS.<domain>.API`. `[A-Za-z0-9_-]+`. Default: none (the local domain).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    /// A JetStream API prefix instead of `$JS.API` (a bucket in another account, imported
+    /// under this prefix); not with `domain`. In YAML: `nats.jetstream_api_prefix`.
+    /// Default: none.
+    #[serde(skip)]
+    pub api_prefix: Option<String>,
 }
 
 impl Default for BucketSettings {
@@ -27,6 +37,8 @@ impl Default for BucketSettings {
             name: "roles".to_owned(),
             replicas: 1,
             auto_create: false,
+            domain: None,
+            api_prefix: None,
         }
     }
 }
@@ -48,7 +60,35 @@ impl BucketSettings {
                 ),
             ));
         }
+        if let Some(domain) = &self.domain
+            && let Err(why) = check_domain(domain)
+        {
+            found.push(SettingError::new("bucket.domain", why));
+        }
+        if let Some(prefix) = &self.api_prefix
+            && let Err(why) = check_api_prefix(prefix)
+        {
+            found.push(SettingError::new("nats.jetstream_api_prefix", why));
+        }
+        if self.domain.is_some() && self.api_prefix.is_some() {
+            found.push(SettingError::new(
+                "bucket.domain",
+                "bucket.domain and nats.jetstream_api_prefix are two ways to name where the \
+                 JetStream API is; set one",
+            ));
+        }
         found
+    }
+
+    /// The JetStream API prefix every call for this bucket goes through: `$JS.<domain>.API`
+    /// with a domain, the configured prefix, or `$JS.API`.
+    #[must_use]
+    pub fn jetstream_api_prefix(&self) -> String {
+        match (&self.domain, &self.api_prefix) {
+            (Some(domain), _) => format!("$JS.{domain}.API"),
+            (None, Some(prefix)) => prefix.trim_end_matches('.').to_owned(),
+            (None, None) => "$JS.API".to_owned(),
+        }
     }
 
     /// Checks every rule.
@@ -76,6 +116,44 @@ pub(crate) fn check_bucket_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a JetStream domain: non-empty, `[A-Za-z0-9_-]+` (it becomes one subject token).
+fn check_domain(domain: &str) -> Result<(), String> {
+    if domain.is_empty() {
+        return Err("must not be empty; leave it out for the local domain".to_owned());
+    }
+    if let Some(c) = domain
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        return Err(format!(
+            "domain {domain:?} contains {c:?}; only ASCII letters, digits, '-' and '_' are allowed"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an API prefix: dot-separated non-empty tokens of printable ASCII without
+/// wildcards.
+fn check_api_prefix(prefix: &str) -> Result<(), String> {
+    let trimmed = prefix.strip_suffix('.').unwrap_or(prefix);
+    if trimmed.is_empty() {
+        return Err("must not be empty; leave it out for $JS.API".to_owned());
+    }
+    if let Some(c) = trimmed
+        .chars()
+        .find(|c| !c.is_ascii_graphic() || *c == '*' || *c == '>')
+    {
+        return Err(format!(
+            "prefix {prefix:?} contains {c:?}; subject tokens of printable ASCII without \
+             wildcards are allowed"
+        ));
+    }
+    if trimmed.split('.').any(str::is_empty) {
+        return Err(format!("prefix {prefix:?} has an empty token"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +174,42 @@ mod tests {
             bad_replicas.validate().map_err(|e| e.field),
             Err("bucket.replicas")
         );
+    }
+
+    #[test]
+    fn a_domain_or_an_api_prefix_chooses_the_jetstream_api() {
+        let local = BucketSettings::default();
+        assert_eq!(local.jetstream_api_prefix(), "$JS.API");
+        let hub = BucketSettings {
+            domain: Some("hub".into()),
+            ..Default::default()
+        };
+        assert_eq!(hub.validate(), Ok(()));
+        assert_eq!(hub.jetstream_api_prefix(), "$JS.hub.API");
+        let imported = BucketSettings {
+            api_prefix: Some("JS.acc-a.API.".into()),
+            ..Default::default()
+        };
+        assert_eq!(imported.validate(), Ok(()));
+        assert_eq!(imported.jetstream_api_prefix(), "JS.acc-a.API");
+        for (domain, prefix, field) in [
+            (Some("a.b"), None, "bucket.domain"),
+            (Some(""), None, "bucket.domain"),
+            (None, Some("JS.*.API"), "nats.jetstream_api_prefix"),
+            (None, Some("JS..API"), "nats.jetstream_api_prefix"),
+            (None, Some(" "), "nats.jetstream_api_prefix"),
+            (Some("hub"), Some("JS.x"), "bucket.domain"),
+        ] {
+            let s = BucketSettings {
+                domain: domain.map(str::to_owned),
+                api_prefix: prefix.map(str::to_owned),
+                ..Default::default()
+            };
+            assert_eq!(
+                s.validate().map_err(|e| e.field),
+                Err(field),
+                "{domain:?} {prefix:?}"
+            );
+        }
     }
 }

@@ -69,11 +69,16 @@ impl Inspector {
         errors: &ServerErrors,
         timeout: Duration,
     ) -> Result<Self, Error> {
-        Self::open_with(client, bucket, errors, timeout, Denials::default()).await
+        let settings = crate::core::BucketSettings {
+            name: bucket.to_owned(),
+            ..Default::default()
+        };
+        Self::open_with(client, &settings, errors, timeout, Denials::default()).await
     }
 
     /// Connects to NATS as `nats` says (client name `name` unless `nats.name` is set) and
-    /// opens `bucket` on that connection of its own. Any permission violation the server
+    /// opens `bucket` (in its JetStream domain or behind its API prefix, when set; never
+    /// created) on that connection of its own. Any permission violation the server
     /// reports on it fails the pending operation at once with [`Error::PermissionDenied`]
     /// naming the subject (`detail`: `SUBJECT (publish)` or `SUBJECT (subscribe)`).
     ///
@@ -82,7 +87,7 @@ impl Inspector {
     pub async fn connect(
         nats: &NatsConfig,
         name: &str,
-        bucket: &str,
+        bucket: &crate::core::BucketSettings,
         timeout: Duration,
     ) -> Result<Self, Error> {
         let denials = Denials::default();
@@ -96,14 +101,14 @@ impl Inspector {
 
     async fn open_with(
         client: &async_nats::Client,
-        bucket: &str,
+        bucket: &crate::core::BucketSettings,
         errors: &ServerErrors,
         timeout: Duration,
         denials: Denials,
     ) -> Result<Self, Error> {
         let opened = guarded(&denials, open_bucket(client, bucket, errors)).await?;
         Ok(Self {
-            bucket: bucket.to_owned(),
+            bucket: bucket.name.clone(),
             epoch: opened.epoch,
             kv: opened.kv,
             store: opened.store,

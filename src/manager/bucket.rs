@@ -26,8 +26,9 @@ pub(crate) async fn open(
     config: &BucketSettings,
     errors: &ServerErrors,
 ) -> Result<Opened, Error> {
-    let js = jetstream::new(client.clone());
-    let denied = errors.permission_denied(vec![format!("$JS.API.STREAM.INFO.KV_{}", config.name)]);
+    let api = config.jetstream_api_prefix();
+    let js = jetstream::with_prefix(client.clone(), &api);
+    let denied = errors.permission_denied(vec![format!("{api}.STREAM.INFO.KV_{}", config.name)]);
     let kv = tokio::select! {
         r = js.get_key_value(&config.name) => r,
         () = denied => return Err(Error::PermissionDenied {
@@ -73,6 +74,7 @@ pub(crate) async fn open(
         .map_err(|e| Error::JetStream(Box::new(e)))?;
     let store = LeaseStore::new(
         js.clone(),
+        &api,
         stream,
         config.name.clone(),
         ttl_mode,

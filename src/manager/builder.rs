@@ -91,7 +91,7 @@ impl RoleManager {
             .retry(config.retry)
             .drain_timeout(config.shutdown.drain_timeout)
             .validation_interval(config.fencing.validation_interval);
-        builder.bucket = config.bucket.clone();
+        builder.bucket = config.bucket_settings();
         builder = builder
             .priority(config.instance.priority)
             .placement(PlacementSettings {

@@ -52,13 +52,12 @@ pub(crate) struct OpenedBucket {
 #[cfg(feature = "tooling")]
 pub(crate) async fn open_bucket(
     client: &async_nats::Client,
-    name: &str,
+    bucket: &crate::core::BucketSettings,
     errors: &crate::store::ServerErrors,
 ) -> Result<OpenedBucket, crate::error::Error> {
     let config = crate::core::BucketSettings {
-        name: name.to_owned(),
         auto_create: false,
-        ..Default::default()
+        ..bucket.clone()
     };
     let opened = super::bucket::open(client, &config, errors).await?;
     Ok(OpenedBucket {

@@ -13,6 +13,7 @@ mod observability;
 mod operator_cli;
 mod placement;
 mod placement_zones;
+mod sites;
 
 /// The binary under test (cargo builds it for integration tests).
 pub const BIN: &str = env!("CARGO_BIN_EXE_nats-roles");

@@ -140,6 +140,13 @@ impl Deployment {
 
     /// Starts instance `id` and waits for its dashboard URL; returns its index.
     pub async fn start(&mut self, id: &str) -> usize {
+        let url = self.nats_url.clone();
+        self.start_on(id, &url).await
+    }
+
+    /// Starts instance `id` connected to the server at `nats_url` (another site's) and waits
+    /// for its dashboard URL; returns its index.
+    pub async fn start_on(&mut self, id: &str, nats_url: &str) -> usize {
         let n = self.instances.len();
         let stderr_path = self.dir.path().join(format!("{n}-{id}.stderr"));
         let stderr = std::fs::File::create(&stderr_path)
@@ -149,7 +156,7 @@ impl Deployment {
         cmd.arg("run")
             .arg("--config")
             .arg(&self.config)
-            .args(["--instance-id", id, "--server", &self.nats_url])
+            .args(["--instance-id", id, "--server", nats_url])
             .args(["--http", "127.0.0.1:0"])
             .args(self.args.iter().map(|a| {
                 a.replace("{id}", id)

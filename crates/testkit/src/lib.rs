@@ -39,6 +39,7 @@ pub mod process;
 pub mod proxy;
 pub mod roles;
 pub mod server;
+pub mod sites;
 pub mod tcp;
 pub mod wait;
 

@@ -37,6 +37,17 @@ impl StartError {
     }
 }
 
+/// Whether a server runs JetStream, and in which domain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JetStream {
+    /// JetStream in the default (local) domain.
+    On,
+    /// JetStream in this domain (`jetstream { domain: ... }`).
+    Domain(String),
+    /// No JetStream (a leaf node that only relays to its hub).
+    Off,
+}
+
 /// One `nats-server` process with JetStream, listening on 127.0.0.1.
 ///
 /// Its config file, JetStream store and log live in a temporary directory that is deleted
@@ -57,6 +68,8 @@ pub struct NatsServer {
     cluster_block: Option<String>,
     /// Extra config appended verbatim.
     extra: String,
+    /// Whether (and in which domain) it runs JetStream.
+    jetstream: JetStream,
     ready_timeout: Duration,
     child: Option<Child>,
     paused: bool,
@@ -84,11 +97,20 @@ impl NatsServer {
     /// `extra` must not set `listen`, `http`, `port` or `jetstream`: the harness owns those.
     /// The monitoring endpoint is not affected by `authorization`, so readiness still works.
     pub async fn start_with_config(extra: &str) -> NatsServer {
+        Self::start_named("nats", JetStream::On, extra).await
+    }
+
+    /// A server named `name` (unique among servers that connect to each other), with
+    /// JetStream as `jetstream` says, and `extra` appended to its config (leaf node blocks:
+    /// see [`crate::sites`]).
+    pub async fn start_named(name: &str, jetstream: JetStream, extra: &str) -> NatsServer {
         let dir = tempfile::Builder::new()
             .prefix("nats-roles-test-")
             .tempdir()
             .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"));
-        let mut server = NatsServer::new("nats", dir, 0, 0, None, extra, SERVER_READY_TIMEOUT);
+        let mut server = NatsServer::new(name, dir, 0, 0, None, extra, SERVER_READY_TIMEOUT);
+        server.jetstream = jetstream;
+        server.write_config(true);
         // First start: let the server pick its ports (no race), learn them from the ports file,
         // then pin them in the config so that restarts reuse them.
         if let Err(e) = server.spawn() {
@@ -128,6 +150,7 @@ impl NatsServer {
             monitor_port,
             cluster_block,
             extra: extra.to_owned(),
+            jetstream: JetStream::On,
             ready_timeout,
             child: None,
             paused: false,
@@ -166,11 +189,23 @@ impl NatsServer {
         if pick_ports {
             let _ = writeln!(conf, "ports_file_dir: \"{}\"", self.dir.path().display());
         }
-        let _ = writeln!(
-            conf,
-            "jetstream {{\n  store_dir: \"{}\"\n}}",
-            self.store_dir.display()
-        );
+        match &self.jetstream {
+            JetStream::On => {
+                let _ = writeln!(
+                    conf,
+                    "jetstream {{\n  store_dir: \"{}\"\n}}",
+                    self.store_dir.display()
+                );
+            }
+            JetStream::Domain(domain) => {
+                let _ = writeln!(
+                    conf,
+                    "jetstream {{\n  store_dir: \"{}\"\n  domain: {domain}\n}}",
+                    self.store_dir.display()
+                );
+            }
+            JetStream::Off => {}
+        }
         if let Some(cluster) = &self.cluster_block {
             let _ = writeln!(conf, "{cluster}");
         }

@@ -42,7 +42,9 @@ fn defaults_match_documentation() {
         BucketSettings {
             name: "roles".into(),
             replicas: 1,
-            auto_create: false
+            auto_create: false,
+            domain: None,
+            api_prefix: None,
         }
     );
     assert_eq!(c.instance.id, None);

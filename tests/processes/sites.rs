@@ -1,0 +1,253 @@
+//! Across sites: one bucket in a hub's JetStream domain, instances on the hub and on two leaf
+//! nodes (one with a JetStream domain of its own, one without JetStream), each leaf linked to
+//! the hub through a TCP proxy. One holder per role across sites, graceful hand-over and crash
+//! fail-over across sites, and a cut link: the far site's holders stop acting at their local
+//! deadline although their own connection to the leaf stays up; the hub takes over after the
+//! TTL; when the link returns nothing overlapped (history checker clean).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use testkit::instances::Deployment;
+use testkit::process::{SIGKILL, signal};
+use testkit::proxy::Mode;
+use testkit::sites::{HUB_DOMAIN, Sites};
+
+const ROLES: [&str; 3] = ["r1", "r2", "r3"];
+
+/// A deployment of `ROLES` in the hub's domain, TTL 2 s, with histories.
+fn deployment(sites: &Sites, bucket: &str) -> Deployment {
+    let mut d = Deployment::new(&sites.hub.url(), bucket, &[], "");
+    let mut yaml = format!(
+        "bucket:\n  name: {bucket}\n  replicas: 1\n  auto_create: true\n  domain: {HUB_DOMAIN}\n\
+         timing:\n  ttl: 2s\n  heartbeat: 500ms\n  operation_timeout: 1s\n  disconnect_grace: 2s\n\
+         roles:\n"
+    );
+    for r in ROLES {
+        yaml.push_str(&format!("  - name: {r}\n"));
+    }
+    std::fs::write(&d.config, yaml).expect("write config");
+    d.arg("--history");
+    d.arg("{dir}/{id}.jsonl");
+    d
+}
+
+/// Who holds each role, from `nats-roles status --json` asked through site B's leaf (no
+/// JetStream there: the operator command reaches the hub's domain too).
+async fn holders(sites: &Sites, bucket: &str) -> BTreeMap<String, String> {
+    let out = testkit::cli::run(
+        &[
+            "status",
+            "--json",
+            "-s",
+            &sites.site_b.url(),
+            "--bucket",
+            bucket,
+            "--js-domain",
+            HUB_DOMAIN,
+        ],
+        &[],
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.text());
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("status JSON");
+    v["roles"]
+        .as_array()
+        .map(|roles| {
+            roles
+                .iter()
+                .filter_map(|r| {
+                    Some((
+                        r["role"].as_str()?.to_owned(),
+                        r["holder"].as_str()?.to_owned(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn until_holders(
+    sites: &Sites,
+    bucket: &str,
+    d: &Deployment,
+    limit: Duration,
+    what: &str,
+    ok: impl Fn(&BTreeMap<String, String>) -> bool,
+) -> BTreeMap<String, String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let h = holders(sites, bucket).await;
+        if ok(&h) {
+            return h;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} within {limit:?}: {h:?}\n{}",
+            d.report()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `nats-roles history check` over every history of the deployment: clean.
+async fn check_histories(d: &Deployment) {
+    let dir = d.dir().display().to_string();
+    let out = testkit::cli::run(&["history", "check", &dir], &[], Duration::from_secs(30)).await;
+    assert_eq!(out.code, Some(0), "{}\n{}", out.text(), d.report());
+    assert!(out.stdout.contains("CLEAN"), "{}", out.text());
+}
+
+fn promoted_count(d: &Deployment, i: usize) -> usize {
+    d.instances[i]
+        .stdout()
+        .iter()
+        .filter(|l| l.starts_with("promoted role="))
+        .count()
+}
+
+/// Instances on the hub, on a leaf with its own JetStream domain and on a leaf without
+/// JetStream share the roles of one bucket in the hub's domain: one holder per role; a
+/// graceful stop hands over across sites at once, a crash fails over after the TTL.
+#[tokio::test]
+async fn instances_on_three_sites_share_one_bucket_in_the_hub_s_domain() {
+    let sites = Sites::start().await;
+    let bucket = "sites-share";
+    let mut d = deployment(&sites, bucket);
+    let a = d.start_on("site-a-1", &sites.site_a.url()).await;
+    let all_held = |h: &BTreeMap<String, String>| ROLES.iter().all(|r| h.contains_key(*r));
+    let h = until_holders(
+        &sites,
+        bucket,
+        &d,
+        Duration::from_secs(15),
+        "site A holds every role",
+        |h| all_held(h) && h.values().all(|v| v == "site-a-1"),
+    )
+    .await;
+    assert_eq!(h.len(), 3, "{h:?}");
+    let b = d.start_on("site-b-1", &sites.site_b.url()).await;
+    let hub = d.start_on("hub-1", &sites.hub.url()).await;
+    // Graceful stop of site A's instance: the roles move to the other sites at once.
+    let t = Instant::now();
+    d.terminate(a);
+    d.wait_exit(a, Duration::from_secs(10)).await;
+    let h = until_holders(
+        &sites,
+        bucket,
+        &d,
+        Duration::from_secs(10),
+        "hand-over to the other sites",
+        |h| all_held(h) && h.values().all(|v| v == "site-b-1" || v == "hub-1"),
+    )
+    .await;
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "a graceful hand-over across sites took {:?}: {h:?}",
+        t.elapsed()
+    );
+    // Crash of site B's instance (if it holds anything): the hub takes over after the TTL.
+    if h.values().any(|v| v == "site-b-1") {
+        signal(d.instances[b].pid(), SIGKILL);
+        until_holders(
+            &sites,
+            bucket,
+            &d,
+            Duration::from_secs(15),
+            "fail-over to the hub",
+            |h| all_held(h) && h.values().all(|v| v == "hub-1"),
+        )
+        .await;
+    } else {
+        d.terminate(b);
+        d.wait_exit(b, Duration::from_secs(10)).await;
+    }
+    assert!(promoted_count(&d, hub) >= 1, "{}", d.report());
+    d.terminate(hub);
+    d.wait_exit(hub, Duration::from_secs(10)).await;
+    check_histories(&d).await;
+}
+
+/// The link between site A and the hub is cut while site A's instance holds every role: it
+/// stops acting at its local deadline (its own connection to the leaf stays up), the hub's
+/// instance takes over after the TTL, and when the link returns nothing overlapped.
+#[tokio::test]
+async fn a_cut_link_demotes_the_far_site_at_its_deadline_and_the_hub_takes_over() {
+    let sites = Sites::start().await;
+    let bucket = "sites-cut";
+    let mut d = deployment(&sites, bucket);
+    let a = d.start_on("site-a-1", &sites.site_a.url()).await;
+    until_holders(
+        &sites,
+        bucket,
+        &d,
+        Duration::from_secs(15),
+        "site A holds every role",
+        |h| {
+            ROLES
+                .iter()
+                .all(|r| h.get(*r).is_some_and(|v| v == "site-a-1"))
+        },
+    )
+    .await;
+    let hub = d.start_on("hub-1", &sites.hub.url()).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cut = Instant::now();
+    sites.link_a.set_mode(Mode::Stall);
+    // Site A's instance demotes every role at its deadline (before the TTL has passed).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while d.instances[a]
+        .stdout()
+        .iter()
+        .filter(|l| l.starts_with("demoted role="))
+        .count()
+        < ROLES.len()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "site A kept its roles\n{}",
+            d.report()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let demoted_after = cut.elapsed();
+    eprintln!("site A demoted every role {demoted_after:?} after the cut");
+    assert!(
+        demoted_after < Duration::from_secs(2),
+        "site A demoted {demoted_after:?} after the cut, later than its TTL"
+    );
+    // The hub takes over (the holders it sees are gone after the TTL).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while promoted_count(&d, hub) < ROLES.len() {
+        assert!(
+            Instant::now() < deadline,
+            "the hub did not take over\n{}",
+            d.report()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("the hub took every role {:?} after the cut", cut.elapsed());
+    // The link returns: site A follows the hub's holders, nothing overlaps.
+    sites.link_a.set_mode(Mode::Pass);
+    sites.wait_leaves(2, Duration::from_secs(15)).await;
+    until_holders(
+        &sites,
+        bucket,
+        &d,
+        Duration::from_secs(15),
+        "the hub holds every role",
+        |h| {
+            ROLES
+                .iter()
+                .all(|r| h.get(*r).is_some_and(|v| v == "hub-1"))
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    d.terminate(a);
+    d.terminate(hub);
+    d.wait_exit(a, Duration::from_secs(10)).await;
+    d.wait_exit(hub, Duration::from_secs(10)).await;
+    check_histories(&d).await;
+}
