@@ -127,7 +127,20 @@ pub(crate) fn main() -> ExitCode {
 
 fn validate(path: &std::path::Path) -> ExitCode {
     match Config::load(path) {
-        Ok(_) => {
+        Ok(config) => {
+            for w in config.round_trip_warnings(None) {
+                eprintln!(
+                    "{}: warning: {}: {} (nats.round_trip {})",
+                    path.display(),
+                    w.field,
+                    w.message,
+                    config
+                        .nats
+                        .round_trip
+                        .map(crate::core::fmt_duration)
+                        .unwrap_or_default()
+                );
+            }
             println!("{}: ok", path.display());
             ExitCode::SUCCESS
         }
@@ -389,6 +402,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     let (client, errors) = crate::connect(&config.nats, &format!("nats-roles/{id}"))
         .await
         .map_err(runtime)?;
+    let manager_client = client.clone();
     let mut builder = RoleManager::from_config(client, &config, errors).map_err(runtime)?;
     let processes = crate::exec::supervisor::ProcessContext {
         instance: id.clone(),
@@ -453,8 +467,12 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
             }
         }
     });
+    for w in config.round_trip_warnings(None) {
+        warn!(field = %w.field, "timing over the declared nats.round_trip: {}", w.message);
+    }
     let manager = Arc::new(builder.start().await.map_err(runtime)?);
     processes.manager.set(&manager);
+    check_round_trip(&manager_client, &config).await;
     http.start(&manager, &config, telemetry);
     let _ = url_printed.send(());
     super::signal::shutdown_signal().await;
@@ -470,6 +488,40 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         let _ = tokio::task::spawn_blocking(move || recorder.stop()).await;
     }
     result.map_err(runtime)
+}
+
+/// Measures the round trip to the bucket's JetStream API (the best of three stream-info
+/// requests: through leaf nodes and domains it crosses the WAN) and warns when a role's
+/// timing cannot work over it (docs/operations.md, "Across sites").
+async fn check_round_trip(client: &async_nats::Client, config: &Config) {
+    let bucket = config.bucket_settings();
+    let js = async_nats::jetstream::with_prefix(client.clone(), &bucket.jetstream_api_prefix());
+    let stream = format!("KV_{}", bucket.name);
+    let mut best: Option<Duration> = None;
+    for _ in 0..3 {
+        let t = tokio::time::Instant::now();
+        if js.get_stream(&stream).await.is_ok() {
+            let took = t.elapsed();
+            best = Some(best.map_or(took, |b| b.min(took)));
+        }
+    }
+    let Some(rtt) = best else {
+        return;
+    };
+    info!(
+        round_trip_ms = rtt.as_secs_f64() * 1e3,
+        "round trip to the bucket"
+    );
+    if config
+        .nats
+        .round_trip
+        .is_some_and(|declared| declared >= rtt)
+    {
+        return; // the declared round trip was checked already
+    }
+    for w in config.round_trip_warnings(Some(rtt)) {
+        warn!(field = %w.field, round_trip_ms = rtt.as_secs_f64() * 1e3, "timing over the measured round trip: {}", w.message);
+    }
 }
 
 /// One line on stdout, flushed (scripts read it as it comes).

@@ -57,6 +57,7 @@ mod telemetry;
 #[cfg(test)]
 mod tests;
 mod validate;
+mod wan;
 mod yaml;
 
 pub use error::{ConfigError, ConfigProblem};
@@ -65,6 +66,7 @@ pub use instance::InstanceConfig;
 pub use nats::{NatsConfig, TlsConfig};
 pub use roles::RoleConfig;
 pub use telemetry::{DEFAULT_SERVICE_NAME, LogFormat, OtlpConfig, OtlpProtocol, TelemetryConfig};
+pub use wan::round_trip_issues;
 
 /// Largest configuration document accepted by [`Config::from_yaml_str`] and
 /// [`Config::load`], in bytes (1 MiB).

@@ -53,6 +53,15 @@ pub struct NatsConfig {
     /// `$JS.<domain>.API`). Default: `None`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jetstream_api_prefix: Option<String>,
+    /// The round trip between this instance and the bucket's servers over a WAN (a site
+    /// behind a leaf node): `validate` and `run` warn when a role's timing cannot work over
+    /// it (docs/operations.md). `run` also measures it at start. Default: `None`.
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub round_trip: Option<Duration>,
 }
 
 impl Default for NatsConfig {
@@ -70,6 +79,7 @@ impl Default for NatsConfig {
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(2),
             jetstream_api_prefix: None,
+            round_trip: None,
         }
     }
 }
@@ -101,6 +111,7 @@ impl fmt::Debug for NatsConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("jetstream_api_prefix", &self.jetstream_api_prefix)
+            .field("round_trip", &self.round_trip)
             .finish()
     }
 }

@@ -515,6 +515,33 @@ impl Config {
 }
 
 impl Config {
+    /// What the configured timing cannot do over a WAN round trip of `rtt` (or the declared
+    /// `nats.round_trip` when `None`): warnings, not errors ([`round_trip_issues`]). The
+    /// top-level timing is reported under `timing.*`, a role whose overrides break a rule
+    /// under `roles[i].*`.
+    #[must_use]
+    pub fn round_trip_warnings(&self, rtt: Option<Duration>) -> Vec<ConfigProblem> {
+        let Some(rtt) = rtt.or(self.nats.round_trip) else {
+            return Vec::new();
+        };
+        let top = round_trip_issues(&self.timing, rtt);
+        let mut out: Vec<ConfigProblem> = top
+            .iter()
+            .map(|(f, m)| ConfigProblem::new(format!("timing.{f}"), m.clone()))
+            .collect();
+        for (i, role) in self.roles.iter().enumerate() {
+            if role.timing == TimingOverrides::default() {
+                continue;
+            }
+            for (f, m) in round_trip_issues(&self.timing.with(&role.timing), rtt) {
+                if !top.iter().any(|(tf, tm)| *tf == f && *tm == m) {
+                    out.push(ConfigProblem::new(format!("roles[{i}].{f}"), m));
+                }
+            }
+        }
+        out
+    }
+
     fn check_placement(&self, p: &mut Problems) {
         p.settings(self.placement.problems());
     }

@@ -251,3 +251,60 @@ async fn a_cut_link_demotes_the_far_site_at_its_deadline_and_the_hub_takes_over(
     d.wait_exit(hub, Duration::from_secs(10)).await;
     check_histories(&d).await;
 }
+
+/// Timing that cannot work over the round trip to the bucket is warned about: by `validate`
+/// for a declared `nats.round_trip`, by `run` for the round trip it measures through a slow
+/// link (here 2 × 200 ms added between site A and the hub).
+#[tokio::test]
+async fn timing_that_cannot_work_over_the_round_trip_is_warned_about() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("roles.yaml");
+    std::fs::write(
+        &config,
+        "nats:\n  round_trip: 1s\nroles:\n  - name: a\n  - name: b\n    ttl: 10s\n    heartbeat: 2s\n    operation_timeout: 2s\n",
+    )
+    .expect("write");
+    let path = config.display().to_string();
+    let out = testkit::cli::run(&["validate", &path], &[], Duration::from_secs(30)).await;
+    assert_eq!(
+        out.code,
+        Some(0),
+        "warnings do not fail validate: {}",
+        out.text()
+    );
+    assert!(
+        out.stderr.contains("warning: timing.operation_timeout")
+            && out.stderr.contains("writes would time out"),
+        "{}",
+        out.text()
+    );
+    assert!(
+        out.stderr.contains("warning: timing.ttl") && out.stderr.contains("one lost renewal"),
+        "{}",
+        out.text()
+    );
+    assert!(
+        !out.stderr.contains("roles[1]"),
+        "role b's own timing works over 1 s: {}",
+        out.text()
+    );
+
+    let sites = Sites::start().await;
+    sites
+        .link_a
+        .set_mode(Mode::Delay(Duration::from_millis(200)));
+    let mut d = deployment(&sites, "sites-slow");
+    let a = d.start_on("site-a-1", &sites.site_a.url()).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !d.instances[a]
+        .stderr()
+        .contains("timing over the measured round trip")
+    {
+        assert!(Instant::now() < deadline, "no warning\n{}", d.report());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stderr = d.instances[a].stderr();
+    assert!(stderr.contains("field=timing.ttl"), "{stderr}");
+    d.terminate(a);
+    d.wait_exit(a, Duration::from_secs(10)).await;
+}
