@@ -157,7 +157,11 @@ async fn main() {
             rows.push(row(
                 &format!(
                     "{}, added round trip {} ms",
-                    if crash { "crash fail-over" } else { "hand-over" },
+                    if crash {
+                        "crash fail-over"
+                    } else {
+                        "hand-over"
+                    },
                     one_way.as_millis() * 2
                 ),
                 &samples,

@@ -308,3 +308,117 @@ async fn timing_that_cannot_work_over_the_round_trip_is_warned_about() {
     d.terminate(a);
     d.wait_exit(a, Duration::from_secs(10)).await;
 }
+
+/// Sites as placement zones: six roles over one instance per site (`instance.zone` = the
+/// site) spread two per site; when site A's link is cut, only site A's roles move (to the
+/// other sites) and the others stay where they are; when the link returns, site A gets its
+/// share back. The members view shows each member's site.
+#[tokio::test]
+async fn sites_as_zones_keep_their_roles_and_only_a_cut_site_s_roles_move() {
+    let sites = Sites::start().await;
+    let bucket = "sites-zones";
+    let roles: Vec<String> = (0..6).map(|i| format!("z{i}")).collect();
+    let mut d = Deployment::new(&sites.hub.url(), bucket, &[], "");
+    let mut yaml = format!(
+        "bucket:\n  name: {bucket}\n  replicas: 1\n  auto_create: true\n  domain: {HUB_DOMAIN}\n\
+         timing:\n  ttl: 2s\n  heartbeat: 500ms\n  operation_timeout: 1s\n  disconnect_grace: 2s\n\
+         placement:\n  enabled: true\n  stability_window: 1s\n  leave_delay: 2s\n  \
+         claim_grace: 300ms\n  cooldown: 5s\n  move_interval: 200ms\n\
+         roles:\n"
+    );
+    for r in &roles {
+        yaml.push_str(&format!("  - name: {r}\n"));
+    }
+    std::fs::write(&d.config, yaml).expect("write config");
+    d.arg("--history");
+    d.arg("{dir}/{id}.jsonl");
+    let by_site = |h: &BTreeMap<String, String>, id: &str| h.values().filter(|v| *v == id).count();
+    let start = async |d: &mut Deployment, id: &str, url: &str, zone: &str| {
+        let config = d.config.clone();
+        let text = std::fs::read_to_string(&config).expect("config");
+        let own = d.dir().join(format!("{id}.yaml"));
+        std::fs::write(&own, format!("instance:\n  zone: {zone}\n{text}")).expect("write");
+        d.config = own;
+        let i = d.start_on(id, url).await;
+        d.config = config;
+        i
+    };
+    let a = start(&mut d, "site-a-1", &sites.site_a.url(), "site-a").await;
+    let b = start(&mut d, "site-b-1", &sites.site_b.url(), "site-b").await;
+    let hub = start(&mut d, "hub-1", &sites.hub.url(), "hub").await;
+    let spread = until_holders(
+        &sites,
+        bucket,
+        &d,
+        Duration::from_secs(30),
+        "two roles per site",
+        |h| {
+            h.len() == 6
+                && ["site-a-1", "site-b-1", "hub-1"]
+                    .iter()
+                    .all(|id| by_site(h, id) == 2)
+        },
+    )
+    .await;
+    // The members view (asked at the hub's instance) names each member's site.
+    let (code, members) =
+        testkit::http::request(d.instances[hub].port, "GET", "/api/members", &[], "")
+            .await
+            .expect("GET /api/members");
+    assert_eq!(code, 200, "{members}");
+    for zone in [
+        "\"zone\":\"site-a\"",
+        "\"zone\":\"site-b\"",
+        "\"zone\":\"hub\"",
+    ] {
+        assert!(members.contains(zone), "{zone} missing: {members}");
+    }
+
+    // Cut site A: its two roles move to the other sites; no other role moves.
+    eprintln!("spread: {spread:?}");
+    let cut = Instant::now();
+    sites.link_a.set_mode(Mode::Stall);
+    let moved = until_holders(
+        &sites,
+        bucket,
+        &d,
+        Duration::from_secs(20),
+        "site A's roles taken over",
+        |h| h.len() == 6 && by_site(h, "site-a-1") == 0,
+    )
+    .await;
+    for (role, holder) in &spread {
+        if holder != "site-a-1" {
+            assert_eq!(
+                moved.get(role),
+                Some(holder),
+                "{role} moved: {spread:?} → {moved:?}"
+            );
+        }
+    }
+    eprintln!("moved after {:?}: {moved:?}", cut.elapsed());
+    // The link returns: site A gets its share back.
+    sites.link_a.set_mode(Mode::Pass);
+    sites.wait_leaves(2, Duration::from_secs(15)).await;
+    until_holders(
+        &sites,
+        bucket,
+        &d,
+        Duration::from_secs(30),
+        "site A's share back",
+        |h| {
+            h.len() == 6
+                && ["site-a-1", "site-b-1", "hub-1"]
+                    .iter()
+                    .all(|id| by_site(h, id) == 2)
+        },
+    )
+    .await;
+    for i in [a, b, hub] {
+        d.terminate(i);
+    }
+    for i in [a, b, hub] {
+        d.wait_exit(i, Duration::from_secs(10)).await;
+    }
+    check_histories(&d).await;
+}
