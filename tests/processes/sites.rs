@@ -147,25 +147,27 @@ async fn instances_on_three_sites_share_one_bucket_in_the_hub_s_domain() {
         "a graceful hand-over across sites took {:?}: {h:?}",
         t.elapsed()
     );
-    // Crash of site B's instance (if it holds anything): the hub takes over after the TTL.
-    if h.values().any(|v| v == "site-b-1") {
-        signal(d.instances[b].pid(), SIGKILL);
-        until_holders(
-            &sites,
-            bucket,
-            &d,
-            Duration::from_secs(15),
-            "fail-over to the hub",
-            |h| all_held(h) && h.values().all(|v| v == "hub-1"),
-        )
-        .await;
+    // Crash of r1's holder (at the hub or at site B): the other site takes over after the TTL.
+    let (crashed, survivor) = if h.get("r1").is_some_and(|v| v == "hub-1") {
+        (hub, b)
     } else {
-        d.terminate(b);
-        d.wait_exit(b, Duration::from_secs(10)).await;
-    }
-    assert!(promoted_count(&d, hub) >= 1, "{}", d.report());
-    d.terminate(hub);
-    d.wait_exit(hub, Duration::from_secs(10)).await;
+        (b, hub)
+    };
+    let survivor_id = d.instances[survivor].id.clone();
+    let t = Instant::now();
+    signal(d.instances[crashed].pid(), SIGKILL);
+    until_holders(&sites, bucket, &d, Duration::from_secs(15), "fail-over across sites", |h| {
+        all_held(h) && h.values().all(|v| *v == survivor_id)
+    })
+    .await;
+    assert!(
+        t.elapsed() >= Duration::from_millis(1200),
+        "a crash fail-over faster than the lease allows: {:?}",
+        t.elapsed()
+    );
+    assert!(promoted_count(&d, survivor) >= 1, "{}", d.report());
+    d.terminate(survivor);
+    d.wait_exit(survivor, Duration::from_secs(10)).await;
     check_histories(&d).await;
 }
 
