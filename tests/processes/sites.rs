@@ -156,9 +156,14 @@ async fn instances_on_three_sites_share_one_bucket_in_the_hub_s_domain() {
     let survivor_id = d.instances[survivor].id.clone();
     let t = Instant::now();
     signal(d.instances[crashed].pid(), SIGKILL);
-    until_holders(&sites, bucket, &d, Duration::from_secs(15), "fail-over across sites", |h| {
-        all_held(h) && h.values().all(|v| *v == survivor_id)
-    })
+    until_holders(
+        &sites,
+        bucket,
+        &d,
+        Duration::from_secs(15),
+        "fail-over across sites",
+        |h| all_held(h) && h.values().all(|v| *v == survivor_id),
+    )
     .await;
     assert!(
         t.elapsed() >= Duration::from_millis(1200),
