@@ -136,6 +136,19 @@ struct Args {
     /// Keep the configs and the processes' stderr logs (their directory is printed).
     #[arg(long)]
     keep_logs: bool,
+    /// Run holder and candidates at a far site: a leaf node (its own JetStream domain)
+    /// linked to the hub holding the bucket through a proxy adding this round trip, e.g.
+    /// `50ms` (docs/operations.md, "Across sites").
+    #[arg(long, value_parser = humantime::parse_duration)]
+    far_site_rtt: Option<Duration>,
+}
+
+/// The servers of a run (kept alive until the end).
+enum Servers {
+    /// One server: processes and orchestrator on it.
+    One(Box<testkit::NatsServer>),
+    /// A hub and leaf sites: processes at site A, the orchestrator at the hub.
+    FarSite(Box<testkit::sites::Sites>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -251,8 +264,26 @@ async fn main() -> std::process::ExitCode {
     let env = environment(&bin);
     let load_start = loadavg();
     eprintln!("{env}");
-    let server = testkit::NatsServer::start().await;
-    let client = testkit::connect(&server.url()).await;
+    // Far site: the orchestrator watches at the hub, the processes run at site A's leaf.
+    let setup = match args.far_site_rtt {
+        Some(rtt) => {
+            let sites = testkit::sites::Sites::start().await;
+            if !rtt.is_zero() {
+                sites.link_a.set_mode(testkit::proxy::Mode::Delay(rtt / 2));
+            }
+            Servers::FarSite(Box::new(sites))
+        }
+        None => Servers::One(Box::new(testkit::NatsServer::start().await)),
+    };
+    let (watch_url, process_url, domain) = match &setup {
+        Servers::One(server) => (server.url(), server.url(), None),
+        Servers::FarSite(sites) => (
+            sites.hub.url(),
+            sites.site_a.url(),
+            Some(testkit::sites::HUB_DOMAIN.to_owned()),
+        ),
+    };
+    let client = testkit::connect(&watch_url).await;
     let dir = tempfile::Builder::new()
         .prefix("failover-bench-")
         .tempdir()
@@ -261,9 +292,10 @@ async fn main() -> std::process::ExitCode {
         bin,
         roles,
         jitter: args.campaign_jitter.clone(),
-        url: server.url(),
+        url: process_url,
         dir,
         client,
+        domain,
     };
 
     let started = Instant::now();
@@ -283,6 +315,13 @@ async fn main() -> std::process::ExitCode {
         "## Environment\n\n{env}- load average at start: {load_start}; at the end: {}\n",
         loadavg()
     );
+    if let Some(rtt) = args.far_site_rtt {
+        println!(
+            "Far site: the processes run at a leaf node with its own JetStream domain, linked to \
+             the hub holding the bucket (domain `hub`) through a proxy adding {rtt:?} of round \
+             trip.\n"
+        );
+    }
     println!(
         "Settings: heartbeat = TTL/4, campaign_jitter {}, {} role(s) per process, {} measured \
          trials per series (+{WARMUP_TRIALS} warm-up), signal at a uniformly random point of the heartbeat period; \

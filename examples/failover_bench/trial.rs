@@ -57,6 +57,8 @@ pub(crate) struct Bench {
     pub(crate) url: String,
     pub(crate) dir: tempfile::TempDir,
     pub(crate) client: async_nats::Client,
+    /// `bucket.domain` of the processes (`--far-site-rtt`: they run at a leaf node).
+    pub(crate) domain: Option<String>,
 }
 
 pub(crate) fn config_yaml(bucket: &str, ttl_secs: u64, jitter: &str, roles: &[String]) -> String {
@@ -110,11 +112,15 @@ impl Bench {
         let heartbeat = ttl / 4;
         let bucket = format!("bench-{}-{ttl_secs}s-{}", mode.short(), std::process::id());
         let config = self.dir.path().join(format!("{bucket}.yaml"));
-        std::fs::write(
-            &config,
-            config_yaml(&bucket, ttl_secs, &self.jitter, &self.roles),
-        )
-        .map_err(|e| e.to_string())?;
+        let mut yaml = config_yaml(&bucket, ttl_secs, &self.jitter, &self.roles);
+        if let Some(domain) = &self.domain {
+            yaml = yaml.replacen(
+                "  auto_create: true\n",
+                &format!("  auto_create: true\n  domain: {domain}\n"),
+                1,
+            );
+        }
+        std::fs::write(&config, yaml).map_err(|e| e.to_string())?;
         let dir = self.dir.path().join(&bucket);
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let mut next_id = 0usize;
