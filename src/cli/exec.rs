@@ -197,6 +197,12 @@ async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
         manager: ManagerSlot::default(),
         exits: Some(exits_tx),
         prefix_output: false,
+        // No metrics endpoint: the global meter records nothing unless a provider is set.
+        metrics: crate::exec::metrics::ExecMetrics::new(
+            &opentelemetry::global::meter("nats-roles"),
+            id.as_str(),
+            &config.bucket.name,
+        ),
     };
     if let Some(p) = RoleProcesses::for_role(&role, &context) {
         builder.set_callbacks(&role.name, ProcessCallbacks::new(p));

@@ -404,12 +404,17 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         .map_err(runtime)?;
     let manager_client = client.clone();
     let mut builder = RoleManager::from_config(client, &config, errors).map_err(runtime)?;
+    #[cfg(feature = "otel")]
+    let meter = telemetry.meter();
+    #[cfg(not(feature = "otel"))]
+    let meter = opentelemetry::global::meter("nats-roles");
     let processes = crate::exec::supervisor::ProcessContext {
         instance: id.clone(),
         history: args.history.clone(),
         manager: crate::exec::supervisor::ManagerSlot::default(),
         exits: None,
         prefix_output: true,
+        metrics: crate::exec::metrics::ExecMetrics::new(&meter, id.as_str(), &config.bucket.name),
     };
     for role in &config.roles {
         if let Some(p) = crate::exec::supervisor::RoleProcesses::for_role(role, &processes) {

@@ -6,9 +6,11 @@
 //! * [`watchdog`] — the watchdog process (`nats-roles watchdog`, hidden);
 //! * [`wire`] — the lines the manager and a watchdog exchange;
 //! * [`child`] — the manager's side of one watched child;
+//! * [`metrics`] — runs, restarts and running commands;
 //! * [`supervisor`] — the role callbacks that run hooks and children term by term.
 
 pub(crate) mod child;
+pub(crate) mod metrics;
 pub(crate) mod supervisor;
 pub(crate) mod watchdog;
 pub(crate) mod wire;

@@ -64,6 +64,8 @@ pub(crate) struct ProcessContext {
     /// Whether children's output lines get the `[role]` prefix (not for `nats-roles exec`,
     /// whose output is the command's).
     pub(crate) prefix_output: bool,
+    /// Where runs are counted.
+    pub(crate) metrics: super::metrics::ExecMetrics,
 }
 
 impl ProcessContext {
@@ -100,6 +102,9 @@ impl RoleProcesses {
             && role.on_prepare.is_none()
         {
             return None;
+        }
+        if role.exec.is_some() {
+            context.metrics.declare(role.name.as_str());
         }
         Some(Self {
             role: role.name.clone(),
@@ -219,12 +224,14 @@ async fn supervise(
             Ok(c) => c,
             Err(exit) => {
                 error!(%role, error = %exit, "cannot start the role's command; releasing the role");
+                p.context.metrics.ended(role.as_str(), &exit, false);
                 p.context.ended(&exit);
                 p.context.manager.release(role, START_FAILURE_COOLDOWN);
                 return;
             }
         };
         info!(%role, term = l.term(), pid = child.pid().unwrap_or(0), "role command started");
+        p.context.metrics.started(role.as_str());
         let exit = loop {
             let changed = l.inner.live_changed.notified();
             child.set_deadline(l.deadline()).await;
@@ -234,12 +241,14 @@ async fn supervise(
                     child.stop().await;
                     let exit = child.wait().await;
                     info!(%role, outcome = %exit, "role command stopped");
+                    p.context.metrics.ended(role.as_str(), &exit, true);
                     p.context.ended(&exit);
                     return;
                 }
                 () = changed => {}
             }
         };
+        p.context.metrics.ended(role.as_str(), &exit, true);
         p.context.ended(&exit);
         if stop.is_cancelled() || !l.is_valid() {
             info!(%role, outcome = %exit, "role command ended with the term");
@@ -257,6 +266,7 @@ async fn supervise(
                     () = l.cancelled() => return,
                 }
                 backoff = (backoff * 2).min(MAX_RESTART_BACKOFF.max(exec.restart_backoff));
+                p.context.metrics.restarted(role.as_str());
             }
             OnExit::Release => {
                 warn!(%role, outcome = %exit, "role command exited; releasing the role");

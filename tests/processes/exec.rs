@@ -390,6 +390,31 @@ async fn restart_and_release_policies_and_a_command_that_cannot_start() {
         .collect();
     assert_eq!(terms.len(), 1, "restarted within one term: {terms:?}");
     assert!(!promoted(&d, b), "node-b must not get the role");
+    // The metrics count the runs by outcome and the restarts.
+    let (code, metrics) = testkit::http::request(d.instances[a].port, "GET", "/metrics", &[], "")
+        .await
+        .expect("GET /metrics");
+    assert_eq!(code, 200, "{metrics}");
+    let sample = |name: &str, needle: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(name) && l.contains(needle) && l.contains("role=\"worker\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    assert!(
+        sample("nats_roles_exec_runs_total{", "outcome=\"exit_error\"") >= 2.0,
+        "{metrics}"
+    );
+    assert!(
+        sample("nats_roles_exec_restarts_total{", "") >= 2.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        sample("nats_roles_exec_runs_total{", "outcome=\"killed_deadline\""),
+        0.0,
+        "{metrics}"
+    );
     d.terminate(a);
     d.terminate(b);
     d.wait_exit(a, Duration::from_secs(10)).await;
