@@ -1,4 +1,4 @@
-//! `exec` roles, hooks and `nats-roles exec` as real processes: the child runs while its
+//! `exec` roles and hooks as real processes: the child runs while its
 //! instance holds the role, gets the term's environment, prints through the manager with the
 //! role's prefix, and it and its grandchildren are gone before another instance is promoted —
 //! on a graceful stop, a stopped (SIGSTOP) manager, a killed manager and a child that ignores
