@@ -140,7 +140,7 @@ impl<'de> Deserialize<'de> for StopSignal {
 /// Where a program given by name or path would be run from, or why it cannot be: `None` when
 /// it is found and executable. A bare name is looked up in `PATH` (as `execvp` does).
 #[must_use]
-pub fn program_problem(program: &str) -> Option<String> {
+pub(crate) fn program_problem(program: &str) -> Option<String> {
     use std::os::unix::fs::PermissionsExt as _;
     if program.is_empty() {
         return Some("the program must not be empty".into());

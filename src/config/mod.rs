@@ -61,12 +61,13 @@ mod wan;
 mod yaml;
 
 pub use error::{ConfigError, ConfigProblem};
-pub use exec::{ExecConfig, HookConfig, OnExit, StopSignal, program_problem};
+pub(crate) use exec::program_problem;
+pub use exec::{ExecConfig, HookConfig, OnExit, StopSignal};
 pub use instance::InstanceConfig;
 pub use nats::{NatsConfig, TlsConfig};
 pub use roles::RoleConfig;
 pub use telemetry::{DEFAULT_SERVICE_NAME, LogFormat, OtlpConfig, OtlpProtocol, TelemetryConfig};
-pub use wan::round_trip_issues;
+pub(crate) use wan::round_trip_issues;
 
 /// Largest configuration document accepted by [`Config::from_yaml_str`] and
 /// [`Config::load`], in bytes (1 MiB).

@@ -516,7 +516,7 @@ impl Config {
 
 impl Config {
     /// What the configured timing cannot do over a WAN round trip of `rtt` (or the declared
-    /// `nats.round_trip` when `None`): warnings, not errors ([`round_trip_issues`]). The
+    /// `nats.round_trip` when `None`): warnings, not errors (docs/operations.md). The
     /// top-level timing is reported under `timing.*`, a role whose overrides break a rule
     /// under `roles[i].*`.
     #[must_use]

@@ -10,7 +10,7 @@ use crate::core::{Timing, fmt_duration};
 
 /// The rules `timing` breaks for a round trip of `rtt`: (the field to change, why).
 #[must_use]
-pub fn round_trip_issues(timing: &Timing, rtt: Duration) -> Vec<(&'static str, String)> {
+pub(crate) fn round_trip_issues(timing: &Timing, rtt: Duration) -> Vec<(&'static str, String)> {
     let mut found = Vec::new();
     if timing.operation_timeout < rtt * 2 {
         found.push((
