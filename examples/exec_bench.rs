@@ -23,9 +23,9 @@
 //! Each trial starts one fresh candidate that follows the holder; the candidate is the next
 //! trial's holder. One warm-up trial per series is not counted.
 
-use std::path::Path;
 use std::time::Duration;
 
+use testkit::bench::{last_record, percentile_row, until};
 use testkit::instances::Deployment;
 use testkit::process::{SIGKILL, SIGSTOP, SIGTERM, signal};
 
@@ -41,38 +41,6 @@ struct Series {
     margin: Vec<f64>,
     /// Stopped holder: how the child ended.
     killed_at_deadline: usize,
-}
-
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec to the valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
-    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
-}
-
-/// The last record `ev` of a history file: (mono_ns, record).
-fn last(file: &Path, ev: &str) -> Option<(u64, serde_json::Value)> {
-    std::fs::read_to_string(file)
-        .ok()?
-        .lines()
-        .rev()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["ev"] == ev)
-        .map(|v| (v["mono_ns"].as_u64().unwrap_or(0), v))
-}
-
-async fn until<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = tokio::time::Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < end, "{what} within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 fn ms(ns: i128) -> f64 {
@@ -95,7 +63,7 @@ async fn series(server: &testkit::NatsServer, stop: bool, trials: usize) -> Seri
     let mut s = Series::default();
     let mut holder = d.start("n0").await;
     until(Duration::from_secs(10), "the first child", || {
-        last(&file("n0"), "child_start")
+        last_record(&file("n0"), "child_start")
     })
     .await;
     for trial in 0..=trials {
@@ -111,22 +79,22 @@ async fn series(server: &testkit::NatsServer, stop: bool, trials: usize) -> Seri
                 .then_some(())
         })
         .await;
-        let t0 = mono_ns();
+        let t0 = nats_roles::tooling::history::mono_now_ns();
         signal(
             d.instances[holder].pid(),
             if stop { SIGSTOP } else { SIGTERM },
         );
         let (start_t, _) = until(Duration::from_secs(15), "the next child", || {
-            last(&file(&c_id), "child_start")
+            last_record(&file(&c_id), "child_start")
         })
         .await;
         let (stop_t, stop_rec) = until(Duration::from_secs(5), "the holder's child_stop", || {
-            last(&file(&h_id), "child_stop")
+            last_record(&file(&h_id), "child_stop")
         })
         .await;
         // The recorder flushes every 50 ms; the watchdog writes at once.
         let (promote_t, _) = until(Duration::from_secs(5), "the candidate's promote", || {
-            last(&file(&c_id), "promote")
+            last_record(&file(&c_id), "promote")
         })
         .await;
         if trial > 0 {
@@ -154,24 +122,6 @@ async fn series(server: &testkit::NatsServer, stop: bool, trials: usize) -> Seri
     s
 }
 
-fn row(name: &str, v: &[f64]) -> String {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let pick = |q: f64| {
-        let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len().max(1)) - 1;
-        v.get(i).copied().unwrap_or(f64::NAN)
-    };
-    format!(
-        "| {name} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
-        v.len(),
-        v.first().copied().unwrap_or(f64::NAN),
-        pick(0.5),
-        pick(0.9),
-        pick(0.99),
-        v.last().copied().unwrap_or(f64::NAN),
-    )
-}
-
 #[tokio::main]
 async fn main() {
     let trials = std::env::args()
@@ -186,22 +136,27 @@ async fn main() {
     println!("|---|---|---|---|---|---|---|");
     println!(
         "{}",
-        row("hand-over: child stop → next child start", &handover.gap)
+        percentile_row("hand-over: child stop → next child start", &handover.gap, 1)
     );
     println!(
         "{}",
-        row("hand-over: SIGTERM → next child start", &handover.total)
+        percentile_row("hand-over: SIGTERM → next child start", &handover.total, 1)
     );
     println!(
         "{}",
-        row(
+        percentile_row(
             "stopped holder: child killed → next promote",
-            &stopped.margin
+            &stopped.margin,
+            1
         )
     );
     println!(
         "{}",
-        row("stopped holder: SIGSTOP → next child start", &stopped.total)
+        percentile_row(
+            "stopped holder: SIGSTOP → next child start",
+            &stopped.total,
+            1
+        )
     );
     println!(
         "\nstopped holder: {} of {} children killed at the deadline; smallest margin {:.1} ms",

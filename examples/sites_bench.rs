@@ -14,45 +14,13 @@
 //! `promote` record in its election history minus `t0` (one `CLOCK_MONOTONIC` on the host). C
 //! is the next trial's holder. One warm-up trial per series is not counted.
 
-use std::path::Path;
 use std::time::Duration;
 
+use testkit::bench::{last_record, percentile_row, until};
 use testkit::instances::Deployment;
 use testkit::process::{SIGKILL, SIGTERM, signal};
 use testkit::proxy::Mode;
 use testkit::sites::{HUB_DOMAIN, Sites};
-
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec to the valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
-    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
-}
-
-/// The stamp of the last `promote` record of a history file.
-fn last_promote(file: &Path) -> Option<u64> {
-    std::fs::read_to_string(file)
-        .ok()?
-        .lines()
-        .rev()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["ev"] == "promote")
-        .and_then(|v| v["mono_ns"].as_u64())
-}
-
-async fn until<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = tokio::time::Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < end, "{what} within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
 
 async fn series(sites: &Sites, one_way: Duration, crash: bool, trials: usize) -> Vec<f64> {
     sites.link_a.set_mode(if one_way.is_zero() {
@@ -79,7 +47,7 @@ async fn series(sites: &Sites, one_way: Duration, crash: bool, trials: usize) ->
     let far = sites.site_a.url();
     let mut holder = d.start_on("n0", &far).await;
     until(Duration::from_secs(15), "the first holder", || {
-        last_promote(&file("n0"))
+        last_record(&file("n0"), "promote")
     })
     .await;
     let mut samples = Vec::new();
@@ -99,13 +67,15 @@ async fn series(sites: &Sites, one_way: Duration, crash: bool, trials: usize) ->
         // A random point of the heartbeat period.
         let jitter = Duration::from_millis(u64::from(uuid::Uuid::new_v4().as_bytes()[0]) * 2);
         tokio::time::sleep(jitter).await;
-        let t0 = mono_ns();
+        let t0 = nats_roles::tooling::history::mono_now_ns();
         signal(
             d.instances[holder].pid(),
             if crash { SIGKILL } else { SIGTERM },
         );
         let promoted = until(Duration::from_secs(15), "the candidate's promote", || {
-            last_promote(&file(&c_id)).filter(|t| *t > t0)
+            last_record(&file(&c_id), "promote")
+                .map(|(t, _)| t)
+                .filter(|t| *t > t0)
         })
         .await;
         if trial > 0 {
@@ -124,24 +94,6 @@ async fn series(sites: &Sites, one_way: Duration, crash: bool, trials: usize) ->
     samples
 }
 
-fn row(name: &str, v: &[f64]) -> String {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let pick = |q: f64| {
-        let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len().max(1)) - 1;
-        v.get(i).copied().unwrap_or(f64::NAN)
-    };
-    format!(
-        "| {name} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
-        v.len(),
-        v.first().copied().unwrap_or(f64::NAN),
-        pick(0.5),
-        pick(0.9),
-        pick(0.99),
-        v.last().copied().unwrap_or(f64::NAN),
-    )
-}
-
 #[tokio::main]
 async fn main() {
     let trials = std::env::args()
@@ -154,7 +106,7 @@ async fn main() {
     for one_way in [0, 25, 75].map(Duration::from_millis) {
         for crash in [false, true] {
             let samples = series(&sites, one_way, crash, trials).await;
-            rows.push(row(
+            rows.push(percentile_row(
                 &format!(
                     "{}, added round trip {} ms",
                     if crash {
@@ -165,6 +117,7 @@ async fn main() {
                     one_way.as_millis() * 2
                 ),
                 &samples,
+                0,
             ));
         }
     }

@@ -26,6 +26,7 @@
 //! share the test process's process group, so nextest's timeout handling and Ctrl-C reach
 //! them too; only a SIGKILL of the test process alone leaves them running.
 
+pub mod bench;
 pub mod bins;
 pub mod cli;
 pub mod client;
