@@ -22,16 +22,24 @@ pub fn session_key(instance: &InstanceId, ttl_ms: u64) -> String {
 }
 
 /// The instance a session key belongs to, and its TTL class; `None` for anything that is not
-/// a well-formed session key.
+/// a session key in its one canonical form (`session.<instance>.<ttl_ms>`, the TTL in decimal
+/// digits without a sign or leading zeros): a look-alike such as `session.n1.+2000` or
+/// `session.n1.02000` is another key and names no session (protocol Q1).
 #[must_use]
 pub fn parse_session_key(key: &str) -> Option<(InstanceId, u64)> {
     let rest = key.strip_prefix(SESSION_PREFIX)?;
     let (instance, ttl) = rest.rsplit_once('.')?;
-    let ttl_ms: u64 = ttl.parse().ok()?;
-    if ttl_ms == 0 || ttl_ms > MAX_TTL_MS || ttl.starts_with('0') {
+    // `u64::from_str` accepts a leading `+`: only plain digits are the canonical form.
+    if ttl.is_empty() || ttl.starts_with('0') || !ttl.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some((InstanceId::new(instance).ok()?, ttl_ms))
+    let ttl_ms: u64 = ttl.parse().ok()?;
+    if ttl_ms > MAX_TTL_MS {
+        return None;
+    }
+    let instance = InstanceId::new(instance).ok()?;
+    // The one spelling `session_key` writes, and nothing else.
+    (session_key(&instance, ttl_ms) == key).then_some((instance, ttl_ms))
 }
 
 /// The largest `ttl_ms` a reader accepts in a lease (one hour, the largest TTL a role can be
@@ -358,6 +366,40 @@ mod tests {
             HolderValue::parse_at(&v.to_bytes(), 9),
             HolderValue::Lease(_)
         ));
+    }
+
+    #[test]
+    fn only_the_canonical_session_key_names_a_session() {
+        let n1 = InstanceId::new("n1").unwrap();
+        assert_eq!(parse_session_key("session.n1.2000"), Some((n1, 2000)));
+        for look_alike in [
+            "session.n1.+2000",
+            "session.n1.02000",
+            "session.n1.-2000",
+            "session.n1. 2000",
+            "session.n1.2000 ",
+            "session.n1.0",
+            "session.n1.",
+            "session.n1",
+            "session..2000",
+            "session.n 1.2000",
+            "session.n1.2e3",
+            "session.n1.3600001",
+            "session.n1.99999999999999999999999",
+        ] {
+            assert_eq!(parse_session_key(look_alike), None, "{look_alike}");
+        }
+        // A value stored under a look-alike key is no session either.
+        let v = SessionValue {
+            v: VALUE_VERSION,
+            instance: InstanceId::new("n1").unwrap(),
+            incarnation: Uuid::new_v4(),
+            session: Uuid::new_v4(),
+            ttl_ms: 2000,
+            heartbeat_ms: 500,
+        };
+        assert!(SessionValue::parse("session.n1.2000", &v.to_bytes()).is_some());
+        assert!(SessionValue::parse("session.n1.+2000", &v.to_bytes()).is_none());
     }
 
     #[test]
