@@ -17,6 +17,7 @@ const EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT: &str = "Nats-Expected-Last-Subject
 const MESSAGE_TTL: &str = "Nats-TTL";
 const KV_OPERATION: &str = "KV-Operation";
 const MARKER_REASON: &str = "Nats-Marker-Reason";
+const ROLLUP: &str = "Nats-Rollup";
 
 /// Key prefix of role leases.
 pub const ROLE_PREFIX: &str = "role.";
@@ -251,6 +252,22 @@ impl LeaseStore {
             headers.insert(MESSAGE_TTL, ttl_header(ttl).as_str());
         }
         self.publish(self.write_subject(key), headers, payload, timeout)
+            .await
+    }
+
+    /// Reaps session key `key` (protocol Q5 rule 4): a purge marker stored only if the key is
+    /// still at `expected` (0: the key has no entry at all). The marker makes every role value
+    /// naming a session of the key vacant (rule 2) and reads as an expiry for the key's owner.
+    pub async fn reap(&self, key: &str, expected: u64, timeout: Duration) -> WriteOutcome {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            EXPECTED_LAST_SUBJECT_SEQUENCE,
+            expected.to_string().as_str(),
+        );
+        headers.insert(KV_OPERATION, "PURGE");
+        // The KV purge convention (history 1 keeps one entry anyway).
+        headers.insert(ROLLUP, "sub");
+        self.publish(self.write_subject(key), headers, Bytes::new(), timeout)
             .await
     }
 

@@ -26,7 +26,7 @@ pub mod inspect {
 /// The lease value stored under `role.<name>` (`docs/protocol.md`, P2).
 pub mod value {
     pub use crate::value::{
-        HolderValue, LeaseValue, MAX_TTL_MS, SESSION_PREFIX, SessionValue, VALUE_VERSION,
-        now_rfc3339, parse_session_key, session_key,
+        HolderValue, LeaseValue, MAX_RELEASED, MAX_TTL_MS, ReleasedTerm, SESSION_PREFIX,
+        SessionValue, VALUE_VERSION, now_rfc3339, parse_session_key, session_key,
     };
 }

@@ -223,7 +223,23 @@ fn is_v1_lease(bytes: &[u8]) -> bool {
     serde_json::from_slice::<V1>(bytes).is_ok_and(|v| v.ttl_ms <= MAX_TTL_MS)
 }
 
-/// The JSON document of a session key (protocol Q2): the same bytes at every renewal.
+/// The most terms a session value lists in [`SessionValue::released`]; a value listing more is
+/// not a session (foreign). An instance that would need more ends the session instead
+/// (protocol Q5 rule 5).
+pub const MAX_RELEASED: usize = 64;
+
+/// A term resting on a session that nobody acts on (protocol Q5 rule 5): the role value at
+/// `revision` of `role` names the session, and the session's owner declares it released.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleasedTerm {
+    /// The role.
+    pub role: crate::names::RoleName,
+    /// The revision of the role value.
+    pub revision: u64,
+}
+
+/// The JSON document of a session key (protocol Q2): the same bytes at every renewal, until
+/// the list of released terms changes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionValue {
     /// Format version (2).
@@ -238,6 +254,11 @@ pub struct SessionValue {
     pub ttl_ms: u64,
     /// How often the session is renewed, in milliseconds.
     pub heartbeat_ms: u64,
+    /// Role values naming this session that nobody acts on (a refused release, a value
+    /// another client wrote): vacant for every candidate (protocol Q5 rule 5). At most
+    /// [`MAX_RELEASED`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub released: Vec<ReleasedTerm>,
 }
 
 impl SessionValue {
@@ -257,6 +278,15 @@ impl SessionValue {
             .ok()
             .filter(|v| v.v == VALUE_VERSION && v.instance == instance && v.ttl_ms == ttl_ms)
             .filter(|v| v.heartbeat_ms > 0 && v.heartbeat_ms <= v.ttl_ms)
+            .filter(|v| v.released.len() <= MAX_RELEASED)
+    }
+
+    /// Whether the value declares the term at `revision` of `role` released (Q5 rule 5).
+    #[must_use]
+    pub fn releases(&self, role: &crate::names::RoleName, revision: u64) -> bool {
+        self.released
+            .iter()
+            .any(|t| t.revision == revision && t.role == *role)
     }
 
     /// The session's TTL.
@@ -397,6 +427,7 @@ mod tests {
             session: Uuid::new_v4(),
             ttl_ms: 2000,
             heartbeat_ms: 500,
+            released: Vec::new(),
         };
         assert!(SessionValue::parse("session.n1.2000", &v.to_bytes()).is_some());
         assert!(SessionValue::parse("session.n1.+2000", &v.to_bytes()).is_none());

@@ -117,6 +117,8 @@ struct Release {
     drained: bool,
     /// Set when the delete must be re-checked by a read before being sent again.
     verify: bool,
+    /// The term was handed to the session's released list ([`Action::ReleaseTerm`]).
+    handed: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -199,6 +201,9 @@ pub struct RoleMachine {
     session_key: String,
     /// Herd ranking (Q7): contend for the current vacancy only this long after seeing it.
     herd_delay: Duration,
+    /// No acquire before this instant: the bucket is younger than the TTL + heartbeat, and a
+    /// holder of a bucket it replaced may still act (Q6, bucket reset).
+    young_until: Option<Instant>,
 
     actions: VecDeque<Action>,
 }
@@ -220,6 +225,7 @@ impl RoleMachine {
             session_key,
             session: None,
             herd_delay: Duration::ZERO,
+            young_until: None,
             id,
             timing,
             retry,
@@ -585,8 +591,20 @@ impl RoleMachine {
         self.step(now);
     }
 
-    /// The bucket was recreated (new epoch): everything known is void.
-    pub fn handle_bucket_reset(&mut self, epoch: u64, now: Instant) {
+    /// The bucket was created `age` ago by the server's clock, as learned at `now` (when the
+    /// stream-info answer arrived); `None`: its age is unknown. No acquire is sent before the
+    /// bucket is the TTL + heartbeat old (Q6, bucket reset: a holder of a bucket this one
+    /// replaced may act until then), so an unknown age holds for that long from `now`.
+    pub fn handle_bucket_age(&mut self, age: Option<Duration>, now: Instant) {
+        let hold =
+            (self.timing.ttl + self.timing.heartbeat).saturating_sub(age.unwrap_or(Duration::ZERO));
+        self.young_until = (!hold.is_zero()).then_some(now + hold);
+        self.step(now);
+    }
+
+    /// The bucket was recreated (new epoch): everything known is void. `age` is the new
+    /// bucket's age (see [`RoleMachine::handle_bucket_age`]).
+    pub fn handle_bucket_reset(&mut self, epoch: u64, age: Option<Duration>, now: Instant) {
         self.epoch = epoch;
         self.known = None;
         self.high_water = 0;
@@ -602,8 +620,7 @@ impl RoleMachine {
         // there acts until it notices (its next session write, at most its deadline: one
         // local lease after its last renewal, which came before the deletion). Acquire in
         // the new bucket only after that (Q6: no overlap across a bucket reset).
-        self.not_before = Some(now + self.timing.ttl);
-        self.step(now);
+        self.handle_bucket_age(age, now);
     }
 
     // ----- internals ----------------------------------------------------------------------
@@ -622,6 +639,7 @@ impl RoleMachine {
                     after,
                     drained: false,
                     verify: false,
+                    handed: false,
                 });
                 let term = l.term.clone();
                 self.actions.push_back(Action::Demote {
@@ -878,6 +896,19 @@ impl RoleMachine {
             }
             return;
         };
+        if matches!(outcome, WriteOutcome::Unknown | WriteOutcome::Failed(_))
+            && let Some(r) = &mut l.release
+            && !r.handed
+        {
+            // The delete did not go through (refused: a permission revoked at run time, full
+            // storage…; or unknown): the value still names our live session, so nobody else
+            // could take the role. The work is drained (the release began with it): hand the
+            // term over through the session (Q4, Q5 rule 5) and keep retrying the delete.
+            r.handed = true;
+            let (revision, session) = (l.rev, l.session);
+            self.actions
+                .push_back(Action::ReleaseTerm { revision, session });
+        }
         let term = l.term.clone();
         match outcome {
             WriteOutcome::Ok { revision } => {
@@ -1184,6 +1215,14 @@ impl RoleMachine {
     }
 
     fn send_acquire(&mut self, expected: u64, now: Instant) {
+        if let Some(until) = self.young_until {
+            if now < until {
+                // A young bucket (Q6): a holder of the bucket it replaced may still act.
+                self.not_before = Some(until);
+                return;
+            }
+            self.young_until = None;
+        }
         let Some((session, acked)) = self.session else {
             // No live session: nothing to rest a term on. `handle_session` steps again.
             return;
@@ -1332,9 +1371,13 @@ impl RoleMachine {
                 if let HolderValue::Lease(v) = value
                     && v.holder == self.id.instance
                 {
-                    if v.incarnation == self.id.incarnation {
+                    let our_session = self.session.is_some_and(|(u, _)| u == v.session);
+                    if v.incarnation == self.id.incarnation || our_session {
                         // Our own write (a late acquire, or a term we demoted from while the
-                        // key stayed ours): take it over with a CAS, starting a new term.
+                        // key stayed ours) — or a value somebody else wrote naming our live
+                        // session, on which nobody acts (Q4): take it over with a CAS,
+                        // starting a new term. Never a duplicate: a predecessor's or a
+                        // duplicate's value names its own session, not ours.
                         self.send_acquire(revision, now);
                         return;
                     }

@@ -822,21 +822,23 @@ fn an_acquire_below_the_bucket_s_known_revisions_is_not_promoted() {
         assert!(m.term().is_none());
         drain(&mut m);
     }
-    // After the reset to the new epoch the role is acquired there, one TTL later (Q6: a
-    // holder in the old bucket acts until its deadline), on a session of the new bucket.
-    m.handle_bucket_reset(EPOCH + 1, t0);
+    // After the reset to the new epoch the role is acquired there once the new bucket is a
+    // TTL + heartbeat old (Q6: a holder in the old bucket acts until its deadline; its age
+    // unknown here: counted from now), on a session of the new bucket.
+    m.handle_bucket_reset(EPOCH + 1, None, t0);
+    let actions = drain(&mut m);
     assert!(
-        write_of(&drain(&mut m)).is_none(),
+        write_of(&actions).is_none(),
         "acquired at once after a bucket reset"
     );
-    let t1 = t0 + Timing::default().ttl;
+    // The key is learned (a read), but nothing is acquired before the hold ends.
+    let read = op_of(&actions).expect("a read of the new bucket's key");
+    m.handle_read(read, Ok(KeyState::Absent), t0);
+    assert!(write_of(&drain(&mut m)).is_none(), "acquired in the hold");
+    let t1 = t0 + Timing::default().ttl + Timing::default().heartbeat;
     session_at(&mut m, Uuid::from_u64_pair(43, 43), t1);
     m.handle_timeout(t1);
-    let mut actions = drain(&mut m);
-    if let Some(read) = op_of(&actions).filter(|_| write_of(&actions).is_none()) {
-        m.handle_read(read, Ok(KeyState::Absent), t1);
-        actions = drain(&mut m);
-    }
+    let actions = drain(&mut m);
     let (op, kind, _) = write_of(&actions).expect("an acquire");
     assert_eq!(kind, WriteKind::Acquire);
     m.handle_write(op, WriteOutcome::Ok { revision: 6 }, t1);
@@ -905,5 +907,160 @@ fn a_newer_protocol_lease_is_never_taken_over_by_the_backstop() {
         } else {
             assert_eq!(acquired, None, "{value:?} was taken over");
         }
+    }
+}
+
+/// Q6 (issue 24, item 3): no acquire in a bucket younger than the TTL + heartbeat, also for a
+/// machine that never saw another bucket (a fresh process), and the hold survives watcher
+/// news (an observation used to end any wait).
+#[test]
+fn no_acquire_in_a_young_bucket() {
+    let timing = Timing::default();
+    let (mut m, t0) = machine();
+    let age = Duration::from_millis(200);
+    m.handle_bucket_age(Some(age), t0);
+    start_on(&mut m, t0, KeyState::Absent);
+    assert!(
+        write_of(&drain(&mut m)).is_none(),
+        "acquired in a young bucket"
+    );
+    let until = t0 + timing.ttl + timing.heartbeat - age;
+    assert_eq!(
+        m.poll_timeout(),
+        Some(until),
+        "a timer for the end of the hold"
+    );
+    // News from the watcher (a marker) does not end the hold.
+    let t1 = t0 + Duration::from_secs(1);
+    session_at(&mut m, SESSION, t1);
+    m.handle_observed(
+        KeyState::Vacant {
+            revision: 7,
+            expired: false,
+        },
+        t1,
+    );
+    assert!(write_of(&drain(&mut m)).is_none(), "the hold ended early");
+    let t2 = until;
+    session_at(&mut m, SESSION, t2);
+    m.handle_timeout(t2);
+    let (_, kind, expected) = write_of(&drain(&mut m)).expect("an acquire after the hold");
+    assert_eq!((kind, expected), (WriteKind::Acquire, 7));
+    // An old bucket holds nothing.
+    let (mut m, t0) = machine();
+    m.handle_bucket_age(Some(Duration::from_secs(3600)), t0);
+    start_on(&mut m, t0, KeyState::Absent);
+    assert!(
+        write_of(&drain(&mut m)).is_some(),
+        "an old bucket held an acquire back"
+    );
+}
+
+/// Q4 (issue 24, item 8): a role value naming this instance's live session that is not its
+/// term — here with another incarnation, as another client writes it — is taken over with a
+/// CAS on its revision, and no duplicate is reported.
+#[test]
+fn a_value_naming_our_session_is_taken_over_not_a_duplicate() {
+    let (mut m, t0) = machine();
+    let mut forged = lease("solo", 9, 9, None);
+    if let HolderValue::Lease(v) = &mut forged {
+        v.session = SESSION;
+    }
+    start_on(
+        &mut m,
+        t0,
+        KeyState::Held {
+            revision: 12,
+            value: forged.clone(),
+        },
+    );
+    let actions = drain(&mut m);
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::Notice(Notice::DuplicateInstance { .. }))),
+        "{actions:?}"
+    );
+    let (_, kind, expected) = write_of(&actions).expect("a takeover");
+    assert_eq!((kind, expected), (WriteKind::Acquire, 12));
+    // The same value naming a session that is not ours (a predecessor's, or a duplicate's
+    // written after we started) is not taken over by this rule.
+    let (mut m, t0) = machine();
+    start_on(
+        &mut m,
+        t0,
+        KeyState::Held {
+            revision: 10,
+            value: lease("other", 2, 2, None),
+        },
+    );
+    drain(&mut m);
+    let mut other = lease("solo", 9, 9, None);
+    if let HolderValue::Lease(v) = &mut other {
+        v.session = Uuid::from_u64_pair(77, 77);
+    }
+    m.handle_observed(
+        KeyState::Held {
+            revision: 13,
+            value: other,
+        },
+        t0,
+    );
+    let actions = drain(&mut m);
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Notice(Notice::DuplicateInstance { .. }))),
+        "{actions:?}"
+    );
+}
+
+/// Q4 (issue 24, item 9): a release whose delete is refused (a permission revoked at run
+/// time) or of unknown outcome hands the term over through the session once, after the
+/// drain, and the delete is still retried.
+#[test]
+fn a_refused_release_is_handed_over_through_the_session() {
+    for outcome in [
+        WriteOutcome::Failed(FailureKind::PermissionDenied),
+        WriteOutcome::Unknown,
+        WriteOutcome::Failed(FailureKind::Server(ServerCode(10077))),
+    ] {
+        let (mut m, t0) = machine();
+        promote(&mut m, t0, 3);
+        m.handle_release(ReleaseReason::Requested, Duration::from_secs(5), t0);
+        let actions = drain(&mut m);
+        assert!(
+            !actions
+                .iter()
+                .any(|a| matches!(a, Action::ReleaseTerm { .. })),
+            "handed over before the drain: {actions:?}"
+        );
+        m.handle_drained(t0);
+        let (op, kind, _) = write_of(&drain(&mut m)).expect("the delete");
+        assert_eq!(kind, WriteKind::Release);
+        m.handle_write(op, outcome, t0);
+        let actions = drain(&mut m);
+        let handed: Vec<_> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::ReleaseTerm { revision, session } => Some((*revision, *session)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(handed, vec![(3, SESSION)], "{outcome:?}: {actions:?}");
+        // Retries do not hand it over again.
+        let t1 = t0 + Duration::from_secs(11);
+        session_at(&mut m, SESSION, t1);
+        m.handle_timeout(t1);
+        let actions = drain(&mut m);
+        if let Some(op) = op_of(&actions) {
+            m.handle_read(op, Err(FailureKind::Unavailable), t1);
+        }
+        assert!(
+            !drain(&mut m)
+                .iter()
+                .any(|a| matches!(a, Action::ReleaseTerm { .. })),
+            "{outcome:?}: handed over twice"
+        );
     }
 }

@@ -16,7 +16,7 @@ pub use bucket_settings::{BucketSettings, MAX_BUCKET_REPLICAS};
 pub use machine::{Identity, RoleMachine, SessionUpdate};
 pub use server_code::{FailureClass, ServerCode};
 pub use session::{SessionAction, SessionKeyState, SessionLoss, SessionMachine, SessionWriteKind};
-pub use session_book::{Herd, SessionBook, Verdict};
+pub use session_book::{Herd, Reap, SessionBook, Verdict};
 pub use setting_error::SettingError;
 pub use timing_error::TimingError;
 pub(crate) use timing_error::fmt_duration;

@@ -16,9 +16,10 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::backoff::{RetryPolicy, SplitMix64};
+use super::machine::BACKSTOP_GRACE;
 use super::types::{FailureKind, Timing, WriteOutcome};
-use crate::names::InstanceId;
-use crate::value::{SessionValue, VALUE_VERSION};
+use crate::names::{InstanceId, RoleName};
+use crate::value::{MAX_RELEASED, ReleasedTerm, SessionValue, VALUE_VERSION};
 
 pub use super::session_types::{
     SessionAction, SessionKeyState, SessionLoss, SessionWrite, SessionWriteKind,
@@ -72,8 +73,15 @@ enum Phase {
         unknown_sent_at: Option<Instant>,
     },
     Live(Live),
-    /// Another live process holds this instance's session: wait for it to go.
-    Yielding,
+    /// Another process with this instance id holds the session key: wait while its value
+    /// changes (a live process renews it); a value unchanged for the backstop period is not
+    /// live and is written over (Q4).
+    Yielding {
+        /// What the key holds.
+        other: SessionKeyState,
+        /// First sighting of that revision.
+        since: Instant,
+    },
     /// Ending: the delete marker is (being) written.
     Ending,
     Stopped,
@@ -104,6 +112,8 @@ pub struct SessionMachine {
     ending_rev: Option<u64>,
     /// Ending: the delete is to be sent again after a backoff.
     ending_retry: bool,
+    /// Terms of the live session that nobody acts on (Q5 rule 5), carried by its writes.
+    released: Vec<ReleasedTerm>,
     actions: VecDeque<SessionAction>,
 }
 
@@ -136,6 +146,7 @@ impl SessionMachine {
             next_op: 1,
             ending_rev: None,
             ending_retry: false,
+            released: Vec::new(),
             actions: VecDeque::new(),
         }
     }
@@ -164,12 +175,25 @@ impl SessionMachine {
                         .map_or(l.next_renew, |n| n.max(l.next_renew)),
                 );
             }
-        } else if self.pending.is_none()
-            && let Some(n) = self.not_before
-        {
-            consider(n);
+        } else if self.pending.is_none() {
+            if let Some(n) = self.not_before {
+                consider(n);
+            }
+            if let Phase::Yielding { other, since } = &self.phase {
+                consider(*since + self.yield_period(other));
+            }
         }
         t
+    }
+
+    /// How long a value of another process must stay unchanged before it is written over
+    /// (Q4): the backstop period of Q5 rule 4.
+    fn yield_period(&self, other: &SessionKeyState) -> Duration {
+        let other_ttl = match other {
+            SessionKeyState::Value { value: Some(v), .. } => v.ttl(),
+            _ => Duration::ZERO,
+        };
+        self.timing.ttl.max(other_ttl) + self.timing.heartbeat + BACKSTOP_GRACE
     }
 
     fn deadline(&self, l: &Live) -> Instant {
@@ -228,10 +252,16 @@ impl SessionMachine {
                 }
                 *known = Some(state);
             }
-            Phase::Yielding => {
-                if !matches!(&state, SessionKeyState::Value { value: Some(v), .. }
+            Phase::Yielding { .. } => {
+                if matches!(&state, SessionKeyState::Value { value: Some(v), .. }
                     if v.instance == self.instance && v.incarnation != self.incarnation)
                 {
+                    // It renewed (or another one wrote): live; the period starts again.
+                    self.phase = Phase::Yielding {
+                        other: state,
+                        since: now,
+                    };
+                } else {
                     // The other process's session is gone: start ours.
                     self.phase = Phase::Starting {
                         known: Some(state),
@@ -335,6 +365,46 @@ impl SessionMachine {
         }
     }
 
+    /// Nobody acts on the term at `revision` of `role`, whose value names session `uuid` (a
+    /// release of it was refused or its outcome is unknown, or somebody else wrote it): list
+    /// it in the session's value and renew at once, so that every candidate finds the role
+    /// vacant (Q5 rule 5). Ignored unless `uuid` is the live session. When the list is full the
+    /// session is replaced instead ([`SessionLoss::Rotated`]).
+    pub fn handle_release_term(&mut self, uuid: Uuid, role: RoleName, revision: u64, now: Instant) {
+        self.check_deadline(now);
+        let Phase::Live(l) = &mut self.phase else {
+            return;
+        };
+        if l.uuid != uuid
+            || self
+                .released
+                .iter()
+                .any(|t| t.role == role && t.revision == revision)
+        {
+            return;
+        }
+        if self.released.len() >= MAX_RELEASED {
+            self.lose(SessionLoss::Rotated, None, now);
+        } else {
+            self.released.push(ReleasedTerm { role, revision });
+            l.next_renew = now;
+        }
+        self.step(now);
+    }
+
+    /// The key of `role` moved to `revision`: released terms of it below that are settled
+    /// (somebody took the role over) and leave the list with the next renewal.
+    pub fn handle_role_moved(&mut self, role: &RoleName, revision: u64) {
+        self.released
+            .retain(|t| t.role != *role || t.revision >= revision);
+    }
+
+    /// The released terms the live session lists (Q5 rule 5).
+    #[must_use]
+    pub fn released(&self) -> &[ReleasedTerm] {
+        &self.released
+    }
+
     // ----- internals ----------------------------------------------------------------------
 
     fn starting(&mut self, known: Option<SessionKeyState>) -> Phase {
@@ -361,6 +431,7 @@ impl SessionMachine {
             session: uuid,
             ttl_ms: u64::try_from(self.timing.ttl.as_millis()).unwrap_or(u64::MAX),
             heartbeat_ms: u64::try_from(self.timing.heartbeat.as_millis()).unwrap_or(u64::MAX),
+            released: self.released.clone(),
         }
     }
 
@@ -379,24 +450,25 @@ impl SessionMachine {
         };
         let uuid = l.uuid;
         self.actions.push_back(SessionAction::Lost { uuid, reason });
+        // A new session has a new uuid: every value naming this one is vacant by rule 2.
+        self.released.clear();
         if matches!(self.pending, Some(Pending::Write { .. })) {
             // A renewal of the lost session: its outcome no longer matters.
             self.pending = None;
         }
         self.not_before = None;
-        let _ = now;
         self.phase = Phase::Starting {
             known: None,
             uuid: self.new_uuid(),
             unknown_sent_at: None,
         };
         if let Some(state) = state {
-            self.learned(state);
+            self.learned(state, now);
         }
     }
 
     /// What a read or the watcher showed while starting.
-    fn learned(&mut self, state: SessionKeyState) {
+    fn learned(&mut self, state: SessionKeyState, now: Instant) {
         if let SessionKeyState::Value { value: Some(v), .. } = &state
             && v.instance == self.instance
             && v.incarnation != self.incarnation
@@ -410,7 +482,14 @@ impl SessionMachine {
                     other_incarnation: v.incarnation,
                 });
             }
-            self.phase = Phase::Yielding;
+            let same = matches!(&self.phase, Phase::Yielding { other, .. }
+                if other.revision() == state.revision());
+            if !same {
+                self.phase = Phase::Yielding {
+                    other: state,
+                    since: now,
+                };
+            }
             return;
         }
         if let Phase::Starting { known, .. } = &mut self.phase {
@@ -596,19 +675,37 @@ impl SessionMachine {
                     // start carries a new uuid (see `handle_observed`).
                     *uuid = fresh;
                 }
-                self.learned(state);
-                if matches!(self.phase, Phase::Starting { .. }) {
-                    self.not_before = None;
+                self.learned(state, now);
+                match self.phase {
+                    Phase::Starting { .. } => self.not_before = None,
+                    // Just read: the next re-read only at the slow cadence.
+                    Phase::Yielding { .. } => self.slow_retry(now),
+                    _ => {}
                 }
             }
-            Phase::Yielding => {
-                self.phase = Phase::Starting {
-                    known: None,
-                    uuid: self.new_uuid(),
-                    unknown_sent_at: None,
-                };
-                self.learned(state);
-                if matches!(self.phase, Phase::Yielding) {
+            Phase::Yielding { .. } => {
+                let previous = std::mem::replace(
+                    &mut self.phase,
+                    Phase::Starting {
+                        known: None,
+                        uuid: Uuid::nil(),
+                        unknown_sent_at: None,
+                    },
+                );
+                let fresh = self.new_uuid();
+                if let Phase::Starting { uuid, .. } = &mut self.phase {
+                    *uuid = fresh;
+                }
+                // Keep counting from the first sighting when the read shows the same value.
+                if let Phase::Yielding { other, since } = previous
+                    && other.revision() == state.revision()
+                {
+                    self.phase = Phase::Yielding { other, since };
+                    self.slow_retry(now);
+                    return;
+                }
+                self.learned(state, now);
+                if matches!(self.phase, Phase::Yielding { .. }) {
                     self.slow_retry(now);
                 }
             }
@@ -618,6 +715,21 @@ impl SessionMachine {
 
     fn step(&mut self, now: Instant) {
         self.check_deadline(now);
+        if self.pending.is_none()
+            && let Phase::Yielding { other, since } = &self.phase
+            && now >= *since + self.yield_period(other)
+        {
+            // Unchanged for the backstop period: not a live session (Q4). Start ours over it
+            // with a CAS on its revision (a refusal means it changed: yield on). The slow
+            // re-read's wait does not hold this back.
+            let known = other.clone();
+            self.phase = Phase::Starting {
+                known: Some(known),
+                uuid: self.new_uuid(),
+                unknown_sent_at: None,
+            };
+            self.not_before = None;
+        }
         if self.pending.is_some() || self.not_before.is_some_and(|t| now < t) {
             return;
         }
@@ -646,7 +758,8 @@ impl SessionMachine {
                     self.send(SessionWriteKind::Renew, rev, Some(uuid), timeout, now);
                 }
             }
-            Phase::Yielding => self.send_read(timeout),
+            // A slow re-read in case the watcher misses the other session's end.
+            Phase::Yielding { .. } => self.send_read(timeout),
             Phase::Ending if self.ending_retry => {
                 self.ending_retry = false;
                 let rev = self.ending_rev.unwrap_or(self.high_water);

@@ -1,14 +1,17 @@
 //! What one instance knows about every session in the bucket, and which roles' holders rest
 //! on which session (protocol Q5): decides when a role whose holder's session is gone is
 //! vacant. Pure: the watcher feeds it entries of `session.` keys, the role values it
-//! dispatches and the results of the backstop reads it asks for.
+//! dispatches and the outcomes of the reaps and reads it asks for.
 //!
 //! A session `S` with uuid `u` is **gone** for a role value at revision `R` naming it when `S`
 //! shows a marker or another uuid at a revision above `s_u` (the revision at which `u` was
 //! first seen in `S`) — or, when `u` was never seen, above `R` (the holder wrote `u` before it
-//! wrote the role value, so anything in `S` above `R` came after `u`). Plain absence never
-//! counts (a lagging replica shows it too), except in the backstop (rule 4): a leader read
-//! after `S` stayed unchanged, or `u` unseen, for the observed-expiry period.
+//! wrote the role value, so anything in `S` above `R` came after `u`) — or when `S`'s current
+//! value (uuid `u`) lists the term as released (rule 5). Plain absence never counts (a lagging
+//! replica shows it too). The backstop (rule 4) is a **reap**: a session key known at one
+//! revision for the backstop period is purged with a CAS on that revision, whose marker makes
+//! every role resting on it gone by rule 2 — the decision rests on the stream leader's CAS,
+//! never on a read.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -18,6 +21,7 @@ use uuid::Uuid;
 
 use super::machine::BACKSTOP_GRACE;
 use super::session::SessionKeyState;
+use super::types::WriteOutcome;
 use crate::names::{InstanceId, RoleName};
 
 /// How many uuids a session key remembers the first revision of (the current one and a few
@@ -35,23 +39,51 @@ pub enum Verdict {
     Unknown,
 }
 
+/// A reap the book asks for (protocol Q5 rule 4): purge session key `key` with a CAS on
+/// `expected` (0: the key must have no entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reap {
+    /// The session key.
+    pub key: String,
+    /// The revision the key must still be at.
+    pub expected: u64,
+}
+
+/// What became of a reap ([`SessionBook::reap_done`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReapResult {
+    /// Roles that became vacant (the reap's marker), with the revision of their role value.
+    pub gone: Vec<(RoleName, u64)>,
+    /// The key moved: read it from the stream leader and report with
+    /// [`SessionBook::leader_read`].
+    pub read: bool,
+}
+
 #[derive(Debug, Clone)]
 struct Track {
     state: SessionKeyState,
-    /// First sighting of `state`'s revision.
+    /// First sighting of `state`'s revision (for revision 0: when the book started tracking
+    /// the key).
     seen_at: Instant,
     /// Uuids seen in the key with the revision they were first seen at (most recent last).
     uuids: Vec<(Uuid, u64)>,
-    /// A backstop read found the key unchanged at this revision after the backstop period
-    /// (or absent: revision 0): sessions in it that were live are gone.
-    stale: Option<u64>,
-    /// When the last backstop read was sent (at most one per period).
-    read_at: Option<Instant>,
-    /// The revision known when that read was sent.
-    read_rev: Option<u64>,
+    /// The last reap: its expected revision, when it was sent, and whether it is in flight.
+    reap: Option<(u64, Instant, bool)>,
+    /// A leader read after a refused reap found no entry at all: reap on 0 next, at once.
+    absent_at_leader: bool,
 }
 
 impl Track {
+    fn new(now: Instant) -> Self {
+        Self {
+            state: SessionKeyState::Absent,
+            seen_at: now,
+            uuids: Vec::new(),
+            reap: None,
+            absent_at_leader: false,
+        }
+    }
+
     fn first_seen(&self, uuid: Uuid) -> Option<u64> {
         self.uuids.iter().find(|(u, _)| *u == uuid).map(|(_, r)| *r)
     }
@@ -63,7 +95,7 @@ struct Interest {
     uuid: Uuid,
     /// Revision of the role value naming the session.
     revision: u64,
-    /// When the role value was first seen (rule 4: a session never seen).
+    /// When the role value was first seen (rule 4 never counts from before it).
     since: Instant,
     /// Already reported gone.
     gone: bool,
@@ -120,14 +152,7 @@ impl SessionBook {
         let track = self
             .sessions
             .entry(key.to_string())
-            .or_insert_with(|| Track {
-                state: SessionKeyState::Absent,
-                seen_at: now,
-                uuids: Vec::new(),
-                stale: None,
-                read_at: None,
-                read_rev: None,
-            });
+            .or_insert_with(|| Track::new(now));
         if rev <= track.state.revision() {
             return Vec::new();
         }
@@ -141,7 +166,7 @@ impl SessionBook {
         }
         track.state = state;
         track.seen_at = now;
-        track.stale = None;
+        track.absent_at_leader = false;
         self.newly_gone(key)
     }
 
@@ -173,6 +198,9 @@ impl SessionBook {
         let since = previous
             .filter(|p| p.revision == revision && p.uuid == uuid)
             .map_or(now, |p| p.since);
+        self.sessions
+            .entry(key.to_string())
+            .or_insert_with(|| Track::new(now));
         let mut interest = Interest {
             key: key.to_string(),
             uuid,
@@ -180,7 +208,7 @@ impl SessionBook {
             since,
             gone: false,
         };
-        let verdict = self.verdict_of(&interest);
+        let verdict = self.verdict_of(role, &interest);
         interest.gone = verdict == Verdict::Gone;
         self.by_key
             .entry(key.to_string())
@@ -190,27 +218,27 @@ impl SessionBook {
         verdict
     }
 
-    fn verdict_of(&self, i: &Interest) -> Verdict {
+    fn verdict_of(&self, role: &RoleName, i: &Interest) -> Verdict {
         let Some(track) = self.sessions.get(&i.key) else {
             return Verdict::Unknown;
         };
-        let rev = track.state.revision();
-        if track.stale.is_some_and(|s| s == rev) {
-            // The backstop read confirmed it: unchanged (or absent) for the whole period.
-            return if track.state.uuid() == Some(i.uuid) || rev == 0 || rev > i.revision {
+        if let SessionKeyState::Value { value: Some(v), .. } = &track.state
+            && v.session == i.uuid
+        {
+            // Rule 5: the session's owner declares the term released.
+            return if v.releases(role, i.revision) {
                 Verdict::Gone
             } else {
-                Verdict::Unknown
+                Verdict::Live
             };
         }
-        if track.state.uuid() == Some(i.uuid) {
-            return Verdict::Live;
-        }
+        let rev = track.state.revision();
         let floor = track.first_seen(i.uuid).unwrap_or(i.revision);
-        match track.state {
-            SessionKeyState::Absent => Verdict::Unknown,
-            _ if rev > floor => Verdict::Gone,
-            _ => Verdict::Unknown,
+        if rev > floor {
+            // Rule 2: a marker or another value above the first sighting of the uuid.
+            Verdict::Gone
+        } else {
+            Verdict::Unknown
         }
     }
 
@@ -223,7 +251,7 @@ impl SessionBook {
             let Some(i) = self.roles.get(role) else {
                 continue;
             };
-            if !i.gone && self.verdict_of(i) == Verdict::Gone {
+            if !i.gone && self.verdict_of(role, i) == Verdict::Gone {
                 out.push((role.clone(), i.revision));
             }
         }
@@ -235,66 +263,100 @@ impl SessionBook {
         out
     }
 
+    /// The backstop period for a session of TTL `session_ttl` (Q5 rule 4).
     fn period(&self, session_ttl: Duration) -> Duration {
         self.own_ttl.max(session_ttl) + self.own_heartbeat + BACKSTOP_GRACE
     }
 
-    /// Session keys due for a backstop read from the stream leader (rule 4): a session some
-    /// role rests on that stayed at one revision, or was never seen with the role's uuid, for
-    /// the observed-expiry period. Each key at most once per period.
-    pub fn due_reads(&mut self, now: Instant) -> Vec<String> {
+    /// Reaps that are due (rule 4): a session key some role rests on (without a verdict of
+    /// gone) that stayed at one revision for the backstop period — counted from the first
+    /// sighting of that revision, and never from before the role value was seen — or that a
+    /// leader read found without any entry after a refused reap. At most one reap per key in
+    /// flight, and after one the next waits a period (except after such an absent read).
+    pub fn due_reaps(&mut self, now: Instant) -> Vec<Reap> {
         let mut due = Vec::new();
         for (key, roles) in &self.by_key {
-            let track = self.sessions.get(key);
-            let ttl = match track.map(|t| &t.state) {
-                Some(SessionKeyState::Value { value: Some(v), .. }) => v.ttl(),
+            let Some(track) = self.sessions.get(key) else {
+                continue;
+            };
+            let ttl = match &track.state {
+                SessionKeyState::Value { value: Some(v), .. } => v.ttl(),
                 _ => Duration::ZERO,
             };
             let period = self.period(ttl);
-            if track
-                .and_then(|t| t.read_at)
-                .is_some_and(|r| now < r + period)
-            {
+            if track.reap.is_some_and(|(_, _, in_flight)| in_flight) {
                 continue;
             }
-            let waiting = roles.iter().filter_map(|r| self.roles.get(r)).any(|i| {
-                if i.gone {
-                    return false;
-                }
-                match self.verdict_of(i) {
-                    Verdict::Live => track.is_some_and(|t| now >= t.seen_at + period),
-                    Verdict::Unknown => now >= i.since + period,
-                    Verdict::Gone => false,
-                }
-            });
-            if waiting {
-                due.push(key.clone());
-            }
-        }
-        for key in &due {
-            if let Some(t) = self.sessions.get_mut(key) {
-                t.read_at = Some(now);
-                t.read_rev = Some(t.state.revision());
+            let expected = if track.absent_at_leader {
+                0
             } else {
-                self.sessions.insert(
-                    key.clone(),
-                    Track {
-                        state: SessionKeyState::Absent,
-                        seen_at: now,
-                        uuids: Vec::new(),
-                        stale: None,
-                        read_at: Some(now),
-                        read_rev: Some(0),
-                    },
-                );
+                if track
+                    .reap
+                    .is_some_and(|(_, sent_at, _)| now < sent_at + period)
+                {
+                    continue;
+                }
+                let waiting = roles.iter().any(|r| {
+                    self.roles.get(r).is_some_and(|i| {
+                        !i.gone
+                            && self.verdict_of(r, i) != Verdict::Gone
+                            && now >= track.seen_at.max(i.since) + period
+                    })
+                });
+                if !waiting {
+                    continue;
+                }
+                track.state.revision()
+            };
+            due.push(Reap {
+                key: key.clone(),
+                expected,
+            });
+        }
+        for reap in &due {
+            if let Some(t) = self.sessions.get_mut(&reap.key) {
+                t.reap = Some((reap.expected, now, true));
+                t.absent_at_leader = false;
             }
         }
         due
     }
 
-    /// The result of a backstop read of `key` (from the stream leader). Returns the roles that
-    /// became vacant.
-    pub fn backstop_read(
+    /// The outcome of a reap asked for by [`SessionBook::due_reaps`].
+    pub fn reap_done(&mut self, reap: &Reap, outcome: WriteOutcome, now: Instant) -> ReapResult {
+        if let Some(t) = self.sessions.get_mut(&reap.key)
+            && let Some((_, _, in_flight)) = &mut t.reap
+        {
+            *in_flight = false;
+        }
+        match outcome {
+            WriteOutcome::Ok { revision } => ReapResult {
+                // Our own purge marker: rule 2 for every role resting on the key.
+                gone: self.observe(
+                    &reap.key,
+                    SessionKeyState::Marker {
+                        revision,
+                        expired: true,
+                    },
+                    now,
+                ),
+                read: false,
+            },
+            // The key moved (or a replicated stream raced us): learn it from the leader.
+            WriteOutcome::Conflict | WriteOutcome::Retry => ReapResult {
+                gone: Vec::new(),
+                read: true,
+            },
+            // Perhaps stored (the watcher will show the marker), or refused: a period later.
+            WriteOutcome::Unknown | WriteOutcome::Failed(_) => ReapResult::default(),
+        }
+    }
+
+    /// The result of a leader read of `key` after a refused reap. A newer entry is learned
+    /// (the period starts again from it); no entry at all where one was known makes the next
+    /// reap one on revision 0 (it succeeds only if the key really has no entry). Returns the
+    /// roles that became vacant.
+    pub fn leader_read(
         &mut self,
         key: &str,
         state: SessionKeyState,
@@ -302,21 +364,15 @@ impl SessionBook {
     ) -> Vec<(RoleName, u64)> {
         let known = self.sessions.get(key).map_or(0, |t| t.state.revision());
         if state.revision() > known {
-            // News the watcher has not delivered (yet): learn it; the period starts again.
             return self.observe(key, state, now);
         }
-        if let Some(t) = self.sessions.get_mut(key)
-            && state.revision() == known
-            && t.read_rev == Some(known)
+        if state == SessionKeyState::Absent
+            && known > 0
+            && let Some(t) = self.sessions.get_mut(key)
         {
-            // (Only if that revision was already the known one when the read was asked for:
-            // one the watcher delivered while the read was on its way was first seen just
-            // now, and says nothing about the period.)
-            // Unchanged since first seen at least a period ago (the read was asked for only
-            // then): the holder's deadline has passed under the clock assumption (P4, P5).
-            t.stale = Some(known);
+            t.absent_at_leader = true;
         }
-        self.newly_gone(key)
+        Vec::new()
     }
 
     /// Whether the session key `key`, which held session `uuid`, now holds a live session of
@@ -326,8 +382,7 @@ impl SessionBook {
     #[must_use]
     pub fn returned(&self, key: &str, uuid: Uuid) -> bool {
         self.sessions.get(key).is_some_and(|t| {
-            t.stale.is_none()
-                && matches!(&t.state, SessionKeyState::Value { value: Some(v), .. } if v.session != uuid)
+            matches!(&t.state, SessionKeyState::Value { value: Some(v), .. } if v.session != uuid)
         })
     }
 
@@ -337,7 +392,6 @@ impl SessionBook {
     pub fn live_instances(&self) -> BTreeSet<InstanceId> {
         self.sessions
             .values()
-            .filter(|t| t.stale.is_none())
             .filter_map(|t| match &t.state {
                 SessionKeyState::Value { value: Some(v), .. } => Some(v.instance.clone()),
                 _ => None,

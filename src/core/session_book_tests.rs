@@ -6,9 +6,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::machine::BACKSTOP_GRACE;
 use super::session::SessionKeyState;
-use super::session_book::{Herd, SessionBook, Verdict};
+use super::session_book::{Herd, Reap, SessionBook, Verdict};
+use super::types::WriteOutcome;
 use crate::names::{InstanceId, RoleName};
 use crate::value::SessionValue;
 
@@ -38,9 +38,31 @@ fn session(revision: u64, u: Uuid) -> SessionKeyState {
             session: u,
             ttl_ms: 3_000,
             heartbeat_ms: 750,
+            released: Vec::new(),
         }),
     }
 }
+
+/// [`session`] listing the term at `revision` of [`role`] as released (rule 5).
+fn releasing(revision: u64, u: Uuid, released: u64) -> SessionKeyState {
+    let mut s = session(revision, u);
+    if let SessionKeyState::Value { value: Some(v), .. } = &mut s {
+        v.released.push(crate::value::ReleasedTerm {
+            role: role(),
+            revision: released,
+        });
+    }
+    s
+}
+
+fn reap(expected: u64) -> Reap {
+    Reap {
+        key: KEY.to_string(),
+        expected,
+    }
+}
+
+const PERIOD: Duration = Duration::from_millis(3_000 + 750 + 500);
 
 fn marker(revision: u64) -> SessionKeyState {
     SessionKeyState::Marker {
@@ -89,7 +111,10 @@ fn absence_and_old_entries_are_never_gone() {
     assert_eq!(holder(&mut b, uuid(2), 12, t0), Verdict::Live);
     assert!(b.observe(KEY, SessionKeyState::Absent, t0).is_empty());
     assert!(b.observe(KEY, marker(9), t0).is_empty());
-    assert!(b.backstop_read(KEY, SessionKeyState::Absent, t0).is_empty());
+    assert!(
+        b.leader_read(KEY, SessionKeyState::Absent, t0).is_empty(),
+        "a read of absence is no vacancy by itself"
+    );
     assert_eq!(holder(&mut b, uuid(2), 12, t0), Verdict::Live);
 }
 
@@ -108,50 +133,154 @@ fn an_unseen_uuid_counts_only_entries_above_the_role_revision() {
     assert_eq!(b.observe(KEY, marker(13), t0), vec![(role(), 12)]);
 }
 
-/// Rule 4: a session some role rests on that stayed at one revision is read from the stream
-/// leader only after the backstop period, at most once per period; unchanged -> gone, newer
-/// -> learned (live again).
+/// Rule 4: a session some role rests on that stayed at one revision is reaped (a CAS on that
+/// revision) only after the backstop period, at most once per period; the reap's marker makes
+/// the roles resting on it gone (rule 2).
 #[test]
-fn the_backstop_reads_once_per_period() {
-    let period = TTL + HEARTBEAT + BACKSTOP_GRACE;
+fn the_backstop_reaps_once_per_period() {
     let (mut b, t0) = book();
     b.observe(KEY, session(10, uuid(2)), t0);
     holder(&mut b, uuid(2), 12, t0);
     assert!(
-        b.due_reads(t0 + period - Duration::from_millis(1))
+        b.due_reaps(t0 + PERIOD - Duration::from_millis(1))
             .is_empty()
     );
-    let t1 = t0 + period;
-    assert_eq!(b.due_reads(t1), vec![KEY.to_string()]);
+    let t1 = t0 + PERIOD;
+    assert_eq!(b.due_reaps(t1), vec![reap(10)]);
     assert!(
-        b.due_reads(t1 + Duration::from_millis(300)).is_empty(),
-        "twice in a period"
+        b.due_reaps(t1 + Duration::from_millis(300)).is_empty(),
+        "twice at once"
     );
-    // Newer: learned, nothing gone.
-    assert!(b.backstop_read(KEY, session(14, uuid(2)), t1).is_empty());
-    assert_eq!(holder(&mut b, uuid(2), 12, t1), Verdict::Live);
-    // Unchanged a period later: gone.
-    let t2 = t1 + period;
-    assert_eq!(b.due_reads(t2), vec![KEY.to_string()]);
-    assert_eq!(
-        b.backstop_read(KEY, session(14, uuid(2)), t2),
-        vec![(role(), 12)]
+    let done = b.reap_done(&reap(10), WriteOutcome::Ok { revision: 20 }, t1);
+    assert_eq!(done.gone, vec![(role(), 12)]);
+    assert!(!done.read);
+    assert!(
+        b.due_reaps(t1 + PERIOD * 3).is_empty(),
+        "nothing left to reap"
     );
 }
 
-/// Rule 4: a backstop read answered with the revision the watcher delivered while the read was
-/// on its way proves nothing (that revision was first seen just now).
+/// Rule 4: a refused reap (the key moved) asks for a leader read; a newer entry is learned
+/// and the period starts again from it; the next reap waits a period.
 #[test]
-fn a_read_racing_a_watcher_delivery_is_not_unchanged() {
-    let period = TTL + HEARTBEAT + BACKSTOP_GRACE;
+fn a_refused_reap_learns_the_key_and_waits_a_period() {
     let (mut b, t0) = book();
     b.observe(KEY, session(10, uuid(2)), t0);
     holder(&mut b, uuid(2), 12, t0);
-    let t1 = t0 + period;
-    assert_eq!(b.due_reads(t1), vec![KEY.to_string()]);
-    b.observe(KEY, session(14, uuid(2)), t1);
-    assert!(b.backstop_read(KEY, session(14, uuid(2)), t1).is_empty());
+    let t1 = t0 + PERIOD;
+    assert_eq!(b.due_reaps(t1), vec![reap(10)]);
+    let done = b.reap_done(&reap(10), WriteOutcome::Conflict, t1);
+    assert!(done.read && done.gone.is_empty());
+    assert!(b.leader_read(KEY, session(14, uuid(2)), t1).is_empty());
     assert_eq!(holder(&mut b, uuid(2), 12, t1), Verdict::Live);
+    assert!(
+        b.due_reaps(t1 + PERIOD - Duration::from_millis(1))
+            .is_empty()
+    );
+    assert_eq!(b.due_reaps(t1 + PERIOD), vec![reap(14)]);
+    // An unknown outcome: nothing learned, the next attempt a period later.
+    let t2 = t1 + PERIOD;
+    let done = b.reap_done(&reap(14), WriteOutcome::Unknown, t2);
+    assert!(!done.read && done.gone.is_empty());
+    assert!(b.due_reaps(t2 + Duration::from_millis(500)).is_empty());
+    assert_eq!(b.due_reaps(t2 + PERIOD), vec![reap(14)]);
+}
+
+/// Item 6 (issue 24): a follower that missed the expiry marker (it aged out while the follower
+/// was paused) still believes the session; the reap on its revision is refused, the leader
+/// read shows no entry at all, and the next reap — on 0, at once — settles it.
+#[test]
+fn a_session_whose_marker_aged_out_is_reaped_on_absence() {
+    let (mut b, t0) = book();
+    b.observe(KEY, session(10, uuid(2)), t0);
+    holder(&mut b, uuid(2), 12, t0);
+    let t1 = t0 + PERIOD * 20;
+    assert_eq!(b.due_reaps(t1), vec![reap(10)]);
+    assert!(b.reap_done(&reap(10), WriteOutcome::Conflict, t1).read);
+    assert!(b.leader_read(KEY, SessionKeyState::Absent, t1).is_empty());
+    assert_eq!(
+        holder(&mut b, uuid(2), 12, t1),
+        Verdict::Live,
+        "absence alone"
+    );
+    assert_eq!(b.due_reaps(t1), vec![reap(0)], "a reap on 0 at once");
+    let done = b.reap_done(&reap(0), WriteOutcome::Ok { revision: 40 }, t1);
+    assert_eq!(done.gone, vec![(role(), 12)]);
+}
+
+/// Item 10 (issue 24): a session marker below the role value's revision (an acquire that
+/// committed after its session expired, seen by a candidate that never saw the session's
+/// uuid): not gone by rule 2, but reaped after the period — and the reap's marker is above the
+/// role value.
+#[test]
+fn a_marker_below_the_role_value_is_reaped_after_the_period() {
+    let (mut b, t0) = book();
+    b.observe(KEY, marker(2), t0);
+    assert_eq!(holder(&mut b, uuid(2), 3, t0), Verdict::Unknown);
+    assert!(
+        b.due_reaps(t0 + PERIOD - Duration::from_millis(1))
+            .is_empty()
+    );
+    assert_eq!(b.due_reaps(t0 + PERIOD), vec![reap(2)]);
+    let done = b.reap_done(&reap(2), WriteOutcome::Ok { revision: 9 }, t0 + PERIOD);
+    assert_eq!(done.gone, vec![(role(), 3)]);
+}
+
+/// Rule 4 never counts from before the role value was seen: a key known unchanged for long
+/// makes a new role value naming it wait a whole period.
+#[test]
+fn the_period_counts_from_the_role_value() {
+    let (mut b, t0) = book();
+    b.observe(KEY, marker(2), t0);
+    let t1 = t0 + PERIOD * 10;
+    assert_eq!(holder(&mut b, uuid(2), 30, t1), Verdict::Unknown);
+    assert!(
+        b.due_reaps(t1 + PERIOD - Duration::from_millis(1))
+            .is_empty()
+    );
+    assert_eq!(b.due_reaps(t1 + PERIOD), vec![reap(2)]);
+}
+
+/// A key never seen at all (no entry delivered, e.g. a foreign value without a TTL that was
+/// never renewed, or a lost watcher event) is reaped on 0 after the period; a refusal learns it.
+#[test]
+fn an_unseen_key_is_reaped_on_zero() {
+    let (mut b, t0) = book();
+    assert_eq!(holder(&mut b, uuid(2), 12, t0), Verdict::Unknown);
+    assert_eq!(b.due_reaps(t0 + PERIOD), vec![reap(0)]);
+    let done = b.reap_done(&reap(0), WriteOutcome::Conflict, t0 + PERIOD);
+    assert!(done.read);
+    assert!(
+        b.leader_read(KEY, session(10, uuid(2)), t0 + PERIOD)
+            .is_empty()
+    );
+    assert_eq!(holder(&mut b, uuid(2), 12, t0 + PERIOD), Verdict::Live);
+}
+
+/// Rule 5: the session's current value (the same uuid) lists the term as released: gone at
+/// once; another term of the same session stays live.
+#[test]
+fn a_released_term_is_gone_at_once() {
+    let (mut b, t0) = book();
+    b.observe(KEY, session(10, uuid(2)), t0);
+    assert_eq!(holder(&mut b, uuid(2), 12, t0), Verdict::Live);
+    assert_eq!(
+        b.observe(KEY, releasing(14, uuid(2), 11), t0),
+        Vec::new(),
+        "another revision of the role"
+    );
+    assert_eq!(
+        b.observe(KEY, releasing(15, uuid(2), 12), t0),
+        vec![(role(), 12)]
+    );
+    // A role value seen after the session released it is gone when seen.
+    let (mut b, t0) = book();
+    b.observe(KEY, releasing(15, uuid(2), 12), t0);
+    assert_eq!(holder(&mut b, uuid(2), 12, t0), Verdict::Gone);
+    // Another session's list says nothing about `u`'s terms.
+    let (mut b, t0) = book();
+    b.observe(KEY, releasing(15, uuid(3), 12), t0);
+    assert_eq!(holder(&mut b, uuid(2), 16, t0), Verdict::Unknown);
 }
 
 fn instances(n: usize) -> BTreeSet<InstanceId> {

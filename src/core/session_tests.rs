@@ -73,6 +73,7 @@ fn value_at(revision: u64, uuid: Uuid, incarnation: u64) -> SessionKeyState {
             session: uuid,
             ttl_ms: 3_000,
             heartbeat_ms: 750,
+            released: Vec::new(),
         }),
     }
 }
@@ -301,21 +302,112 @@ fn a_duplicate_after_we_wrote_is_reported_and_not_fought() {
         write_of(&actions).is_none(),
         "wrote over a live duplicate: {actions:?}"
     );
+    // A live duplicate renews every heartbeat: never written over, however long.
+    let hb = Timing::default().heartbeat;
     let mut now = t1;
-    for _ in 0..3 {
+    for k in 1..=40 {
+        now += hb;
+        m.handle_observed(value_at(6 + k, other, 2), now);
         let actions = drain(&mut m);
         assert!(
             write_of(&actions).is_none(),
             "wrote over a live duplicate: {actions:?}"
         );
         if let Some(read) = read_of(&actions) {
-            m.handle_read(read, Ok(value_at(6, other, 2)), now);
+            m.handle_read(read, Ok(value_at(6 + k, other, 2)), now);
         }
-        let Some(t) = m.poll_timeout() else { break };
-        now = t.max(now);
-        m.handle_timeout(now);
+        if let Some(t) = m.poll_timeout().filter(|t| *t <= now) {
+            m.handle_timeout(t);
+        }
     }
     assert!(write_of(&drain(&mut m)).is_none());
+}
+
+/// Q4 (issue 24, item 7): a value of another incarnation of this instance that stays
+/// unchanged for the backstop period (a restored backup, a tool's write without a TTL, a dead
+/// duplicate) is not a live session: the machine stops yielding and starts its session over
+/// it with a CAS on its revision; a refusal (it changed) means it lives: yield again.
+#[test]
+fn a_stale_value_of_another_incarnation_is_written_over_after_the_backstop_period() {
+    let timing = Timing::default();
+    let period = timing.ttl + timing.heartbeat + super::machine::BACKSTOP_GRACE;
+    let (mut m, t0) = machine();
+    start_live(&mut m, t0, SessionKeyState::Absent, 5);
+    let other = Uuid::from_u64_pair(8, 8);
+    let t1 = t0 + Duration::from_millis(100);
+    m.handle_observed(value_at(6, other, 2), t1);
+    let mut now = t1;
+    // Until the period passed: slow re-reads showing the same value, no write.
+    while now < t1 + period - Duration::from_millis(1) {
+        let actions = drain(&mut m);
+        assert!(write_of(&actions).is_none(), "wrote too early: {actions:?}");
+        if let Some(read) = read_of(&actions) {
+            m.handle_read(read, Ok(value_at(6, other, 2)), now);
+            continue;
+        }
+        let t = m.poll_timeout().expect("a timer while yielding");
+        assert!(t <= t1 + period, "no timer for the end of the period");
+        now = t.max(now + Duration::from_millis(1));
+        m.handle_timeout(now);
+    }
+    let at = t1 + period;
+    m.handle_timeout(at);
+    let (op, kind, expected, uuid) = write_of(&drain(&mut m)).expect("a start over it");
+    assert_eq!((kind, expected), (SessionWriteKind::Start, 6));
+    // Refused: it changed (it lives) -> read, yield again, no Up.
+    m.handle_write(op, WriteOutcome::Conflict, at);
+    let read = read_of(&drain(&mut m)).expect("a read after the refusal");
+    m.handle_read(read, Ok(value_at(9, other, 2)), at);
+    assert!(write_of(&drain(&mut m)).is_none(), "fought a live value");
+    // Unchanged for another period: written over, and the session is up.
+    let later = at + period;
+    m.handle_timeout(later);
+    let actions = drain(&mut m);
+    let (op, kind, expected, uuid2) = write_of(&actions).expect("a start over it");
+    assert_eq!((kind, expected), (SessionWriteKind::Start, 9));
+    assert_ne!(uuid, None);
+    m.handle_write(op, WriteOutcome::Ok { revision: 12 }, later);
+    assert!(
+        drain(&mut m)
+            .iter()
+            .any(|a| matches!(a, SessionAction::Up { uuid, .. } if Some(*uuid) == uuid2)),
+        "the session is up"
+    );
+}
+
+/// Q5 rule 5 (issue 24, items 8 and 9): a released term is listed in the session's value,
+/// which is written at once; terms settled by a move of the role key leave the list; when the
+/// list is full the session is replaced instead (every value naming it is vacant then).
+#[test]
+fn released_terms_are_listed_and_renewed_at_once() {
+    let (mut m, t0) = machine();
+    let uuid = start_live(&mut m, t0, SessionKeyState::Absent, 5);
+    let role = |n: usize| crate::names::RoleName::new(format!("r{n}")).expect("valid role");
+    let t1 = t0 + Duration::from_millis(10);
+    m.handle_release_term(uuid, role(0), 3, t1);
+    let actions = drain(&mut m);
+    let released = actions.iter().rev().find_map(|a| match a {
+        SessionAction::Write(w) => w.value.as_ref().map(|v| v.released.clone()),
+        _ => None,
+    });
+    let released = released.expect("a renewal at once, not a heartbeat later");
+    assert_eq!(released.len(), 1);
+    assert_eq!((released[0].role.as_str(), released[0].revision), ("r0", 3));
+    // Another session's uuid is ignored; a repeat adds nothing.
+    m.handle_release_term(Uuid::from_u64_pair(99, 99), role(1), 4, t1);
+    m.handle_release_term(uuid, role(0), 3, t1);
+    assert_eq!(m.released().len(), 1);
+    m.handle_role_moved(&role(0), 2);
+    assert_eq!(m.released().len(), 1, "an older revision settles nothing");
+    m.handle_role_moved(&role(0), 8);
+    assert!(m.released().is_empty(), "taken over: settled");
+    for n in 0..crate::value::MAX_RELEASED {
+        m.handle_release_term(uuid, role(n), 10, t1);
+    }
+    assert!(lost_of(&drain(&mut m)).is_none());
+    m.handle_release_term(uuid, role(999), 10, t1);
+    assert_eq!(lost_of(&drain(&mut m)), Some((uuid, SessionLoss::Rotated)));
+    assert!(m.released().is_empty(), "a new session lists nothing");
 }
 
 /// Q4 (releases): stopping ends the session with a delete marker on its revision, then

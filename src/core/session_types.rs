@@ -106,6 +106,10 @@ pub enum SessionLoss {
     BucketReset,
     /// The session was ended on purpose (shutdown).
     Ended,
+    /// The session was replaced by a new one of this process on purpose: it had more released
+    /// terms to list than a session value holds (protocol Q5 rule 5), and a new session makes
+    /// every role value naming the old one vacant at once.
+    Rotated,
 }
 
 impl SessionLoss {
@@ -118,7 +122,7 @@ impl SessionLoss {
             Self::Expired => DemoteReason::Expired,
             Self::Evicted => DemoteReason::Evicted,
             Self::BucketReset => DemoteReason::BucketReset,
-            Self::Superseded | Self::Ended => DemoteReason::Superseded,
+            Self::Superseded | Self::Ended | Self::Rotated => DemoteReason::Superseded,
         }
     }
 
@@ -132,6 +136,7 @@ impl SessionLoss {
             Self::Superseded => "superseded",
             Self::BucketReset => "bucket_reset",
             Self::Ended => "ended",
+            Self::Rotated => "rotated",
         }
     }
 }

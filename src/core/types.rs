@@ -580,6 +580,16 @@ pub enum Action {
     Recovered,
     /// Something to report.
     Notice(Notice),
+    /// Nobody acts on the term at `revision` (this instance's value of the role key, naming
+    /// its session `session`) and its delete did not go through (refused, or its outcome is
+    /// unknown): have the session list it as released, so that candidates take the role over
+    /// (protocol Q4, Q5 rule 5). The delete is still retried while the term's session lives.
+    ReleaseTerm {
+        /// Revision of the role value.
+        revision: u64,
+        /// The session the value names.
+        session: Uuid,
+    },
     /// The machine finished.
     Stopped,
 }

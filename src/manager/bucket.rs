@@ -16,6 +16,9 @@ pub(crate) struct Opened {
     pub(crate) store: LeaseStore,
     pub(crate) kv: kv::Store,
     pub(crate) epoch: u64,
+    /// When the bucket was created, on this process's monotonic clock (protocol Q6: no
+    /// acquire in a young bucket).
+    pub(crate) born: tokio::time::Instant,
     /// The stream's last sequence when it was opened: every revision written later is larger.
     pub(crate) last_revision: u64,
 }
@@ -68,6 +71,7 @@ pub(crate) async fn open(
         );
     }
     let epoch = u64::try_from(info.created.unix_timestamp_nanos()).unwrap_or(0);
+    let born = born(&js, &config.name).await;
     let stream = js
         .get_stream(format!("KV_{}", config.name))
         .await
@@ -86,7 +90,55 @@ pub(crate) async fn open(
         store,
         kv,
         epoch,
+        born,
         last_revision: info.state.last_sequence,
+    })
+}
+
+/// When bucket `name` was created, on this process's monotonic clock: the instant a
+/// stream-info answer arrived minus `ts − created` of that answer (the server's time when it
+/// answered and the stream's creation time, both on the server's clock). The server's clock
+/// read `ts` before the answer arrived, so the bucket is at least that old at that instant:
+/// a hold counted from the result never ends early (protocol Q6). Without the server's time
+/// (an answer without `ts`, a failed request) the bucket is taken as created just now.
+pub(crate) async fn born(js: &jetstream::Context, name: &str) -> tokio::time::Instant {
+    #[derive(serde::Deserialize)]
+    struct Clock {
+        created: String,
+        #[serde(default)]
+        ts: Option<String>,
+    }
+    let parse = |s: &str| {
+        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
+    };
+    let answer: Result<jetstream::response::Response<Clock>, _> = js
+        .request(format!("STREAM.INFO.KV_{name}"), &serde_json::json!({}))
+        .await;
+    let received = tokio::time::Instant::now();
+    let age = match answer {
+        Ok(jetstream::response::Response::Ok(Clock {
+            created,
+            ts: Some(ts),
+        })) => match (parse(&created), parse(&ts)) {
+            (Some(created), Some(ts)) => {
+                Some(Duration::try_from(ts - created).unwrap_or(Duration::ZERO))
+            }
+            _ => None,
+        },
+        Ok(_) | Err(_) => None,
+    };
+    let Some(age) = age else {
+        tracing::debug!(
+            bucket = name,
+            "the server did not say its time: bucket taken as new"
+        );
+        return received;
+    };
+    received.checked_sub(age).unwrap_or_else(|| {
+        // Older than this process's clock reaches back: old enough for any hold.
+        received
+            .checked_sub(crate::core::Timing::MAX_TTL * 2)
+            .unwrap_or(received)
     })
 }
 

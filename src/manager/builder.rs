@@ -320,6 +320,8 @@ impl RoleManagerBuilder {
             placement: placement.as_ref().map(|(link, _)| link.clone()),
             backend,
             epoch: std::sync::atomic::AtomicU64::new(opened.epoch),
+            born: Mutex::new(opened.born),
+            released_roles: Mutex::new(HashMap::new()),
             bucket_high_water: std::sync::atomic::AtomicU64::new(opened.last_revision),
             sessions: Mutex::new(HashMap::new()),
             vacancies: super::vacancy::VacancyClock::default(),
@@ -345,6 +347,25 @@ impl RoleManagerBuilder {
             tasks: tokio_util::task::TaskTracker::new(),
             health: health.as_ref().map(|(_, rx)| rx.clone()),
         };
+        // Protocol Q6: a young bucket holds every acquire until it is a TTL + heartbeat old.
+        let age = shared.bucket_age(tokio::time::Instant::now());
+        if let Some(hold) = self
+            .roles
+            .iter()
+            .filter(|r| r.campaign)
+            .map(|r| r.timing.ttl + r.timing.heartbeat)
+            .max()
+            .and_then(|longest| longest.checked_sub(age))
+            .filter(|h| !h.is_zero())
+        {
+            info!(
+                bucket = %self.bucket.name,
+                age = ?age,
+                hold = ?hold,
+                "the bucket is young: no role is acquired for up to {hold:?} (a holder of a \
+                 bucket it replaced may still act; protocol Q6)"
+            );
+        }
         for spec in self.roles {
             manager.add_role(spec)?;
         }

@@ -177,8 +177,15 @@ impl RoleManager {
             .book()
             .note_timing(spec.timing.ttl, spec.timing.heartbeat);
         let session = spec.campaign.then(|| self.session_for(&spec.timing, seed));
+        let session_class = spec
+            .campaign
+            .then(|| u64::try_from(spec.timing.ttl.as_millis()).unwrap_or(u64::MAX));
+        // Protocol Q6: no acquire before the bucket is a TTL + heartbeat old.
+        let now = tokio::time::Instant::now();
+        machine.handle_bucket_age(Some(self.shared.bucket_age(now)), now);
         let task = RoleTask {
             session,
+            session_class,
             role: spec.name.clone(),
             machine,
             shared: self.shared.clone(),
@@ -197,6 +204,7 @@ impl RoleManager {
             spec.name.clone(),
             RoleSlot {
                 inbox: inbox_tx,
+                class: session_class,
                 status: status_rx,
                 current,
                 task: handle,

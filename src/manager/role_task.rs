@@ -58,6 +58,8 @@ pub(crate) struct RoleTask {
     pub(crate) reported: RoleState,
     /// This instance's session for the role's TTL class (`None` for an observer).
     pub(crate) session: Option<watch::Receiver<super::session_link::SessionView>>,
+    /// That session's TTL class (ms).
+    pub(crate) session_class: Option<u64>,
 }
 
 impl RoleTask {
@@ -184,7 +186,8 @@ impl RoleTask {
                             self.machine.handle_release(reason, cooldown, now);
                         }
                         Some(RoleInput::BucketReset(epoch)) => {
-                            self.machine.handle_bucket_reset(epoch, now);
+                            let age = self.shared.bucket_age(now);
+                            self.machine.handle_bucket_reset(epoch, Some(age), now);
                         }
                         Some(RoleInput::Placement { delay, preferred }) => {
                             self.status.send_if_modified(|s| {
@@ -445,6 +448,15 @@ impl RoleTask {
                     high_water, "revisions went back: the bucket was recreated; checking its epoch"
                 );
                 self.shared.bucket_check.notify_one();
+            }
+            Action::ReleaseTerm { revision, session } => {
+                warn!(
+                    revision,
+                    "the release did not go through: handing the role over through the session \
+                     (protocol Q5 rule 5)"
+                );
+                self.shared
+                    .release_term(self.session_class, session, &self.role, revision);
             }
             Action::Stopped => debug!("stopped"),
         }

@@ -8,6 +8,23 @@ use crate::core::{FailureKind, SessionKeyState, SessionUpdate};
 pub(crate) enum SessionInput {
     /// The watcher saw the session key change.
     Observed(SessionKeyState),
+    /// Nobody acts on the term at `revision` of `role`, whose value names session `uuid`: list
+    /// it as released (protocol Q5 rule 5).
+    ReleaseTerm {
+        /// The session the value names.
+        uuid: uuid::Uuid,
+        /// The role.
+        role: crate::names::RoleName,
+        /// The revision of the role value.
+        revision: u64,
+    },
+    /// The key of `role` moved to `revision` (a role this session lists released terms of).
+    RoleMoved {
+        /// The role.
+        role: crate::names::RoleName,
+        /// Its key's new revision.
+        revision: u64,
+    },
     /// End the session (every role of it was released) and stop.
     Stop,
 }

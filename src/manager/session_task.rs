@@ -100,6 +100,14 @@ impl SessionTask {
                     let now = Instant::now();
                     match input {
                         Some(SessionInput::Observed(state)) => self.machine.handle_observed(state, now),
+                        Some(SessionInput::ReleaseTerm { uuid, role, revision }) => {
+                            self.machine.handle_release_term(uuid, role, revision, now);
+                            self.publish_released();
+                        }
+                        Some(SessionInput::RoleMoved { role, revision }) => {
+                            self.machine.handle_role_moved(&role, revision);
+                            self.publish_released();
+                        }
                         Some(SessionInput::Stop) | None => {
                             inbox_open = false;
                             self.machine.handle_stop(now);
@@ -109,6 +117,19 @@ impl SessionTask {
                 () = sleep_until_opt(timer) => self.machine.handle_timeout(Instant::now()),
             }
         }
+    }
+
+    /// Tells the watcher which roles this session lists released terms of (it reports when
+    /// their keys move, so that settled entries leave the list).
+    fn publish_released(&self) {
+        let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
+        let listed: Vec<_> = self
+            .machine
+            .released()
+            .iter()
+            .map(|t| t.role.clone())
+            .collect();
+        self.shared.set_released_roles(ttl_ms, &listed);
     }
 
     /// The session key went back (a recreated bucket): before a new session lets this
@@ -194,6 +215,7 @@ impl SessionTask {
                 });
             }
             SessionAction::Lost { uuid, reason } => {
+                self.publish_released();
                 if reason == SessionLoss::BucketReset {
                     // The session key went back: the bucket was recreated (P1).
                     self.shared.bucket_check.notify_one();

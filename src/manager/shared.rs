@@ -17,6 +17,8 @@ use crate::store::LeaseStore;
 /// A role this manager takes part in (or observes).
 pub(crate) struct RoleSlot {
     pub(crate) inbox: mpsc::UnboundedSender<RoleInput>,
+    /// The TTL class (ms) of the session the role campaigns on; `None` for an observer.
+    pub(crate) class: Option<u64>,
     pub(crate) status: watch::Receiver<RoleStatus>,
     /// The current term (the role task is its only writer).
     pub(crate) current: watch::Receiver<Option<Leadership>>,
@@ -55,6 +57,13 @@ pub(crate) struct Shared {
     /// [`Shared::reset_epoch`]), so a role added concurrently with a reset starts on the new
     /// epoch or receives the reset.
     pub(crate) epoch: std::sync::atomic::AtomicU64,
+    /// When the bucket of the current epoch was created, on this process's monotonic clock
+    /// (`bucket::born`; written with the epoch): no acquire before it is a TTL + heartbeat old
+    /// (protocol Q6).
+    pub(crate) born: Mutex<tokio::time::Instant>,
+    /// Roles whose terms a session lists as released (Q5 rule 5), with the session's TTL
+    /// class: written by the session tasks, read by the watcher (it reports their keys' moves).
+    pub(crate) released_roles: Mutex<HashMap<RoleName, u64>>,
     /// The highest revision seen in the current bucket, any key (the stream's last sequence at
     /// start-up, then every watcher entry); reset with the epoch. Seeds a new role's high-water
     /// mark (P6).
@@ -123,8 +132,68 @@ impl Shared {
 
     /// A new bucket epoch (P1): records it and resets every managed role to it, under the
     /// `roles` lock (a role added at the same time starts on the new epoch or gets the reset).
-    pub(crate) fn reset_epoch(&self, epoch: u64) {
+    /// Asks the session of TTL class `class` to list the term at `revision` of `role`, whose
+    /// value names session `uuid`, as released (Q5 rule 5). Nothing without such a session.
+    pub(crate) fn release_term(
+        &self,
+        class: Option<u64>,
+        uuid: Uuid,
+        role: &RoleName,
+        revision: u64,
+    ) {
+        if let Some(class) = class.and_then(|c| self.sessions().get(&c).map(|s| s.inbox.clone())) {
+            let _ = class.send(super::session_link::SessionInput::ReleaseTerm {
+                uuid,
+                role: role.clone(),
+                revision,
+            });
+        }
+    }
+
+    /// The roles the session of TTL class `class` lists released terms of now.
+    pub(crate) fn set_released_roles(&self, class: u64, roles: &[RoleName]) {
+        let mut map = self
+            .released_roles
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.retain(|_, c| *c != class);
+        for r in roles {
+            map.insert(r.clone(), class);
+        }
+    }
+
+    /// The key of `role` moved to `revision`: a session listing a released term of it hears
+    /// of it (the entry is settled once somebody took the role over).
+    pub(crate) fn role_moved(&self, role: &RoleName, revision: u64) {
+        let class = self
+            .released_roles
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(role)
+            .copied();
+        if let Some(inbox) = class.and_then(|c| self.sessions().get(&c).map(|s| s.inbox.clone())) {
+            let _ = inbox.send(super::session_link::SessionInput::RoleMoved {
+                role: role.clone(),
+                revision,
+            });
+        }
+    }
+
+    /// The bucket's age now (protocol Q6), from its creation on this process's clock.
+    pub(crate) fn bucket_age(&self, now: tokio::time::Instant) -> std::time::Duration {
+        let born = *self
+            .born
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        now.saturating_duration_since(born)
+    }
+
+    pub(crate) fn reset_epoch(&self, epoch: u64, born: tokio::time::Instant) {
         let roles = self.roles();
+        *self
+            .born
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = born;
         self.epoch.store(epoch, std::sync::atomic::Ordering::SeqCst);
         self.bucket_high_water
             .store(0, std::sync::atomic::Ordering::SeqCst);

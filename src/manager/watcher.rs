@@ -8,7 +8,7 @@ use async_nats::jetstream::kv::{Entry, Operation, Store};
 use futures_util::StreamExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, warn};
+use tracing::{debug, error, info, warn};
 
 use super::events::{HolderInfo, RoleEvent};
 use super::role_input::RoleInput;
@@ -61,30 +61,26 @@ pub(crate) async fn run(
                 backoff = Duration::from_millis(100);
                 let mut backstop = tokio::time::interval(BACKSTOP_TICK);
                 backstop.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                let mut reads: FuturesUnordered<
-                    BoxFuture<'static, (String, Result<SessionKeyState, crate::core::FailureKind>)>,
-                > = FuturesUnordered::new();
+                let mut book_io: FuturesUnordered<BoxFuture<'static, BookIo>> =
+                    FuturesUnordered::new();
                 loop {
                     let next = tokio::select! {
                         biased;
                         () = cancel.cancelled() => return,
-                        Some((key, result)) = reads.next(), if !reads.is_empty() => {
-                            if let Ok(state) = result {
-                                let gone = shared.book().backstop_read(&key, state, tokio::time::Instant::now());
-                                holders_gone(&shared, gone);
-                            }
+                        Some(done) = book_io.next(), if !book_io.is_empty() => {
+                            book_done(&shared, done, &mut book_io);
                             continue;
                         }
                         _ = backstop.tick() => {
                             // Q5 rule 4: sessions unchanged (or unseen) for the backstop period
-                            // are read from the stream leader.
-                            let due = shared.book().due_reads(tokio::time::Instant::now());
-                            for key in due {
+                            // are reaped by a CAS on the revision known.
+                            let due = shared.book().due_reaps(tokio::time::Instant::now());
+                            for reap in due {
                                 let store = shared.store.clone();
-                                let timeout = BACKSTOP_READ_TIMEOUT;
-                                reads.push(Box::pin(async move {
-                                    let r = store.read_session(&key, timeout).await;
-                                    (key, r)
+                                book_io.push(Box::pin(async move {
+                                    let outcome =
+                                        store.reap(&reap.key, reap.expected, BACKSTOP_IO_TIMEOUT).await;
+                                    BookIo::Reaped(reap, outcome)
                                 }));
                             }
                             continue;
@@ -166,8 +162,55 @@ const WATCHED: [&str; 4] = ["role.>", "session.>", "member.>", "control.>"];
 /// How often the watcher looks for sessions due for a backstop read.
 const BACKSTOP_TICK: Duration = Duration::from_millis(250);
 
-/// Timeout of one backstop read.
-const BACKSTOP_READ_TIMEOUT: Duration = Duration::from_secs(1);
+/// Timeout of one reap or backstop read.
+const BACKSTOP_IO_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A reap or a leader read of the session book (Q5 rule 4) that finished.
+enum BookIo {
+    Reaped(crate::core::Reap, crate::core::WriteOutcome),
+    Read(String, Result<SessionKeyState, crate::core::FailureKind>),
+}
+
+/// Hands a finished reap or read to the session book; a refused reap asks for a leader read.
+fn book_done(
+    shared: &Arc<Shared>,
+    done: BookIo,
+    book_io: &mut FuturesUnordered<BoxFuture<'static, BookIo>>,
+) {
+    let now = tokio::time::Instant::now();
+    match done {
+        BookIo::Reaped(reap, outcome) => {
+            let result = shared.book().reap_done(&reap, outcome, now);
+            match outcome {
+                crate::core::WriteOutcome::Ok { revision } => info!(
+                    key = %reap.key,
+                    expected = reap.expected,
+                    revision,
+                    "reaped a session key unchanged for the backstop period (protocol Q5 rule 4)"
+                ),
+                crate::core::WriteOutcome::Failed(kind) => debug!(
+                    key = %reap.key,
+                    error = %shared.store.describe(kind),
+                    "reap refused"
+                ),
+                _ => {}
+            }
+            holders_gone(shared, result.gone);
+            if result.read {
+                let store = shared.store.clone();
+                book_io.push(Box::pin(async move {
+                    let r = store.read_session(&reap.key, BACKSTOP_IO_TIMEOUT).await;
+                    BookIo::Read(reap.key, r)
+                }));
+            }
+        }
+        BookIo::Read(key, Ok(state)) => {
+            let gone = shared.book().leader_read(&key, state, now);
+            holders_gone(shared, gone);
+        }
+        BookIo::Read(_, Err(_)) => {}
+    }
+}
 
 /// What the watcher needs to notice a deleted or recreated bucket.
 pub(crate) struct BucketRecovery {
@@ -184,7 +227,8 @@ async fn check_bucket(shared: &Shared, bucket: &BucketRecovery, epoch: u64) -> u
             let now = u64::try_from(info.created.unix_timestamp_nanos()).unwrap_or(0);
             if now != epoch {
                 warn!(bucket = %bucket.config.name, "bucket was recreated; resetting all roles");
-                shared.reset_epoch(now);
+                let born = super::bucket::born(&bucket.js, &bucket.config.name).await;
+                shared.reset_epoch(now, born);
                 shared.book().reset();
                 // The holders map restarts too: the new bucket's revisions start again at 1.
                 for tx in shared.holders().values() {
@@ -292,6 +336,12 @@ async fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
     };
     let state = entry_state(entry);
     let now = tokio::time::Instant::now();
+    shared.role_moved(&role, state.revision());
+    if let Some(v) = state.lease()
+        && v.holder == shared.instance
+    {
+        release_foreign_value(shared, &role, v, state.revision());
+    }
     let holder = state
         .lease()
         .map(|v| (v.session_key.as_str(), v.session, v.holder.clone()));
@@ -314,6 +364,36 @@ async fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
         // the watcher goes on dispatching at once).
         p.changed();
     }
+}
+
+/// A role value at `revision` names this instance (protocol Q4): if it names one of its live
+/// sessions and no role task of this process campaigns for the role in that session's TTL
+/// class, nobody here acts on it (somebody else wrote it) — the session lists it as released
+/// (Q5 rule 5), so the role is vacant for every candidate. A role task of that class decides
+/// itself (its own term, an acquire in flight, or a takeover by CAS).
+fn release_foreign_value(
+    shared: &Shared,
+    role: &RoleName,
+    value: &crate::value::LeaseValue,
+    revision: u64,
+) {
+    let Some((_, class)) = parse_session_key(&value.session_key) else {
+        return;
+    };
+    let live = shared.sessions().get(&class).is_some_and(|c| {
+        matches!(c.view.borrow().update,
+            Some(crate::core::SessionUpdate::Live { uuid, .. }) if uuid == value.session)
+    });
+    if !live || shared.roles().get(role).and_then(|s| s.class) == Some(class) {
+        return;
+    }
+    warn!(
+        %role,
+        revision,
+        "a role value names this instance's live session but nobody here acts on it (another \
+         client wrote it): releasing it through the session"
+    );
+    shared.release_term(Some(class), value.session, role, revision);
 }
 
 /// Starts or ends the vacancy of `role` this instance measures (`manager::vacancy`).
@@ -365,15 +445,18 @@ pub(crate) fn record_vacancy(
 /// A session key's entry: the session book learns it (roles resting on a session that is now
 /// gone become vacant), and this instance's own session task hears of its key.
 fn dispatch_session(shared: &Shared, entry: &Entry) {
+    // Only the canonical spelling names a session (Q1): a look-alike key changes nothing.
+    let Some((instance, ttl_ms)) = parse_session_key(&entry.key) else {
+        debug!(key = %entry.key, "ignoring a key that is not a session key");
+        return;
+    };
     let state = session_entry_state(entry);
-    if let Some((instance, ttl_ms)) = parse_session_key(&entry.key)
-        && instance == shared.instance
+    if instance == shared.instance
         && let Some(class) = shared.sessions().get(&ttl_ms)
     {
         let _ = class.inbox.send(SessionInput::Observed(state.clone()));
     }
-    if let (Some((instance, _)), Operation::Put) = (parse_session_key(&entry.key), entry.operation)
-    {
+    if entry.operation == Operation::Put {
         session_renewed(shared, &instance, entry.created.into());
     }
     let gone = shared

@@ -59,16 +59,7 @@ async fn a_recreated_bucket_is_noticed_and_roles_come_back_with_a_newer_epoch() 
     let started = tokio::time::Instant::now();
     js.delete_key_value("lifecycle").await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    testkit::create_kv(
-        &js,
-        kv::Config {
-            bucket: "lifecycle".into(),
-            history: 1,
-            limit_markers: Some(Duration::from_secs(60)),
-            ..Default::default()
-        },
-    )
-    .await;
+    recreate(&js, "lifecycle").await;
 
     // The old term ends; a new one starts in the new bucket with a larger token.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -163,26 +154,42 @@ async fn a_recreated_bucket_ends_terms_at_once_and_new_roles_take_the_new_epoch(
         // `a` first, so that it holds `p`.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let holder = managers
-        .iter()
-        .position(|m| m.is_leader(&p))
-        .expect("someone holds p");
+    // A new bucket holds acquires until it is a TTL + heartbeat old (protocol Q6).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let holder = loop {
+        if let Some(h) = managers.iter().position(|m| m.is_leader(&p)) {
+            break h;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "nobody holds p");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     let first = managers[holder].leadership(&p).expect("term");
     let mut events = managers[holder].events();
 
-    // The operator deletes the bucket and creates it again.
+    // The operator deletes the bucket and creates it again (a fault for the checker: L1
+    // counts from its end; a new bucket holds acquires for a TTL + heartbeat, protocol Q6).
+    let harness = |phase| {
+        use std::io::Write as _;
+        let record = Record::harness(
+            mono_now_ns(),
+            None,
+            Event::Fault {
+                what: "bucket_reset".into(),
+                target: "server".into(),
+                phase,
+            },
+        );
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("harness.jsonl"))
+            .expect("harness file");
+        writeln!(f, "{}", record.to_line()).expect("harness record");
+    };
+    harness(Phase::Start);
     js.delete_key_value("reset").await.unwrap();
     let recreated = tokio::time::Instant::now();
-    testkit::create_kv(
-        &js,
-        kv::Config {
-            bucket: "reset".into(),
-            history: 1,
-            limit_markers: Some(Duration::from_secs(60)),
-            ..Default::default()
-        },
-    )
-    .await;
+    recreate(&js, "reset").await;
+    harness(Phase::End);
     // The holder's next renewal (within a heartbeat) finds the key gone: its term ends at
     // once, long before its deadline (TTL 1 s x 0.9).
     let reason = tokio::time::timeout(Duration::from_secs(5), async {
@@ -246,6 +253,25 @@ async fn a_recreated_bucket_ends_terms_at_once_and_new_roles_take_the_new_epoch(
     let loaded = load_paths(std::slice::from_ref(&dir)).expect("history loads");
     let report = check_loaded(&loaded);
     assert!(report.is_clean(), "{}", report.render_text());
+}
+
+/// An operator creates the deleted bucket `name` again — unless a manager with `auto_create`
+/// was quicker (its watcher recreates a missing bucket): either way the bucket exists after.
+async fn recreate(js: &jetstream::Context, name: &str) {
+    let created = js
+        .create_key_value(kv::Config {
+            bucket: name.into(),
+            history: 1,
+            limit_markers: Some(Duration::from_secs(60)),
+            ..Default::default()
+        })
+        .await;
+    if let Err(e) = created {
+        // "stream name already in use" (10058): the manager created it first.
+        js.get_key_value(name)
+            .await
+            .unwrap_or_else(|_| panic!("recreate {name}: {e}"));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

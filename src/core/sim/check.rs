@@ -192,7 +192,8 @@ impl<'a> Walk<'a> {
             | Action::Read { .. }
             | Action::Failed(_)
             | Action::Recovered
-            | Action::Notice(_) => {}
+            | Action::Notice(_)
+            | Action::ReleaseTerm { .. } => {}
         }
     }
 

@@ -194,6 +194,15 @@ impl Sim {
                     }
                 }
                 Action::Stopped => self.nodes[n].leading = None,
+                Action::ReleaseTerm { revision, session } => {
+                    let i = self.nodes[n].inst;
+                    let role = self.roles[self.nodes[n].role].clone();
+                    let now_i = self.insts[i].clock.local(g);
+                    self.insts[i]
+                        .session
+                        .handle_release_term(session, role, revision, now_i);
+                    self.session_actions(i, now_i);
+                }
                 Action::Failed(_) | Action::Recovered | Action::Notice(_) => {}
             }
         }

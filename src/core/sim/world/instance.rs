@@ -21,10 +21,10 @@ use super::{Ev, Input, SInput, Sim, Who};
 /// Herd ranking: the longest wait of any rank (as the role task; a returning holder's
 /// grace comes on top, only where the previous holder restarted).
 pub(in crate::core::sim) const HERD_CAP: Duration = crate::core::Herd::DEFAULT.cap;
-/// How often the watcher looks for sessions due for a backstop read.
+/// How often the watcher looks for sessions due for a reap.
 pub(in crate::core::sim) const BACKSTOP_TICK: Duration = Duration::from_millis(250);
-/// Timeout of one backstop read.
-const BACKSTOP_READ_TIMEOUT: Duration = Duration::from_secs(1);
+/// Timeout of one reap or backstop read.
+const BACKSTOP_IO_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl Sim {
     /// Delivers an input of instance `i` unless it crashed; defers it past a pause.
@@ -97,17 +97,47 @@ impl Sim {
                 if disconnected {
                     return;
                 }
-                let due = self.insts[i].book.due_reads(now);
-                for name in due {
-                    if let Some(key) = self.session_key_named(&name) {
-                        self.send_read(Who::Backstop(i), key, 0, BACKSTOP_READ_TIMEOUT, false);
+                let due = self.insts[i].book.due_reaps(now);
+                for reap in due {
+                    if let Some(key) = self.session_key_named(&reap.key) {
+                        let op = self.insts[i].next_reap;
+                        self.insts[i].next_reap += 1;
+                        let w = KvWrite {
+                            key,
+                            expected: reap.expected,
+                            // A purge marker: read as an expiry, like the watcher does.
+                            kind: EntryKind::Expiry,
+                            ttl: None,
+                            renew: false,
+                            writer: None,
+                        };
+                        self.insts[i].reaps.push((op, reap));
+                        self.send_write(Who::Backstop(i), op, w, BACKSTOP_IO_TIMEOUT);
                     }
+                }
+            }
+            SInput::Reaped { op, outcome } => {
+                let Some(at) = self.insts[i].reaps.iter().position(|(o, _)| *o == op) else {
+                    return;
+                };
+                let (_, reap) = self.insts[i].reaps.remove(at);
+                let outcome = if disconnected {
+                    WriteOutcome::Unknown
+                } else {
+                    outcome
+                };
+                let done = self.insts[i].book.reap_done(&reap, outcome, now);
+                self.holders_gone(i, done.gone);
+                if done.read
+                    && let Some(key) = self.session_key_named(&reap.key)
+                {
+                    self.send_read(Who::Backstop(i), key, 0, BACKSTOP_IO_TIMEOUT, false);
                 }
             }
             SInput::Backstop { key, result } => {
                 if let (Ok(state), false) = (result, disconnected) {
                     let name = self.session_keys[key - self.roles.len()].clone();
-                    let gone = self.insts[i].book.backstop_read(&name, state, now);
+                    let gone = self.insts[i].book.leader_read(&name, state, now);
                     self.holders_gone(i, gone);
                 }
             }
@@ -160,6 +190,18 @@ impl Sim {
         let state = entry.state();
         let n = self.insts[i].nodes[key];
         let lease = state.lease().cloned();
+        let role_name = self.roles[key].clone();
+        self.insts[i].session.handle_role_moved(&role_name, rev);
+        if let Some(v) = &lease
+            && v.holder == self.insts[i].id
+            && !self.insts[i].campaign
+        {
+            // The watcher's rule (Q4): a value naming our live session that no campaigning
+            // node of ours acts on is listed as released (the machine ignores other uuids).
+            self.insts[i]
+                .session
+                .handle_release_term(v.session, role_name, rev, now);
+        }
         let holder = lease
             .as_ref()
             .map(|v| (v.session_key.as_str(), v.session, v.holder.clone()));

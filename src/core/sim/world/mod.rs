@@ -111,6 +111,11 @@ pub(super) enum SInput {
     },
     /// The watcher's backstop tick (Q5 rule 4).
     Tick,
+    /// A reap the watcher sent (Q5 rule 4) finished.
+    Reaped {
+        op: u64,
+        outcome: WriteOutcome,
+    },
     /// A backstop read of session key `key` answered.
     Backstop {
         key: usize,
@@ -168,7 +173,7 @@ pub(super) enum Who {
     Role(usize),
     /// The session machine of instance `i`.
     Session(usize),
-    /// The watcher of instance `i` (a backstop read of a session key).
+    /// The watcher of instance `i` (a reap of a session key, or the leader read after one).
     Backstop(usize),
 }
 
@@ -243,6 +248,9 @@ pub(super) struct Inst {
     pub(super) lost: Option<Uuid>,
     /// Flaw `ignore_session`: per role, whether a holder was already treated as gone.
     pub(super) ignored: Vec<bool>,
+    /// Reaps in flight (Q5 rule 4), by operation id.
+    pub(super) reaps: Vec<(u64, crate::core::Reap)>,
+    pub(super) next_reap: u64,
 }
 
 /// Deliberate driver bugs for the negative controls.
@@ -464,6 +472,8 @@ impl Sim {
             session_ending: false,
             lost: None,
             ignored: vec![false; self.roles.len()],
+            reaps: Vec::new(),
+            next_reap: 1,
         });
         self.push(at, Ev::Inst(i, SInput::Start));
     }

@@ -49,7 +49,7 @@ impl Sim {
                     unknown_at,
                 },
             ),
-            Who::Session(i) | Who::Backstop(i) => Ev::Inst(
+            Who::Session(i) => Ev::Inst(
                 i,
                 SInput::Write {
                     op,
@@ -57,6 +57,7 @@ impl Sim {
                     unknown_at,
                 },
             ),
+            Who::Backstop(i) => Ev::Inst(i, SInput::Reaped { op, outcome }),
         };
         self.push(at, ev);
     }
