@@ -127,7 +127,9 @@ impl Leadership {
         self.live().deadline
     }
 
-    /// Current revision of the lease key (moves with each renewal).
+    /// Revision of the role key this term rests on: the term's acquire (protocol v2 renews the
+    /// session, not the role key, so it does not move during the term — except to a late
+    /// commit of the term's own write, P5).
     #[must_use]
     pub fn revision(&self) -> u64 {
         self.live().revision
@@ -199,8 +201,8 @@ impl Leadership {
     }
 
     /// Writes `value` under `data.<role>.<key>` in the bucket, stored by the server only while
-    /// the lease is still at this term's current revision (protocol P7). A write that races a
-    /// renewal is retried once on the new revision.
+    /// the role key is still at this term's revision (protocol P7): once another term began or
+    /// the key was deleted, the server refuses it.
     ///
     /// Returns the revision of the stored value.
     ///
@@ -270,13 +272,10 @@ impl Leadership {
             match outcome {
                 WriteOutcome::Ok { revision } => return Ok(revision),
                 WriteOutcome::Conflict => {
-                    // Either a renewal moved the revision (retry on the new one) or the term is
-                    // over. Wait briefly for the renewal's acknowledgement to reach us.
+                    // Protocol v2: the role key does not move during a term (Q4), so a conflict
+                    // means the term is over — unless the term itself moved on to its own
+                    // late-committed write (P5) meanwhile: then retry on that revision.
                     conflicts += 1;
-                    if self.revision() == live.revision {
-                        let changed = self.inner.live_changed.notified();
-                        let _ = tokio::time::timeout(self.inner.operation_timeout, changed).await;
-                    }
                     if self.revision() == live.revision || conflicts >= MAX_FENCED_CONFLICTS {
                         return Err(self.fenced());
                     }
@@ -300,8 +299,8 @@ impl Leadership {
     }
 }
 
-/// Conflicts (10071) a fenced write tolerates in one call: each must be explained by a renewal
-/// that moved the lease's revision.
+/// Conflicts (10071) a fenced write tolerates in one call: each must be explained by the term
+/// moving to a newer revision of its own (a late-committed write of the term, P5).
 const MAX_FENCED_CONFLICTS: u32 = 3;
 
 /// Backoff before retry number `n` (1-based) of a fenced write refused with 10164: 5 ms

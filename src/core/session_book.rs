@@ -28,6 +28,10 @@ use crate::names::{InstanceId, RoleName};
 /// before it: enough for the values dispatched while the watcher catches up).
 const REMEMBERED_UUIDS: usize = 8;
 
+/// A reap whose outcome was never reported this long after it was sent is taken as lost (the
+/// driver's timeout is far shorter): a dropped reap never blocks the key for good.
+const REAP_LOST: Duration = Duration::from_secs(30);
+
 /// What the book says about the session a role's holder rests on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -284,7 +288,10 @@ impl SessionBook {
                 _ => Duration::ZERO,
             };
             let period = self.period(ttl);
-            if track.reap.is_some_and(|(_, _, in_flight)| in_flight) {
+            if track
+                .reap
+                .is_some_and(|(_, sent_at, in_flight)| in_flight && now < sent_at + REAP_LOST)
+            {
                 continue;
             }
             let expected = if track.absent_at_leader {

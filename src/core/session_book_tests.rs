@@ -382,3 +382,18 @@ fn a_restarted_session_is_returned() {
     b.observe(KEY, marker(30), t0);
     assert!(!b.returned(KEY, uuid(2)), "ended, not returned");
 }
+
+/// A reap whose outcome never comes back (its driver dropped it) blocks the key only for a
+/// while, never for good.
+#[test]
+fn a_lost_reap_does_not_block_the_key_for_good() {
+    let (mut b, t0) = book();
+    b.observe(KEY, session(10, uuid(2)), t0);
+    holder(&mut b, uuid(2), 12, t0);
+    assert_eq!(b.due_reaps(t0 + PERIOD), vec![reap(10)]);
+    assert!(b.due_reaps(t0 + PERIOD * 3).is_empty(), "one in flight");
+    assert_eq!(
+        b.due_reaps(t0 + PERIOD + Duration::from_secs(31)),
+        vec![reap(10)]
+    );
+}

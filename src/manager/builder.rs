@@ -316,6 +316,7 @@ impl RoleManagerBuilder {
             holders: Mutex::new(BTreeMap::new()),
             caught_up: watch::channel(false).0,
             bucket_check: tokio::sync::Notify::new(),
+            bucket_checks: watch::channel((0, 0)).0,
             tap: Tap::new(sinks),
             placement: placement.as_ref().map(|(link, _)| link.clone()),
             backend,
@@ -384,6 +385,9 @@ impl RoleManagerBuilder {
             )
             .instrument(span.clone()),
         );
+        manager
+            .tasks
+            .spawn(super::backstop::run(shared.clone(), cancel.clone()).instrument(span.clone()));
         manager.tasks.spawn(
             connection::monitor(
                 self.client.clone(),

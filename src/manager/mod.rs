@@ -1,6 +1,7 @@
 //! [`RoleManager`]: many role elections over one NATS connection and one bucket watcher.
 
 pub(crate) mod backend;
+mod backstop;
 mod bucket;
 mod builder;
 mod connection;

@@ -137,10 +137,16 @@ impl SessionTask {
     /// epoch (P1, P6), so that every new term carries it. At most [`EPOCH_CHECK_WAIT`].
     async fn await_epoch_check(&self) {
         let before = self.shared.epoch();
-        let until = Instant::now() + EPOCH_CHECK_WAIT;
+        let mut checks = self.shared.bucket_checks.subscribe();
+        let asked = checks.borrow_and_update().0;
         self.shared.bucket_check.notify_one();
-        while self.shared.epoch() == before && Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        // The first check started after this request has seen the bucket as it is now (the
+        // key went back already): a new epoch, or the same bucket (an aged-out marker, an
+        // operator's purge) — then there is nothing to wait for.
+        let checked = checks.wait_for(|(_, done)| *done > asked);
+        let _ = tokio::time::timeout(EPOCH_CHECK_WAIT, checked).await;
+        if self.shared.epoch() == before {
+            debug!("the epoch check found the same bucket");
         }
     }
 

@@ -45,6 +45,9 @@ pub(crate) struct Shared {
     /// Asks the watcher to check the bucket's existence and epoch now (a role saw revisions go
     /// back, or writes found no stream).
     pub(crate) bucket_check: tokio::sync::Notify,
+    /// Bucket checks started and finished (the watcher runs them one at a time): a session
+    /// waiting for a check asked after a loss waits for the first one started after it.
+    pub(crate) bucket_checks: watch::Sender<(u64, u64)>,
     /// Where the role drivers report what happens (history, metrics).
     pub(crate) tap: crate::tap::Tap,
     /// The placement tasks (membership, plan), when enabled.

@@ -8,7 +8,7 @@ use async_nats::jetstream::kv::{Entry, Operation, Store};
 use futures_util::StreamExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, error, warn};
 
 use super::events::{HolderInfo, RoleEvent};
 use super::role_input::RoleInput;
@@ -20,8 +20,6 @@ use crate::store::ROLE_PREFIX;
 use crate::tap::WatcherEvent;
 use crate::value::HolderValue;
 use crate::value::{SESSION_PREFIX, SessionValue, parse_session_key};
-use futures_util::future::BoxFuture;
-use futures_util::stream::FuturesUnordered;
 
 /// Runs the watcher until `cancel`; recreates it after errors (a new watcher replays the
 /// current value of every key; role tasks ignore revisions they already know).
@@ -59,32 +57,10 @@ pub(crate) async fn run(
                         .send_if_modified(|c| !std::mem::replace(c, true));
                 }
                 backoff = Duration::from_millis(100);
-                let mut backstop = tokio::time::interval(BACKSTOP_TICK);
-                backstop.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                let mut book_io: FuturesUnordered<BoxFuture<'static, BookIo>> =
-                    FuturesUnordered::new();
                 loop {
                     let next = tokio::select! {
                         biased;
                         () = cancel.cancelled() => return,
-                        Some(done) = book_io.next(), if !book_io.is_empty() => {
-                            book_done(&shared, done, &mut book_io);
-                            continue;
-                        }
-                        _ = backstop.tick() => {
-                            // Q5 rule 4: sessions unchanged (or unseen) for the backstop period
-                            // are reaped by a CAS on the revision known.
-                            let due = shared.book().due_reaps(tokio::time::Instant::now());
-                            for reap in due {
-                                let store = shared.store.clone();
-                                book_io.push(Box::pin(async move {
-                                    let outcome =
-                                        store.reap(&reap.key, reap.expected, BACKSTOP_IO_TIMEOUT).await;
-                                    BookIo::Reaped(reap, outcome)
-                                }));
-                            }
-                            continue;
-                        }
                         () = async {
                             match deferred_check {
                                 Some(at) => tokio::time::sleep_until(at).await,
@@ -159,59 +135,6 @@ pub(crate) async fn run(
 /// The key prefixes the watcher follows (Q8).
 const WATCHED: [&str; 4] = ["role.>", "session.>", "member.>", "control.>"];
 
-/// How often the watcher looks for sessions due for a backstop read.
-const BACKSTOP_TICK: Duration = Duration::from_millis(250);
-
-/// Timeout of one reap or backstop read.
-const BACKSTOP_IO_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// A reap or a leader read of the session book (Q5 rule 4) that finished.
-enum BookIo {
-    Reaped(crate::core::Reap, crate::core::WriteOutcome),
-    Read(String, Result<SessionKeyState, crate::core::FailureKind>),
-}
-
-/// Hands a finished reap or read to the session book; a refused reap asks for a leader read.
-fn book_done(
-    shared: &Arc<Shared>,
-    done: BookIo,
-    book_io: &mut FuturesUnordered<BoxFuture<'static, BookIo>>,
-) {
-    let now = tokio::time::Instant::now();
-    match done {
-        BookIo::Reaped(reap, outcome) => {
-            let result = shared.book().reap_done(&reap, outcome, now);
-            match outcome {
-                crate::core::WriteOutcome::Ok { revision } => info!(
-                    key = %reap.key,
-                    expected = reap.expected,
-                    revision,
-                    "reaped a session key unchanged for the backstop period (protocol Q5 rule 4)"
-                ),
-                crate::core::WriteOutcome::Failed(kind) => debug!(
-                    key = %reap.key,
-                    error = %shared.store.describe(kind),
-                    "reap refused"
-                ),
-                _ => {}
-            }
-            holders_gone(shared, result.gone);
-            if result.read {
-                let store = shared.store.clone();
-                book_io.push(Box::pin(async move {
-                    let r = store.read_session(&reap.key, BACKSTOP_IO_TIMEOUT).await;
-                    BookIo::Read(reap.key, r)
-                }));
-            }
-        }
-        BookIo::Read(key, Ok(state)) => {
-            let gone = shared.book().leader_read(&key, state, now);
-            holders_gone(shared, gone);
-        }
-        BookIo::Read(_, Err(_)) => {}
-    }
-}
-
 /// What the watcher needs to notice a deleted or recreated bucket.
 pub(crate) struct BucketRecovery {
     pub(crate) js: async_nats::jetstream::Context,
@@ -222,6 +145,15 @@ pub(crate) struct BucketRecovery {
 /// After a watcher failure: is the bucket still there, and still the same one (P1 epoch)?
 /// A recreated bucket restarts revisions, so every role is reset to the new epoch.
 async fn check_bucket(shared: &Shared, bucket: &BucketRecovery, epoch: u64) -> u64 {
+    shared
+        .bucket_checks
+        .send_modify(|(started, _)| *started += 1);
+    let now = check_bucket_once(shared, bucket, epoch).await;
+    shared.bucket_checks.send_modify(|(_, done)| *done += 1);
+    now
+}
+
+async fn check_bucket_once(shared: &Shared, bucket: &BucketRecovery, epoch: u64) -> u64 {
     match fresh_info(bucket).await {
         Ok(info) => {
             let now = u64::try_from(info.created.unix_timestamp_nanos()).unwrap_or(0);
@@ -501,7 +433,7 @@ fn session_entry_state(entry: &Entry) -> SessionKeyState {
 }
 
 /// Roles whose holder's session is gone (Q5): vacant for the role tasks and the observer view.
-fn holders_gone(shared: &Shared, gone: Vec<(RoleName, u64)>) {
+pub(crate) fn holders_gone(shared: &Shared, gone: Vec<(RoleName, u64)>) {
     let mut any = false;
     let now = tokio::time::Instant::now();
     for (role, revision) in gone {

@@ -7,6 +7,7 @@ mod embedding;
 mod failures;
 mod foreign;
 mod history;
+mod hostile;
 mod http_api;
 mod kit_smoke;
 mod lease_protocol;
