@@ -109,7 +109,14 @@ async fn a_look_alike_session_key_ends_no_session() {
     let client = connect(&server.url()).await;
     create_kv(&jetstream::new(client.clone()), lease_bucket("h_alike")).await;
     let r = role("x");
-    let (a, _) = manager_at(&server.url(), "node-a", "h_alike", &[r.clone()], None).await;
+    let (a, _) = manager_at(
+        &server.url(),
+        "node-a",
+        "h_alike",
+        std::slice::from_ref(&r),
+        None,
+    )
+    .await;
     let term = wait_leader(&a, &r, YOUNG + TTL * 3).await.term();
     let mut events = a.events();
     // The KV API refuses `+` in keys; any other client can publish to the subject.
@@ -172,7 +179,7 @@ async fn a_follower_that_missed_the_expiry_marker_takes_the_role_over() {
         &link_a.url(),
         "node-a",
         "h_aged",
-        &[r.clone()],
+        std::slice::from_ref(&r),
         Some(tmp.path()),
     )
     .await;
@@ -181,7 +188,7 @@ async fn a_follower_that_missed_the_expiry_marker_takes_the_role_over() {
         &link_b.url(),
         "node-b",
         "h_aged",
-        &[r.clone()],
+        std::slice::from_ref(&r),
         Some(tmp.path()),
     )
     .await;
@@ -401,7 +408,14 @@ async fn a_session_marker_below_the_role_value_is_reaped() {
         .expect("put role value");
     let r = role("x");
     let started = Instant::now();
-    let (a, _) = manager_at(&server.url(), "node-a", "h_below", &[r.clone()], None).await;
+    let (a, _) = manager_at(
+        &server.url(),
+        "node-a",
+        "h_below",
+        std::slice::from_ref(&r),
+        None,
+    )
+    .await;
     wait_until(
         PERIOD + YOUNG + Duration::from_secs(2),
         "node-a takes x over",
@@ -547,7 +561,7 @@ async fn a_fresh_process_after_a_bucket_reset_waits_for_the_old_holders_deadline
         &link_a.url(),
         "node-a",
         "h_reset",
-        &[r.clone()],
+        std::slice::from_ref(&r),
         Some(tmp.path()),
     )
     .await;
@@ -573,7 +587,7 @@ async fn a_fresh_process_after_a_bucket_reset_waits_for_the_old_holders_deadline
         &server.url(),
         "node-c",
         "h_reset",
-        &[r.clone()],
+        std::slice::from_ref(&r),
         Some(tmp.path()),
     )
     .await;
