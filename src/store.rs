@@ -60,8 +60,9 @@ impl ServerErrors {
 
     /// Completes with what was denied when a permission violation arrives that makes a
     /// start-up step impossible however often it is retried: publishing to exactly one of
-    /// `subjects` (the bucket's JetStream API), or subscribing to the reply inbox (`_INBOX.`,
-    /// without which no request is ever answered). Listens from this call on.
+    /// `subjects` (the bucket's JetStream API), or subscribing to the reply inbox (a subject
+    /// starting with `_INBOX`, the default prefix and its usual custom variants; without it no
+    /// request is ever answered). Listens from this call on.
     pub(crate) fn start_denied(
         &self,
         subjects: Vec<String>,

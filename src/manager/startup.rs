@@ -211,14 +211,20 @@ impl<'a> Starter<'a> {
             if failed <= LOG_EVERY_ATTEMPT_UP_TO
                 || last_log.is_none_or(|at| at.elapsed() >= LOG_INTERVAL)
             {
-                warn!(
-                    step = %step,
-                    attempt = failed,
-                    error = %error,
-                    retry_in = %fmt_duration(round_ms(delay)),
-                    not_logged = unlogged,
-                    "start-up failed; retrying"
-                );
+                let retry_in = fmt_duration(round_ms(delay));
+                if unlogged == 0 {
+                    warn!(step = %step, attempt = failed, error = %error, %retry_in, "start-up failed; retrying");
+                } else {
+                    // Once a minute from the eleventh attempt on: how many went unlogged.
+                    warn!(
+                        step = %step,
+                        attempt = failed,
+                        error = %error,
+                        %retry_in,
+                        not_logged = unlogged,
+                        "start-up failed; retrying"
+                    );
+                }
                 last_log = Some(tokio::time::Instant::now());
                 unlogged = 0;
             } else {

@@ -307,25 +307,41 @@ async fn run_exits_1_at_once_for_a_missing_bucket_refused_credentials_and_denied
   { user: app, password: right }
   { user: noinfo, password: right, permissions: { publish: { deny: ["$JS.API.STREAM.INFO.>"] } } }
   { user: noinbox, password: right, permissions: { subscribe: { deny: ["_INBOX.>"] } } }
+  { user: nocreate, password: right, permissions: { publish: { deny: ["$JS.API.INFO"] } } }
 ] }"#,
     )
     .await;
     let dir = tempfile::tempdir().expect("tempdir");
     let url = server.url();
-    for (user, password, expected) in [
-        ("app", "right", "KV bucket \"nowhere\" does not exist"),
-        ("app", "wrong", "authorization violation"),
+    for (user, password, auto_create, expected) in [
+        (
+            "app",
+            "right",
+            false,
+            "KV bucket \"nowhere\" does not exist",
+        ),
+        ("app", "wrong", false, "authorization violation"),
         (
             "noinfo",
             "right",
+            false,
             "permission denied by the NATS server: cannot open bucket \"nowhere\" (publish to \
              \"$JS.API.STREAM.INFO.KV_nowhere\")",
         ),
         (
             "noinbox",
             "right",
+            false,
             "permission denied by the NATS server: cannot open bucket \"nowhere\" (subscribe to \
              \"_INBOX.",
+        ),
+        // `auto_create` without the account-info request that creating needs.
+        (
+            "nocreate",
+            "right",
+            true,
+            "permission denied by the NATS server: cannot open bucket \"nowhere\" (publish to \
+             \"$JS.API.INFO\")",
         ),
     ] {
         let config = dir.path().join(format!("{user}-{password}.yaml"));
@@ -333,7 +349,7 @@ async fn run_exits_1_at_once_for_a_missing_bucket_refused_credentials_and_denied
             &config,
             format!(
                 "nats:\n  user: {user}\n  password: {password}\nbucket:\n  name: nowhere\n  \
-                 auto_create: false\nroles:\n  - name: alpha\n"
+                 auto_create: {auto_create}\nroles:\n  - name: alpha\n"
             ),
         )
         .expect("write config");
