@@ -192,21 +192,47 @@ impl Error {
     /// [`Error::Timeout`], [`Error::StartTimeout`], and [`Error::Kv`] of a transient
     /// [`FailureKind`]. Everything else is persistent: refused credentials (authorization
     /// violation, authentication, TLS), a credentials file that cannot be loaded, a permission
-    /// violation, a missing bucket, a configuration error code, invalid settings, another
+    /// violation, a missing bucket, a configuration error code, a bucket the client cannot
+    /// create as asked (limit markers on a server before 2.11), invalid settings, another
     /// protocol version in the bucket.
     #[must_use]
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Connect(e) => connect_error_is_transient(&**e),
-            Self::JetStream(e) => crate::store::jetstream_code(&**e).is_none_or(|code| {
-                crate::core::ServerCode(u16::try_from(code.0).unwrap_or(u16::MAX)).class()
-                    == crate::core::FailureClass::Transient
-            }),
+            Self::JetStream(e) => jetstream_error_is_transient(&**e),
             Self::Timeout(_) | Self::StartTimeout { .. } => true,
             Self::Kv(kind) => !kind.is_permanent(),
             _ => false,
         }
     }
+}
+
+/// Whether a failed JetStream request can succeed later as it is: not when the server answered
+/// with a configuration error code, nor when the client refused to send it (a bucket the
+/// server cannot create as asked: limit markers on a server before 2.11, an invalid name).
+fn jetstream_error_is_transient(err: &(dyn std::error::Error + 'static)) -> bool {
+    use async_nats::jetstream::context::{CreateKeyValueErrorKind as C, KeyValueErrorKind as K};
+    let mut source = Some(err);
+    while let Some(e) = source {
+        if let Some(e) = e.downcast_ref::<async_nats::jetstream::context::CreateKeyValueError>()
+            && matches!(
+                e.kind(),
+                C::InvalidStoreName | C::TooLongHistory | C::LimitMarkersNotSupported
+            )
+        {
+            return false;
+        }
+        if let Some(e) = e.downcast_ref::<async_nats::jetstream::context::KeyValueError>()
+            && e.kind() == K::InvalidStoreName
+        {
+            return false;
+        }
+        source = e.source();
+    }
+    crate::store::jetstream_code(err).is_none_or(|code| {
+        crate::core::ServerCode(u16::try_from(code.0).unwrap_or(u16::MAX)).class()
+            == crate::core::FailureClass::Transient
+    })
 }
 
 /// Whether a failed connection attempt can succeed later as it is: network trouble can heal;
@@ -456,6 +482,14 @@ mod tests {
         ] {
             assert!(js(healing).is_transient(), "{healing}");
         }
+        let unsupported = async_nats::jetstream::context::CreateKeyValueError::new(
+            async_nats::jetstream::context::CreateKeyValueErrorKind::LimitMarkersNotSupported,
+        );
+        assert!(!Error::JetStream(Box::new(unsupported)).is_transient());
+        let timed_out = async_nats::jetstream::context::CreateKeyValueError::new(
+            async_nats::jetstream::context::CreateKeyValueErrorKind::TimedOut,
+        );
+        assert!(Error::JetStream(Box::new(timed_out)).is_transient());
         for configuration in [
             "jetstream error: invalid stream config (code 500, error code 10052)",
             "jetstream error: JetStream not enabled for account (code 503, error code 10039)",
