@@ -481,7 +481,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     let started = tokio::select! {
         started = starting => started,
         () = signals.recv() => {
-            // Nothing was written yet: nothing to release.
+            // No key was written yet: nothing to release.
             info!("signal received while starting; exiting");
             http.stop().await;
             stop_recorder(recorder).await;

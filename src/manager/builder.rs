@@ -281,9 +281,9 @@ impl RoleManagerBuilder {
     /// configuration error), with the backoff and deadline of
     /// [`start_retry`](Self::start_retry): a WARN log line per retry (attempt, error, next
     /// delay; at most one a minute after the tenth), an INFO line when a step succeeds after
-    /// retries, and the progress on [`start_progress`](Self::start_progress). Nothing is
-    /// written before both steps succeeded, so dropping the future while it retries leaves
-    /// nothing behind.
+    /// retries, and the progress on [`start_progress`](Self::start_progress). No key is
+    /// written before both steps succeeded (with `auto_create` the bucket may have been
+    /// created), so dropping the future while it retries leaves nothing to release.
     ///
     /// # Errors
     /// At once, without retrying: [`Error::InvalidTiming`] or [`Error::InvalidSetting`]
