@@ -90,9 +90,24 @@ pub enum Error {
         /// What was denied.
         detail: String,
     },
-    /// A JetStream request failed (transient: retry later).
+    /// A JetStream request failed: transient (retry later) unless the server answered with a
+    /// configuration error code (see [`Error::is_transient`]).
     #[error("JetStream request failed: {0}")]
     JetStream(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// [`RoleManagerBuilder::start`](crate::RoleManagerBuilder::start) kept failing for a
+    /// reason that can heal (no leader, no answer) until its
+    /// [`StartRetry::deadline`](crate::StartRetry::deadline) passed; `last` is the last
+    /// failure. Retrying later can succeed.
+    #[error("start-up gave up after {attempts} attempts in {}: {last}", crate::core::fmt_duration(*.elapsed))]
+    StartTimeout {
+        /// Failed attempts (of the step that gave up).
+        attempts: u32,
+        /// Time since the start began.
+        elapsed: Duration,
+        /// The last failure.
+        #[source]
+        last: Box<Error>,
+    },
     /// A KV operation failed for a classified reason.
     #[error("KV operation failed: {}", .0.as_str())]
     Kv(FailureKind),
@@ -166,13 +181,72 @@ impl From<FenceError> for Error {
 }
 
 impl Error {
-    /// Whether retrying the same call later can succeed.
+    /// Whether retrying the same call later can succeed without anybody changing anything:
+    /// what [`RoleManagerBuilder::start`](crate::RoleManagerBuilder::start) (and `nats-roles
+    /// run` while connecting) retries.
+    ///
+    /// Transient: a connection that fails for a network reason (refused, unreachable, timed
+    /// out, DNS), a JetStream request that times out or finds no responders, a JetStream
+    /// error code that is not a configuration error ([`ServerCode::class`](crate::ServerCode::class):
+    /// 10008 JetStream temporarily unavailable, 10118 stream offline, any unknown code),
+    /// [`Error::Timeout`], [`Error::StartTimeout`], and [`Error::Kv`] of a transient
+    /// [`FailureKind`]. Everything else is persistent: refused credentials (authorization
+    /// violation, authentication, TLS), a credentials file that cannot be loaded, a permission
+    /// violation, a missing bucket, a configuration error code, a bucket the client cannot
+    /// create as asked (limit markers on a server before 2.11), invalid settings, another
+    /// protocol version in the bucket.
     #[must_use]
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Connect(_) | Self::JetStream(_) | Self::Timeout(_) => true,
+            Self::Connect(e) => connect_error_is_transient(&**e),
+            Self::JetStream(e) => jetstream_error_is_transient(&**e),
+            Self::Timeout(_) | Self::StartTimeout { .. } => true,
             Self::Kv(kind) => !kind.is_permanent(),
             _ => false,
+        }
+    }
+}
+
+/// Whether a failed JetStream request can succeed later as it is: not when the server answered
+/// with a configuration error code, nor when the client refused to send it (a bucket the
+/// server cannot create as asked: limit markers on a server before 2.11, an invalid name).
+fn jetstream_error_is_transient(err: &(dyn std::error::Error + 'static)) -> bool {
+    use async_nats::jetstream::context::{CreateKeyValueErrorKind as C, KeyValueErrorKind as K};
+    let mut source = Some(err);
+    while let Some(e) = source {
+        if let Some(e) = e.downcast_ref::<async_nats::jetstream::context::CreateKeyValueError>()
+            && matches!(
+                e.kind(),
+                C::InvalidStoreName | C::TooLongHistory | C::LimitMarkersNotSupported
+            )
+        {
+            return false;
+        }
+        if let Some(e) = e.downcast_ref::<async_nats::jetstream::context::KeyValueError>()
+            && e.kind() == K::InvalidStoreName
+        {
+            return false;
+        }
+        source = e.source();
+    }
+    crate::store::jetstream_code(err).is_none_or(|code| {
+        crate::core::ServerCode(u16::try_from(code.0).unwrap_or(u16::MAX)).class()
+            == crate::core::FailureClass::Transient
+    })
+}
+
+/// Whether a failed connection attempt can succeed later as it is: network trouble can heal;
+/// refused credentials, TLS problems, an address that does not parse, and credentials that
+/// cannot be loaded (not a connection error at all) cannot.
+fn connect_error_is_transient(err: &(dyn std::error::Error + 'static)) -> bool {
+    use async_nats::ConnectErrorKind as K;
+    match err
+        .downcast_ref::<async_nats::ConnectError>()
+        .map(|e| e.kind())
+    {
+        Some(K::Io | K::TimedOut | K::Dns | K::MaxReconnects) => true,
+        Some(K::Authentication | K::AuthorizationViolation | K::Tls | K::ServerParse) | None => {
+            false
         }
     }
 }
@@ -378,6 +452,69 @@ mod tests {
             "invalid timing for role r: heartbeat must be greater than 0s"
         );
         assert!(!e.is_transient());
+    }
+
+    #[test]
+    fn start_up_failures_are_transient_only_when_waiting_can_heal_them() {
+        use async_nats::{ConnectError, ConnectErrorKind as K};
+        let connect = |kind| Error::Connect(Box::new(ConnectError::new(kind)));
+        for kind in [K::Io, K::TimedOut, K::Dns] {
+            assert!(connect(kind).is_transient(), "{kind:?}");
+        }
+        for kind in [
+            K::AuthorizationViolation,
+            K::Authentication,
+            K::Tls,
+            K::ServerParse,
+        ] {
+            assert!(!connect(kind).is_transient(), "{kind:?}");
+        }
+        // A credentials file that cannot be loaded is no connection error.
+        let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "no creds file");
+        assert!(!Error::Connect(Box::new(missing)).is_transient());
+        let js = |message: &str| Error::JetStream(message.into());
+        for healing in [
+            "failed to get the bucket: request error: timed out",
+            "failed to get the bucket: no responders",
+            "jetstream error: JetStream system temporarily unavailable (code 503, error code 10008)",
+            "jetstream error: stream is offline (code 500, error code 10118)",
+            "jetstream error: something new (code 500, error code 19999)",
+        ] {
+            assert!(js(healing).is_transient(), "{healing}");
+        }
+        let unsupported = async_nats::jetstream::context::CreateKeyValueError::new(
+            async_nats::jetstream::context::CreateKeyValueErrorKind::LimitMarkersNotSupported,
+        );
+        assert!(!Error::JetStream(Box::new(unsupported)).is_transient());
+        let timed_out = async_nats::jetstream::context::CreateKeyValueError::new(
+            async_nats::jetstream::context::CreateKeyValueErrorKind::TimedOut,
+        );
+        assert!(Error::JetStream(Box::new(timed_out)).is_transient());
+        for configuration in [
+            "jetstream error: invalid stream config (code 500, error code 10052)",
+            "jetstream error: JetStream not enabled for account (code 503, error code 10039)",
+        ] {
+            assert!(!js(configuration).is_transient(), "{configuration}");
+        }
+        for persistent in [
+            Error::BucketNotFound { bucket: "b".into() },
+            Error::PermissionDenied { detail: "x".into() },
+            Error::Kv(FailureKind::PermissionDenied),
+        ] {
+            assert!(!persistent.is_transient(), "{persistent}");
+        }
+        let gave_up = Error::StartTimeout {
+            attempts: 3,
+            elapsed: Duration::from_millis(61_500),
+            last: Box::new(Error::Timeout(Duration::from_secs(2))),
+        };
+        assert!(gave_up.is_transient());
+        assert_eq!(
+            gave_up.to_string(),
+            "start-up gave up after 3 attempts in 1m 1s 500ms: operation timed out after 2s; its \
+             outcome is unknown"
+        );
+        assert!(Error::Kv(FailureKind::Unavailable).is_transient());
     }
 
     proptest! {

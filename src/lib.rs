@@ -71,8 +71,8 @@ mod while_leader;
 
 pub use callbacks::{Demotion, FnCallbacks, NoCallbacks, RoleCallbacks};
 pub use core::{
-    DemoteReason, FailureClass, FailureKind, ReleaseReason, RetryPolicy, ServerCode, Timing,
-    TimingOverrides,
+    DemoteReason, FailureClass, FailureKind, ReleaseReason, RetryPolicy, ServerCode, StartRetry,
+    Timing, TimingOverrides,
 };
 pub use election::Election;
 pub use error::{Error, FenceError, SettingError, TimingError};

@@ -59,13 +59,36 @@ impl ServerErrors {
         self.0.subscribe()
     }
 
-    /// Completes when a permission violation for publishing to exactly one of `subjects`
-    /// arrives.
-    pub(crate) fn permission_denied(
+    /// Completes with what was denied when a permission violation arrives that makes a
+    /// start-up step impossible however often it is retried: publishing to exactly one of
+    /// `subjects` (the bucket's JetStream API), or subscribing to the reply inbox (a subject
+    /// starting with `_INBOX`, the default prefix and its usual custom variants; without it no
+    /// request is ever answered). Listens from this call on.
+    pub(crate) fn start_denied(
         &self,
         subjects: Vec<String>,
-    ) -> impl Future<Output = ()> + use<> {
-        permission_violation(self.subscribe(), subjects)
+    ) -> impl Future<Output = String> + use<> {
+        let mut rx = self.subscribe();
+        async move {
+            loop {
+                match rx.recv().await {
+                    Ok(msg) => {
+                        if let Some(s) =
+                            denied_subject(&msg).filter(|s| subjects.iter().any(|x| x == s))
+                        {
+                            return format!("publish to {s:?}");
+                        }
+                        if let Some(s) =
+                            denied_subscription(&msg).filter(|s| s.starts_with("_INBOX."))
+                        {
+                            return format!("subscribe to {s:?}, where replies to requests arrive");
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
+                }
+            }
+        }
     }
 }
 
@@ -87,9 +110,19 @@ async fn permission_violation(mut rx: broadcast::Receiver<String>, subjects: Vec
 /// Only the exact subject counts: a violation on `role.shard-10` says nothing about
 /// `role.shard-1`, and one on another stream's API subject nothing about ours.
 pub(crate) fn denied_subject(message: &str) -> Option<&str> {
-    const PREFIX: &str = "permissions violation for publish to ";
+    violation(message, "permissions violation for publish to ")
+}
+
+/// The subject of a subscription permission violation (`Permissions Violation for
+/// Subscription to "SUBJECT"`), if `message` is one.
+pub(crate) fn denied_subscription(message: &str) -> Option<&str> {
+    violation(message, "permissions violation for subscription to ")
+}
+
+/// The quoted subject after `prefix` (lower case) in `message`, if any.
+fn violation<'m>(message: &'m str, prefix: &str) -> Option<&'m str> {
     let lower = message.to_ascii_lowercase();
-    let at = lower.find(PREFIX)? + PREFIX.len();
+    let at = lower.find(prefix)? + prefix.len();
     // ASCII lowercasing keeps byte offsets.
     let rest = message.get(at..)?.trim_start();
     let quoted = rest.strip_prefix('"')?;
@@ -599,7 +632,10 @@ mod tests {
     #[tokio::test]
     async fn a_violation_on_a_longer_subject_does_not_deny_a_prefix() {
         let errors = ServerErrors::default();
-        let denied = errors.permission_denied(vec!["$KV.roles.role.shard-1".to_string()]);
+        let denied = permission_violation(
+            errors.subscribe(),
+            vec!["$KV.roles.role.shard-1".to_string()],
+        );
         tokio::pin!(denied);
         errors.record(
             "nats: Permissions Violation for Publish to \"$KV.roles.role.shard-10\"".into(),
@@ -611,6 +647,44 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), denied)
             .await
             .unwrap_or_else(|_| panic!("shard-1's own violation was not matched"));
+    }
+
+    #[tokio::test]
+    async fn a_start_is_denied_by_its_api_subjects_and_the_reply_inbox_only() {
+        let errors = ServerErrors::default();
+        let denied = errors.start_denied(vec!["$JS.API.STREAM.INFO.KV_roles".to_string()]);
+        tokio::pin!(denied);
+        for other in [
+            "nats: Permissions Violation for Publish to \"$JS.API.STREAM.INFO.KV_roles2\"",
+            "nats: Permissions Violation for Subscription to \"orders.>\"",
+            "nats: maximum payload exceeded",
+        ] {
+            errors.record(other.into());
+        }
+        let early = tokio::time::timeout(Duration::from_millis(50), &mut denied).await;
+        assert!(
+            early.is_err(),
+            "another subject denied the start: {early:?}"
+        );
+        errors.record("nats: Permissions Violation for Subscription to \"_INBOX.abc.*\"".into());
+        let what = tokio::time::timeout(Duration::from_secs(1), &mut denied)
+            .await
+            .expect("the inbox subscription denies the start");
+        assert_eq!(
+            what,
+            "subscribe to \"_INBOX.abc.*\", where replies to requests arrive"
+        );
+        let errors = ServerErrors::default();
+        let denied = errors.start_denied(vec!["$JS.API.STREAM.INFO.KV_roles".to_string()]);
+        errors.record(
+            "nats: Permissions Violation for Publish to \"$JS.API.STREAM.INFO.KV_roles\"".into(),
+        );
+        assert_eq!(
+            tokio::time::timeout(Duration::from_secs(1), denied)
+                .await
+                .expect("the API subject denies the start"),
+            "publish to \"$JS.API.STREAM.INFO.KV_roles\""
+        );
     }
 
     #[test]

@@ -305,30 +305,24 @@ fn run(args: RunArgs) -> ExitCode {
 #[cfg(feature = "http")]
 struct Http {
     bound: Option<super::listen::Bound>,
-    api: Option<crate::http::Api>,
-    server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    server: Option<crate::http::ApiServer>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    options: crate::http::ApiOptions,
 }
 
 #[cfg(feature = "http")]
 impl Http {
     /// Binds the listener (before connecting, so a taken port fails fast) and advertises its
     /// URL in the instance metadata (`http`), unless the configuration sets one.
-    async fn bind(config: &mut Config, args: &RunArgs) -> Result<Self, Failure> {
+    async fn bind(
+        config: &mut Config,
+        args: &RunArgs,
+        telemetry: &Telemetry,
+    ) -> Result<Self, Failure> {
         let bound = super::listen::bind(&config.http, args.http, args.no_http).await?;
         if let Some(url) = bound.as_ref().and_then(|b| b.advertise.clone()) {
             config.instance.meta.entry("http".to_owned()).or_insert(url);
         }
-        Ok(Self {
-            bound,
-            api: None,
-            server: None,
-        })
-    }
-
-    fn start(&mut self, manager: &Arc<RoleManager>, config: &Config, telemetry: &Telemetry) {
-        let Some(bound) = self.bound.take() else {
-            return;
-        };
         let options = crate::http::ApiOptions::default()
             .with_admin_token(config.http.admin_token.clone())
             .with_local_token(config.http.local_token.clone());
@@ -341,30 +335,55 @@ impl Http {
         };
         #[cfg(not(feature = "otel"))]
         let _ = telemetry;
-        let api = crate::http::Api::new(manager.clone(), options);
-        let server = api.clone();
-        self.server = Some(tokio::spawn(
-            async move { server.serve(bound.listener).await },
+        Ok(Self {
+            bound,
+            server: None,
+            task: None,
+            options,
+        })
+    }
+
+    /// Serves the listener from now on, in the starting state (`/healthz` 200, `/readyz` and
+    /// the rest 503 with `progress`), and prints the `http url=` line.
+    fn serve(
+        &mut self,
+        progress: tokio::sync::watch::Receiver<Option<crate::manager::StartProgress>>,
+        config: &Config,
+    ) {
+        let Some(bound) = self.bound.take() else {
+            return;
+        };
+        let server = crate::http::ApiServer::new(self.options.clone(), progress);
+        let serving = server.clone();
+        self.task = Some(tokio::spawn(
+            async move { serving.serve(bound.listener).await },
         ));
-        self.api = Some(api);
+        self.server = Some(server);
         info!(url = %bound.local_url, admin = config.http.admin_token.is_some(), "dashboard and API listening");
         print_line(&format!("http url={}", bound.local_url));
     }
 
+    /// The manager has started: its API answers from now on.
+    fn ready(&self, manager: &Arc<RoleManager>) {
+        if let Some(server) = &self.server {
+            server.ready(crate::http::Api::new(manager.clone(), self.options.clone()));
+        }
+    }
+
     /// `/readyz` says not ready from now on.
     fn drain(&self) {
-        if let Some(api) = &self.api {
+        if let Some(api) = self.server.as_ref().and_then(crate::http::ApiServer::api) {
             api.drain();
         }
     }
 
     /// Ends the SSE streams and waits (bounded) for the server to finish.
     async fn stop(self) {
-        if let Some(api) = &self.api {
-            api.shutdown_token().cancel();
+        if let Some(server) = &self.server {
+            server.stop();
         }
-        if let Some(server) = self.server {
-            match tokio::time::timeout(HTTP_STOP_TIMEOUT, server).await {
+        if let Some(task) = self.task {
+            match tokio::time::timeout(HTTP_STOP_TIMEOUT, task).await {
                 Ok(Ok(Ok(()))) => {}
                 Ok(Ok(Err(e))) => warn!(error = %e, "HTTP server failed"),
                 Ok(Err(e)) => warn!(error = %e, "HTTP server task failed"),
@@ -381,29 +400,64 @@ struct Http;
 
 #[cfg(not(feature = "http"))]
 impl Http {
-    async fn bind(config: &mut Config, _args: &RunArgs) -> Result<Self, Failure> {
+    async fn bind(
+        config: &mut Config,
+        _args: &RunArgs,
+        _telemetry: &Telemetry,
+    ) -> Result<Self, Failure> {
         if config.http.enabled && config.http.listen.is_some() {
             warn!("http.listen is set but this binary was built without the `http` feature");
         }
         Ok(Self)
     }
-    fn start(&mut self, _manager: &Arc<RoleManager>, _config: &Config, _telemetry: &Telemetry) {}
+    fn serve(
+        &mut self,
+        _progress: tokio::sync::watch::Receiver<Option<crate::manager::StartProgress>>,
+        _config: &Config,
+    ) {
+    }
+    fn ready(&self, _manager: &Arc<RoleManager>) {}
     fn drain(&self) {}
     async fn stop(self) {}
 }
 
+/// What the start-up of `run` produced: the manager and the subscription to its transitions
+/// (made before it started, so the roles won while starting are printed too).
+struct Started {
+    manager: Arc<RoleManager>,
+    client: async_nats::Client,
+    events: tokio::sync::broadcast::Receiver<RoleEvent>,
+}
+
 async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Result<(), Failure> {
-    let runtime = |e: crate::Error| Failure::Runtime(e.to_string());
+    // From here on a signal ends the process cleanly, also while it is still starting.
+    let mut signals = super::signal::Signals::install();
     let id = config
         .require_instance_id()
         .map_err(|e| Failure::Usage(e.to_string()))?
         .clone();
-    let mut http = Http::bind(&mut config, args).await?;
-    let (client, errors) = crate::connect(&config.nats, &format!("nats-roles/{id}"))
-        .await
-        .map_err(runtime)?;
-    let manager_client = client.clone();
-    let mut builder = RoleManager::from_config(client, &config, errors).map_err(runtime)?;
+    let recorder = match &args.history {
+        Some(path) => {
+            let recorder = crate::history::HistoryRecorder::create(path, &id)
+                .map_err(|e| Failure::Usage(format!("--history {}: {e}", path.display())))?;
+            let roles: Vec<_> = config
+                .roles
+                .iter()
+                .filter(|r| r.campaign)
+                .map(|r| r.name.clone())
+                .collect();
+            recorder.start(&roles);
+            Some(recorder)
+        }
+        None => None,
+    };
+    let mut http = Http::bind(&mut config, args, telemetry).await?;
+    let (progress, progress_rx) = tokio::sync::watch::channel(None);
+    // Serves (and prints the URL) before connecting: probes answer while the start retries.
+    http.serve(progress_rx, &config);
+    for w in config.round_trip_warnings(None) {
+        warn!(field = %w.field, "timing over the declared nats.round_trip: {}", w.message);
+    }
     #[cfg(feature = "otel")]
     let meter = telemetry.meter();
     #[cfg(not(feature = "otel"))]
@@ -416,44 +470,41 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         prefix_output: true,
         metrics: crate::exec::metrics::ExecMetrics::new(&meter, id.as_str(), &config.bucket.name),
     };
-    for role in &config.roles {
-        if let Some(p) = crate::exec::supervisor::RoleProcesses::for_role(role, &processes) {
-            builder.set_callbacks(
-                &role.name,
-                crate::exec::supervisor::ProcessCallbacks::new(p),
-            );
+    let starting = start(
+        &config,
+        &id,
+        &processes,
+        recorder.as_ref(),
+        progress,
+        telemetry,
+    );
+    let started = tokio::select! {
+        started = starting => started,
+        () = signals.recv() => {
+            // No key was written yet: nothing to release.
+            info!("signal received while starting; exiting");
+            http.stop().await;
+            stop_recorder(recorder).await;
+            return Ok(());
         }
-    }
-    #[cfg(feature = "otel")]
-    {
-        builder = builder.meter(telemetry.meter());
-    }
-    let recorder = match &args.history {
-        Some(path) => {
-            let recorder = crate::history::HistoryRecorder::create(path, &id)
-                .map_err(|e| Failure::Usage(format!("--history {}: {e}", path.display())))?;
-            let roles: Vec<_> = config
-                .roles
-                .iter()
-                .filter(|r| r.campaign)
-                .map(|r| r.name.clone())
-                .collect();
-            recorder.start(&roles);
-            builder = builder.history(recorder.clone());
-            Some(recorder)
-        }
-        None => None,
     };
-    // Subscribed before start: the roles won during start-up are printed too, but only after
-    // the `http url=` line, which comes first (README).
-    let mut events = builder.events();
-    let (url_printed, url_printed_rx) = tokio::sync::oneshot::channel::<()>();
+    let Started {
+        manager,
+        client,
+        mut events,
+    } = match started {
+        Ok(started) => started,
+        Err(e) => {
+            http.stop().await;
+            stop_recorder(recorder).await;
+            return Err(Failure::Runtime(e.to_string()));
+        }
+    };
     let printing = tokio_util::sync::CancellationToken::new();
     let stop_printing = printing.clone();
+    // One line per transition on stdout (logs go to stderr), for people and scripts; the
+    // `http url=` line is out already.
     let printer = tokio::spawn(async move {
-        // Sent once the URL line is out (or dropped when the start fails).
-        let _ = url_printed_rx.await;
-        // One line per transition on stdout (logs go to stderr), for people and scripts.
         loop {
             tokio::select! {
                 biased;
@@ -472,15 +523,10 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
             }
         }
     });
-    for w in config.round_trip_warnings(None) {
-        warn!(field = %w.field, "timing over the declared nats.round_trip: {}", w.message);
-    }
-    let manager = Arc::new(builder.start().await.map_err(runtime)?);
     processes.manager.set(&manager);
-    check_round_trip(&manager_client, &config).await;
-    http.start(&manager, &config, telemetry);
-    let _ = url_printed.send(());
-    super::signal::shutdown_signal().await;
+    http.ready(&manager);
+    check_round_trip(&client, &config).await;
+    signals.shutdown().await;
     info!("shutting down: releasing held roles");
     http.drain();
     let result = manager.shutdown(config.shutdown.timeout).await;
@@ -488,11 +534,64 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     http.stop().await;
     printing.cancel();
     let _ = printer.await;
+    stop_recorder(recorder).await;
+    result.map_err(|e| Failure::Runtime(e.to_string()))
+}
+
+/// Connects (retrying), builds the manager from `config` with the binary's role processes,
+/// and starts it (retrying), reporting each step on `progress`. Retries until it works or
+/// fails for a reason that retrying cannot change.
+async fn start(
+    config: &Config,
+    id: &InstanceId,
+    processes: &crate::exec::supervisor::ProcessContext,
+    recorder: Option<&crate::history::HistoryRecorder>,
+    progress: tokio::sync::watch::Sender<Option<crate::manager::StartProgress>>,
+    telemetry: &Telemetry,
+) -> Result<Started, crate::Error> {
+    let retry = crate::StartRetry::until_started();
+    let (client, errors) = crate::manager::startup::connect(
+        &config.nats,
+        &format!("nats-roles/{id}"),
+        retry,
+        &progress,
+    )
+    .await?;
+    let mut builder = RoleManager::from_config(client.clone(), config, errors)?
+        .start_retry(retry)
+        .start_progress_to(progress);
+    for role in &config.roles {
+        if let Some(p) = crate::exec::supervisor::RoleProcesses::for_role(role, processes) {
+            builder.set_callbacks(
+                &role.name,
+                crate::exec::supervisor::ProcessCallbacks::new(p),
+            );
+        }
+    }
+    #[cfg(feature = "otel")]
+    {
+        builder = builder.meter(telemetry.meter());
+    }
+    #[cfg(not(feature = "otel"))]
+    let _ = telemetry;
     if let Some(recorder) = recorder {
-        // Writes the last lines and joins the writer thread: off the async workers.
+        builder = builder.history(recorder.clone());
+    }
+    // Subscribed before start: the roles won during start-up are printed too.
+    let events = builder.events();
+    let manager = Arc::new(builder.start().await?);
+    Ok(Started {
+        manager,
+        client,
+        events,
+    })
+}
+
+/// Writes the history's last lines and joins its writer thread (off the async workers).
+async fn stop_recorder(recorder: Option<crate::history::HistoryRecorder>) {
+    if let Some(recorder) = recorder {
         let _ = tokio::task::spawn_blocking(move || recorder.stop()).await;
     }
-    result.map_err(runtime)
 }
 
 /// Measures the round trip to the bucket's JetStream API (the best of three stream-info

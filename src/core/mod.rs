@@ -8,6 +8,7 @@ pub mod session;
 pub mod session_book;
 pub mod session_types;
 pub mod setting_error;
+pub mod start_retry;
 pub mod timing_error;
 pub mod types;
 
@@ -18,6 +19,7 @@ pub use server_code::{FailureClass, ServerCode};
 pub use session::{SessionAction, SessionKeyState, SessionLoss, SessionMachine, SessionWriteKind};
 pub use session_book::{Herd, Reap, SessionBook, Verdict};
 pub use setting_error::SettingError;
+pub use start_retry::StartRetry;
 pub use timing_error::TimingError;
 pub(crate) use timing_error::fmt_duration;
 pub use types::*;

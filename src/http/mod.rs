@@ -6,7 +6,7 @@
 //! | `GET /`                         | the dashboard (one HTML page, live through SSE)          |
 //! | `GET /dashboard.js`, `/dashboard.css` | the dashboard's script and style                   |
 //! | `GET /healthz`                  | 200 while the process runs                               |
-//! | `GET /readyz`                   | 200 when connected, caught up and no deadline was missed; 503 with reasons |
+//! | `GET /readyz`                   | 200 when connected, caught up and no deadline was missed; 503 with reasons (also while the manager starts, with [`ApiServer`]) |
 //! | `GET /api/roles`                | every role in the bucket ([`RoleList`]) |
 //! | `GET /api/roles/{role}`         | one role ([`RoleView`]); 404 if unknown |
 //! | `GET /api/instances`            | instances and what each holds ([`InstanceList`]) |
@@ -45,6 +45,7 @@ mod probes;
 mod roles;
 mod self_view;
 mod server;
+mod starting;
 mod state;
 
 use axum::Router;
@@ -62,6 +63,7 @@ pub use metrics::PROMETHEUS_CONTENT_TYPE;
 pub use options::{ApiOptions, MetricsText};
 pub use probes::Readiness;
 pub use self_view::{MAX_WAIT, SelfRole, SelfView};
+pub use starting::ApiServer;
 pub use state::Api;
 
 /// Headers set on every response that has none of its own.
@@ -70,6 +72,18 @@ const RESPONSE_HEADERS: [(HeaderName, &str); 3] = [
     (header::CACHE_CONTROL, "no-store"),
     (header::REFERRER_POLICY, "no-referrer"),
 ];
+
+/// `router` with the [`RESPONSE_HEADERS`] on every response that has none of its own.
+fn with_response_headers<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
+    RESPONSE_HEADERS
+        .into_iter()
+        .fold(router, |router, (name, value)| {
+            router.layer(SetResponseHeaderLayer::if_not_present(
+                name,
+                HeaderValue::from_static(value),
+            ))
+        })
+}
 
 impl Api {
     /// The router with every endpoint (state included).
@@ -95,15 +109,7 @@ impl Api {
             .fallback(error::no_route)
             // After the routes: it applies to the routes present.
             .method_not_allowed_fallback(error::wrong_method);
-        RESPONSE_HEADERS
-            .into_iter()
-            .fold(router, |router, (name, value)| {
-                router.layer(SetResponseHeaderLayer::if_not_present(
-                    name,
-                    HeaderValue::from_static(value),
-                ))
-            })
-            .with_state(self.clone())
+        with_response_headers(router).with_state(self.clone())
     }
 
     /// Serves [`Api::router`] (HTTP/1.1) on `listener` until the
@@ -117,9 +123,10 @@ impl Api {
     /// # Errors
     /// None today; the `Result` leaves room for errors that stop the server.
     pub async fn serve(&self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        let router = self.router();
         server::serve(
             listener,
-            self.router(),
+            std::sync::Arc::new(move || router.clone()),
             self.options().clone(),
             self.shutdown_token(),
         )

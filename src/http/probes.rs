@@ -23,6 +23,11 @@ pub struct Readiness {
     pub caught_up: bool,
     /// Whether the instance is shutting down.
     pub draining: bool,
+    /// Whether the manager is still starting (`nats-roles run` and [`ApiServer`](super::ApiServer)
+    /// serve `/readyz` before the manager exists; the reason says what it is retrying).
+    /// Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub starting: bool,
     /// Whether the health checker finds the instance fit to hold roles
     /// ([`HealthState::healthy`](crate::health::HealthState::healthy)); absent without a
     /// health checker.
@@ -107,6 +112,7 @@ impl Api {
             connected,
             caught_up,
             draining,
+            starting: false,
             healthy: health.map(|h| h.healthy),
             error: (!ready).then(|| reasons.join("; ")),
             code: (!ready).then(|| "not_ready".to_owned()),

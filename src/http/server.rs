@@ -246,11 +246,15 @@ fn out_of_files(e: &io::Error) -> bool {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` is cancelled, then closes idle
+/// Which router answers a request: asked once per request, so that a listener can change
+/// what it serves (a starting process's probes, then its API) on connections already open.
+pub(crate) type Routes = Arc<dyn Fn() -> Router + Send + Sync>;
+
+/// Serves the router of `routes` on `listener` until `shutdown` is cancelled, then closes idle
 /// connections, lets the others finish their requests, and returns.
 pub(crate) async fn serve(
     listener: TcpListener,
-    router: Router,
+    routes: Routes,
     options: ApiOptions,
     shutdown: CancellationToken,
 ) {
@@ -292,7 +296,7 @@ pub(crate) async fn serve(
             peer,
             conn,
             connections.clone(),
-            router.clone(),
+            routes.clone(),
             options.clone(),
             shutdown.clone(),
         ));
@@ -308,7 +312,7 @@ async fn connection(
     peer: SocketAddr,
     conn: Arc<Conn>,
     connections: Arc<Connections>,
-    router: Router,
+    routes: Routes,
     options: Arc<ApiOptions>,
     shutdown: CancellationToken,
 ) {
@@ -319,7 +323,7 @@ async fn connection(
         conn: conn.clone(),
     });
     let service = Service {
-        inner: TowerToHyperService::new(router),
+        routes,
         peer,
         conn: conn.clone(),
     };
@@ -423,7 +427,7 @@ impl AsyncWrite for Watched {
 /// The router as a hyper service: adds the peer address (`ConnectInfo`) and marks the
 /// request in flight until its response body is done.
 struct Service {
-    inner: TowerToHyperService<Router>,
+    routes: Routes,
     peer: SocketAddr,
     conn: Arc<Conn>,
 }
@@ -438,7 +442,7 @@ impl hyper::service::Service<Request<Incoming>> for Service {
     fn call(&self, mut request: Request<Incoming>) -> Self::Future {
         let in_flight = InFlight::new(self.conn.clone());
         request.extensions_mut().insert(ConnectInfo(self.peer));
-        let response = self.inner.call(request);
+        let response = TowerToHyperService::new((self.routes)()).call(request);
         Box::pin(async move {
             let response = response.await?;
             Ok(response.map(|body| {

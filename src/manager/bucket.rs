@@ -23,7 +23,21 @@ pub(crate) struct Opened {
     pub(crate) last_revision: u64,
 }
 
-/// Opens the bucket; creates it when it is missing and `auto_create` is set (P1).
+/// The JetStream API subjects [`open`] publishes to: a permission violation on one of them
+/// means the bucket cannot be opened however often it is retried.
+pub(crate) fn api_subjects(config: &BucketSettings) -> Vec<String> {
+    let api = config.jetstream_api_prefix();
+    let mut subjects = vec![format!("{api}.STREAM.INFO.KV_{}", config.name)];
+    if config.auto_create {
+        subjects.push(format!("{api}.INFO"));
+        subjects.push(format!("{api}.STREAM.CREATE.KV_{}", config.name));
+    }
+    subjects
+}
+
+/// Opens the bucket; creates it when it is missing and `auto_create` is set (P1). One attempt:
+/// the caller retries what can heal and watches for permission violations on
+/// [`api_subjects`].
 pub(crate) async fn open(
     client: &async_nats::Client,
     config: &BucketSettings,
@@ -31,14 +45,7 @@ pub(crate) async fn open(
 ) -> Result<Opened, Error> {
     let api = config.jetstream_api_prefix();
     let js = jetstream::with_prefix(client.clone(), &api);
-    let denied = errors.permission_denied(vec![format!("{api}.STREAM.INFO.KV_{}", config.name)]);
-    let kv = tokio::select! {
-        r = js.get_key_value(&config.name) => r,
-        () = denied => return Err(Error::PermissionDenied {
-            detail: format!("JetStream API access for bucket {:?}", config.name),
-        }),
-    };
-    let kv = match kv {
+    let kv = match js.get_key_value(&config.name).await {
         Ok(kv) => kv,
         Err(err) if jetstream_code(&err) == Some(ErrorCode::STREAM_NOT_FOUND) => {
             if !config.auto_create {

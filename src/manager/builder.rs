@@ -3,15 +3,16 @@
 
 use super::backend::RoleBackend;
 use super::shared::Shared;
+use super::startup::{StartProgress, StartStep, Starter};
 use super::{
     RoleEvent, RoleManager, RoleSpec, bucket, connection, health_task, placement, placement_link,
     watcher,
 };
 use crate::config::Config;
-use crate::core::{RetryPolicy, Timing};
+use crate::core::{RetryPolicy, StartRetry, Timing};
 use crate::error::Error;
 use crate::health::{HealthChecker, HealthPolicy, HealthState};
-use crate::names::InstanceId;
+use crate::names::{InstanceId, RoleName};
 use crate::placement::PlacementSettings;
 use crate::store::ServerErrors;
 use crate::tap::{Tap, TapSink};
@@ -42,6 +43,8 @@ pub struct RoleManagerBuilder {
     pub(super) tap_sinks: Vec<Arc<dyn TapSink>>,
     pub(super) meter: Option<opentelemetry::metrics::Meter>,
     pub(super) placement: Option<PlacementSettings>,
+    pub(super) start_retry: StartRetry,
+    pub(super) start_progress: watch::Sender<Option<StartProgress>>,
     #[cfg(feature = "negative-controls")]
     pub(super) negative: Option<super::negative::NegativeControl>,
 }
@@ -67,6 +70,8 @@ impl RoleManager {
             tap_sinks: Vec::new(),
             meter: None,
             placement: None,
+            start_retry: StartRetry::default(),
+            start_progress: watch::channel(None).0,
             #[cfg(feature = "negative-controls")]
             negative: None,
         }
@@ -190,6 +195,35 @@ impl RoleManagerBuilder {
         self
     }
 
+    /// How [`start`](Self::start) retries a step that fails for a reason that can heal (a
+    /// server that does not answer, a JetStream cluster or stream without a leader). Default:
+    /// [`StartRetry::default`] (backoff from 100 ms doubling to 5 s, for up to 60 s);
+    /// [`StartRetry::until_started`] retries without a deadline.
+    pub fn start_retry(mut self, retry: StartRetry) -> Self {
+        self.start_retry = retry;
+        self
+    }
+
+    /// Where [`start`](Self::start) stands while it runs: the step and, after a failed
+    /// attempt, the failure and when it is retried (its `Display` is the text `nats-roles run`
+    /// serves on `/readyz` while starting). `None` before `start` is called and after it
+    /// succeeded.
+    #[must_use]
+    pub fn start_progress(&self) -> watch::Receiver<Option<StartProgress>> {
+        self.start_progress.subscribe()
+    }
+
+    /// Publishes the start's progress on `progress` (the binary's, which reported its connect
+    /// step there first).
+    #[cfg(feature = "cli")]
+    pub(crate) fn start_progress_to(
+        mut self,
+        progress: watch::Sender<Option<StartProgress>>,
+    ) -> Self {
+        self.start_progress = progress;
+        self
+    }
+
     /// Longest wait for `on_demote` during a graceful release.
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
@@ -240,24 +274,86 @@ impl RoleManagerBuilder {
 
     /// Opens (or creates) the bucket, starts the watcher and every role.
     ///
+    /// The steps that talk to NATS — opening (or creating) the bucket and reading its stream
+    /// info, then reading the keys of the roles this instance campaigns for — are retried
+    /// while they fail for a reason that can heal ([`Error::is_transient`]: time-outs, no
+    /// responders, a cluster or stream without a leader, any JetStream code that is not a
+    /// configuration error), with the backoff and deadline of
+    /// [`start_retry`](Self::start_retry): a WARN log line per retry (attempt, error, next
+    /// delay; at most one a minute after the tenth), an INFO line when a step succeeds after
+    /// retries, and the progress on [`start_progress`](Self::start_progress). No key is
+    /// written before both steps succeeded (with `auto_create` the bucket may have been
+    /// created), so dropping the future while it retries leaves nothing to release.
+    ///
     /// # Errors
-    /// [`Error::InvalidTiming`] (before connecting to the bucket) for a role whose timing breaks
-    /// a rule of [`Timing::validate`]; [`Error::BucketNotFound`], [`Error::PermissionDenied`],
-    /// [`Error::JetStream`]; [`Error::BucketMaxAge`] when the bucket has a `max_age` (see there); or [`Error::RoleExists`] for a role given twice.
+    /// At once, without retrying: [`Error::InvalidTiming`] or [`Error::InvalidSetting`]
+    /// (before anything is sent) for a setting that breaks a rule; [`Error::BucketNotFound`]
+    /// (the bucket is missing and `auto_create` is off); [`Error::PermissionDenied`] (a
+    /// permission violation on the bucket's JetStream API subjects or on the reply inbox);
+    /// [`Error::JetStream`] with a configuration error code; [`Error::BucketMaxAge`] when the
+    /// bucket has a `max_age` (see there); [`Error::IncompatibleProtocol`]; or
+    /// [`Error::RoleExists`] for a role given twice. [`Error::StartTimeout`] (with the last
+    /// failure) when the transient failures outlast the deadline.
     pub async fn start(self) -> Result<RoleManager, Error> {
         for spec in &self.roles {
             spec.validate()?;
         }
         self.bucket.validate()?;
         self.retry.validate()?;
+        self.start_retry.validate()?;
         if let Some((_, policy)) = &self.health {
             policy.validate()?;
         }
         if let Some(settings) = &self.placement {
             settings.validate()?;
         }
-        let opened = bucket::open(&self.client, &self.bucket, &self.server_errors).await?;
-        refuse_other_protocol(&opened.store, &self.roles).await?;
+        let mut starter = Starter::new(self.start_retry, &self.start_progress);
+        // Listens from before the first request (whose reply subscription can be denied).
+        let mut denied = std::pin::pin!(
+            self.server_errors
+                .start_denied(bucket::api_subjects(&self.bucket))
+        );
+        // Each attempt owns what it uses: `start()` stays a `Send` future for any lifetime.
+        let open = {
+            let (client, bucket, errors) = (
+                self.client.clone(),
+                self.bucket.clone(),
+                self.server_errors.clone(),
+            );
+            move || {
+                let (client, bucket, errors) = (client.clone(), bucket.clone(), errors.clone());
+                async move { bucket::open(&client, &bucket, &errors).await }
+            }
+        };
+        let opened = starter
+            .run(
+                StartStep::OpenBucket {
+                    bucket: self.bucket.name.clone(),
+                },
+                &mut denied,
+                open,
+            )
+            .await?;
+        let campaigns: Vec<(RoleName, Duration)> = self
+            .roles
+            .iter()
+            .filter(|r| r.campaign)
+            .map(|r| (r.name.clone(), r.timing.operation_timeout))
+            .collect();
+        let read = {
+            let store = opened.store.clone();
+            move || refuse_other_protocol(store.clone(), campaigns.clone())
+        };
+        starter
+            .run(
+                StartStep::ReadRoleKeys {
+                    bucket: self.bucket.name.clone(),
+                },
+                &mut denied,
+                read,
+            )
+            .await?;
+        starter.done();
         #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
         let mut backend: Arc<dyn RoleBackend> = Arc::new(opened.store.clone());
         #[cfg(feature = "negative-controls")]
@@ -424,31 +520,45 @@ impl RoleManagerBuilder {
 }
 
 /// Protocol Q10: a role key of the configured roles that holds another protocol version's
-/// lease refuses the start (reads from the stream leader, 32 at a time; a read that fails is
-/// left to the role's own detection at run time).
+/// lease refuses the start (reads from the stream leader, 32 at a time). A read that fails for
+/// a reason that can heal (no stream leader, no answer) fails the attempt, which the start
+/// retries; one that fails for a persistent reason (a permission violation on the read API)
+/// is left to the role's own detection at run time, where it is reported and retried.
 async fn refuse_other_protocol(
-    store: &crate::store::LeaseStore,
-    roles: &[RoleSpec],
+    store: crate::store::LeaseStore,
+    roles: Vec<(RoleName, Duration)>,
 ) -> Result<(), Error> {
     use futures_util::StreamExt;
-    let mut reads = futures_util::stream::iter(roles.iter().filter(|r| r.campaign))
-        .map(|spec| async move {
-            let key = format!("{}{}", crate::store::ROLE_PREFIX, spec.name);
-            let state = store.read(&key, spec.timing.operation_timeout).await;
-            (spec, state)
+    let mut reads = futures_util::stream::iter(roles)
+        .map(|(name, timeout)| {
+            let store = store.clone();
+            async move {
+                let key = format!("{}{name}", crate::store::ROLE_PREFIX);
+                let state = store.read(&key, timeout).await;
+                (name, state)
+            }
         })
         .buffer_unordered(32);
-    while let Some((spec, state)) = reads.next().await {
-        if let Ok(crate::core::KeyState::Held { value, .. }) = state
-            && let Some(found) = value.other_protocol()
-        {
-            return Err(Error::IncompatibleProtocol {
-                bucket: store.bucket().to_string(),
-                role: spec.name.clone(),
-                found,
-                ours: u64::from(crate::value::VALUE_VERSION),
-            });
+    let mut unread = None;
+    while let Some((name, state)) = reads.next().await {
+        match state {
+            Ok(crate::core::KeyState::Held { value, .. }) => {
+                if let Some(found) = value.other_protocol() {
+                    return Err(Error::IncompatibleProtocol {
+                        bucket: store.bucket().to_string(),
+                        role: name,
+                        found,
+                        ours: u64::from(crate::value::VALUE_VERSION),
+                    });
+                }
+            }
+            Ok(_) => {}
+            Err(kind) if kind.class() == crate::core::FailureClass::Transient => {
+                unread = Some(kind);
+            }
+            Err(_) => {}
         }
     }
-    Ok(())
+    // Every read done first: another version's lease refuses the start whatever else failed.
+    unread.map_or(Ok(()), |kind| Err(Error::Kv(kind)))
 }

@@ -18,6 +18,7 @@ mod session_link;
 mod session_task;
 pub(crate) mod shared;
 mod spec;
+pub(crate) mod startup;
 pub(crate) mod status;
 mod ticker;
 mod vacancy;
@@ -42,9 +43,10 @@ pub(crate) use connection::connect_observed;
 pub use events::{HolderInfo, RoleEvent};
 pub use handle::RoleHandle;
 pub use spec::RoleSpec;
+pub use startup::{StartProgress, StartStep};
 pub use status::RoleStatus;
 
-pub use crate::core::BucketSettings;
+pub use crate::core::{BucketSettings, StartRetry};
 pub use crate::history::HistoryRecorder;
 pub use crate::placement::{
     FreezeRecord, Frozen, Joining, MemberList, MemberRecord, MemberView, Move, PlacementSettings,

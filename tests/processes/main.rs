@@ -15,6 +15,7 @@ mod operator_cli;
 mod placement;
 mod placement_zones;
 mod sites;
+mod start_retry;
 
 /// The binary under test (cargo builds it for integration tests).
 pub const BIN: &str = env!("CARGO_BIN_EXE_nats-roles");

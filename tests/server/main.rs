@@ -14,6 +14,7 @@ mod lease_protocol;
 mod prepare;
 mod proxy;
 mod renewal_age;
+mod start_retry;
 
 /// The `nats-roles` binary (cargo builds it for integration tests).
 pub const BIN: &str = env!("CARGO_BIN_EXE_nats-roles");

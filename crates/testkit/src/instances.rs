@@ -1,6 +1,11 @@
 //! `nats-roles run` instances as real OS processes, each serving its dashboard on a free
 //! loopback port (`--http 127.0.0.1:0`, the URL read from its `http url=` stdout line).
 //!
+//! `run` serves HTTP from before it connects: while its manager is still starting (retrying a
+//! server or cluster that is not ready), `/readyz` answers 503 with `"starting": true`.
+//! [`Deployment::start`] waits until the manager has started; [`Deployment::spawn`] returns
+//! as soon as the URL is printed (tests of the start-up itself).
+//!
 //! Processes are
 //! killed (SIGKILL) when dropped, also while a failed test unwinds; [`Deployment::report`]
 //! gives every process's stdout and stderr for failure messages.
@@ -38,8 +43,36 @@ pub const ENV: [&str; 18] = [
     "TERM",
 ];
 
-/// How long an instance may take to print its URL, or to exit after SIGTERM.
+/// How long an instance may take to print its URL (or to start its manager after that), or to
+/// exit after SIGTERM.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether the `run` process serving HTTP on `port` has started its manager: `/readyz`
+/// answers and its body does not say `"starting": true`. `None` while it cannot tell (no
+/// answer yet).
+pub async fn has_started(port: u16) -> Option<bool> {
+    let (_, body) = crate::http::get(port, "/readyz").await.ok()?;
+    let json: serde_json::Value = serde_json::from_str(&body).ok()?;
+    Some(json["starting"] != serde_json::Value::Bool(true))
+}
+
+/// Waits until the `run` process serving HTTP on `port` has started its manager (see
+/// [`has_started`]); after `timeout`, `Err` with the last `/readyz` answer.
+pub async fn wait_started(port: u16, timeout: Duration) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if has_started(port).await == Some(true) {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let last = crate::http::get(port, "/readyz").await;
+            return Err(format!(
+                "the manager did not start within {timeout:?}; /readyz: {last:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
 
 /// One `nats-roles run` process.
 pub struct Instance {
@@ -138,15 +171,32 @@ impl Deployment {
         self.dir.path()
     }
 
-    /// Starts instance `id` and waits for its dashboard URL; returns its index.
+    /// Starts instance `id`, waits for its dashboard URL and until its manager has started;
+    /// returns its index.
     pub async fn start(&mut self, id: &str) -> usize {
         let url = self.nats_url.clone();
         self.start_on(id, &url).await
     }
 
-    /// Starts instance `id` connected to the server at `nats_url` (another site's) and waits
-    /// for its dashboard URL; returns its index.
+    /// Starts instance `id` connected to the server at `nats_url` (another site's), waits for
+    /// its dashboard URL and until its manager has started; returns its index.
     pub async fn start_on(&mut self, id: &str, nats_url: &str) -> usize {
+        let n = self.spawn_on(id, nats_url).await;
+        if let Err(e) = wait_started(self.instances[n].port, START_TIMEOUT).await {
+            panic!("{id}: {e}\n{}", self.report());
+        }
+        n
+    }
+
+    /// Starts instance `id` and waits only for its dashboard URL (printed before it connects
+    /// to NATS), not for its manager to start; returns its index.
+    pub async fn spawn(&mut self, id: &str) -> usize {
+        let url = self.nats_url.clone();
+        self.spawn_on(id, &url).await
+    }
+
+    /// [`spawn`](Self::spawn) connected to the server(s) at `nats_url` (comma-separated).
+    pub async fn spawn_on(&mut self, id: &str, nats_url: &str) -> usize {
         let n = self.instances.len();
         let stderr_path = self.dir.path().join(format!("{n}-{id}.stderr"));
         let stderr = std::fs::File::create(&stderr_path)
@@ -223,6 +273,14 @@ impl Deployment {
     /// Sends SIGTERM to instance `i`.
     pub fn terminate(&self, i: usize) {
         signal(self.instances[i].pid, SIGTERM);
+    }
+
+    /// Instance `i`'s exit status if it has exited, `None` while it runs.
+    pub fn try_exit(&mut self, i: usize) -> Option<ExitStatus> {
+        match self.instances[i].child.try_wait() {
+            Ok(status) => status,
+            Err(e) => panic!("wait for instance {i}: {e}"),
+        }
     }
 
     /// Waits for instance `i` to exit.

@@ -87,6 +87,7 @@ pub const CONFIGURATION_ERRORS: &[u16] = &[
     10039, // JETSTREAM_NOT_ENABLED_FOR_ACCOUNT
     10052, // STREAM_INVALID_CONFIG
     10054, // STREAM_MESSAGE_EXCEEDS_MAXIMUM (max_msg_size)
+    10074, // STREAM_REPLICAS_NOT_SUPPORTED (replicas > 1 on a server that is not clustered)
     10076, // JETSTREAM_NOT_ENABLED
     10097, // STREAM_HEADER_EXCEEDS_MAXIMUM
     10109, // STREAM_SEALED
@@ -141,6 +142,7 @@ mod tests {
             ErrorCode::MESSAGE_TTL_DISABLED,
             ErrorCode::MESSAGE_TTL_INVALID,
             ErrorCode::STREAM_SEALED,
+            ErrorCode::STREAM_REPLICAS_NOT_SUPPORTED,
         ] {
             let code = ServerCode(u16::try_from(code.0).unwrap_or(u16::MAX));
             assert_eq!(code.class(), FailureClass::Persistent, "{code}");

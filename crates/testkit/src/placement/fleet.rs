@@ -97,7 +97,8 @@ impl Fleet {
             .unwrap_or_else(|| panic!("no process {id}"))
     }
 
-    /// The HTTP port of the latest process `id` (from its `http url=` line; HTTP must be on).
+    /// The HTTP port of the latest process `id` (from its `http url=` line; HTTP must be on),
+    /// once its manager has started (`run` serves HTTP while it starts).
     pub async fn http_port(&self, id: &str) -> u16 {
         let n = self
             .procs
@@ -113,6 +114,9 @@ impl Fleet {
                 .find_map(|l| l.strip_prefix("http url=http://127.0.0.1:"))
                 .and_then(|rest| rest.trim_end_matches('/').parse().ok())
             {
+                if let Err(e) = crate::instances::wait_started(p, Duration::from_secs(10)).await {
+                    panic!("{id}: {e}");
+                }
                 return p;
             }
             assert!(Instant::now() < deadline, "no http url line: {text}");
