@@ -754,6 +754,19 @@ impl RoleMachine {
             // New information ends a wait for the watcher (not a backoff after errors).
             self.not_before = None;
         }
+        if matches!(self.phase, Phase::Cooldown { .. } | Phase::Stopping)
+            && let Some(v) = state.lease()
+            && v.holder == self.id.instance
+            && let Some((session, _)) = self.session.filter(|(u, _)| *u == v.session)
+        {
+            // A value naming our live session while we take no term (cooling down, stopping):
+            // nobody acts on it, and we will not take it over now (Q4): hand it over through
+            // the session, so that it does not keep the role from everyone for the cooldown.
+            self.actions.push_back(Action::ReleaseTerm {
+                revision: rev,
+                session,
+            });
+        }
         let Phase::Leader(l) = &mut self.phase else {
             return;
         };

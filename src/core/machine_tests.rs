@@ -1064,3 +1064,39 @@ fn a_refused_release_is_handed_over_through_the_session() {
         );
     }
 }
+
+/// Q4 (issue 24, item 8): a value naming our live session seen while the role cools down (we
+/// will not take it over now) is handed over through the session, so that it does not keep the
+/// role from everyone for the cooldown.
+#[test]
+fn a_value_naming_our_session_during_a_cooldown_is_handed_over() {
+    let (mut m, t0) = machine();
+    promote(&mut m, t0, 3);
+    m.handle_release(ReleaseReason::Requested, Duration::from_secs(30), t0);
+    drain(&mut m);
+    m.handle_drained(t0);
+    let (op, _, _) = write_of(&drain(&mut m)).expect("the delete");
+    m.handle_write(op, WriteOutcome::Ok { revision: 4 }, t0);
+    drain(&mut m);
+    assert!(m.cooldown_until().is_some(), "cooling down");
+    let mut forged = lease("solo", 9, 9, None);
+    if let HolderValue::Lease(v) = &mut forged {
+        v.session = SESSION;
+    }
+    m.handle_observed(
+        KeyState::Held {
+            revision: 8,
+            value: forged,
+        },
+        t0,
+    );
+    let actions = drain(&mut m);
+    assert!(
+        actions.contains(&Action::ReleaseTerm {
+            revision: 8,
+            session: SESSION
+        }),
+        "{actions:?}"
+    );
+    assert!(write_of(&actions).is_none(), "acquired during the cooldown");
+}

@@ -114,6 +114,9 @@ pub struct SessionMachine {
     ending_retry: bool,
     /// Terms of the live session that nobody acts on (Q5 rule 5), carried by its writes.
     released: Vec<ReleasedTerm>,
+    /// The last values this process wrote for the current session (the newest last): a value
+    /// carrying our uuid that is none of them was written by somebody else.
+    sent: VecDeque<SessionValue>,
     actions: VecDeque<SessionAction>,
 }
 
@@ -147,6 +150,7 @@ impl SessionMachine {
             ending_rev: None,
             ending_retry: false,
             released: Vec::new(),
+            sent: VecDeque::new(),
             actions: VecDeque::new(),
         }
     }
@@ -226,10 +230,14 @@ impl SessionMachine {
         let fresh = self.new_uuid().as_u128();
         match &mut self.phase {
             Phase::Live(l) => {
-                if state.uuid() == Some(l.uuid) {
+                let ours = state.uuid() == Some(l.uuid) && is_sent(&self.sent, &state);
+                if ours {
                     // Our own write, seen before (or instead of) its acknowledgement.
                     l.rev = l.rev.max(rev);
-                } else if rev > l.rev {
+                } else if rev > l.rev || state.uuid() == Some(l.uuid) {
+                    // Another writer — also one that copied our uuid into a value we never
+                    // wrote (e.g. with a forged list of released terms, Q5 rule 5): the
+                    // session is lost, as after a foreign overwrite (forceful, Q6).
                     let reason = loss_reason(&state);
                     self.lose(reason, Some(state), now);
                 }
@@ -452,6 +460,7 @@ impl SessionMachine {
         self.actions.push_back(SessionAction::Lost { uuid, reason });
         // A new session has a new uuid: every value naming this one is vacant by rule 2.
         self.released.clear();
+        self.sent.clear();
         if matches!(self.pending, Some(Pending::Write { .. })) {
             // A renewal of the lost session: its outcome no longer matters.
             self.pending = None;
@@ -635,7 +644,7 @@ impl SessionMachine {
         match &mut self.phase {
             Phase::Live(l) => {
                 l.reread = false;
-                if state.uuid() == Some(l.uuid) && rev >= l.rev {
+                if state.uuid() == Some(l.uuid) && rev >= l.rev && is_sent(&self.sent, &state) {
                     // Still our session (our own late write): continue on the revision read.
                     l.rev = rev;
                     l.next_renew = l.next_renew.min(now);
@@ -786,6 +795,21 @@ impl SessionMachine {
             uuid: session,
         });
         let value = uuid.map(|u| self.value(u));
+        if let Some(v) = &value {
+            if self
+                .sent
+                .back()
+                .is_some_and(|last| last.session != v.session)
+            {
+                self.sent.clear();
+            }
+            if self.sent.back() != Some(v) {
+                if self.sent.len() >= SENT_REMEMBERED {
+                    self.sent.pop_front();
+                }
+                self.sent.push_back(v.clone());
+            }
+        }
         self.actions.push_back(SessionAction::Write(SessionWrite {
             op,
             kind,
@@ -847,6 +871,15 @@ impl SessionMachine {
             self.actions.push_back(SessionAction::Recovered);
         }
     }
+}
+
+/// How many of its latest distinct values a session remembers (its value changes only with the
+/// released terms; a late commit of an older one is still recognised).
+const SENT_REMEMBERED: usize = 8;
+
+/// Whether `state` holds one of the values in `sent` (this process wrote it).
+fn is_sent(sent: &VecDeque<SessionValue>, state: &SessionKeyState) -> bool {
+    matches!(state, SessionKeyState::Value { value: Some(v), .. } if sent.contains(v))
 }
 
 /// Why a session whose key now shows `state` (newer than our last write) is over.

@@ -458,3 +458,42 @@ fn persistent_failures_are_retried_slowly() {
             .any(|a| matches!(a, SessionAction::Recovered))
     );
 }
+
+/// Q5 rule 5 is no hole: a value carrying our session's uuid that this process never wrote
+/// (another client copied it, e.g. with a forged list of released terms) ends the session at
+/// once, as any other foreign write to the key does (forceful, Q6) — never taken as our own.
+#[test]
+fn a_forged_copy_of_our_session_value_ends_the_session() {
+    let (mut m, t0) = machine();
+    let uuid = start_live(&mut m, t0, SessionKeyState::Absent, 5);
+    // Our own value seen before its acknowledgement: still ours.
+    let t1 = t0 + Timing::default().heartbeat;
+    m.handle_timeout(t1);
+    let (op, kind, _, _) = write_of(&drain(&mut m)).expect("a renewal");
+    assert_eq!(kind, SessionWriteKind::Renew);
+    let mut own = value_at(7, uuid, 1);
+    m.handle_observed(own.clone(), t1);
+    assert!(
+        lost_of(&drain(&mut m)).is_none(),
+        "our own renewal taken as foreign"
+    );
+    m.handle_write(op, WriteOutcome::Ok { revision: 7 }, t1);
+    drain(&mut m);
+    // The same bytes with a released term we never listed: a forgery.
+    if let SessionKeyState::Value {
+        revision,
+        value: Some(v),
+    } = &mut own
+    {
+        *revision = 9;
+        v.released.push(crate::value::ReleasedTerm {
+            role: crate::names::RoleName::new("r").expect("valid role"),
+            revision: 3,
+        });
+    }
+    m.handle_observed(own, t1);
+    assert_eq!(
+        lost_of(&drain(&mut m)),
+        Some((uuid, SessionLoss::Superseded))
+    );
+}

@@ -603,3 +603,64 @@ async fn a_fresh_process_after_a_bucket_reset_waits_for_the_old_holders_deadline
     shutdown_without_panics(&[&a]).await;
     histories_clean(tmp.path(), &[rec_a, rec_c]);
 }
+
+/// Q5 rule 5 is no hole: another client copies a live holder's session value into its
+/// session key with a forged list of released terms. Candidates may take the listed role at
+/// once (they cannot tell the forgery from the owner's own release), so the owner must stop
+/// as it does for any other foreign write to its session key: at once, not never — its
+/// session is lost when its watcher delivers the forged value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_release_in_a_session_value_ends_the_owners_session() {
+    let server = NatsServer::start().await;
+    let client = connect(&server.url()).await;
+    let store = create_kv(&jetstream::new(client.clone()), lease_bucket("h_forged")).await;
+    let r = role("x");
+    let (a, _) = manager_at(
+        &server.url(),
+        "node-a",
+        "h_forged",
+        std::slice::from_ref(&r),
+        None,
+    )
+    .await;
+    let term = wait_leader(&a, &r, YOUNG + TTL * 3).await;
+    let (b, _) = manager_at(
+        &server.url(),
+        "node-b",
+        "h_forged",
+        std::slice::from_ref(&r),
+        None,
+    )
+    .await;
+    tokio::time::sleep(HEARTBEAT * 2).await;
+    let key = session_key("node-a");
+    let entry = store
+        .entry(key.as_str())
+        .await
+        .expect("read")
+        .expect("a session value");
+    let mut forged: serde_json::Value = serde_json::from_slice(&entry.value).expect("json");
+    forged["released"] = serde_json::json!([{"role": "x", "revision": term.term()}]);
+    let mut events = a.events();
+    store
+        .put(
+            key.as_str(),
+            serde_json::to_vec(&forged).expect("json").into(),
+        )
+        .await
+        .expect("put the forged value");
+    let e = wait_event(&mut events, TTL, "node-a demoted", is_demoted).await;
+    assert!(
+        matches!(
+            e,
+            RoleEvent::Demoted {
+                reason: nats_roles::DemoteReason::Superseded,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(!term.is_valid(), "the owner still acts");
+    wait_until(TTL * 3, "one holder again", || leaders(&[&a, &b], &r) == 1).await;
+    shutdown_without_panics(&[&a, &b]).await;
+}
