@@ -408,9 +408,28 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     let meter = telemetry.meter();
     #[cfg(not(feature = "otel"))]
     let meter = opentelemetry::global::meter("nats-roles");
+    let recorder = match &args.history {
+        Some(path) => {
+            let recorder = crate::history::HistoryRecorder::create(path, &id)
+                .map_err(|e| Failure::Usage(format!("--history {}: {e}", path.display())))?;
+            let roles: Vec<_> = config
+                .roles
+                .iter()
+                .filter(|r| r.campaign)
+                .map(|r| r.name.clone())
+                .collect();
+            recorder.start(&roles);
+            builder = builder.history(recorder.clone());
+            Some(recorder)
+        }
+        None => None,
+    };
     let processes = crate::exec::supervisor::ProcessContext {
         instance: id.clone(),
-        history: args.history.clone(),
+        // The watchdogs append their children's runs to the same file, as this process.
+        history: recorder
+            .as_ref()
+            .map(|r| (r.path().to_path_buf(), r.incarnation().to_owned())),
         manager: crate::exec::supervisor::ManagerSlot::default(),
         exits: None,
         prefix_output: true,
@@ -428,22 +447,6 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     {
         builder = builder.meter(telemetry.meter());
     }
-    let recorder = match &args.history {
-        Some(path) => {
-            let recorder = crate::history::HistoryRecorder::create(path, &id)
-                .map_err(|e| Failure::Usage(format!("--history {}: {e}", path.display())))?;
-            let roles: Vec<_> = config
-                .roles
-                .iter()
-                .filter(|r| r.campaign)
-                .map(|r| r.name.clone())
-                .collect();
-            recorder.start(&roles);
-            builder = builder.history(recorder.clone());
-            Some(recorder)
-        }
-        None => None,
-    };
     // Subscribed before start: the roles won during start-up are printed too, but only after
     // the `http url=` line, which comes first (README).
     let mut events = builder.events();
