@@ -94,6 +94,7 @@ pub struct Deployment {
     pub instances: Vec<Instance>,
     env: Vec<(String, String)>,
     args: Vec<String>,
+    own_groups: bool,
 }
 
 impl Deployment {
@@ -119,6 +120,7 @@ impl Deployment {
             instances: Vec::new(),
             env: Vec::new(),
             args: Vec::new(),
+            own_groups: false,
         }
     }
 
@@ -131,6 +133,13 @@ impl Deployment {
     /// with the instance id, `{dir}` with the temporary directory.
     pub fn arg(&mut self, arg: &str) {
         self.args.push(arg.to_owned());
+    }
+
+    /// Instances started from now on run in a process group of their own (its id is the
+    /// instance's pid), so that a test can signal the group (`kill -SIG -- -PGID`,
+    /// [`crate::process::signal_group`]) without hitting the test process.
+    pub fn own_process_groups(&mut self) {
+        self.own_groups = true;
     }
 
     /// The temporary directory (config, logs).
@@ -166,6 +175,9 @@ impl Deployment {
             .stderr(Stdio::from(stderr));
         for (k, v) in &self.env {
             cmd.env(k, v);
+        }
+        if self.own_groups {
+            cmd.process_group(0);
         }
         let mut child = cmd
             .spawn()
