@@ -205,7 +205,7 @@ async fn one_shot_exec_stops_gracefully_on_group_wide_signals_and_a_hangup() {
         ))
         .arg(how);
         if how == "group" {
-            cmd.process_group(0);
+            testkit::process::own_group(&mut cmd);
         }
         let mut child = cmd.spawn().expect("spawn exec");
         let pid = child.id().expect("pid");

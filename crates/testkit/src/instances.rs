@@ -137,7 +137,8 @@ impl Deployment {
 
     /// Instances started from now on run in a process group of their own (its id is the
     /// instance's pid), so that a test can signal the group (`kill -SIG -- -PGID`,
-    /// [`crate::process::signal_group`]) without hitting the test process.
+    /// [`crate::process::signal_group`]) without hitting the test process. They are killed
+    /// (`PR_SET_PDEATHSIG`) when the thread that started them ends.
     pub fn own_process_groups(&mut self) {
         self.own_groups = true;
     }
@@ -177,7 +178,7 @@ impl Deployment {
             cmd.env(k, v);
         }
         if self.own_groups {
-            cmd.process_group(0);
+            crate::process::own_group(&mut cmd);
         }
         let mut child = cmd
             .spawn()

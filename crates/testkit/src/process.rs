@@ -35,6 +35,21 @@ pub fn signal_group(pgid: u32, sig: i32) {
     );
 }
 
+/// Starts `cmd` in a process group of its own (its id is the process's pid), so that a test
+/// can signal the group ([`signal_group`]) without hitting the test process. Outside the
+/// test's group, a test runner's kill of that group (a hung test) would not reach it: it is
+/// killed (`PR_SET_PDEATHSIG`) when the thread that started it ends.
+pub fn own_group(cmd: &mut tokio::process::Command) {
+    cmd.process_group(0);
+    // SAFETY: prctl with integer arguments is async-signal-safe and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            Ok(())
+        });
+    }
+}
+
 /// `pid` and all its descendants (children, their children, …) as they are now, from `/proc`.
 pub fn tree(pid: u32) -> Vec<u32> {
     let mut parents: Vec<(u32, u32)> = Vec::new();
