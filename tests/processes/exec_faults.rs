@@ -2,8 +2,9 @@
 //! history checker: a stopped process group (the watchdog keeps its deadline), a loss that
 //! lets a successor in at once (eviction, a deleted session: the child is killed at once), a
 //! demotion racing a child's start (the start gate), a signal to every process of the tree
-//! (the graceful path), two processes with one instance id (judged apart), and the negative
-//! control with the watchdog's deadline disabled (flagged).
+//! (the graceful path), two processes with one instance id (judged apart), a watchdog that
+//! refuses to start a child past its deadline, and the negative control with the watchdog's
+//! deadline disabled (flagged).
 
 use std::time::{Duration, Instant};
 
@@ -465,4 +466,27 @@ async fn with_the_watchdog_deadline_disabled_a_stopped_manager_s_child_is_flagge
         "S4 and S5 flagged: {found:?}\n{}",
         out.text()
     );
+}
+
+/// A watchdog whose kill deadline has passed when it is about to start its child (the term may
+/// be over) refuses to start it: it reports why and exits 127, and the command never runs.
+#[tokio::test]
+async fn a_watchdog_never_starts_a_child_past_its_kill_deadline() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let marker = dir.path().join("ran");
+    let script = format!("touch {}", marker.display());
+    let out = testkit::cli::run(
+        &["watchdog", "--deadline-ns", "1", "--", "sh", "-c", &script],
+        &[],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(out.code, Some(127), "{}", out.text());
+    assert!(
+        out.stdout.starts_with("failed ") && out.stdout.contains("deadline passed"),
+        "{}",
+        out.text()
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!marker.exists(), "the command ran");
 }
