@@ -199,8 +199,13 @@ pub(crate) fn main(args: WatchdogArgs) -> ExitCode {
         // (`kill <reason>`): the request is on its way, the reason belongs in the record.
         killed = kill_reason(&rx);
     }
+    let code = exit_code(status);
+    let described = describe(status);
+    // Recorded now that the group is gone, not after its output: a stopped manager does not
+    // read its pipe, so the relays may wait for it.
+    history.stop(pid, &described, killed.as_deref());
     // The child's last lines come before the report of its end (bounded: a process that left
-    // the group may still hold a pipe open).
+    // the group may still hold a pipe open, a stopped manager may not read).
     let until = std::time::Instant::now() + RELAY_DRAIN;
     for _ in 0..relays {
         let left = until.saturating_duration_since(std::time::Instant::now());
@@ -208,9 +213,6 @@ pub(crate) fn main(args: WatchdogArgs) -> ExitCode {
             break;
         }
     }
-    let code = exit_code(status);
-    let described = describe(status);
-    history.stop(pid, &described, killed.as_deref());
     // The only write to the manager after the start that is not a relayed line; it may wait
     // for a stopped manager to read, after the group is gone and recorded.
     report(

@@ -14,6 +14,8 @@ use testkit::server::NatsServer;
 /// The child: logs its start (instance, term, pid) and a grandchild's pid to `$LOG`, prints a
 /// line, then runs until stopped. `MODE=graceful` exits 0 on SIGTERM (logging it),
 /// `MODE=ignore` ignores SIGTERM, `MODE=exit` exits 3 at once on `$FAIL_ON` (an instance id).
+/// On `$FLOOD` (an instance id, from the manager's environment) another process of its group
+/// writes lines to its stdout without pause.
 pub(crate) const CHILD: &str = r#"#!/bin/sh
 echo "start $NATS_ROLES_INSTANCE $NATS_ROLES_TERM $$ ${#NATS_ROLES_TOKEN} $NATS_ROLES_DEADLINE_MS $FOO $NATS_ROLES_ROLE" >> "$LOG"
 if [ "$MODE" = exit ] && [ "$NATS_ROLES_INSTANCE" = "$FAIL_ON" ]; then
@@ -22,6 +24,9 @@ fi
 sleep 1000 &
 echo "grandchild $NATS_ROLES_INSTANCE $!" >> "$LOG"
 if [ "$MODE" = ignore ]; then trap '' TERM; fi
+if [ "$NATS_ROLES_INSTANCE" = "$FLOOD" ]; then
+  (trap '' TERM; while :; do echo "flooding the manager's pipe, flooding the manager's pipe"; done) &
+fi
 if [ "$MODE" = graceful ]; then trap 'echo "term $NATS_ROLES_INSTANCE $NATS_ROLES_ROLE" >> "$LOG"; exit 0' TERM; fi
 echo "running as $NATS_ROLES_INSTANCE"
 while :; do sleep 0.05; done

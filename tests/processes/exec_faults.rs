@@ -61,12 +61,14 @@ fn flagged(text: &str) -> Vec<String> {
 /// `kill -STOP -- -PGID` of the holder's process group (Ctrl-Z in a terminal does the same)
 /// stops the manager and whatever shares its group, not the watchdog (a session of its own):
 /// the child, which ignores SIGTERM, and its grandchild are killed at the deadline, before the
-/// other instance is promoted; the histories are clean.
+/// other instance is promoted; the histories are clean. The child floods its output, so the
+/// stopped manager's pipe is full: the watchdog keeps its deadline and records the stop anyway.
 #[tokio::test]
 async fn a_stopped_process_group_s_child_is_killed_before_the_other_instance_is_promoted() {
     let server = NatsServer::start().await;
     let mut d = deployment(&server, "exec-pgstop", "ignore", "");
     d.own_process_groups();
+    d.env("FLOOD", "node-a");
     let a = d.start("node-a").await;
     wait_for(&d, Duration::from_secs(10), "node-a promoted", || {
         promoted(&d, a)
