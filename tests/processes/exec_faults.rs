@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use testkit::process::{SIGCONT, SIGSTOP, SIGTERM, signal, signal_group, signal_tree};
+use testkit::process::{SIGCONT, SIGHUP, SIGSTOP, SIGTERM, signal, signal_group, signal_tree};
 use testkit::server::NatsServer;
 
 use super::exec::{
@@ -300,8 +300,9 @@ async fn a_demotion_during_a_child_s_start_is_recorded_after_the_start() {
 /// systemd's `KillMode=control-group` (and `timeout`, `kill -TERM -- -PGID`) sends SIGTERM to
 /// every process of the service at once: the watchdog ignores it, the manager takes the
 /// graceful path — the child's trap runs, the role is released after the child is gone and
-/// node-b takes over in milliseconds (not a TTL), `run` exits 0. Then `kill -TERM -- -PGID` of
-/// node-b's group: the same.
+/// node-b takes over in milliseconds (not a TTL), `run` exits 0. Then `kill -HUP -- -PGID` of
+/// node-b's group (a hang-up; `nats-roles exec` is tested with `kill -TERM -- -PGID`): the same,
+/// the child stopped with its stop signal.
 #[tokio::test]
 async fn sigterm_to_every_process_of_the_tree_takes_the_graceful_path() {
     let server = NatsServer::start().await;
@@ -363,7 +364,7 @@ async fn sigterm_to_every_process_of_the_tree_takes_the_graceful_path() {
         },
     )
     .await;
-    signal_group(d.instances[b].pid(), SIGTERM);
+    signal_group(d.instances[b].pid(), SIGHUP);
     let status = d.wait_exit(b, Duration::from_secs(10)).await;
     assert!(
         status.success(),
