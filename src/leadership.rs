@@ -7,7 +7,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::WriteOutcome;
+use crate::core::{DemoteReason, WriteOutcome};
 use crate::error::FenceError;
 use crate::names::{InstanceId, RoleName};
 use crate::store::{DATA_PREFIX, ROLE_PREFIX};
@@ -27,6 +27,25 @@ pub(crate) struct TermShared {
     pub(crate) operation_timeout: Duration,
     /// Where fenced writes are reported.
     pub(crate) tap: crate::tap::Tap,
+    /// Why the term ended: set (once) by the role task just before it cancels `cancel`, so
+    /// that work reacting to the cancellation knows whether a successor may already be
+    /// promoted ([`DemoteReason::is_loss`]).
+    pub(crate) end_reason: std::sync::OnceLock<DemoteReason>,
+    /// Held while work of the term is being started (an `exec` role's child: the validity
+    /// check, the start and its report); the role task takes it after cancelling the term and
+    /// before it records the demotion, so a start either completes before the demotion or
+    /// sees the term cancelled (docs/protocol.md Q12).
+    pub(crate) start_gate: tokio::sync::Mutex<()>,
+}
+
+impl TermShared {
+    /// Ends the term for `reason`: the reason first, then the cancellation (and a wake-up of
+    /// whatever waits for a change of the term). Later calls change nothing.
+    pub(crate) fn end(&self, reason: DemoteReason) {
+        let _ = self.end_reason.set(reason);
+        self.cancel.cancel();
+        self.live_changed.notify_waiters();
+    }
 }
 
 /// The KV operations a term needs: the NATS store in production, an in-memory fake in tests
@@ -140,6 +159,16 @@ impl Leadership {
     #[must_use]
     pub fn is_valid(&self) -> bool {
         !self.inner.cancel.is_cancelled() && Instant::now() < self.deadline()
+    }
+
+    /// Why the term ended, once it was ended by a demotion (set before the token is cancelled;
+    /// `None` while the term runs, and after a lapsed deadline until the demotion comes). Work
+    /// that reacts to [`Leadership::cancelled`] can stop at once on a loss
+    /// ([`DemoteReason::is_loss`]: a successor may already be promoted) and gracefully
+    /// otherwise, as the binary does with `exec` children (docs/protocol.md Q12).
+    #[must_use]
+    pub fn end_reason(&self) -> Option<DemoteReason> {
+        self.inner.end_reason.get().copied()
     }
 
     /// A token cancelled when the term ends (loss, deadline, release or shutdown).

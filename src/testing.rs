@@ -218,6 +218,8 @@ impl FakeRole {
                 store: self.kv.clone(),
                 operation_timeout: Duration::from_secs(1),
                 tap: crate::tap::Tap::default(),
+                end_reason: std::sync::OnceLock::new(),
+                start_gate: tokio::sync::Mutex::new(()),
             }),
         };
         *self.slot() = Some(leadership.clone());
@@ -245,8 +247,7 @@ impl FakeRole {
         let Some(leadership) = self.slot().take() else {
             return;
         };
-        leadership.inner.cancel.cancel();
-        leadership.inner.live_changed.notify_waiters();
+        leadership.inner.end(reason);
         self.callbacks
             .on_demote(Demotion { leadership, reason })
             .await;

@@ -193,7 +193,9 @@ async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
     let (exits_tx, mut exits) = mpsc::unbounded_channel();
     let context = ProcessContext {
         instance: id.clone(),
-        history: args.history.clone(),
+        history: recorder
+            .as_ref()
+            .map(|r| (r.path().to_path_buf(), r.incarnation().to_owned())),
         manager: ManagerSlot::default(),
         exits: Some(exits_tx),
         prefix_output: false,

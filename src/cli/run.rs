@@ -464,7 +464,10 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     let meter = opentelemetry::global::meter("nats-roles");
     let processes = crate::exec::supervisor::ProcessContext {
         instance: id.clone(),
-        history: args.history.clone(),
+        // The watchdogs append their children's runs to the same file, as this process.
+        history: recorder
+            .as_ref()
+            .map(|r| (r.path().to_path_buf(), r.incarnation().to_owned())),
         manager: crate::exec::supervisor::ManagerSlot::default(),
         exits: None,
         prefix_output: true,

@@ -1,8 +1,13 @@
-//! Waiting for the signals that stop a command (Ctrl-C, SIGTERM).
+//! Waiting for the signals that stop a command (Ctrl-C, SIGTERM, SIGHUP).
+//!
+//! A service manager or a terminal may send them to every process of the command's tree at
+//! once (systemd's `KillMode=control-group`, `timeout`, `kill -TERM -- -PGID`, a hang-up): the
+//! watchdogs of `exec` children ignore them and keep their deadlines (src/exec/watchdog.rs), so
+//! a group-wide signal takes the same graceful path as a signal to this process alone.
 
 use super::outcome::EXIT_RUNTIME;
 
-/// SIGINT and SIGTERM, caught from its creation on (not from the first poll, as
+/// SIGINT, SIGTERM and SIGHUP, caught from its creation on (not from the first poll, as
 /// [`wait_signal`] is): a command that must exit cleanly on a signal at any point of its
 /// start-up installs it first.
 pub(crate) struct Signals {
@@ -10,10 +15,12 @@ pub(crate) struct Signals {
     interrupt: Option<tokio::signal::unix::Signal>,
     #[cfg(unix)]
     terminate: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    hangup: Option<tokio::signal::unix::Signal>,
 }
 
 impl Signals {
-    /// Catches SIGINT and SIGTERM from now on (a signal that cannot be caught keeps its
+    /// Catches SIGINT, SIGTERM and SIGHUP from now on (a signal that cannot be caught keeps its
     /// default action).
     pub(crate) fn install() -> Self {
         #[cfg(unix)]
@@ -22,6 +29,7 @@ impl Signals {
             Self {
                 interrupt: signal(SignalKind::interrupt()).ok(),
                 terminate: signal(SignalKind::terminate()).ok(),
+                hangup: signal(SignalKind::hangup()).ok(),
             }
         }
         #[cfg(not(unix))]
@@ -30,8 +38,8 @@ impl Signals {
         }
     }
 
-    /// Completes on the next SIGINT or SIGTERM.
-    pub(crate) async fn recv(&mut self) {
+    /// Completes on the next SIGINT or SIGTERM, and SIGHUP when `hangup`.
+    async fn next(&mut self, hangup: bool) {
         #[cfg(unix)]
         {
             async fn next(signal: Option<&mut tokio::signal::unix::Signal>) {
@@ -42,47 +50,80 @@ impl Signals {
                     None => std::future::pending().await,
                 }
             }
+            let hup = if hangup { self.hangup.as_mut() } else { None };
             tokio::select! {
                 () = next(self.interrupt.as_mut()) => {}
                 () = next(self.terminate.as_mut()) => {}
+                () = next(hup) => {}
             }
         }
         #[cfg(not(unix))]
         {
+            let _ = hangup;
             let _ = tokio::signal::ctrl_c().await;
         }
     }
 
-    /// Completes on the next SIGINT or SIGTERM; a second one exits at once.
+    /// Completes on the next SIGINT, SIGTERM or SIGHUP.
+    pub(crate) async fn recv(&mut self) {
+        self.next(true).await;
+    }
+
+    /// Completes on the next SIGINT, SIGTERM or SIGHUP; a second SIGINT or SIGTERM exits at
+    /// once (a SIGHUP after the first signal does not: systemd's `SendSIGHUP=yes` sends one
+    /// right after the stop signal).
     pub(crate) async fn shutdown(mut self) {
         self.recv().await;
         tokio::spawn(async move {
-            self.recv().await;
+            self.next(false).await;
             eprintln!("nats-roles: second signal, exiting without releasing");
             std::process::exit(i32::from(EXIT_RUNTIME));
         });
     }
 }
 
-/// Completes on SIGINT or SIGTERM.
+/// Completes on SIGINT, SIGTERM or SIGHUP.
 pub(crate) async fn wait_signal() {
+    wait_for(true).await;
+}
+
+/// Completes on SIGINT or SIGTERM, and SIGHUP when `hangup`.
+async fn wait_for(hangup: bool) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
+        let mut hup = if hangup {
+            signal(SignalKind::hangup()).ok()
+        } else {
+            None
+        };
+        let hup = async {
+            match hup.as_mut() {
+                Some(h) => {
+                    h.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
                 tokio::select! {
                     _ = tokio::signal::ctrl_c() => {}
                     _ = term.recv() => {}
+                    () = hup => {}
                 }
             }
             Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    () = hup => {}
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
+        let _ = hangup;
         let _ = tokio::signal::ctrl_c().await;
     }
 }

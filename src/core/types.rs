@@ -447,6 +447,36 @@ impl DemoteReason {
             Self::Failed(_) => "failed",
         }
     }
+
+    /// Whether the term ended by a **loss**: another party's write ended it (a takeover
+    /// [`Superseded`](Self::Superseded), an eviction [`Evicted`](Self::Evicted), the session
+    /// gone [`Expired`](Self::Expired), validation found the key not ours
+    /// [`ValidationFailed`](Self::ValidationFailed), a recreated bucket
+    /// [`BucketReset`](Self::BucketReset)). A successor **may already be promoted** when the
+    /// holder learns of a loss, so work of the term must stop at once (the binary `SIGKILL`s
+    /// an `exec` role's child, docs/protocol.md Q12), not gracefully.
+    ///
+    /// Not a loss: a release (the lease is deleted only after the work ended) and the ends
+    /// the holder reaches on its own before anyone can be promoted ([`DeadlineExpired`],
+    /// [`Disconnected`], [`Failed`]): nobody is promoted before the term's deadline, which
+    /// still bounds the work.
+    ///
+    /// [`DeadlineExpired`]: Self::DeadlineExpired
+    /// [`Disconnected`]: Self::Disconnected
+    /// [`Failed`]: Self::Failed
+    #[must_use]
+    pub fn is_loss(self) -> bool {
+        match self {
+            Self::Superseded
+            | Self::Evicted
+            | Self::Expired
+            | Self::ValidationFailed
+            | Self::BucketReset => true,
+            Self::Released(_) | Self::DeadlineExpired | Self::Disconnected | Self::Failed(_) => {
+                false
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Term {

@@ -15,12 +15,13 @@ pub(crate) const EXEC_RESTARTS: &str = "nats_roles_exec_restarts_total";
 pub(crate) const EXEC_RUNNING: &str = "nats_roles_exec_running";
 
 /// Every `outcome` of [`EXEC_RUNS`].
-pub(crate) const OUTCOMES: [&str; 6] = [
+pub(crate) const OUTCOMES: [&str; 7] = [
     "exit_ok",
     "exit_error",
     "signal",
     "killed_deadline",
     "killed_stop_timeout",
+    "killed_loss",
     "start_failed",
 ];
 
@@ -112,6 +113,9 @@ pub(crate) fn outcome(exit: &Exit) -> &'static str {
         Exit::Ended {
             killed: Some(k), ..
         } if k == "stop_timeout" => "killed_stop_timeout",
+        Exit::Ended {
+            killed: Some(k), ..
+        } if k.starts_with("loss:") => "killed_loss",
         Exit::Ended { code: 0, .. } => "exit_ok",
         Exit::Ended { status, .. } if status.starts_with("signal") => "signal",
         Exit::Ended { .. } => "exit_error",
@@ -138,6 +142,7 @@ mod tests {
                 ended(137, "signal 9", Some("stop_timeout")),
                 "killed_stop_timeout",
             ),
+            (ended(137, "signal 9", Some("loss:evicted")), "killed_loss"),
             (Exit::Failed("no such file".into()), "start_failed"),
         ] {
             assert_eq!(outcome(&exit), want);

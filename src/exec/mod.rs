@@ -7,10 +7,12 @@
 //! * [`wire`] — the lines the manager and a watchdog exchange;
 //! * [`child`] — the manager's side of one watched child;
 //! * [`metrics`] — runs, restarts and running commands;
+//! * [`seams`] — test-only seams (cargo feature `negative-controls`);
 //! * [`supervisor`] — the role callbacks that run hooks and children term by term.
 
 pub(crate) mod child;
 pub(crate) mod metrics;
+pub(crate) mod seams;
 pub(crate) mod supervisor;
 pub(crate) mod watchdog;
 pub(crate) mod wire;

@@ -4,6 +4,12 @@
 //! before `on_demote` returns (so before a graceful release deletes the lease), then the
 //! `on_demote` hook. The callbacks of a role run one at a time, in order (protocol P9), so the
 //! hooks and children of consecutive terms never overlap.
+//!
+//! The child's supervisor reacts to the end of the term itself, not to the queued `on_demote`
+//! (docs/protocol.md Q12): a **loss** ([`DemoteReason::is_loss`]: a successor may already be
+//! promoted) `SIGKILL`s the group at once; any other end stops it gracefully (stop signal,
+//! `SIGKILL` after `stop_timeout`, and always at the watchdog's deadline). A child is started
+//! only under the term's start gate, which the demotion takes before it is recorded.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -18,6 +24,7 @@ use super::child::{ChildSpec, Exit, HistoryTarget, Watched};
 use crate::RoleManager;
 use crate::callbacks::{BoxFuture, Demotion, RoleCallbacks};
 use crate::config::{ExecConfig, HookConfig, OnExit, RoleConfig};
+use crate::core::DemoteReason;
 use crate::leadership::Leadership;
 use crate::names::{InstanceId, RoleName};
 
@@ -55,8 +62,9 @@ impl ManagerSlot {
 pub(crate) struct ProcessContext {
     /// This instance.
     pub(crate) instance: InstanceId,
-    /// The election history the watchdogs append child runs to (`run --history`).
-    pub(crate) history: Option<PathBuf>,
+    /// The election history the watchdogs append child runs to (`run --history`), with the
+    /// recorder's incarnation (`inc` of the records).
+    pub(crate) history: Option<(PathBuf, String)>,
     /// The manager (for releases).
     pub(crate) manager: ManagerSlot,
     /// Told how each `exec` child ended (`nats-roles exec` exits with its status).
@@ -193,19 +201,25 @@ impl RoleProcesses {
             } else {
                 String::new()
             },
-            history: self.context.history.as_ref().map(|path| HistoryTarget {
-                path: path.clone(),
-                node: self.context.instance.to_string(),
-                role: self.role.to_string(),
-                epoch: token.epoch(),
-                term: token.term(),
-            }),
+            history: self
+                .context
+                .history
+                .as_ref()
+                .map(|(path, inc)| HistoryTarget {
+                    path: path.clone(),
+                    node: self.context.instance.to_string(),
+                    role: self.role.to_string(),
+                    epoch: token.epoch(),
+                    term: token.term(),
+                    inc: Some(inc.clone()),
+                }),
         }
     }
 }
 
 /// Supervises the child of one term until `stop` or the end of the term: starts it, moves its
-/// deadline with every renewal, applies `on_exit`.
+/// deadline with every renewal, applies `on_exit`; at the end of the term kills it at once
+/// (a loss) or stops it gracefully (anything else).
 async fn supervise(
     p: Arc<RoleProcesses>,
     exec: ExecConfig,
@@ -214,14 +228,24 @@ async fn supervise(
 ) {
     let role = &p.role;
     let mut backoff = exec.restart_backoff;
+    let term_ended = l.cancellation_token();
     loop {
+        let spec = p.child_spec(&exec, &l);
+        let started = Instant::now();
+        // The start gate: the demotion waits for a start in progress, and a start that had not
+        // begun sees the term ended (Q12: no child starts after its term's demotion).
+        let gate = l.inner.start_gate.lock().await;
         if stop.is_cancelled() || !l.is_valid() {
             return;
         }
-        let spec = p.child_spec(&exec, &l);
-        let started = Instant::now();
-        let mut child = match Watched::start(&spec, Some(l.deadline())).await {
+        let start = Watched::start(&spec, Some(l.deadline())).await;
+        drop(gate);
+        let mut child = match start {
             Ok(c) => c,
+            Err(exit) if stop.is_cancelled() || !l.is_valid() || past_kill_deadline(&l) => {
+                info!(%role, outcome = %exit, "the term ended before the role's command could start");
+                return;
+            }
             Err(exit) => {
                 error!(%role, error = %exit, "cannot start the role's command; releasing the role");
                 p.context.metrics.ended(role.as_str(), &exit, false);
@@ -237,16 +261,16 @@ async fn supervise(
             child.set_deadline(l.deadline()).await;
             tokio::select! {
                 exit = child.wait() => break exit,
-                () = stop.cancelled() => {
-                    child.stop().await;
-                    let exit = child.wait().await;
-                    info!(%role, outcome = %exit, "role command stopped");
-                    p.context.metrics.ended(role.as_str(), &exit, true);
-                    p.context.ended(&exit);
-                    return;
-                }
-                () = changed => {}
+                // The end of the term (or `on_demote`, which follows it): both ways by the
+                // reason the term ended with.
+                () = term_ended.cancelled() => {}
+                () = stop.cancelled() => {}
+                () = changed => continue,
             }
+            let exit = end_with_term(&p, &mut child, l.end_reason()).await;
+            p.context.metrics.ended(role.as_str(), &exit, true);
+            p.context.ended(&exit);
+            return;
         };
         p.context.metrics.ended(role.as_str(), &exit, true);
         p.context.ended(&exit);
@@ -273,6 +297,37 @@ async fn supervise(
                 p.context.manager.release(role, exec.restart_backoff);
                 return;
             }
+        }
+    }
+}
+
+/// Whether the watchdog's kill deadline of the term has passed (it refuses to start a child
+/// then).
+fn past_kill_deadline(l: &Leadership) -> bool {
+    Instant::now() + super::child::KILL_LEAD >= l.deadline()
+}
+
+/// The term ended while the child runs: a loss `SIGKILL`s its group at once (a successor may
+/// already be promoted: `killed` is `loss:<reason>`), any other end stops it gracefully.
+/// Returns when the group is gone.
+async fn end_with_term(
+    p: &RoleProcesses,
+    child: &mut Watched,
+    reason: Option<DemoteReason>,
+) -> Exit {
+    let role = &p.role;
+    match reason {
+        Some(r) if r.is_loss() => {
+            child.kill(&format!("loss:{}", r.as_str())).await;
+            let exit = child.wait().await;
+            warn!(%role, reason = r.as_str(), outcome = %exit, "role lost: its command was killed at once (a successor may already hold the role)");
+            exit
+        }
+        _ => {
+            child.stop().await;
+            let exit = child.wait().await;
+            info!(%role, reason = reason.map_or("none", DemoteReason::as_str), outcome = %exit, "role command stopped");
+            exit
         }
     }
 }

@@ -6,6 +6,14 @@
 //! ends), reaps every descendant (it is their sub-reaper) and reports back on its standard
 //! output. The wire format is in [`super::wire`]; docs/exec.md states the bound.
 //!
+//! The manager starts it in a session of its own (`setsid`), so no signal to the manager's
+//! process group or terminal (Ctrl-Z, `kill -STOP -- -PGID`, a hang-up) reaches it, and it
+//! ignores the signals a service manager or a terminal sends to every process
+//! (`SIGTERM`, `SIGINT`, `SIGHUP`, `SIGTSTP`, `SIGTTIN`, `SIGTTOU`, `SIGPIPE`): it ends only by
+//! `SIGKILL`, by the end of its child, or after its standard input from the manager closed.
+//! Its main loop never writes to the manager's pipes (a stopped manager does not read them):
+//! the deadline is kept whatever the manager does.
+//!
 //! Plain threads and blocking calls: the process must keep its deadline with nothing else
 //! running, and is small enough not to need a runtime.
 
@@ -47,6 +55,9 @@ pub(crate) struct WatchdogArgs {
     /// The term (history records).
     #[arg(long, default_value_t = 0)]
     term: u64,
+    /// The recording process's incarnation (history records: `inc`).
+    #[arg(long)]
+    inc: Option<String>,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -74,7 +85,7 @@ enum Event {
 /// Runs the watchdog; its exit code is the child's (128 + signal when signalled, 127 when it
 /// could not be started).
 pub(crate) fn main(args: WatchdogArgs) -> ExitCode {
-    ignore_terminal_signals();
+    ignore_group_signals();
     // Orphaned descendants of the child are re-parented to us, so we can wait for them.
     // SAFETY: prctl with PR_SET_CHILD_SUBREAPER and an integer argument has no memory effects.
     unsafe {
@@ -85,6 +96,17 @@ pub(crate) fn main(args: WatchdogArgs) -> ExitCode {
         report(&out, &Report::Failed("no command".into()));
         return ExitCode::from(127);
     };
+    if let Some(delay) = super::seams::watchdog_start_delay() {
+        std::thread::sleep(delay);
+    }
+    // A child is never started at or after its kill deadline (the term may be over).
+    if args.deadline_ns > 0 && real_mono_now_ns() >= args.deadline_ns {
+        report(
+            &out,
+            &Report::Failed("the term's deadline passed before the command could start".into()),
+        );
+        return ExitCode::from(127);
+    }
     let spawned = Command::new(program)
         .args(rest)
         .stdin(Stdio::null())
@@ -124,7 +146,7 @@ pub(crate) fn main(args: WatchdogArgs) -> ExitCode {
 
     let mut deadline = (args.deadline_ns > 0).then_some(args.deadline_ns);
     let mut escalate_at: Option<u64> = None;
-    let mut killed: Option<&'static str> = None;
+    let mut killed: Option<String> = None;
     let stop_timeout_ns = args.stop_timeout_ms.saturating_mul(1_000_000);
     let status = loop {
         let now = real_mono_now_ns();
@@ -132,10 +154,10 @@ pub(crate) fn main(args: WatchdogArgs) -> ExitCode {
         if killed.is_none() {
             if deadline.is_some_and(|d| now >= d) {
                 kill_group(pgid, libc::SIGKILL);
-                killed = Some("deadline");
+                killed = Some("deadline".into());
             } else if escalate_at.is_some_and(|e| now >= e) {
                 kill_group(pgid, libc::SIGKILL);
-                killed = Some("stop_timeout");
+                killed = Some("stop_timeout".into());
             }
         }
         let next = [deadline, escalate_at]
@@ -155,9 +177,9 @@ pub(crate) fn main(args: WatchdogArgs) -> ExitCode {
                     escalate_at = Some(real_mono_now_ns().saturating_add(stop_timeout_ns));
                 }
             }
-            Ok(Event::Request(Request::Kill)) => {
+            Ok(Event::Request(Request::Kill(reason))) => {
                 kill_group(pgid, libc::SIGKILL);
-                killed.get_or_insert("killed");
+                killed.get_or_insert(reason);
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
@@ -172,8 +194,18 @@ pub(crate) fn main(args: WatchdogArgs) -> ExitCode {
     // The leader is gone: nothing of its group may go on acting.
     kill_group(pgid, libc::SIGKILL);
     wait_group_gone(pgid);
+    if killed.is_none() && status.signal() == Some(libc::SIGKILL) {
+        // The manager kills the group itself when its term is lost, right after asking us to
+        // (`kill <reason>`): the request is on its way, the reason belongs in the record.
+        killed = kill_reason(&rx);
+    }
+    let code = exit_code(status);
+    let described = describe(status);
+    // Recorded now that the group is gone, not after its output: a stopped manager does not
+    // read its pipe, so the relays may wait for it.
+    history.stop(pid, &described, killed.as_deref());
     // The child's last lines come before the report of its end (bounded: a process that left
-    // the group may still hold a pipe open).
+    // the group may still hold a pipe open, a stopped manager may not read).
     let until = std::time::Instant::now() + RELAY_DRAIN;
     for _ in 0..relays {
         let left = until.saturating_duration_since(std::time::Instant::now());
@@ -181,27 +213,40 @@ pub(crate) fn main(args: WatchdogArgs) -> ExitCode {
             break;
         }
     }
-    let code = exit_code(status);
-    let described = describe(status);
-    history.stop(pid, &described, killed);
+    // The only write to the manager after the start that is not a relayed line; it may wait
+    // for a stopped manager to read, after the group is gone and recorded.
     report(
         &out,
         &Report::Exited {
             code,
             status: described,
-            killed: killed.map(str::to_owned),
+            killed,
         },
     );
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-/// The watchdog keeps running through a terminal's Ctrl-C (the manager, in the same process
-/// group, handles it and tells the watchdog to stop the child) and a hang-up.
-fn ignore_terminal_signals() {
-    // SAFETY: setting the disposition of these signals to SIG_IGN has no memory effects.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+/// Signals a terminal, a service manager (systemd's `KillMode=control-group`, `timeout`) or
+/// `kill -- -PGID` send to every process: the watchdog keeps running through them and keeps
+/// its deadline; the manager handles them and tells the watchdog to stop the child
+/// gracefully. Its child gets the default dispositions back (`pre_exec_child_setup`).
+const IGNORED: [i32; 7] = [
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGTERM,
+    libc::SIGTSTP,
+    libc::SIGTTIN,
+    libc::SIGTTOU,
+    libc::SIGPIPE,
+];
+
+/// Ignores [`IGNORED`].
+fn ignore_group_signals() {
+    for sig in IGNORED {
+        // SAFETY: setting the disposition of a signal to SIG_IGN has no memory effects.
+        unsafe {
+            libc::signal(sig, libc::SIG_IGN);
+        }
     }
 }
 
@@ -216,8 +261,8 @@ impl ChildSetup for Command {
         // and allocates nothing.
         unsafe {
             self.pre_exec(|| {
-                // Default dispositions (ours ignore the terminal's signals; exec keeps SIG_IGN).
-                for sig in [libc::SIGINT, libc::SIGHUP, libc::SIGPIPE, libc::SIGTERM] {
+                // Default dispositions (ours ignore group-wide signals; exec keeps SIG_IGN).
+                for sig in IGNORED {
                     libc::signal(sig, libc::SIG_DFL);
                 }
                 // Killed if the watchdog dies (e.g. SIGKILL) — the group is then unguarded.
@@ -232,6 +277,23 @@ impl ChildSetup for Command {
     }
 }
 
+/// How long a `SIGKILL` nobody here sent waits for the manager's `kill <reason>` request.
+const KILL_REASON_WAIT: Duration = Duration::from_millis(20);
+
+/// The reason of a `kill` request that arrives within [`KILL_REASON_WAIT`] (other requests
+/// are moot now).
+fn kill_reason(rx: &mpsc::Receiver<Event>) -> Option<String> {
+    let until = std::time::Instant::now() + KILL_REASON_WAIT;
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(Event::Request(Request::Kill(reason))) => return Some(reason),
+            Ok(Event::ManagerGone) | Err(_) => return None,
+            Ok(_) => {}
+        }
+    }
+}
+
 /// Sends `sig` to every process of the group.
 fn kill_group(pgid: libc::pid_t, sig: i32) {
     // SAFETY: kill has no memory effects; a negative pid names the process group.
@@ -240,13 +302,21 @@ fn kill_group(pgid: libc::pid_t, sig: i32) {
     }
 }
 
-/// Waits (bounded) until no process of the group is left: the watchdog reaps them all.
+/// Waits (bounded) until no process of the group is left: the watchdog reaps them all. Polls
+/// every 100 µs for the first 5 ms (`SIGKILL`ed processes are usually reaped by then: the
+/// stop record, which a successor's term is judged against, comes that much sooner), then
+/// every 2 ms.
 fn wait_group_gone(pgid: libc::pid_t) {
     let start = std::time::Instant::now();
     // SAFETY: kill with signal 0 only checks for existence.
     while unsafe { libc::kill(-pgid, 0) } == 0 && start.elapsed() < REAP_LIMIT {
         kill_group(pgid, libc::SIGKILL);
-        std::thread::sleep(Duration::from_millis(2));
+        let pause = if start.elapsed() < Duration::from_millis(5) {
+            Duration::from_micros(100)
+        } else {
+            Duration::from_millis(2)
+        };
+        std::thread::sleep(pause);
     }
 }
 
@@ -380,6 +450,7 @@ struct History {
     role: String,
     epoch: u64,
     term: u64,
+    inc: Option<String>,
 }
 
 impl History {
@@ -397,6 +468,7 @@ impl History {
             role: args.role.clone().unwrap_or_default(),
             epoch: args.epoch,
             term: args.term,
+            inc: args.inc.clone(),
         }
     }
 
@@ -427,7 +499,8 @@ impl History {
             &self.node,
             Some(&self.role),
             event,
-        );
+        )
+        .with_inc(self.inc.clone());
         let mut line = record.to_line();
         line.push('\n');
         let _ = file.write_all(line.as_bytes());

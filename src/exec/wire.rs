@@ -9,9 +9,13 @@ pub(crate) enum Request {
     Deadline(u64),
     /// Stop gracefully: the stop signal now, `SIGKILL` after the stop timeout: `stop`.
     Stop,
-    /// `SIGKILL` the group now: `kill`.
-    Kill,
+    /// `SIGKILL` the group now, for this reason (one word, reported as the child's `killed`):
+    /// `kill <reason>` (`kill` alone: `killed`).
+    Kill(String),
 }
+
+/// The reason of a bare `kill` line.
+const KILLED: &str = "killed";
 
 impl Request {
     /// The line (with its newline).
@@ -19,7 +23,7 @@ impl Request {
         match self {
             Self::Deadline(ns) => format!("deadline {ns}\n"),
             Self::Stop => "stop\n".to_owned(),
-            Self::Kill => "kill\n".to_owned(),
+            Self::Kill(reason) => format!("kill {}\n", one_word(reason)),
         }
     }
 
@@ -28,10 +32,21 @@ impl Request {
         match line.split_once(' ') {
             Some(("deadline", ns)) => ns.parse().ok().map(Self::Deadline),
             None if line == "stop" => Some(Self::Stop),
-            None if line == "kill" => Some(Self::Kill),
+            None if line == "kill" => Some(Self::Kill(KILLED.to_owned())),
+            Some(("kill", reason)) if !reason.is_empty() => Some(Self::Kill(one_word(reason))),
             _ => None,
         }
     }
+}
+
+/// `text` as one word (spaces and newlines become `_`; empty: `killed`).
+fn one_word(text: &str) -> String {
+    if text.is_empty() {
+        return KILLED.to_owned();
+    }
+    text.chars()
+        .map(|c| if c.is_whitespace() { '_' } else { c })
+        .collect()
 }
 
 /// Watchdog → manager.
@@ -108,9 +123,19 @@ mod tests {
 
     #[test]
     fn every_message_round_trips() {
-        for r in [Request::Deadline(123_456_789), Request::Stop, Request::Kill] {
+        for r in [
+            Request::Deadline(123_456_789),
+            Request::Stop,
+            Request::Kill("loss:evicted".into()),
+        ] {
             assert_eq!(Request::parse(r.to_line().trim_end()), Some(r));
         }
+        assert_eq!(Request::parse("kill"), Some(Request::Kill("killed".into())));
+        assert_eq!(
+            Request::Kill("a b\nc".into()).to_line(),
+            "kill a_b_c\n",
+            "a reason is one word"
+        );
         for r in [
             Report::Started(42),
             Report::Out("hello  world ".into()),

@@ -26,6 +26,14 @@ pub struct Record {
     /// The role, for role events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// The recording process's incarnation (a random id per [`HistoryRecorder`], also on the
+    /// records of its `exec` children's watchdogs): two processes with one instance id are
+    /// told apart by it. Absent in histories recorded before it existed (the checker then
+    /// takes a node name for one process at a time, split at each `start`).
+    ///
+    /// [`HistoryRecorder`]: crate::history::HistoryRecorder
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inc: Option<String>,
     /// What happened.
     #[serde(flatten)]
     pub event: Event,
@@ -312,8 +320,16 @@ impl Record {
             src: Source::Node,
             node: node.to_string(),
             role: role.map(str::to_string),
+            inc: None,
             event,
         }
+    }
+
+    /// The record with the recording process's incarnation `inc`.
+    #[must_use]
+    pub fn with_inc(mut self, inc: Option<String>) -> Self {
+        self.inc = inc;
+        self
     }
 
     /// A harness record.
@@ -325,6 +341,7 @@ impl Record {
             src: Source::Harness,
             node: "harness".to_string(),
             role: role.map(str::to_string),
+            inc: None,
             event,
         }
     }

@@ -42,6 +42,8 @@ pub struct HistoryRecorder {
 
 struct Inner {
     node: String,
+    /// This recorder's incarnation (`inc` of its records).
+    inc: String,
     path: PathBuf,
     map: MonoMap,
     tx: Mutex<Option<SyncSender<String>>>,
@@ -97,6 +99,7 @@ impl HistoryRecorder {
         Ok(Self {
             inner: Arc::new(Inner {
                 node: node.to_string(),
+                inc: format!("{:016x}", rand::random::<u64>()),
                 path,
                 map: MonoMap::now(),
                 tx: Mutex::new(Some(tx)),
@@ -121,6 +124,14 @@ impl HistoryRecorder {
         &self.inner.path
     }
 
+    /// The incarnation of the recording process: a random id, new for every recorder, written
+    /// as `inc` on each of its records (and by the watchdogs of the process's `exec` children
+    /// on theirs), so that the checker tells two processes with one instance id apart.
+    #[must_use]
+    pub fn incarnation(&self) -> &str {
+        &self.inner.inc
+    }
+
     /// Events dropped so far because the queue was full.
     #[must_use]
     pub fn dropped(&self) -> u64 {
@@ -135,7 +146,7 @@ impl HistoryRecorder {
             clock_rate: faketime_rate(),
             real_mono_ns: Some(real_mono_now_ns()),
         };
-        self.push(Record::node(mono_now_ns(), &self.inner.node, None, event));
+        self.push(self.record(mono_now_ns(), None, event));
     }
 
     /// Records that the workload is about to act as leader of `leadership`'s role with write
@@ -153,9 +164,8 @@ impl HistoryRecorder {
             m.insert(role.clone(), write_id);
         }
         let token = leadership.token();
-        self.push(Record::node(
+        self.push(self.record(
             stamp,
-            &self.inner.node,
             Some(role.as_str()),
             Event::Act {
                 epoch: token.epoch(),
@@ -171,15 +181,10 @@ impl HistoryRecorder {
     pub fn stop(&self) {
         let dropped = self.dropped();
         if dropped > 0 {
-            let rec = Record::node(
-                mono_now_ns(),
-                &self.inner.node,
-                None,
-                Event::Dropped { count: dropped },
-            );
+            let rec = self.record(mono_now_ns(), None, Event::Dropped { count: dropped });
             self.push_blocking(rec.to_line());
         }
-        let rec = Record::node(mono_now_ns(), &self.inner.node, None, Event::Stop);
+        let rec = self.record(mono_now_ns(), None, Event::Stop);
         self.push_blocking(rec.to_line());
         self.close();
     }
@@ -225,7 +230,12 @@ impl HistoryRecorder {
     /// of a node then comes from one clock read path and their order is exact. Only deadlines
     /// go through the `Instant` map.
     fn node_record(&self, role: &RoleName, event: Event) -> Record {
-        Record::node(mono_now_ns(), &self.inner.node, Some(role.as_str()), event)
+        self.record(mono_now_ns(), Some(role.as_str()), event)
+    }
+
+    /// A record of this node and incarnation.
+    fn record(&self, mono_ns: u64, role: Option<&str>, event: Event) -> Record {
+        Record::node(mono_ns, &self.inner.node, role, event).with_inc(Some(self.inner.inc.clone()))
     }
 }
 

@@ -28,6 +28,9 @@ use crate::store::ROLE_PREFIX;
 use crate::tap::TapEvent;
 use crate::value::now_rfc3339;
 
+/// Longest wait of a demotion for a start of the term's work in progress (`end_term`).
+const START_GATE_LIMIT: Duration = Duration::from_secs(5);
+
 enum OpResult {
     /// A write's outcome, its duration, and the highest bucket revision this instance had
     /// seen when it was sent (P6: the write is stored above it, or in another bucket).
@@ -99,6 +102,9 @@ impl RoleTask {
         }
         loop {
             while let Some(action) = self.machine.poll_action() {
+                if let Action::Demote { reason, .. } = &action {
+                    self.end_term(*reason).await;
+                }
                 self.execute(action, &key, &mut ops, &mut drain, calls, &mut acquired);
             }
             self.publish_status();
@@ -303,6 +309,8 @@ impl RoleTask {
                         store: Arc::new(self.shared.store.clone()),
                         operation_timeout: self.operation_timeout,
                         tap: self.shared.tap.clone(),
+                        end_reason: std::sync::OnceLock::new(),
+                        start_gate: tokio::sync::Mutex::new(()),
                     }),
                 };
                 info!(term = term.token.term(), "promoted");
@@ -370,9 +378,10 @@ impl RoleTask {
                     return;
                 }
                 let leadership = self.current.send_replace(None);
-                // P9: end the term (token cancelled) before anyone hears of the demotion.
+                // P9: end the term (token cancelled) before anyone hears of the demotion
+                // (`end_term` did so already; the reason stays the first one stored).
                 if let Some(l) = &leadership {
-                    l.inner.cancel.cancel();
+                    l.inner.end(reason);
                 }
                 let held = self
                     .promoted_at
@@ -406,9 +415,7 @@ impl RoleTask {
                     reason,
                 });
                 if let Some(l) = leadership {
-                    // P9: the token is cancelled before on_demote runs.
-                    l.inner.cancel.cancel();
-                    l.inner.live_changed.notify_waiters();
+                    // P9: the token is cancelled before on_demote runs (above).
                     let demotion = Demotion {
                         leadership: l,
                         reason,
@@ -460,6 +467,23 @@ impl RoleTask {
             }
             Action::Stopped => debug!("stopped"),
         }
+    }
+
+    /// Before a demotion is recorded or announced: ends the current term (its reason stored,
+    /// its token cancelled, so that its work reacts at once: an `exec` child is killed on a
+    /// loss) and waits until no start of its work is in progress (the term's start gate), so
+    /// that a child start either precedes the demotion or sees the term ended (Q12).
+    async fn end_term(&self, reason: DemoteReason) {
+        if !self.shared.backend.carries_out(reason) {
+            return;
+        }
+        let Some(l) = self.current.borrow().clone() else {
+            return;
+        };
+        l.inner.end(reason);
+        // A start holds the gate for one process spawn and its report; the bound only keeps
+        // a hung spawn from holding the role task (the watchdog's deadline still holds).
+        let _ = tokio::time::timeout(START_GATE_LIMIT, l.inner.start_gate.lock()).await;
     }
 
     /// This instance's session changed: its state goes to the machine; a failure of its writes

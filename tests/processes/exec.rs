@@ -14,7 +14,9 @@ use testkit::server::NatsServer;
 /// The child: logs its start (instance, term, pid) and a grandchild's pid to `$LOG`, prints a
 /// line, then runs until stopped. `MODE=graceful` exits 0 on SIGTERM (logging it),
 /// `MODE=ignore` ignores SIGTERM, `MODE=exit` exits 3 at once on `$FAIL_ON` (an instance id).
-const CHILD: &str = r#"#!/bin/sh
+/// On `$FLOOD` (an instance id, from the manager's environment) another process of its group
+/// writes lines to its stdout without pause.
+pub(crate) const CHILD: &str = r#"#!/bin/sh
 echo "start $NATS_ROLES_INSTANCE $NATS_ROLES_TERM $$ ${#NATS_ROLES_TOKEN} $NATS_ROLES_DEADLINE_MS $FOO $NATS_ROLES_ROLE" >> "$LOG"
 if [ "$MODE" = exit ] && [ "$NATS_ROLES_INSTANCE" = "$FAIL_ON" ]; then
   exit 3
@@ -22,13 +24,21 @@ fi
 sleep 1000 &
 echo "grandchild $NATS_ROLES_INSTANCE $!" >> "$LOG"
 if [ "$MODE" = ignore ]; then trap '' TERM; fi
+if [ "$NATS_ROLES_INSTANCE" = "$FLOOD" ]; then
+  (trap '' TERM; while :; do echo "flooding the manager's pipe, flooding the manager's pipe"; done) &
+fi
 if [ "$MODE" = graceful ]; then trap 'echo "term $NATS_ROLES_INSTANCE $NATS_ROLES_ROLE" >> "$LOG"; exit 0' TERM; fi
 echo "running as $NATS_ROLES_INSTANCE"
 while :; do sleep 0.05; done
 "#;
 
 /// A deployment whose role `worker` runs the child script (`mode`), with histories.
-fn deployment(server: &NatsServer, bucket: &str, mode: &str, exec_extra: &str) -> Deployment {
+pub(crate) fn deployment(
+    server: &NatsServer,
+    bucket: &str,
+    mode: &str,
+    exec_extra: &str,
+) -> Deployment {
     let mut d = Deployment::new(&server.url(), bucket, &[], "");
     let dir = d.dir().to_path_buf();
     let script = dir.join("child.sh");
@@ -49,12 +59,12 @@ fn deployment(server: &NatsServer, bucket: &str, mode: &str, exec_extra: &str) -
     d
 }
 
-fn make_executable(path: &Path) {
+pub(crate) fn make_executable(path: &Path) {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
-fn log_lines(d: &Deployment) -> Vec<String> {
+pub(crate) fn log_lines(d: &Deployment) -> Vec<String> {
     std::fs::read_to_string(d.dir().join("events.log"))
         .unwrap_or_default()
         .lines()
@@ -63,7 +73,7 @@ fn log_lines(d: &Deployment) -> Vec<String> {
 }
 
 /// Whether process `pid` exists and is not a zombie.
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => stat
             .rsplit(") ")
@@ -75,7 +85,12 @@ fn alive(pid: u32) -> bool {
 }
 
 /// Waits until `cond` holds (panics with `what` and the deployment's output after `limit`).
-async fn wait_for(d: &Deployment, limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+pub(crate) async fn wait_for(
+    d: &Deployment,
+    limit: Duration,
+    what: &str,
+    mut cond: impl FnMut() -> bool,
+) {
     let deadline = Instant::now() + limit;
     while !cond() {
         assert!(
@@ -89,7 +104,7 @@ async fn wait_for(d: &Deployment, limit: Duration, what: &str, mut cond: impl Fn
 }
 
 /// The pids (child, grandchild) instance `id` logged for its latest run.
-fn pids_of(d: &Deployment, id: &str) -> (u32, u32) {
+pub(crate) fn pids_of(d: &Deployment, id: &str) -> (u32, u32) {
     let lines = log_lines(d);
     let child = lines
         .iter()
@@ -112,7 +127,7 @@ fn pids_of(d: &Deployment, id: &str) -> (u32, u32) {
     (child, grandchild)
 }
 
-fn promoted(d: &Deployment, i: usize) -> bool {
+pub(crate) fn promoted(d: &Deployment, i: usize) -> bool {
     d.instances[i]
         .stdout()
         .iter()
@@ -120,7 +135,7 @@ fn promoted(d: &Deployment, i: usize) -> bool {
 }
 
 /// Records of `file` with event `ev` (the JSON lines), as (mono_ns, line).
-fn records(file: &Path, ev: &str) -> Vec<(u64, serde_json::Value)> {
+pub(crate) fn records(file: &Path, ev: &str) -> Vec<(u64, serde_json::Value)> {
     std::fs::read_to_string(file)
         .unwrap_or_default()
         .lines()
@@ -130,21 +145,37 @@ fn records(file: &Path, ev: &str) -> Vec<(u64, serde_json::Value)> {
         .collect()
 }
 
-/// `nats-roles history check` over the deployment's histories: clean, with `runs` command
-/// runs at least.
-async fn check_histories(d: &Deployment, runs: usize) {
-    let files: Vec<PathBuf> = ["node-a", "node-b"]
+/// `nats-roles history check` over the deployment's histories (node-a's, node-b's and the
+/// harness's).
+pub(crate) async fn history_check(d: &Deployment) -> testkit::cli::CliOutput {
+    let names: Vec<String> = history_files(d)
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let mut args = vec!["history", "check"];
+    args.extend(names.iter().map(String::as_str));
+    testkit::cli::run(&args, &[], Duration::from_secs(30)).await
+}
+
+/// node-a's and node-b's histories, and the harness's (a `trial` line) when a test wrote one.
+fn history_files(d: &Deployment) -> Vec<PathBuf> {
+    ["node-a", "node-b", "harness"]
         .iter()
         .map(|id| d.dir().join(format!("{id}.jsonl")))
         .filter(|p| p.exists())
-        .collect();
-    let mut args = vec!["history", "check"];
-    let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
-    args.extend(names.iter().map(String::as_str));
-    let out = testkit::cli::run(&args, &[], Duration::from_secs(30)).await;
+        .collect()
+}
+
+/// `nats-roles history check` over the deployment's histories: clean, with `runs` command
+/// runs at least.
+pub(crate) async fn check_histories(d: &Deployment, runs: usize) {
+    let out = history_check(d).await;
     assert_eq!(out.code, Some(0), "{}", out.text());
     assert!(out.stdout.contains("CLEAN"), "{}", out.text());
-    let counted: usize = files.iter().map(|f| records(f, "child_start").len()).sum();
+    let counted: usize = history_files(d)
+        .iter()
+        .map(|f| records(f, "child_start").len())
+        .sum();
     assert!(
         counted >= runs,
         "{counted} command runs recorded\n{}",

@@ -1,6 +1,7 @@
 //! `nats-roles validate` for the programs of `exec` roles and hooks, and the one-shot
 //! `nats-roles exec` (real processes, a real nats-server): commands under one role run one at a
-//! time, the exit status is the command's, SIGTERM stops the command and releases the role.
+//! time, the exit status is the command's, SIGTERM (also to its whole process tree or group) and
+//! SIGHUP stop the command gracefully and release the role.
 
 use std::time::{Duration, Instant};
 
@@ -168,6 +169,98 @@ async fn one_shot_exec_runs_commands_one_at_a_time_and_exits_with_their_status()
     assert_eq!(next.code, Some(0), "{}", next.text());
     assert!(
         took.elapsed() < Duration::from_secs(5),
+        "the role was not released"
+    );
+}
+
+/// `nats-roles exec` under the signals a service manager or a terminal sends: SIGTERM to every
+/// process of its tree at once (systemd's `KillMode=control-group`), `kill -TERM -- -PGID` of
+/// its process group, and SIGHUP to it alone. Each takes the graceful path: the command's
+/// SIGTERM trap runs, the role is released, and `exec` exits with the command's status (5).
+#[tokio::test]
+async fn one_shot_exec_stops_gracefully_on_group_wide_signals_and_a_hangup() {
+    use testkit::process::{SIGHUP, signal_group, signal_tree};
+    let server = NatsServer::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("trap.log");
+    let url = server.url();
+    for how in ["tree", "group", "hangup"] {
+        let bin = testkit::nats_roles_bin();
+        let mut cmd = testkit::cli::command(&bin);
+        cmd.args([
+            "exec",
+            "--role",
+            "lock",
+            "-s",
+            &url,
+            "--bucket",
+            "exec-signals",
+            "--auto-create",
+        ])
+        .args(["--instance-id", how, "--ttl", "2s", "--", "sh", "-c"])
+        .arg(format!(
+            "trap 'echo \"trapped $0\" >> {log}; exit 5' TERM; echo \"started $0\" >> {log}; \
+             while :; do sleep 0.05; done",
+            log = log.display()
+        ))
+        .arg(how);
+        if how == "group" {
+            testkit::process::own_group(&mut cmd);
+        }
+        let mut child = cmd.spawn().expect("spawn exec");
+        let pid = child.id().expect("pid");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains(&format!("started {how}"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{how}: the command did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The trap is set before the command says it started.
+        match how {
+            "tree" => {
+                let pids = signal_tree(pid, SIGTERM);
+                assert!(pids.len() >= 3, "exec, watchdog, command: {pids:?}");
+            }
+            "group" => signal_group(pid, SIGTERM),
+            _ => signal(pid, SIGHUP),
+        }
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{how}: exec exits after the signal"))
+            .expect("wait");
+        let lines = std::fs::read_to_string(&log).unwrap_or_default();
+        assert_eq!(status.code(), Some(5), "{how}: {status:?}\n{lines}");
+        assert!(
+            lines.contains(&format!("trapped {how}")),
+            "{how}: the command's trap ran:\n{lines}"
+        );
+    }
+    // Released each time: another one-shot gets the role at once.
+    let took = Instant::now();
+    let next = testkit::cli::run(
+        &[
+            "exec",
+            "--role",
+            "lock",
+            "-s",
+            &url,
+            "--bucket",
+            "exec-signals",
+            "--",
+            "true",
+        ],
+        &[],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(next.code, Some(0), "{}", next.text());
+    assert!(
+        took.elapsed() < Duration::from_secs(2),
         "the role was not released"
     );
 }

@@ -8,6 +8,7 @@ mod dashboard_browser;
 mod election;
 mod examples;
 mod exec;
+mod exec_faults;
 mod exec_oneshot;
 mod http_processes;
 mod observability;

@@ -127,6 +127,7 @@ pub struct Deployment {
     pub instances: Vec<Instance>,
     env: Vec<(String, String)>,
     args: Vec<String>,
+    own_groups: bool,
 }
 
 impl Deployment {
@@ -152,6 +153,7 @@ impl Deployment {
             instances: Vec::new(),
             env: Vec::new(),
             args: Vec::new(),
+            own_groups: false,
         }
     }
 
@@ -164,6 +166,14 @@ impl Deployment {
     /// with the instance id, `{dir}` with the temporary directory.
     pub fn arg(&mut self, arg: &str) {
         self.args.push(arg.to_owned());
+    }
+
+    /// Instances started from now on run in a process group of their own (its id is the
+    /// instance's pid), so that a test can signal the group (`kill -SIG -- -PGID`,
+    /// [`crate::process::signal_group`]) without hitting the test process. They are killed
+    /// (`PR_SET_PDEATHSIG`) when the thread that started them ends.
+    pub fn own_process_groups(&mut self) {
+        self.own_groups = true;
     }
 
     /// The temporary directory (config, logs).
@@ -216,6 +226,9 @@ impl Deployment {
             .stderr(Stdio::from(stderr));
         for (k, v) in &self.env {
             cmd.env(k, v);
+        }
+        if self.own_groups {
+            crate::process::own_group(&mut cmd);
         }
         let mut child = cmd
             .spawn()

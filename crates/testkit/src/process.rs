@@ -19,6 +19,91 @@ pub fn signal(pid: u32, sig: i32) {
     );
 }
 
+/// Sends `sig` to every process of the process group `pgid` (`kill -SIG -- -PGID`); panics if
+/// the group does not exist.
+pub fn signal_group(pgid: u32, sig: i32) {
+    let Ok(raw) = i32::try_from(pgid) else {
+        panic!("pgid {pgid} does not fit in i32");
+    };
+    // SAFETY: kill(2) only reads its two integer arguments; a negative pid names the group.
+    let rc = unsafe { libc::kill(-raw, sig) };
+    assert_eq!(
+        rc,
+        0,
+        "kill(-{pgid}, {sig}) failed: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Starts `cmd` in a process group of its own (its id is the process's pid), so that a test
+/// can signal the group ([`signal_group`]) without hitting the test process. Outside the
+/// test's group, a test runner's kill of that group (a hung test) would not reach it: it is
+/// killed (`PR_SET_PDEATHSIG`) when the thread that started it ends.
+pub fn own_group(cmd: &mut tokio::process::Command) {
+    cmd.process_group(0);
+    // SAFETY: prctl with integer arguments is async-signal-safe and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            Ok(())
+        });
+    }
+}
+
+/// `pid` and all its descendants (children, their children, …) as they are now, from `/proc`.
+pub fn tree(pid: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(p) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if let Some(ppid) = parent(p) {
+                parents.push((p, ppid));
+            }
+        }
+    }
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let of = out[i];
+        out.extend(parents.iter().filter(|(_, pp)| *pp == of).map(|(p, _)| *p));
+        i += 1;
+    }
+    out
+}
+
+/// The parent of `pid` (field 4 of `/proc/<pid>/stat`).
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(") ")
+        .next()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Sends `sig` to `pid` and every descendant of it, one after the other with nothing in
+/// between, the way systemd's `KillMode=control-group` stops a service; returns the pids
+/// signalled. Processes that ended meanwhile are skipped.
+pub fn signal_tree(pid: u32, sig: i32) -> Vec<u32> {
+    let pids = tree(pid);
+    for p in &pids {
+        if let Ok(raw) = i32::try_from(*p) {
+            // SAFETY: kill(2) only reads its two integer arguments.
+            unsafe {
+                libc::kill(raw, sig);
+            }
+        }
+    }
+    pids
+}
+
 /// Stops (SIGSTOP, `stopped`) or continues (SIGCONT) the process `pid` of `name`; panics if it
 /// is not running (`pid` is `None`).
 pub fn set_stopped(pid: Option<u32>, name: &str, stopped: bool) {

@@ -1,6 +1,7 @@
-//! Per node: lifetimes, lease discipline (S5: acts only inside an open term, before its
-//! deadline; S6: `(promote … demote)*` with matching tokens) and the terms with their acting
-//! intervals.
+//! Per process (a node's records of one incarnation, `inc`; a node name without incarnations
+//! stands for one process at a time): lifetimes, lease discipline (S5: acts only inside an open
+//! term, before its deadline; S6: `(promote … demote)*` with matching tokens) and the terms
+//! with their acting intervals.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -9,20 +10,39 @@ use crate::history::event::{Event, Source};
 use super::merge::Anchor;
 use super::report::Invariant;
 use super::{Checker, Ev, Life, MS, TermRec};
+/// The process a lifetime belongs to.
+pub(super) struct Proc<'p> {
+    node: &'p str,
+    inc: Option<&'p str>,
+    /// Whether its discipline is judged (S5, S6): not when it dropped events.
+    judge: bool,
+}
+
 impl<'a> Checker<'a> {
-    /// Per node: lifetimes, S5 and S6, and the terms with their acting intervals.
+    /// Per process: lifetimes, S5 and S6, and the terms with their acting intervals.
     pub(super) fn nodes_pass(&mut self) {
-        let mut per_node: BTreeMap<String, Vec<Ev<'a>>> = BTreeMap::new();
+        let mut per_proc: BTreeMap<(String, Option<String>), Vec<Ev<'a>>> = BTreeMap::new();
+        // Every process's starts, per node name.
+        let mut starts: BTreeMap<String, Vec<(u64, Option<String>)>> = BTreeMap::new();
         for e in &self.all {
             if e.rec.src == Source::Node {
-                per_node.entry(e.rec.node.clone()).or_default().push(*e);
+                per_proc
+                    .entry((e.rec.node.clone(), e.rec.inc.clone()))
+                    .or_default()
+                    .push(*e);
+                if matches!(e.rec.event, Event::Start { .. }) {
+                    starts
+                        .entry(e.rec.node.clone())
+                        .or_default()
+                        .push((e.t, e.rec.inc.clone()));
+                }
             }
         }
-        for (node, evs) in per_node {
-            if evs
+        for ((node, inc), evs) in per_proc {
+            let dropped = evs
                 .iter()
-                .any(|e| matches!(e.rec.event, Event::Dropped { .. }))
-            {
+                .any(|e| matches!(e.rec.event, Event::Dropped { .. }));
+            if dropped {
                 self.incomplete.insert(node.clone());
             }
             // Split into lifetimes at each start.
@@ -35,18 +55,37 @@ impl<'a> Checker<'a> {
                 }
             }
             lives.push((begin, evs.len()));
+            let proc = Proc {
+                node: &node,
+                inc: inc.as_deref(),
+                judge: !dropped,
+            };
             let mut out = Vec::new();
             for (li, &(a, b)) in lives.iter().enumerate() {
                 let seg = &evs[a..b];
-                let next_start = lives.get(li + 1).map_or(u64::MAX, |&(na, _)| evs[na].t);
-                out.push(self.life(&node, seg, next_start));
+                // The next start of this process, or of another process with this node name
+                // after this lifetime's last record (a restart: this one is gone by then; a
+                // process that still records after another's start is alive beside it).
+                let last = seg.last().map_or(0, |e| e.t);
+                let next_own = lives.get(li + 1).map_or(u64::MAX, |&(na, _)| evs[na].t);
+                let next_other = starts.get(&node).and_then(|v| {
+                    v.iter()
+                        .find(|(t, i)| *t > last && *i != inc)
+                        .map(|(t, _)| *t)
+                });
+                let next_start = next_other.map_or(next_own, |o| o.min(next_own));
+                out.push(self.life(&proc, seg, next_start));
             }
-            self.lives.insert(node, out);
+            let all = self.lives.entry(node.clone()).or_default();
+            all.extend(out);
+            all.sort_by_key(|l| l.start);
         }
     }
 
-    /// Walks one lifetime of a node.
-    pub(super) fn life(&mut self, node: &str, seg: &[Ev<'a>], next_start: u64) -> Life {
+    /// Walks one lifetime of a process.
+    pub(super) fn life(&mut self, proc: &Proc<'_>, seg: &[Ev<'a>], next_start: u64) -> Life {
+        let node = proc.node;
+        let inc = proc.inc.map(str::to_owned);
         let first = seg.first().map_or(0, |e| e.t);
         let last = seg.last().map_or(0, |e| e.t);
         let clean = seg.iter().any(|e| matches!(e.rec.event, Event::Stop));
@@ -68,7 +107,7 @@ impl<'a> Checker<'a> {
             Some(Event::Start { roles, .. }) => roles.clone(),
             _ => Vec::new(),
         };
-        let judge = !self.incomplete.contains(node);
+        let judge = proc.judge;
         // Anchor of this lifetime, to map deadlines (node clock) like the stamps.
         let anchor = match seg.first().map(|e| (e.rec.mono_ns, &e.rec.event)) {
             Some((
@@ -128,6 +167,7 @@ impl<'a> Checker<'a> {
                         let end = prev.lapsed_at.unwrap_or(e.t).min(e.t);
                         self.terms.push(TermRec {
                             node: node.to_string(),
+                            inc: inc.clone(),
                             role: role.clone(),
                             token: prev.token,
                             promote_t: prev.promote_t,
@@ -198,6 +238,7 @@ impl<'a> Checker<'a> {
                         Some(o) if o.token == token => {
                             self.terms.push(TermRec {
                                 node: node.to_string(),
+                                inc: inc.clone(),
                                 role: role.clone(),
                                 token,
                                 promote_t: o.promote_t,
@@ -324,6 +365,7 @@ impl<'a> Checker<'a> {
             let lapse = o.lapsed_at.unwrap_or_else(|| anchor.map(o.deadline_raw));
             self.terms.push(TermRec {
                 node: node.to_string(),
+                inc: inc.clone(),
                 role: role.clone(),
                 token: o.token,
                 promote_t: o.promote_t,
@@ -368,7 +410,7 @@ impl<'a> Checker<'a> {
                 .terms
                 .iter_mut()
                 .rev()
-                .find(|t| t.node == node && t.role == role && t.token == token)
+                .find(|t| t.node == node && t.inc == inc && t.role == role && t.token == token)
             {
                 t.act_end = t.act_end.max(child_end);
             }

@@ -1,5 +1,5 @@
 //! Per role: one holder at a time — S2 (promote tokens strictly increase), S3 (one holder
-//! per revision), S4 (acting intervals do not overlap).
+//! per revision), S4 (acting intervals of different processes do not overlap).
 
 use std::collections::HashMap;
 
@@ -149,7 +149,9 @@ impl<'a> Checker<'a> {
                 if b.promote_t >= a.act_end {
                     continue;
                 }
-                if a.node == b.node {
+                // One process's consecutive terms (S6 judges those); two processes with one
+                // node name (a restart beside a live predecessor) are judged like two nodes.
+                if a.node == b.node && a.inc == b.inc {
                     continue;
                 }
                 let end = a.act_end.min(b.act_end);
@@ -159,12 +161,15 @@ impl<'a> Checker<'a> {
             }
         }
         for (a, b, end) in found {
+            // Two processes of one node name are told apart by their incarnations.
+            let who = |t: &TermRec| match (&t.inc, a.node == b.node) {
+                (Some(inc), true) => format!("{} (process {inc}, term {})", t.node, t.token.1),
+                _ => format!("{} (term {})", t.node, t.token.1),
+            };
             let msg = format!(
-                "{} (term {}) and {} (term {}) both acted for {:.3} ms",
-                a.node,
-                a.token.1,
-                b.node,
-                b.token.1,
+                "{} and {} both acted for {:.3} ms",
+                who(&a),
+                who(&b),
                 (end - b.promote_t) as f64 / MS
             );
             self.violate(

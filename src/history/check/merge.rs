@@ -33,13 +33,17 @@ impl Anchor {
 
 impl<'a> Checker<'a> {
     pub(super) fn new(records: &'a [Record]) -> Self {
-        // Normalise node clocks: per node, in the node's own order, re-anchored at each start.
-        let mut by_node: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
+        // Normalise node clocks: per process (node and incarnation), in its own order,
+        // re-anchored at each start.
+        let mut by_node: BTreeMap<(&str, Option<&str>), Vec<&Record>> = BTreeMap::new();
         let mut all = Vec::with_capacity(records.len());
         let mut trial = None;
         for r in records {
             match r.src {
-                Source::Node => by_node.entry(r.node.as_str()).or_default().push(r),
+                Source::Node => by_node
+                    .entry((r.node.as_str(), r.inc.as_deref()))
+                    .or_default()
+                    .push(r),
                 Source::Harness => {
                     if let (Event::Trial(t), None) = (&r.event, &trial) {
                         trial = Some((r.mono_ns, t.clone()));
@@ -95,7 +99,8 @@ impl<'a> Checker<'a> {
             duration_ms: all.last().map_or(0.0, |e| ms(e.t, t0)),
             ..Stats::default()
         };
-        stats.nodes = by_node.keys().map(ToString::to_string).collect();
+        let nodes: BTreeSet<&str> = by_node.keys().map(|(node, _)| *node).collect();
+        stats.nodes = nodes.into_iter().map(ToString::to_string).collect();
         let roles: BTreeSet<&str> = all.iter().filter_map(|e| e.rec.role.as_deref()).collect();
         stats.roles = roles.into_iter().map(str::to_string).collect();
         Self {

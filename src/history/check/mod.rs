@@ -60,6 +60,9 @@ struct Life {
 #[derive(Debug, Clone)]
 struct TermRec {
     node: String,
+    /// The incarnation of the process that held it (`None`: a history without incarnations,
+    /// where a node name stands for one process at a time).
+    inc: Option<String>,
     role: String,
     token: (u64, u64),
     promote_t: u64,

@@ -800,3 +800,77 @@ fn exec_children_are_judged_like_leader_work() {
     assert!(r.has(Invariant::S5), "{}", r.render_text());
     assert!(r.has(Invariant::S4), "{}", r.render_text());
 }
+
+impl H {
+    /// Records added by `build` carry the process incarnation `inc`.
+    fn proc(self, inc: &str, build: impl FnOnce(H) -> H) -> H {
+        let from = self.0.len();
+        let mut h = build(self);
+        for r in &mut h.0[from..] {
+            r.inc = Some(inc.to_owned());
+        }
+        h
+    }
+}
+
+/// Two processes with the node name n1: p1 runs a child in term 2 (deadline 910 ms) and is
+/// paused; p2, a restart with the same instance id, starts at `restart_ms` and promotes term 9
+/// 10 ms later with its own child, which stops 500 ms after the restart. p1's watchdog kills
+/// p1's child at 860 ms; p1 resumes, demotes at 950 ms and stops.
+fn same_name_twice(restart_ms: u64, with_inc: bool) -> H {
+    let p1 = |h: H| {
+        h.start(0, "n1")
+            .promote(10, "n1", 2, 910)
+            .child_start(20, "n1", 2, 7)
+            .child_stop(860, "n1", 2, 7)
+            .demote(950, "n1", 2)
+            .stop(960, "n1")
+    };
+    let p2 = |h: H| {
+        h.start(restart_ms, "n1")
+            .promote(restart_ms + 10, "n1", 9, restart_ms + 1000)
+            .child_start(restart_ms + 20, "n1", 9, 8)
+            .child_stop(restart_ms + 500, "n1", 9, 8)
+            .demote(restart_ms + 510, "n1", 9)
+            .stop(restart_ms + 520, "n1")
+    };
+    let h = H::trial(1000);
+    if with_inc {
+        h.proc("p1", p1).proc("p2", p2)
+    } else {
+        p2(p1(h))
+    }
+}
+
+#[test]
+fn s4_judges_two_processes_with_one_node_name_apart() {
+    // p2's term began at 310 ms while p1's child ran until 860 ms: two processes acted (until
+    // p2's own term ended at 810 ms).
+    let r = same_name_twice(300, true).check();
+    only(&r, Invariant::S4);
+    let v = &r.violations[0];
+    assert_eq!(v.nodes, ["n1", "n1"], "{}", r.render_text());
+    assert!(
+        v.message.contains("n1 (process p1, term 2)")
+            && v.message.contains("n1 (process p2, term 9)"),
+        "{}",
+        r.render_text()
+    );
+    assert!(
+        (v.until_ms.unwrap_or(0.0) - v.at_ms - 500.0).abs() < 1.0,
+        "{}",
+        r.render_text()
+    );
+    // Each process keeps its own discipline (S6 per process): nothing else is flagged.
+    assert_eq!(r.stats.promotes, 2);
+    assert_eq!(r.stats.child_runs, 2);
+    // A restart after p1's deadline (its child was gone before): clean.
+    let r = same_name_twice(920, true).check();
+    assert!(r.is_clean(), "{}", r.render_text());
+    // The same records without incarnations (histories recorded before them) are judged as
+    // before: one process per node name at a time, split at each start — no S4 between them.
+    let r = same_name_twice(300, false).check();
+    assert!(!r.has(Invariant::S4), "{}", r.render_text());
+    let r = same_name_twice(920, false).check();
+    assert!(!r.has(Invariant::S4), "{}", r.render_text());
+}
