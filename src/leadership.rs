@@ -36,9 +36,33 @@ pub(crate) struct TermShared {
     /// before it records the demotion, so a start either completes before the demotion or
     /// sees the term cancelled (docs/protocol.md Q12).
     pub(crate) start_gate: tokio::sync::Mutex<()>,
+    /// Set (once) when the term, ended for a graceful release, was lost before its release
+    /// went through: work still draining must stop at once (Q12).
+    pub(crate) lost: std::sync::OnceLock<DemoteReason>,
+    /// Wakes whoever waits for [`TermShared::lost`].
+    pub(crate) lost_notify: tokio::sync::Notify,
 }
 
 impl TermShared {
+    /// The term, already ended for a release, was lost (`reason`) before the release went
+    /// through: wakes work that drains gracefully, so that it stops at once.
+    pub(crate) fn lose(&self, reason: DemoteReason) {
+        let _ = self.lost.set(reason);
+        self.lost_notify.notify_waiters();
+    }
+
+    /// Completes once the term was lost during its release ([`TermShared::lose`]), with the
+    /// reason.
+    pub(crate) async fn lost(&self) -> DemoteReason {
+        loop {
+            let notified = self.lost_notify.notified();
+            if let Some(reason) = self.lost.get() {
+                return *reason;
+            }
+            notified.await;
+        }
+    }
+
     /// Ends the term for `reason`: the reason first, then the cancellation (and a wake-up of
     /// whatever waits for a change of the term). Later calls change nothing.
     pub(crate) fn end(&self, reason: DemoteReason) {

@@ -220,6 +220,8 @@ impl FakeRole {
                 tap: crate::tap::Tap::default(),
                 end_reason: std::sync::OnceLock::new(),
                 start_gate: tokio::sync::Mutex::new(()),
+                lost: std::sync::OnceLock::new(),
+                lost_notify: tokio::sync::Notify::new(),
             }),
         };
         *self.slot() = Some(leadership.clone());

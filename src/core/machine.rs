@@ -708,6 +708,10 @@ impl RoleMachine {
                 reason,
                 drain: false,
             });
+        } else if reason.is_loss() {
+            // Demoted for a release already, its work still draining: stop it at once now.
+            self.actions
+                .push_back(Action::LostDuringRelease { term, reason });
         }
         // A delete in flight belongs to the ended term; its outcome is ignored.
         if matches!(self.pending, Some(Pending::Release { .. })) {
@@ -933,7 +937,9 @@ impl RoleMachine {
                     state,
                     seen_at: now,
                 });
-                self.leave_leadership(term, DemoteReason::Superseded, true, now);
+                // Our own delete: the end of a release, not a loss.
+                let reason = DemoteReason::Released(ReleaseReason::Requested);
+                self.leave_leadership(term, reason, true, now);
             }
             WriteOutcome::Conflict => {
                 // P8: the conflict may be our own renewal that committed late (its outcome was

@@ -1100,3 +1100,48 @@ fn a_value_naming_our_session_during_a_cooldown_is_handed_over() {
     );
     assert!(write_of(&actions).is_none(), "acquired during the cooldown");
 }
+
+/// Q12: a term whose release is draining (demoted already) and that is lost before its delete
+/// went through reports the loss (its draining work must stop at once); a release that ends
+/// with its own delete reports none.
+#[test]
+fn a_loss_during_a_release_is_reported_once() {
+    let (mut m, t0) = machine();
+    promote(&mut m, t0, 3);
+    m.handle_stop(t0);
+    drain(&mut m);
+    lose(&mut m, SESSION, DemoteReason::Evicted, t0);
+    let actions = drain(&mut m);
+    let lost: Vec<_> = actions
+        .iter()
+        .filter(|a| {
+            matches!(
+                a,
+                Action::LostDuringRelease {
+                    reason: DemoteReason::Evicted,
+                    ..
+                }
+            )
+        })
+        .collect();
+    assert_eq!(lost.len(), 1, "{actions:?}");
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Demote { .. })),
+        "demoted twice: {actions:?}"
+    );
+    // A release ending with its own delete: no loss.
+    let (mut m, t0) = machine();
+    promote(&mut m, t0, 3);
+    m.handle_stop(t0);
+    drain(&mut m);
+    m.handle_drained(t0);
+    let (op, _, _) = write_of(&drain(&mut m)).expect("the delete");
+    m.handle_write(op, WriteOutcome::Ok { revision: 4 }, t0);
+    assert!(
+        !drain(&mut m)
+            .iter()
+            .any(|a| matches!(a, Action::LostDuringRelease { .. })),
+        "our own delete taken for a loss"
+    );
+    assert!(m.is_stopped());
+}

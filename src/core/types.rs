@@ -620,6 +620,15 @@ pub enum Action {
         /// The session the value names.
         session: Uuid,
     },
+    /// A term whose graceful release was under way (already demoted, its work draining) was
+    /// lost before its delete went through (its session ended, another writer took the key):
+    /// a successor may be promoted now, so work still draining must stop at once (Q12).
+    LostDuringRelease {
+        /// The term.
+        term: Term,
+        /// How it was lost ([`DemoteReason::is_loss`]).
+        reason: DemoteReason,
+    },
     /// The machine finished.
     Stopped,
 }

@@ -267,7 +267,7 @@ async fn supervise(
                 () = stop.cancelled() => {}
                 () = changed => continue,
             }
-            let exit = end_with_term(&p, &mut child, l.end_reason()).await;
+            let exit = end_with_term(&p, &mut child, &l, l.end_reason()).await;
             p.context.metrics.ended(role.as_str(), &exit, true);
             p.context.ended(&exit);
             return;
@@ -313,6 +313,7 @@ fn past_kill_deadline(l: &Leadership) -> bool {
 async fn end_with_term(
     p: &RoleProcesses,
     child: &mut Watched,
+    term: &Leadership,
     reason: Option<DemoteReason>,
 ) -> Exit {
     let role = &p.role;
@@ -325,8 +326,19 @@ async fn end_with_term(
         }
         _ => {
             child.stop().await;
+            // A release drains gracefully, unless the term is lost meanwhile (its session
+            // ended, another writer took the key): then a successor may be promoted, and
+            // what is left of the group is killed at once (Q12).
+            let lost = tokio::select! {
+                exit = child.wait() => {
+                    info!(%role, reason = reason.map_or("none", DemoteReason::as_str), outcome = %exit, "role command stopped");
+                    return exit;
+                }
+                lost = term.inner.lost() => lost,
+            };
+            child.kill(&format!("loss:{}", lost.as_str())).await;
             let exit = child.wait().await;
-            info!(%role, reason = reason.map_or("none", DemoteReason::as_str), outcome = %exit, "role command stopped");
+            warn!(%role, reason = lost.as_str(), outcome = %exit, "role lost while its command stopped: killed at once (a successor may already hold the role)");
             exit
         }
     }

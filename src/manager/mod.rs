@@ -189,6 +189,7 @@ impl RoleManager {
         let task = RoleTask {
             session,
             session_class,
+            draining: None,
             role: spec.name.clone(),
             machine,
             shared: self.shared.clone(),

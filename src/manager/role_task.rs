@@ -63,6 +63,9 @@ pub(crate) struct RoleTask {
     pub(crate) session: Option<watch::Receiver<super::session_link::SessionView>>,
     /// That session's TTL class (ms).
     pub(crate) session_class: Option<u64>,
+    /// The term whose graceful release is draining (demoted, its work stopping): told when it
+    /// is lost before the release went through.
+    pub(crate) draining: Option<Leadership>,
 }
 
 impl RoleTask {
@@ -163,6 +166,7 @@ impl RoleTask {
                 }
                 () = async { if let Some(d) = drain.as_mut() { d.await } }, if drain.is_some() => {
                     drain = None;
+                    self.draining = None;
                     self.machine.handle_drained(Instant::now());
                 }
                 input = self.inbox.recv(), if inbox_open => {
@@ -311,6 +315,8 @@ impl RoleTask {
                         tap: self.shared.tap.clone(),
                         end_reason: std::sync::OnceLock::new(),
                         start_gate: tokio::sync::Mutex::new(()),
+                        lost: std::sync::OnceLock::new(),
+                        lost_notify: tokio::sync::Notify::new(),
                     }),
                 };
                 info!(term = term.token.term(), "promoted");
@@ -421,6 +427,7 @@ impl RoleTask {
                         reason,
                     };
                     if wait {
+                        self.draining = Some(demotion.leadership.clone());
                         let (tx, rx) = oneshot::channel();
                         let _ = calls.send(CallbackCall::Demote(demotion, Some(tx)));
                         let timeout = self.shared.drain_timeout;
@@ -455,6 +462,16 @@ impl RoleTask {
                     high_water, "revisions went back: the bucket was recreated; checking its epoch"
                 );
                 self.shared.bucket_check.notify_one();
+            }
+            Action::LostDuringRelease { term, reason } => {
+                warn!(
+                    term = term.token.term(),
+                    %reason,
+                    "the role was lost while its release drained: its work is stopped at once"
+                );
+                if let Some(l) = self.draining.take() {
+                    l.inner.lose(reason);
+                }
             }
             Action::ReleaseTerm { revision, session } => {
                 warn!(

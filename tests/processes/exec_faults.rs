@@ -494,3 +494,77 @@ async fn a_watchdog_never_starts_a_child_past_its_kill_deadline() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!marker.exists(), "the command ran");
 }
+
+/// A loss while a graceful release drains (node-a stops: its child, which ignores SIGTERM,
+/// gets its stop signal and `stop_timeout: 6s` starts; then another client deletes node-a's
+/// session key, so node-b may be promoted at once): the draining child is killed at once
+/// (`killed: loss:…`), not after the stop timeout, and it is gone before node-b's child starts.
+#[tokio::test]
+async fn a_loss_during_a_release_s_drain_kills_the_child_at_once() {
+    let server = NatsServer::start().await;
+    let bucket = "exec-drain-loss";
+    let mut d = deployment(
+        &server,
+        bucket,
+        "ignore",
+        "      stop_timeout: 6s\nshutdown:\n  drain_timeout: 8s\n",
+    );
+    write_trial(&d, bucket, LOSS_EPSILON_MS);
+    let a = d.start("node-a").await;
+    wait_for(&d, Duration::from_secs(10), "node-a promoted", || {
+        promoted(&d, a)
+    })
+    .await;
+    let b = d.start("node-b").await;
+    let (child, grandchild) = a_child_running(&d).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The release begins: the child gets SIGTERM (ignored), the drain waits for it.
+    d.terminate(a);
+    wait_record(&d, "node-a", "demote").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        alive(child),
+        "the child ignores SIGTERM and still runs in the drain"
+    );
+    let client = testkit::client::connect(&d.nats_url).await;
+    let kv = async_nats::jetstream::new(client)
+        .get_key_value(bucket)
+        .await
+        .expect("the bucket");
+    kv.delete("session.node-a.2000")
+        .await
+        .expect("delete node-a's session key");
+    let deleted = Instant::now();
+    let (stop_t, stop) = wait_record(&d, "node-a", "child_stop").await;
+    let killed = stop["killed"].as_str().unwrap_or_default().to_owned();
+    assert!(killed.starts_with("loss:"), "{stop}\n{}", d.report());
+    assert!(
+        deleted.elapsed() < Duration::from_secs(3),
+        "killed only {:?} after the loss",
+        deleted.elapsed()
+    );
+    assert!(
+        !alive(child) && !alive(grandchild),
+        "node-a's child or grandchild alive"
+    );
+    wait_for(
+        &d,
+        Duration::from_secs(10),
+        "node-b's child started",
+        || last_record(&d, "node-b", "child_start").is_some(),
+    )
+    .await;
+    let (b_start_t, _) = last_record(&d, "node-b", "child_start").expect("node-b's child_start");
+    let after_start = ms(b_start_t, stop_t);
+    eprintln!(
+        "exec-drain-loss: node-a's child_stop ({killed}) {after_start:+.3} ms after node-b's child_start"
+    );
+    assert!(
+        after_start < CHILD_START_MARGIN_MS,
+        "node-a's child stopped {after_start:.3} ms after node-b's child started"
+    );
+    d.wait_exit(a, Duration::from_secs(15)).await;
+    d.terminate(b);
+    d.wait_exit(b, Duration::from_secs(10)).await;
+    check_histories(&d, 2).await;
+}

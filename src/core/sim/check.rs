@@ -193,7 +193,8 @@ impl<'a> Walk<'a> {
             | Action::Failed(_)
             | Action::Recovered
             | Action::Notice(_)
-            | Action::ReleaseTerm { .. } => {}
+            | Action::ReleaseTerm { .. }
+            | Action::LostDuringRelease { .. } => {}
         }
     }
 

@@ -203,7 +203,10 @@ impl Sim {
                         .handle_release_term(session, role, revision, now_i);
                     self.session_actions(i, now_i);
                 }
-                Action::Failed(_) | Action::Recovered | Action::Notice(_) => {}
+                Action::Failed(_)
+                | Action::Recovered
+                | Action::Notice(_)
+                | Action::LostDuringRelease { .. } => {}
             }
         }
     }
