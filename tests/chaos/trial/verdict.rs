@@ -25,13 +25,18 @@ pub struct RoundNote {
 }
 
 /// Whether a round of `fault` must end its target's term (a fail-over from the fault to the
-/// next promote). Connection resets, delays and short server restarts may be ridden out by a
-/// correct holder, and a stream-leader change during the followers' backstop reads must not
-/// cost the live holder anything: those rounds only have to hit a holder.
+/// next promote). Connection resets, delays, short server restarts and a full stream (a
+/// session renewal replaces a message of the same size, which may still fit) may be ridden
+/// out by a correct holder, and a stream-leader change during the followers' backstop reads
+/// must not cost the live holder anything: those rounds only have to hit a holder.
 pub fn must_fail_over(fault: Kind) -> bool {
     !matches!(
         fault,
-        Kind::ProxyReset | Kind::ProxyDelay | Kind::ServerRestart | Kind::BackstopLeader
+        Kind::ProxyReset
+            | Kind::ProxyDelay
+            | Kind::ServerRestart
+            | Kind::DiskFull
+            | Kind::BackstopLeader
     )
 }
 
