@@ -3,8 +3,9 @@
 //! trial (invariants S1-S6, L1-L3 of `docs/reliability.md`).
 //!
 //! * **CI tier** (`cargo nextest run --test chaos`): one test per fault type, one short trial
-//!   each (the issue-24 faults each once, on one fleet); the correct-build tests run alone,
-//!   the broken modes two at a time (see `.config/nextest.toml`). Safety tests never retry.
+//!   each (the issue-24 faults each once, on one fleet); the correct-build tests and
+//!   `drop-ttl` run alone, the other broken modes two at a time (see `.config/nextest.toml`).
+//!   Safety tests never retry.
 //! * **Soak** (`NATS_ROLES_SOAK=1 cargo nextest run --profile soak --test chaos soak
 //!   --no-capture`): hundreds of
 //!   trials over every fault type, longer schedules, steady-state windows, RSS/fd sampling,

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use futures_util::StreamExt;
 use nats_roles::tooling::history::Phase;
 use rand::Rng;
@@ -250,7 +251,7 @@ async fn gone_without_marker(sys: &System, key: &str) -> bool {
     stream
         .get_last_raw_message_by_subject(&format!("$KV.{BUCKET}.{key}"))
         .await
-        .is_err()
+        .is_err_and(|e| e.kind() == LastRawMessageErrorKind::NoMessageFound)
 }
 
 /// Issue 24 B6: every follower is stopped (SIGSTOP) and cut off (its proxy holds both

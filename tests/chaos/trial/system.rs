@@ -130,7 +130,9 @@ impl System {
     /// `observe`).
     pub(super) async fn read_role(&self, role: &str) -> (Option<String>, Option<u64>) {
         let key = format!("role.{role}");
-        let entry = tokio::time::timeout(Duration::from_secs(2), self.kv.entry(key))
+        // A short timeout: a read stalled by a stream-leader change is retried by the callers'
+        // polling instead of adding seconds to the times they measure.
+        let entry = tokio::time::timeout(Duration::from_millis(500), self.kv.entry(key))
             .await
             .ok()
             .and_then(Result::ok)
