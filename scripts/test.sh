@@ -37,6 +37,10 @@ section "import cycles"
 # No module of src/ depends on itself through others (top level and inside every folder).
 python3 scripts/import-cycles.py all
 
+section "doc citations"
+# Every test, function and path the documents (README.md, docs/*.md) cite exists.
+python3 scripts/doc-citations.py
+
 section "cargo clippy (-D warnings)"
 # --workspace: the test kit (crates/testkit) too.
 cargo clippy --workspace --all-targets --all-features -- -D warnings
