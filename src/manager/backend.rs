@@ -8,7 +8,7 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
-use crate::core::{DemoteReason, WriteKind, WriteOutcome};
+use crate::core::{DemoteReason, SessionLoss, SessionUpdate, WriteKind, WriteOutcome};
 use crate::store::LeaseStore;
 
 /// One lease write as the role driver sends it.
@@ -55,6 +55,20 @@ pub(crate) trait RoleBackend: Send + Sync + 'static {
     fn carries_out(&self, reason: DemoteReason) -> bool {
         let _ = reason;
         true
+    }
+
+    /// What the role tasks of the session `key` are told when its driver reports `update`
+    /// (`loss`: why the session ended, for [`SessionUpdate::Lost`]); `None` tells them
+    /// nothing. Every update is passed on as it is, except by the `renew-after-loss` negative
+    /// control.
+    fn session_update(
+        &self,
+        key: &str,
+        update: SessionUpdate,
+        loss: Option<SessionLoss>,
+    ) -> Option<SessionUpdate> {
+        let _ = (key, loss);
+        Some(update)
     }
 }
 

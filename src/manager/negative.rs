@@ -5,14 +5,17 @@
 //! the way terms reach the application), and the builder installs it only under the feature.
 //! The production types (store, state machine, driver) know nothing of it.
 
+use std::collections::HashMap;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
+use uuid::Uuid;
 
 use super::backend::{LeaseWrite, RoleBackend};
-use crate::core::{DemoteReason, WriteKind, WriteOutcome};
+use crate::core::{DemoteReason, SessionLoss, SessionUpdate, WriteKind, WriteOutcome};
 use crate::store::LeaseStore;
 
 /// One deliberately broken mode of the library.
@@ -30,20 +33,26 @@ pub enum NegativeControl {
     /// Protocol v2: every role value another instance holds counts as vacant at once, as if
     /// its session were gone (a takeover while the holder's session is alive).
     IgnoreSession,
+    /// Protocol v2: role tasks never hear that their session was lost (evicted, superseded,
+    /// expired, a recreated bucket — anything but a clean end), and the next session's
+    /// renewals extend the terms resting on the lost one: a holder acts on after its session
+    /// is gone, until it sees its role key taken (the simulation's control of the same name).
+    RenewAfterLoss,
 }
 
 impl NegativeControl {
     /// Every mode.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::PlainPut,
         Self::DropTtl,
         Self::NoLocalDeadline,
         Self::SkipDemote,
         Self::IgnoreSession,
+        Self::RenewAfterLoss,
     ];
 
     /// The command-line name (`plain-put`, `drop-ttl`, `no-local-deadline`, `skip-demote`,
-    /// `ignore-session`).
+    /// `ignore-session`, `renew-after-loss`).
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -52,6 +61,7 @@ impl NegativeControl {
             Self::NoLocalDeadline => "no-local-deadline",
             Self::SkipDemote => "skip-demote",
             Self::IgnoreSession => "ignore-session",
+            Self::RenewAfterLoss => "renew-after-loss",
         }
     }
 }
@@ -87,6 +97,9 @@ const DEADLINE_IGNORED_FOR: Duration = Duration::from_secs(3600);
 pub(crate) struct Flawed {
     store: LeaseStore,
     mode: NegativeControl,
+    /// `renew-after-loss`, per session key (TTL class): the uuid of its first lost session,
+    /// on which its role tasks still believe their terms rest.
+    lost: Arc<Mutex<HashMap<String, Uuid>>>,
 }
 
 impl Flawed {
@@ -96,7 +109,11 @@ impl Flawed {
             ?mode,
             "negative control active: this manager is deliberately broken (test only)"
         );
-        Self { store, mode }
+        Self {
+            store,
+            mode,
+            lost: Arc::default(),
+        }
     }
 }
 
@@ -150,7 +167,40 @@ impl RoleBackend for Flawed {
             NegativeControl::NoLocalDeadline => reason != DemoteReason::DeadlineExpired,
             NegativeControl::PlainPut
             | NegativeControl::DropTtl
-            | NegativeControl::IgnoreSession => true,
+            | NegativeControl::IgnoreSession
+            | NegativeControl::RenewAfterLoss => true,
+        }
+    }
+
+    /// `renew-after-loss`: a loss (other than a clean end) is not passed on, and every later
+    /// session of the key is passed on as the lost one, so its renewals extend the terms that
+    /// rested on it.
+    fn session_update(
+        &self,
+        key: &str,
+        update: SessionUpdate,
+        loss: Option<SessionLoss>,
+    ) -> Option<SessionUpdate> {
+        if self.mode != NegativeControl::RenewAfterLoss {
+            return Some(update);
+        }
+        let mut lost = self.lost.lock().unwrap_or_else(PoisonError::into_inner);
+        match update {
+            SessionUpdate::Lost { uuid, .. } if loss != Some(SessionLoss::Ended) => {
+                lost.entry(key.to_owned()).or_insert(uuid);
+                None
+            }
+            SessionUpdate::Lost { uuid, reason } => Some(SessionUpdate::Lost {
+                uuid: lost.get(key).copied().unwrap_or(uuid),
+                reason,
+            }),
+            SessionUpdate::Live {
+                uuid,
+                acked_sent_at,
+            } => Some(SessionUpdate::Live {
+                uuid: lost.get(key).copied().unwrap_or(uuid),
+                acked_sent_at,
+            }),
         }
     }
 }

@@ -200,12 +200,13 @@ impl SessionTask {
                 revision,
             } => {
                 info!(%uuid, revision, "session started");
-                self.view.send_modify(|v| {
-                    v.update = Some(SessionUpdate::Live {
+                self.publish(
+                    SessionUpdate::Live {
                         uuid,
                         acked_sent_at,
-                    });
-                });
+                    },
+                    None,
+                );
             }
             SessionAction::Renewed {
                 uuid,
@@ -213,12 +214,13 @@ impl SessionTask {
                 revision,
             } => {
                 tracing::trace!(revision, "session renewed");
-                self.view.send_modify(|v| {
-                    v.update = Some(SessionUpdate::Live {
+                self.publish(
+                    SessionUpdate::Live {
                         uuid,
                         acked_sent_at,
-                    });
-                });
+                    },
+                    None,
+                );
             }
             SessionAction::Lost { uuid, reason } => {
                 self.publish_released();
@@ -231,12 +233,13 @@ impl SessionTask {
                 } else {
                     warn!(%uuid, reason = reason.as_str(), "session lost; every role of it demotes");
                 }
-                self.view.send_modify(|v| {
-                    v.update = Some(SessionUpdate::Lost {
+                self.publish(
+                    SessionUpdate::Lost {
                         uuid,
                         reason: reason.demote_reason(),
-                    });
-                });
+                    },
+                    Some(reason),
+                );
             }
             SessionAction::Duplicate { other_incarnation } => {
                 error!(
@@ -256,6 +259,16 @@ impl SessionTask {
                 self.view.send_modify(|v| v.failure = None);
             }
             SessionAction::Stopped => debug!("session task stopped"),
+        }
+    }
+}
+
+impl SessionTask {
+    /// Tells the role tasks of this session about `update` (through the backend: only the
+    /// test-only `renew-after-loss` negative control changes what they hear).
+    fn publish(&self, update: SessionUpdate, loss: Option<SessionLoss>) {
+        if let Some(update) = self.shared.backend.session_update(&self.key, update, loss) {
+            self.view.send_modify(|v| v.update = Some(update));
         }
     }
 }

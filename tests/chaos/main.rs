@@ -2,14 +2,21 @@
 //! (`examples/chaos_node`), seeded fault schedules, and the history checker's verdict on every
 //! trial (invariants S1-S6, L1-L3 of `docs/reliability.md`).
 //!
-//! * **CI tier** (`cargo nextest run --test chaos`): one test per fault type, a few short trials
-//!   each; every chaos test runs alone (see `.config/nextest.toml`); about 5-9 minutes on 2
-//!   cores. Safety tests never retry.
+//! * **CI tier** (`cargo nextest run --test chaos`): one test per fault type, one short trial
+//!   each (the issue-24 faults each once, on one fleet); the correct-build tests and
+//!   `drop-ttl` run alone, the other broken modes two at a time (see `.config/nextest.toml`).
+//!   Safety tests never retry.
 //! * **Soak** (`NATS_ROLES_SOAK=1 cargo nextest run --profile soak --test chaos soak
 //!   --no-capture`): hundreds of
 //!   trials over every fault type, longer schedules, steady-state windows, RSS/fd sampling,
 //!   negative-control statistics, and a summary table (see `docs/reliability.md`).
-//!   `CHAOS_TRIALS=N` sets the trials per fault type of the soak (and of every CI test).
+//!   `CHAOS_TRIALS=N` sets the trials per fault type of the soak (and of every CI test);
+//!   `CHAOS_ONLY=kind,kind` runs only those kinds of the soak's plan (names as in the table).
+//!
+//! A correct build's trial passes only when the report is clean **and** every round's fault
+//! hit a holder, the rounds that must fail over did, and the holders acted and wrote fenced
+//! data (`trial/verdict.rs`); a broken mode passes only when the checker flags the invariant
+//! that mode breaks (`Kind::targets`), not any violation.
 //!
 //! Seeds: every run prints `CHAOS_SEED=<n>`; setting it replays the same schedules (the
 //! processes' timing still varies). Each trial keeps its histories under
@@ -57,6 +64,14 @@ fn soak() -> bool {
     std::env::var("NATS_ROLES_SOAK").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
+/// `CHAOS_ONLY`: the kinds of the soak's plan to run (all when unset).
+fn only() -> Option<Vec<String>> {
+    std::env::var("CHAOS_ONLY")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| v.split(',').map(|k| k.trim().to_owned()).collect())
+}
+
 fn trials_override() -> Option<usize> {
     std::env::var("CHAOS_TRIALS")
         .ok()
@@ -79,8 +94,8 @@ async fn series(kind: Kind, trials: usize, rounds: usize, steady: bool) -> Vec<O
     out
 }
 
-/// Panics with the first unexpected verdict (must-pass kinds: every trial clean; broken modes:
-/// at least 95 % of trials flagged).
+/// Panics with the first unexpected verdict (must-pass kinds: every trial clean and without
+/// harness problems; broken modes: at least 95 % of trials flagged by a targeted invariant).
 fn assert_expected(kind: Kind, outcomes: &[Outcome]) {
     if kind.must_pass() {
         if let Some(bad) = outcomes.iter().find(|o| !o.as_expected()) {
@@ -117,6 +132,14 @@ async fn ci(kind: Kind, trials: usize, rounds: usize) {
             o.recoveries
         );
     }
+    for o in outcomes.iter().filter(|o| !o.reheld.is_empty()) {
+        eprintln!(
+            "chaos: {} #{}: every role held again after the fault's end: {:?}",
+            kind.name(),
+            o.spec.index,
+            o.reheld
+        );
+    }
     assert_expected(kind, &outcomes);
 }
 
@@ -136,9 +159,10 @@ fn fmt_ms(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.0}"))
 }
 
-/// The summary table: per trial kind the trials, violations (flagged trials for broken modes),
-/// fail-over p50/p99 per fault (holder's fault → next promote), and acquire attempts per
-/// vacancy; per node the RSS/fd range of endurance runs.
+/// The summary table: per trial kind the trials, violations, trials with violations (for
+/// broken modes: flagged by a targeted invariant), fail-over p50/p99 per fault (holder's fault
+/// → next promote), acquire attempts per vacancy, and for the issue-24 faults the time to every
+/// role held again; per node the RSS/fd range of endurance runs.
 fn table(outcomes: &[Outcome]) -> String {
     #[derive(Default)]
     struct Row {
@@ -152,12 +176,24 @@ fn table(outcomes: &[Outcome]) -> String {
     let mut failovers: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut attempts: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut resources = Vec::new();
+    let mut reheld: BTreeMap<String, (usize, Vec<f64>)> = BTreeMap::new();
     for o in outcomes {
+        for (fault, took) in &o.reheld {
+            let e = reheld.entry(fault.clone()).or_default();
+            match took {
+                Some(d) => e.1.push(d.as_secs_f64() * 1000.0),
+                None => e.0 += 1,
+            }
+        }
         let name = o.spec.kind.name();
         let row = rows.entry(name.clone()).or_default();
         row.trials += 1;
         row.violations += o.report.violations.len();
-        row.flagged += usize::from(!o.report.is_clean());
+        row.flagged += usize::from(if o.spec.kind.must_pass() {
+            !o.report.is_clean()
+        } else {
+            o.flagged()
+        });
         row.unexpected += usize::from(!o.as_expected());
         row.secs += o.elapsed.as_secs_f64();
         if o.spec.kind.must_pass() {
@@ -224,6 +260,18 @@ fn table(outcomes: &[Outcome]) -> String {
             fmt_ms(v.last().copied())
         );
     }
+    if !reheld.is_empty() {
+        s += "\n| issue-24 fault: every role held again after its end | rounds | not within the bound | p50 ms | max ms |\n|---|---|---|---|---|\n";
+        for (name, (missed, mut v)) in reheld {
+            v.sort_by(f64::total_cmp);
+            s += &format!(
+                "| {name} | {} | {missed} | {} | {} |\n",
+                v.len() + missed,
+                fmt_ms(percentile(&v, 50.0)),
+                fmt_ms(v.last().copied())
+            );
+        }
+    }
     if !resources.is_empty() {
         s += "\nresources:\n";
         for r in resources {
@@ -257,9 +305,13 @@ async fn cluster_stream_leader_kill() {
     ci(Kind::LeaderKill, 1, 1).await;
 }
 
+/// The stream leader paused (SIGSTOP) for 1-3 TTL; then, on the same cluster and fleet (issue
+/// 24 item 14), the stream leader steps down while the followers' backstop leader reads (sent
+/// on continuing after a stop longer than the backstop period) are in flight, the holder's
+/// session live throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_stream_leader_pause() {
-    ci(Kind::LeaderPause, 1, 1).await;
+async fn cluster_stream_leader_pause_then_change_during_backstop_reads() {
+    ci(Kind::ClusterMix, 1, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -307,6 +359,17 @@ async fn herd_of_50_candidates_for_one_role() {
     ci(Kind::Herd, 1, 3).await;
 }
 
+/// Issue 24 (B6-B9, A3): a foreign session value without TTL, foreign role values naming live
+/// non-holder sessions, markers aged out while the followers were stopped, a refused release,
+/// a bucket recreated with a fresh process started right after — each once, on one server and
+/// one fleet. Every role must be held again within `2 × (ttl + heartbeat + 500 ms) + 1 s` of
+/// each fault's end (6.5 s: the private roles' TTL class is 2 s), and the history must check
+/// clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_faults_each_once_on_one_fleet() {
+    ci(Kind::Protocol, 1, 5).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_plain_put_is_flagged() {
     ci(Kind::Negative("plain-put"), 1, 3).await;
@@ -334,6 +397,13 @@ async fn negative_control_ignore_session_is_flagged() {
     ci(Kind::Negative("ignore-session"), 1, 3).await;
 }
 
+/// Protocol v2 (Q4): role tasks that never hear of their session's loss (a foreign delete of
+/// the session key, each round) and keep their terms on the next session: flagged S4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negative_control_renew_after_loss_is_flagged() {
+    ci(Kind::Negative("renew-after-loss"), 1, 3).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Soak
 // ---------------------------------------------------------------------------------------------
@@ -346,7 +416,8 @@ async fn soak_mixed_faults_steady_state_and_resources() {
     let mut all = Vec::new();
     if soak() {
         let n = trials_override();
-        let plan: [(Kind, usize, usize, bool); 20] = [
+        let only = only();
+        let plan: [(Kind, usize, usize, bool); 28] = [
             (Kind::Sigkill, 22, 3, false),
             (Kind::Sigstop, 22, 3, false),
             (Kind::ServerRestart, 12, 2, false),
@@ -367,13 +438,30 @@ async fn soak_mixed_faults_steady_state_and_resources() {
             (Kind::Negative("no-local-deadline"), 15, 3, false),
             (Kind::Negative("skip-demote"), 15, 3, false),
             (Kind::Negative("ignore-session"), 15, 3, false),
+            (Kind::Negative("renew-after-loss"), 15, 3, false),
+            // Issue 24: each fault alone (several rounds on one fleet), and all five mixed.
+            (Kind::ForeignSession, 6, 3, false),
+            (Kind::ForeignRole, 6, 3, false),
+            (Kind::MarkersAgedOut, 6, 2, false),
+            (Kind::RefusedRelease, 6, 2, false),
+            (Kind::BucketRecreate, 6, 2, false),
+            (Kind::Protocol, 4, 10, false),
+            (Kind::BackstopLeader, 6, 3, false),
         ];
         for (kind, trials, rounds, steady) in plan {
+            if only.as_ref().is_some_and(|o| !o.contains(&kind.name())) {
+                continue;
+            }
             let outcomes = series(kind, n.unwrap_or(trials), rounds, steady).await;
             all.extend(outcomes);
             eprintln!("chaos soak so far:{}", table(&all));
         }
-        all.extend(series(Kind::Endurance, 1, 40, true).await);
+        if only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|k| k == "endurance"))
+        {
+            all.extend(series(Kind::Endurance, 1, 40, true).await);
+        }
     } else {
         all.extend(series(Kind::Mixed, 1, 3, true).await);
         all.extend(series(Kind::Endurance, 1, 3, false).await);

@@ -183,6 +183,9 @@ const AUTH_FIXED: &str = r#"authorization {
   ]
 }"#;
 
+/// How soon after its roles start a denied role must report the denial (see the test).
+const PERMISSION_DENIAL_BOUND: Duration = Duration::from_millis(50);
+
 /// A permission violation for exactly one role's subject is reported at once (typed, with
 /// the role's status saying so), does not touch the role whose name is a prefix of it
 /// (`shard-1`), never stops the role for good: after the operator fixes the permission (server
@@ -231,6 +234,16 @@ async fn permission_denied_is_fast_exact_and_retried_until_fixed() {
     .await;
     let took = started.elapsed();
     eprintln!("permission denial surfaced after {took:?}: {e:?}");
+    // The claim (docs/failure-semantics.md): reported within a round trip (~5 ms after the
+    // attempt), not after the 2 s request timeout an uncorrelated denial would take. Measured
+    // from the roles' start (the session's first write, then the denied acquire): 15 runs on
+    // the 2-core VM at load average ~6 (other builds and tests running): 2.4-8.1 ms, p50
+    // 3.7 ms. The bound keeps 6 x the worst of those for a loaded CI machine.
+    assert!(
+        took < PERMISSION_DENIAL_BOUND,
+        "permission denial surfaced after {took:?} (bound {PERMISSION_DENIAL_BOUND:?}): not \
+         correlated with the server's error, or the machine is far slower than measured"
+    );
     assert_eq!(
         e,
         RoleEvent::Failed {

@@ -145,10 +145,16 @@ async fn the_holder_releases_only_once_the_receiver_prepared() {
     let promoted = at(&log, "promoted").expect("promoted");
     assert!(prepared >= started + Duration::from_millis(450));
     assert!(promoted >= prepared, "promoted before it was prepared");
-    // Released once b said so: within a record write and a hand-over, not the timeout.
+    // Released once b said so: within a record write and a hand-over (docs/placement.md:
+    // ≈ 6 ms), not the prepare timeout (2 s here). 15 runs on the 2-core VM at load average ~6
+    // (other builds and tests running): 3.8-19.6 ms, p50 6.0 ms. The bound keeps 5 x the
+    // worst of those for a loaded CI machine.
     let waited = promoted - prepared;
     eprintln!("prepared → promoted {waited:?}");
-    assert!(waited < Duration::from_secs(1), "{waited:?}");
+    assert!(
+        waited < Duration::from_millis(100),
+        "prepared → promoted took {waited:?} (bound 100 ms)"
+    );
     b.shutdown(Duration::from_secs(5)).await.expect("b stops");
     a.shutdown(Duration::from_secs(5)).await.expect("a stops");
 }

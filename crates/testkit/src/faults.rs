@@ -122,6 +122,8 @@ pub struct NodeConfig {
     pub id: String,
     /// Server URLs (a proxy's URL for network faults).
     pub urls: Vec<String>,
+    /// User and password to connect with.
+    pub user: Option<(String, String)>,
     /// KV bucket.
     pub bucket: String,
     /// Replicas if the node creates the bucket.
@@ -130,11 +132,14 @@ pub struct NodeConfig {
     pub roles: Vec<String>,
     /// Lease TTL.
     pub ttl_ms: u64,
+    /// Roles with another TTL (their own TTL class and session): `(role, ttl_ms)`.
+    pub role_ttls: Vec<(String, u64)>,
     /// Deadline margin.
     pub margin: f64,
     /// Period of the leader's act + fenced write.
     pub fenced_interval_ms: u64,
-    /// Negative-control mode (`plain-put`, `drop-ttl`, `no-local-deadline`, `skip-demote`).
+    /// Negative-control mode (`plain-put`, `drop-ttl`, `no-local-deadline`, `skip-demote`,
+    /// `ignore-session`, `renew-after-loss`).
     pub negative: Option<String>,
     /// Run under libfaketime at this clock rate.
     pub clock_rate: Option<f64>,
@@ -153,6 +158,8 @@ pub struct Node {
     ready: watch::Receiver<bool>,
     /// Every stdout line of every start.
     lines: Arc<Mutex<Vec<String>>>,
+    /// How many of `lines` came before the current start.
+    start_line: usize,
 }
 
 impl Node {
@@ -165,6 +172,7 @@ impl Node {
             starts: 0,
             ready: watch::channel(false).1,
             lines: Arc::default(),
+            start_line: 0,
         }
     }
 
@@ -196,6 +204,28 @@ impl Node {
             .clone()
     }
 
+    /// The stdout lines of the current (or last) start only.
+    pub fn current_stdout(&self) -> Vec<String> {
+        let lines = self
+            .lines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        lines[self.start_line.min(lines.len())..].to_vec()
+    }
+
+    /// The term of `role` this process holds by its own account: the last `promoted role=…
+    /// term=…` line of the current start, unless a `demoted` line for the role came after it.
+    pub fn held_term(&self, role: &str) -> Option<u64> {
+        let promoted = format!("promoted role={role} term=");
+        let demoted = format!("demoted role={role} ");
+        let lines = self.current_stdout();
+        let last = lines
+            .iter()
+            .rev()
+            .find(|l| l.starts_with(&promoted) || l.starts_with(&demoted))?;
+        last.strip_prefix(&promoted)?.trim().parse().ok()
+    }
+
     fn stderr_path(&self) -> PathBuf {
         self.cfg.history.join(format!("{}.stderr", self.cfg.id))
     }
@@ -222,8 +252,14 @@ impl Node {
         for url in &c.urls {
             cmd.arg("--nats").arg(url);
         }
+        if let Some((user, password)) = &c.user {
+            cmd.arg("--user").arg(user).arg("--password").arg(password);
+        }
         for role in &c.roles {
             cmd.arg("--role").arg(role);
+        }
+        for (role, ttl_ms) in &c.role_ttls {
+            cmd.arg("--role-ttl").arg(format!("{role}={ttl_ms}"));
         }
         cmd.arg("--replicas")
             .arg(c.replicas.to_string())
@@ -257,6 +293,11 @@ impl Node {
             .unwrap_or_else(|e| panic!("cannot start chaos_node {}: {e}", self.cfg.id));
         let (ready_tx, ready_rx) = watch::channel(false);
         self.ready = ready_rx;
+        self.start_line = self
+            .lines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len();
         let stdout = child.stdout.take().expect("piped stdout");
         let lines = self.lines.clone();
         tokio::spawn(async move {
@@ -315,6 +356,15 @@ impl Node {
     pub fn resume(&mut self) {
         set_stopped(self.pid(), &self.cfg.id, false);
         self.paused = false;
+    }
+
+    /// Sends `sig` (e.g. `libc::SIGTERM`, `libc::SIGUSR1`) without waiting for anything (reap
+    /// a process told to exit with [`terminate`](Self::terminate) or
+    /// [`exited`](Self::exited)). No-op if not running.
+    pub fn send_signal(&self, sig: i32) {
+        if let Some(pid) = self.pid() {
+            signal(pid, sig);
+        }
     }
 
     /// Graceful stop: SIGCONT if paused, SIGTERM, wait up to `timeout`, then SIGKILL.

@@ -1,6 +1,19 @@
-//! The fault rounds: what one round of each kind does to the system.
+//! The fault rounds: what one round of each kind does to the system. Each round marks the
+//! fault that must hit a holder as its primary fault (`System::primary`); a round that finds
+//! no holder to aim at notes a problem and does nothing.
 
-use super::*;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use nats_roles::tooling::history::Phase;
+use rand::Rng;
+use rand::rngs::StdRng;
+use tokio::time::Instant;
+
+use testkit::proxy::{Dir, Mode};
+
+use super::system::System;
+use super::{BUCKET, Kind, ms, protocol};
 
 /// One fault round of `fault` (for `Mixed`/`Endurance`, the round's pick).
 pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: &mut StdRng) {
@@ -10,51 +23,67 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
             crash_holder(sys, rng, downtime).await;
         }
         Kind::Sigstop => {
-            let i = sys.holder_target(rng).await;
+            let Some((i, _)) = sys.holder_target(rng).await else {
+                return;
+            };
             let id = sys.nodes[i].id().to_owned();
-            sys.log.fault("sigstop", &id, Phase::Start);
+            sys.primary("sigstop", &id);
             sys.nodes[i].pause();
             sys.ttls(rng.random_range(1.5..3.0)).await;
             sys.nodes[i].resume();
-            sys.log.fault("sigcont", &id, Phase::End);
+            sys.fault("sigcont", &id, Phase::End);
         }
         Kind::ServerRestart => {
-            sys.log.fault("server_kill", "server", Phase::Start);
+            if !sys.wait_all_held(Duration::from_secs(10)).await {
+                sys.problem("no holder before the server kill".into());
+                return;
+            }
+            sys.primary("server_kill", "server");
             let server = sys.server.as_mut().expect("single-server trial");
             server.kill();
             sys.ttls(rng.random_range(0.3..2.0)).await;
             let server = sys.server.as_mut().expect("single-server trial");
             server.restart().await;
-            sys.log.fault("server_restart", "server", Phase::End);
+            sys.fault("server_restart", "server", Phase::End);
         }
         Kind::LeaderKill | Kind::LeaderPause => {
+            if !sys.wait_all_held(Duration::from_secs(20)).await {
+                sys.problem("no holder before the stream-leader fault".into());
+                return;
+            }
             let leader = stream_leader(&sys.js).await;
             // Server names (n1..n3) would read as node ids in the history: prefix them.
             let target = format!("server:{leader}");
-            let cluster = sys.cluster.as_mut().expect("cluster trial");
+            let cluster = sys.cluster.as_ref().expect("cluster trial");
             let i = cluster
                 .index_of(&leader)
                 .unwrap_or_else(|| panic!("stream leader {leader} is not a cluster node"));
             if fault == Kind::LeaderKill {
-                sys.log.fault("leader_kill", &target, Phase::Start);
-                cluster.kill(i);
+                sys.primary("leader_kill", &target);
+                sys.cluster.as_mut().expect("cluster trial").kill(i);
                 tokio::time::sleep(ms(sys.ttl_ms).mul_f64(rng.random_range(1.0..2.5))).await;
-                let cluster = sys.cluster.as_mut().expect("cluster trial");
-                cluster.restart(i).await;
-                sys.log.fault("leader_restart", &target, Phase::End);
+                sys.cluster
+                    .as_mut()
+                    .expect("cluster trial")
+                    .restart(i)
+                    .await;
+                sys.fault("leader_restart", &target, Phase::End);
             } else {
-                sys.log.fault("leader_pause", &target, Phase::Start);
-                cluster.pause(i);
+                sys.primary("leader_pause", &target);
+                sys.cluster.as_mut().expect("cluster trial").pause(i);
                 tokio::time::sleep(ms(sys.ttl_ms).mul_f64(rng.random_range(1.0..3.0))).await;
-                let cluster = sys.cluster.as_mut().expect("cluster trial");
-                cluster.resume(i);
-                sys.log.fault("leader_resume", &target, Phase::End);
+                sys.cluster.as_mut().expect("cluster trial").resume(i);
+                sys.fault("leader_resume", &target, Phase::End);
             }
         }
         Kind::QuorumLoss => {
+            if !sys.wait_all_held(Duration::from_secs(20)).await {
+                sys.problem("no holder before the quorum loss".into());
+                return;
+            }
             // Two of three servers die: no stream leader, no meta leader. Returns once the
             // stream has a leader again (quorum back).
-            let cluster = sys.cluster.as_mut().expect("cluster trial");
+            let cluster = sys.cluster.as_ref().expect("cluster trial");
             let first = rng.random_range(0..cluster.len());
             let second = (first + rng.random_range(1..cluster.len())) % cluster.len();
             let targets = format!(
@@ -62,7 +91,8 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
                 cluster.node(first).name(),
                 cluster.node(second).name()
             );
-            sys.log.fault("quorum_loss", &targets, Phase::Start);
+            sys.primary("quorum_loss", &targets);
+            let cluster = sys.cluster.as_mut().expect("cluster trial");
             cluster.kill(first);
             cluster.kill(second);
             sys.ttls(3.0).await;
@@ -72,9 +102,13 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
             // bucket's stream has a leader (the survivor may report a stale one until then).
             cluster.wait_ready().await;
             stream_leader(&sys.js).await;
-            sys.log.fault("quorum_back", &targets, Phase::End);
+            sys.fault("quorum_back", &targets, Phase::End);
         }
         Kind::DiskFull => {
+            if !sys.wait_all_held(Duration::from_secs(10)).await {
+                sys.problem("no holder before the disk filled".into());
+                return;
+            }
             // The operator's disk (or account limit) is full: the stream refuses new bytes.
             let mut stream = sys
                 .js
@@ -85,7 +119,7 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
             let mut config = info.config.clone();
             let before = config.max_bytes;
             config.max_bytes = i64::try_from(info.state.bytes).unwrap_or(i64::MAX).max(1);
-            sys.log.fault("disk_full", "server", Phase::Start);
+            sys.primary("disk_full", "server");
             sys.js
                 .update_stream(&config)
                 .await
@@ -96,24 +130,30 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
                 .update_stream(&config)
                 .await
                 .expect("raise max_bytes");
-            sys.log.fault("disk_freed", "server", Phase::End);
+            sys.fault("disk_freed", "server", Phase::End);
         }
         Kind::ProxyStall => {
-            let i = sys.holder_target(rng).await;
+            let Some((i, _)) = sys.holder_target(rng).await else {
+                return;
+            };
             proxy_fault(sys, rng, i, "proxy_stall", Mode::Stall, 1.5..3.0).await;
         }
         Kind::ProxyReset => {
-            let i = sys.holder_target(rng).await;
+            let Some((i, _)) = sys.holder_target(rng).await else {
+                return;
+            };
             let id = sys.nodes[i].id().to_owned();
-            sys.log.fault("proxy_reset", &id, Phase::Start);
+            sys.primary("proxy_reset", &id);
             for _ in 0..rng.random_range(1..4) {
                 sys.proxy(i).reset();
                 tokio::time::sleep(ms(rng.random_range(50..400))).await;
             }
-            sys.log.fault("heal", &id, Phase::End);
+            sys.fault("heal", &id, Phase::End);
         }
         Kind::ProxyOneway => {
-            let i = sys.holder_target(rng).await;
+            let Some((i, _)) = sys.holder_target(rng).await else {
+                return;
+            };
             let dir = if rng.random_bool(0.5) {
                 Dir::Up
             } else {
@@ -122,44 +162,38 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
             proxy_fault(sys, rng, i, "proxy_oneway", Mode::OneWay(dir), 1.5..3.0).await;
         }
         Kind::ProxyDelay => {
-            let i = sys.holder_target(rng).await;
+            let Some((i, _)) = sys.holder_target(rng).await else {
+                return;
+            };
             let delay = Mode::Delay(ms(rng.random_range(50..400)));
             proxy_fault(sys, rng, i, "proxy_delay", delay, 2.0..4.0).await;
         }
-        Kind::Clock(_) => {
-            // Make the faked node (node 0) the holder: hand the role over to it by stopping
-            // the other node gracefully, then restart that one.
-            let holder = sys.holder(&sys.roles[0].clone()).await;
-            if holder.as_deref() != Some(sys.nodes[0].id()) {
-                let other = sys.node_index(holder.as_deref().unwrap_or("n2"));
-                if other != 0 {
-                    sys.nodes[other].terminate(Duration::from_secs(20)).await;
-                    sys.wait_all_held(Duration::from_secs(10)).await;
-                    sys.start_node(other).await;
-                }
-            }
-            let id = sys.nodes[0].id().to_owned();
-            sys.log.fault("proxy_stall", &id, Phase::Start);
-            sys.proxy(0).set_mode(Mode::Stall);
-            sys.ttls(3.0).await;
-            sys.proxy(0).set_mode(Mode::Pass);
-            sys.log.fault("heal", &id, Phase::End);
-        }
+        Kind::Clock(_) => clock_round(sys).await,
         Kind::Herd => {
             // Alternate crash (vacancy by expiry) and graceful stop (vacancy by release).
-            let i = sys.holder_target(rng).await;
+            let Some((i, _)) = sys.holder_target(rng).await else {
+                return;
+            };
             let id = sys.nodes[i].id().to_owned();
             if round.is_multiple_of(2) {
-                sys.log.fault("sigkill", &id, Phase::Start);
+                sys.primary("sigkill", &id);
                 sys.nodes[i].kill().await;
             } else {
-                sys.log.fault("sigterm", &id, Phase::Start);
+                sys.primary("sigterm", &id);
                 sys.nodes[i].terminate(Duration::from_secs(20)).await;
             }
-            sys.wait_all_held(Duration::from_secs(10)).await;
+            sys.expect_all_held(Duration::from_secs(10), "after the holder stopped")
+                .await;
             sys.start_node(i).await;
-            sys.log.fault("restart", &id, Phase::End);
+            sys.fault("restart", &id, Phase::End);
         }
+        Kind::ForeignSession
+        | Kind::ForeignRole
+        | Kind::MarkersAgedOut
+        | Kind::RefusedRelease
+        | Kind::BucketRecreate
+        | Kind::BackstopLeader => protocol::round(sys, fault, rng).await,
+        Kind::Negative("renew-after-loss") => protocol::session_delete(sys, rng).await,
         Kind::Negative(_) => {
             // One schedule that gives every broken mode its chance: a partition of the holder
             // (deadline discipline), a graceful hand-over (demote, contention) and a crash
@@ -167,13 +201,15 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
             match (round + sys.rotation) % 3 {
                 0 => Box::pin(one_round(sys, Kind::ProxyStall, round, rng)).await,
                 1 => {
-                    let i = sys.holder_target(rng).await;
+                    let Some((i, _)) = sys.holder_target(rng).await else {
+                        return;
+                    };
                     let id = sys.nodes[i].id().to_owned();
-                    sys.log.fault("sigterm", &id, Phase::Start);
+                    sys.primary("sigterm", &id);
                     sys.nodes[i].terminate(Duration::from_secs(20)).await;
                     sys.ttls(0.5).await;
                     sys.start_node(i).await;
-                    sys.log.fault("restart", &id, Phase::End);
+                    sys.fault("restart", &id, Phase::End);
                 }
                 // Dead for 3 TTLs: longer than the followers' observed-expiry backstop
                 // (TTL + heartbeat + 500 ms), so that a lease that does not expire shows as a
@@ -181,20 +217,58 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
                 _ => crash_holder(sys, rng, 3.0).await,
             }
         }
-        Kind::Mixed | Kind::Endurance => unreachable!("picked per round"),
+        Kind::Protocol | Kind::ClusterMix | Kind::Mixed | Kind::Endurance => {
+            unreachable!("picked per round")
+        }
     }
+}
+
+/// The clock round: hand the only role to the faked node (node 0) by stopping the other node
+/// gracefully (then restarting it), check that node 0 holds it, and partition node 0 so that
+/// its own (slowed) deadline is what ends its acting.
+async fn clock_round(sys: &mut System) {
+    let role = sys.roles[0].clone();
+    let faked = sys.nodes[0].id().to_owned();
+    let holder = sys.held_by(&role).await;
+    if holder.as_deref() != Some(faked.as_str()) {
+        let other = sys.node_index(holder.as_deref().unwrap_or("n2"));
+        if other != 0 {
+            sys.nodes[other].terminate(Duration::from_secs(20)).await;
+            sys.expect_all_held(Duration::from_secs(10), "after the other node stopped")
+                .await;
+            sys.start_node(other).await;
+        }
+    }
+    // The slowed node must hold the role when its link is cut, or the round tests nothing.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sys.held_by(&role).await.as_deref() != Some(faked.as_str()) {
+        if Instant::now() >= deadline {
+            sys.problem(format!(
+                "the faked node {faked} did not hold {role} before its link was cut"
+            ));
+            return;
+        }
+        tokio::time::sleep(ms(50)).await;
+    }
+    sys.primary("proxy_stall", &faked);
+    sys.proxy(0).set_mode(Mode::Stall);
+    sys.ttls(3.0).await;
+    sys.proxy(0).set_mode(Mode::Pass);
+    sys.fault("heal", &faked, Phase::End);
 }
 
 /// SIGKILLs the holder of a random role and restarts it after `downtime` × TTL (the restarted
 /// process adopts its lease if it is still there).
 pub(super) async fn crash_holder(sys: &mut System, rng: &mut StdRng, downtime: f64) {
-    let i = sys.holder_target(rng).await;
+    let Some((i, _)) = sys.holder_target(rng).await else {
+        return;
+    };
     let id = sys.nodes[i].id().to_owned();
-    sys.log.fault("sigkill", &id, Phase::Start);
+    sys.primary("sigkill", &id);
     sys.nodes[i].kill().await;
     sys.ttls(downtime).await;
     sys.start_node(i).await;
-    sys.log.fault("restart", &id, Phase::End);
+    sys.fault("restart", &id, Phase::End);
 }
 
 /// Server name of the stream leader of the bucket's stream (`KV_chaos`), retried while the
@@ -228,9 +302,9 @@ async fn proxy_fault(
     ttls: std::ops::Range<f64>,
 ) {
     let id = sys.nodes[i].id().to_owned();
-    sys.log.fault(name, &id, Phase::Start);
+    sys.primary(name, &id);
     sys.proxy(i).set_mode(mode);
     sys.ttls(rng.random_range(ttls)).await;
     sys.proxy(i).set_mode(Mode::Pass);
-    sys.log.fault("heal", &id, Phase::End);
+    sys.fault("heal", &id, Phase::End);
 }

@@ -6,27 +6,19 @@
 //! verdict is not the expected one the timeline to `timeline.html`.
 
 mod faults;
+mod protocol;
+mod run;
 mod system;
+mod verdict;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use async_nats::jetstream::{self, kv};
-use nats_roles::tooling::history::{
-    Phase, Report, TrialInfo, check_loaded, load_paths, render_html,
-};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use tokio::time::Instant;
+use nats_roles::tooling::history::{Invariant, Report};
 
-use testkit::faults::{HarnessLog, Node, NodeConfig};
-use testkit::process::{fd_count, rss_kib};
-use testkit::proxy::{Dir, Mode, Proxy};
-use testkit::{NatsCluster, NatsServer, connect, create_kv};
-
-use faults::one_round;
-use system::System;
+pub use run::run;
+pub use verdict::RoundNote;
 
 /// The bucket every trial uses (each trial has its own servers).
 const BUCKET: &str = "chaos";
@@ -66,9 +58,36 @@ pub enum Kind {
     /// The holder's clock runs at `rate / 100` (libfaketime); it is partitioned so its own
     /// deadline is what ends its acting.
     Clock(u32),
-    /// 100 candidates for one role; the holder is killed or stopped repeatedly.
+    /// 50 candidates for one role; the holder is killed or stopped repeatedly.
     Herd,
-    /// All nodes run a deliberately broken mode; the checker must flag the trial.
+    /// Issue 24 B7: a foreign client writes a live instance's session key with a valid
+    /// session of another incarnation and no TTL.
+    ForeignSession,
+    /// Issue 24 B8: a foreign client writes role values naming live sessions of instances
+    /// that do not hold those roles (one that does not campaign for the role, another
+    /// incarnation, a non-holder's real session, another TTL class's session).
+    ForeignRole,
+    /// Issue 24 B6: the followers are stopped, the holder is killed, its session's expiry
+    /// marker ages out (marker TTL 1 s), the followers continue.
+    MarkersAgedOut,
+    /// Issue 24 B9: the holder's publish permission on a role key it holds is revoked (server
+    /// config reload), then the holder is stopped with SIGTERM: its release is refused.
+    RefusedRelease,
+    /// Issue 24 A3: the bucket is deleted and recreated while a holder acts, and a fresh
+    /// instance starts right after.
+    BucketRecreate,
+    /// Every fault of the five kinds above once, in that order, on one server and one fleet
+    /// (the CI form).
+    Protocol,
+    /// Issue 24 item 14: 3-node cluster, R3 bucket: the followers are stopped for longer
+    /// than the backstop period while the holder renews, so that on resuming they send
+    /// backstop leader reads; the stream leader changes while those reads are in flight.
+    BackstopLeader,
+    /// 3-node cluster: a `LeaderPause` round, then a `BackstopLeader` round, alternating (the
+    /// CI form: one cluster start-up, ~20 s on 2 cores, for both).
+    ClusterMix,
+    /// All nodes run a deliberately broken mode; the checker must flag the trial with the
+    /// invariant the mode breaks ([`Kind::targets`]).
     Negative(&'static str),
     /// A random single-server fault per round (soak).
     Mixed,
@@ -77,7 +96,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Short name (directory names, tables).
+    /// Short name (directory names, tables, `CHAOS_ONLY`).
     pub fn name(self) -> String {
         match self {
             Kind::Sigkill => "sigkill".into(),
@@ -93,16 +112,45 @@ impl Kind {
             Kind::ProxyDelay => "proxy-delay".into(),
             Kind::Clock(r) => format!("clock-x{}.{:02}", r / 100, r % 100),
             Kind::Herd => "herd".into(),
+            Kind::ForeignSession => "foreign-session".into(),
+            Kind::ForeignRole => "foreign-role".into(),
+            Kind::MarkersAgedOut => "markers-aged-out".into(),
+            Kind::RefusedRelease => "refused-release".into(),
+            Kind::BucketRecreate => "bucket-recreate".into(),
+            Kind::Protocol => "protocol".into(),
+            Kind::BackstopLeader => "backstop-leader".into(),
+            Kind::ClusterMix => "cluster-mix".into(),
             Kind::Negative(m) => format!("negative-{m}"),
             Kind::Mixed => "mixed".into(),
             Kind::Endurance => "endurance".into(),
         }
     }
 
+    /// Runs on a 3-node cluster with an R3 bucket.
     fn cluster(self) -> bool {
         matches!(
             self,
-            Kind::LeaderKill | Kind::LeaderPause | Kind::QuorumLoss
+            Kind::LeaderKill
+                | Kind::LeaderPause
+                | Kind::QuorumLoss
+                | Kind::BackstopLeader
+                | Kind::ClusterMix
+        )
+    }
+
+    /// Runs the protocol set-up: a server with one user per node (so that a node's
+    /// permissions can be revoked), a bucket whose markers age out after 1 s, three shared
+    /// roles and one private role per node in a second TTL class (2 × TTL), and a spare node
+    /// for the fresh process of a bucket recreation.
+    fn protocol(self) -> bool {
+        matches!(
+            self,
+            Kind::ForeignSession
+                | Kind::ForeignRole
+                | Kind::MarkersAgedOut
+                | Kind::RefusedRelease
+                | Kind::BucketRecreate
+                | Kind::Protocol
         )
     }
 
@@ -113,6 +161,27 @@ impl Kind {
             // x0.9 is the documented bound (rate >= 1 - margin); slower must be flagged.
             Kind::Clock(r) => r >= 90,
             _ => true,
+        }
+    }
+
+    /// For a broken mode: the invariants that flag what it breaks (a trial is flagged only
+    /// when the report has one of them: a violation of another rule, e.g. an L1 of a
+    /// CPU-starved run, does not count). `docs/reliability.md`, "Negative controls".
+    pub fn targets(self) -> &'static [Invariant] {
+        match self {
+            // Two holders at once: the same term twice, one revision stored by two, or
+            // overlapping acting intervals.
+            Kind::Negative("plain-put") => &[Invariant::S2, Invariant::S3, Invariant::S4],
+            // The key never expires: only the followers' backstop hands the role over.
+            Kind::Negative("drop-ttl") => &[Invariant::L1],
+            Kind::Negative("no-local-deadline") => &[Invariant::S5],
+            Kind::Negative("skip-demote") => &[Invariant::S6],
+            Kind::Negative("ignore-session") | Kind::Negative("renew-after-loss") => {
+                &[Invariant::S4]
+            }
+            // The slowed holder acts into its successor's term.
+            Kind::Clock(_) => &[Invariant::S4],
+            _ => &[],
         }
     }
 }
@@ -147,31 +216,44 @@ pub struct Outcome {
     /// Per round of a quorum-loss or disk-full trial: how long after the system healed (the
     /// stream had a leader again, or `max_bytes` was raised) every role was held again.
     pub recoveries: Vec<Duration>,
-    /// Problems the harness itself saw (a node that did not exit cleanly, resource growth).
+    /// Per round of an issue-24 fault: the fault, and how long after it ended every role was
+    /// held again (`None`: not within the bound).
+    pub reheld: Vec<(String, Option<Duration>)>,
+    /// Problems the harness itself saw (a node that did not exit cleanly, a fault that hit
+    /// no holder, a round without a fail-over, resource growth, a role not held again).
     pub harness_problems: Vec<String>,
 }
 
 impl Outcome {
-    /// Whether the verdict is what the kind expects (clean for correct runs, flagged for
-    /// broken ones) and the harness saw no problem.
+    /// Whether a broken mode was flagged by one of the invariants it targets.
+    pub fn flagged(&self) -> bool {
+        self.spec.kind.targets().iter().any(|i| self.report.has(*i))
+    }
+
+    /// Whether the verdict is what the kind expects (clean for correct runs, flagged by a
+    /// targeted invariant for broken ones) and the harness saw no problem.
     pub fn as_expected(&self) -> bool {
         if self.spec.kind.must_pass() {
             self.report.is_clean() && self.harness_problems.is_empty()
         } else {
-            !self.report.is_clean()
+            self.flagged()
         }
     }
 
     /// A failure message: seed, how to replay, where the files are, the report.
     pub fn failure(&self) -> String {
         let expect = if self.spec.kind.must_pass() {
-            "a clean history"
+            "a clean history".to_owned()
         } else {
-            "the checker to flag this broken mode"
+            let found: Vec<_> = self.report.violations.iter().map(|v| v.invariant).collect();
+            format!(
+                "the checker to flag this broken mode with one of {:?} (found: {found:?})",
+                self.spec.kind.targets()
+            )
         };
         format!(
             "chaos trial {} #{} (seed {}) did not give {expect}.\nReplay: CHAOS_SEED={} \
-             (see tests/chaos/main.rs).\nFiles: {}\nHarness problems: {:?}\n{}",
+             (see tests/chaos/main.rs).\nFiles: {}\nHarness problems: {:#?}\n{}",
             self.spec.kind.name(),
             self.spec.index,
             self.spec.seed,
@@ -201,329 +283,43 @@ fn ttl_ms(kind: Kind) -> u64 {
     if kind.cluster() { 2000 } else { 1000 }
 }
 
+/// The longest TTL class of the trial: the private roles of the protocol set-up have 2 × TTL.
+fn max_ttl_ms(kind: Kind) -> u64 {
+    if kind.protocol() {
+        2 * ttl_ms(kind)
+    } else {
+        ttl_ms(kind)
+    }
+}
+
+/// The followers' observed-expiry backstop: longest TTL + shortest heartbeat (TTL / 4) +
+/// 500 ms (`core::session_book`, `BACKSTOP_GRACE`).
+fn backstop_ms(kind: Kind) -> u64 {
+    max_ttl_ms(kind) + ttl_ms(kind) / 4 + 500
+}
+
+/// How soon after an issue-24 fault ends every role must be held again: two backstop periods
+/// and a second (`2 × (ttl + heartbeat + 500 ms) + 1 s`, with the trial's longest TTL:
+/// 6.5 s for the protocol set-up, 7 s on the cluster).
+fn reheld_bound_ms(kind: Kind) -> u64 {
+    2 * backstop_ms(kind) + 1000
+}
+
 /// Longest vacancy after the last fault (L1) for this kind: a TTL plus renew and backoff, plus
 /// what NATS itself needs to come back (a restarted server's watchers stall up to ~10 s; a
-/// stream-leader fail-over takes 6-8 s).
+/// stream-leader fail-over takes 6-8 s); for the issue-24 faults the bound they are held to.
 fn l1_bound_ms(kind: Kind) -> u64 {
     let ttl = ttl_ms(kind);
     match kind {
         Kind::ServerRestart | Kind::Mixed | Kind::Endurance => ttl + 12_000,
-        Kind::LeaderKill | Kind::LeaderPause | Kind::QuorumLoss => ttl + 20_000,
+        Kind::LeaderKill | Kind::LeaderPause | Kind::QuorumLoss | Kind::ClusterMix => ttl + 20_000,
         // Writes are refused while the stream is full: the backoff (at most 2.4 s) runs up.
         Kind::DiskFull => ttl + 4_000,
+        k if k.protocol() || k == Kind::BackstopLeader => reheld_bound_ms(k),
         _ => ttl + 1_500,
     }
 }
 
 fn ms(x: u64) -> Duration {
     Duration::from_millis(x)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Running a trial
-// ---------------------------------------------------------------------------------------------
-
-/// Runs one trial to the checker's verdict. Panics only on harness failures (a server or node
-/// that does not start), never on a verdict: the caller decides.
-pub async fn run(spec: Spec) -> Outcome {
-    let started = Instant::now();
-    let kind = spec.kind;
-    let dir = chaos_root().join(format!("{}-{}-{}", kind.name(), spec.index, spec.seed));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
-    eprintln!(
-        "chaos: trial {} #{} seed={} dir={}",
-        kind.name(),
-        spec.index,
-        spec.seed,
-        dir.display()
-    );
-    let mut rng = StdRng::seed_from_u64(spec.seed);
-    let ttl = ttl_ms(kind);
-    let clock = match kind {
-        Kind::Clock(r) => f64::from(r) / 100.0,
-        _ => 1.0,
-    };
-    let log = HarnessLog::create(
-        &dir,
-        TrialInfo {
-            seed: spec.seed,
-            kind: kind.name(),
-            ttl_ms: ttl,
-            margin: 0.1,
-            clock,
-            heartbeat_ms: Some(ttl / 4),
-            l1_bound_ms: Some(l1_bound_ms(kind)),
-            ..TrialInfo::default()
-        },
-    );
-
-    // Servers and the bucket (created by the harness so replicas and markers are as intended).
-    let (server, cluster, url, replicas) = if kind.cluster() {
-        let cluster = NatsCluster::start(3).await;
-        let url = cluster.seed_urls();
-        (None, Some(cluster), url, 3)
-    } else {
-        let server = NatsServer::start().await;
-        let url = server.url();
-        (Some(server), None, url, 1)
-    };
-    let client = connect(&url).await;
-    let js = jetstream::new(client);
-    let kv = create_kv(
-        &js,
-        kv::Config {
-            bucket: BUCKET.into(),
-            history: 1,
-            num_replicas: replicas,
-            limit_markers: Some(Duration::from_secs(60)),
-            ..Default::default()
-        },
-    )
-    .await;
-
-    let (n_nodes, n_roles) = match kind {
-        // Protocol v2: every instance watches every session (K² deliveries: 50 debug
-        // processes at TTL 1 s already make the server send ~10,000 msg/s on 2 cores; 100
-        // made the watchers lag past the liveness bound). The 100-candidate herd is measured
-        // in release builds by `examples/scale_bench` (docs/benchmarks.md, "Scale").
-        Kind::Herd => (HERD_NODES, 1),
-        Kind::Clock(_) => (2, 1),
-        Kind::Endurance => (3, 3),
-        _ => (3, 2),
-    };
-    let roles: Vec<String> = (0..n_roles).map(|i| format!("r{i}")).collect();
-    let mut proxies = BTreeMap::new();
-    let mut nodes = Vec::new();
-    for i in 0..n_nodes {
-        let id = if kind == Kind::Herd {
-            format!("h{:03}", i + 1)
-        } else {
-            format!("n{}", i + 1)
-        };
-        let urls = if let Some(server) = &server
-            && kind != Kind::Herd
-        {
-            let upstream = format!("127.0.0.1:{}", server.port())
-                .parse()
-                .expect("socket address");
-            let proxy = Proxy::start(upstream).await;
-            let url = proxy.url();
-            proxies.insert(id.clone(), proxy);
-            vec![url]
-        } else {
-            url.split(',').map(str::to_owned).collect()
-        };
-        nodes.push(Node::new(NodeConfig {
-            id,
-            urls,
-            bucket: BUCKET.into(),
-            replicas,
-            roles: roles.clone(),
-            ttl_ms: ttl,
-            margin: 0.1,
-            fenced_interval_ms: 100,
-            negative: match kind {
-                Kind::Negative(m) => Some(m.to_owned()),
-                _ => None,
-            },
-            clock_rate: match kind {
-                Kind::Clock(_) if i == 0 => Some(clock),
-                _ => None,
-            },
-            history: dir.clone(),
-        }));
-    }
-    let mut sys = System {
-        server,
-        cluster,
-        kv,
-        js,
-        proxies,
-        nodes,
-        log,
-        roles,
-        ttl_ms: ttl,
-        rotation: rng.random_range(0..3),
-    };
-
-    // Start: for the clock trial the faked node first, so that it holds the role.
-    if let Kind::Clock(_) = kind {
-        sys.start_node(0).await;
-        sys.wait_all_held(Duration::from_secs(20)).await;
-        sys.start_node(1).await;
-    } else if kind == Kind::Herd {
-        // Start the herd in batches: 100 debug processes at once would starve 2 cores.
-        for chunk in (0..n_nodes).collect::<Vec<_>>().chunks(10) {
-            for &i in chunk {
-                sys.nodes[i].spawn();
-            }
-            for &i in chunk {
-                sys.nodes[i].wait_ready(Duration::from_secs(60)).await;
-            }
-        }
-    } else {
-        for i in 0..n_nodes {
-            sys.nodes[i].spawn();
-        }
-        for i in 0..n_nodes {
-            sys.nodes[i].wait_ready(Duration::from_secs(30)).await;
-        }
-    }
-    sys.wait_all_held(Duration::from_secs(20)).await;
-    // Let the holders renew a few times, so that their histories (flushed every 50 ms) show
-    // the terms before the first fault can kill a holder.
-    sys.ttls(1.0).await;
-
-    let mut resources = BTreeMap::new();
-    let mut harness_problems = Vec::new();
-    let mut recoveries = Vec::new();
-    for round in 0..spec.rounds {
-        let fault = match kind {
-            Kind::Mixed => {
-                const MIX: [Kind; 7] = [
-                    Kind::Sigkill,
-                    Kind::Sigstop,
-                    Kind::ServerRestart,
-                    Kind::ProxyStall,
-                    Kind::ProxyReset,
-                    Kind::ProxyOneway,
-                    Kind::ProxyDelay,
-                ];
-                MIX[rng.random_range(0..MIX.len())]
-            }
-            Kind::Endurance => {
-                const MIX: [Kind; 5] = [
-                    Kind::Sigstop,
-                    Kind::ProxyStall,
-                    Kind::ProxyReset,
-                    Kind::ProxyOneway,
-                    Kind::ProxyDelay,
-                ];
-                MIX[rng.random_range(0..MIX.len())]
-            }
-            k => k,
-        };
-        one_round(&mut sys, fault, round, &mut rng).await;
-        if matches!(fault, Kind::QuorumLoss | Kind::DiskFull) {
-            // one_round returned when the system healed: every role held within 2 × TTL.
-            let healed = Instant::now();
-            let bound = sys.ttl() * 2;
-            if sys.wait_all_held(bound).await {
-                recoveries.push(healed.elapsed());
-            } else {
-                harness_problems.push(format!(
-                    "round {round} ({}): not every role was held within 2 x TTL ({bound:?}) of \
-                     the system healing",
-                    fault.name()
-                ));
-            }
-        }
-        if !sys
-            .wait_all_held(ms(l1_bound_ms(kind)) + Duration::from_secs(10))
-            .await
-        {
-            harness_problems.push(format!(
-                "round {round} ({}): not every role had a live holder within {} ms + 10 s",
-                fault.name(),
-                l1_bound_ms(kind)
-            ));
-        }
-        // Settle: every role held again for a while before the next fault (and before the
-        // end, so that the checker sees the recovery).
-        sys.ttls(1.0).await;
-        if kind == Kind::Endurance {
-            sys.sample_resources(&mut resources);
-        }
-    }
-
-    if spec.steady {
-        // Settle, then a fault-free window of 10 × TTL with no demotion allowed (L3).
-        sys.ttls(2.0).await;
-        sys.sample_resources(&mut resources);
-        let from = nats_roles::tooling::history::mono_now_ns();
-        sys.ttls(10.0).await;
-        let to = nats_roles::tooling::history::mono_now_ns();
-        sys.sample_resources(&mut resources);
-        sys.log.update_trial(|t| {
-            t.steady_from_ns = Some(from);
-            t.steady_to_ns = Some(to);
-        });
-    }
-    harness_problems.extend(resource_problems(&resources));
-
-    // Graceful end: heal everything, stop every node with SIGTERM.
-    for p in sys.proxies.values() {
-        p.set_mode(Mode::Pass);
-    }
-    let stops = sys
-        .nodes
-        .iter_mut()
-        .map(|n| async move {
-            let running = n.is_running();
-            let status = n.terminate(Duration::from_secs(20)).await;
-            (n.id().to_owned(), running, status)
-        })
-        .collect::<Vec<_>>();
-    for (id, running, status) in futures_util::future::join_all(stops).await {
-        if running && !status.is_some_and(|s| s.success()) && kind.must_pass() {
-            harness_problems.push(format!("node {id} did not exit cleanly: {status:?}"));
-        }
-    }
-    drop(sys);
-
-    // Verdict.
-    let loaded = load_paths(std::slice::from_ref(&dir))
-        .unwrap_or_else(|e| panic!("load histories of {}: {e}", dir.display()));
-    let report = check_loaded(&loaded);
-    let text = report.render_text();
-    let _ = std::fs::write(dir.join("report.txt"), &text);
-    let outcome = Outcome {
-        spec,
-        report,
-        dir: dir.clone(),
-        elapsed: started.elapsed(),
-        resources,
-        recoveries,
-        harness_problems,
-    };
-    if !outcome.as_expected() || !outcome.report.is_clean() {
-        let _ = std::fs::write(dir.join("timeline.html"), render_html(&outcome.report));
-    }
-    eprintln!(
-        "chaos: trial {} #{} seed={} took {:.1} s: {} violation(s){}",
-        kind.name(),
-        outcome.spec.index,
-        outcome.spec.seed,
-        outcome.elapsed.as_secs_f64(),
-        outcome.report.violations.len(),
-        if outcome.as_expected() {
-            ""
-        } else {
-            " — UNEXPECTED"
-        }
-    );
-    outcome
-}
-
-/// RSS must not grow by more than 50 % + 8 MiB and fds by more than 8 between the first and
-/// the last sample of a node (only nodes sampled at least 3 times are judged).
-fn resource_problems(resources: &BTreeMap<String, Vec<(u64, usize)>>) -> Vec<String> {
-    let mut problems = Vec::new();
-    for (id, samples) in resources {
-        if samples.len() < 3 {
-            continue;
-        }
-        // The first sample is taken after the first round: start-up allocations are done.
-        let (rss0, fd0) = samples[0];
-        let rss_max = samples.iter().map(|s| s.0).max().unwrap_or(0);
-        let fd_max = samples.iter().map(|s| s.1).max().unwrap_or(0);
-        if rss_max > rss0 + rss0 / 2 + 8 * 1024 {
-            problems.push(format!("{id}: RSS grew from {rss0} KiB to {rss_max} KiB"));
-        }
-        if fd_max > fd0 + 8 {
-            problems.push(format!("{id}: open fds grew from {fd0} to {fd_max}"));
-        }
-    }
-    problems
 }
