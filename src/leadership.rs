@@ -53,6 +53,7 @@ impl TermShared {
 
     /// Completes once the term was lost during its release ([`TermShared::lose`]), with the
     /// reason.
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     pub(crate) async fn lost(&self) -> DemoteReason {
         loop {
             let notified = self.lost_notify.notified();
