@@ -4,11 +4,15 @@ use proptest::prelude::*;
 
 use crate::core::types::{Action, DemoteReason, ReleaseReason, WriteKind};
 
+use super::check::CheckOpts;
 use super::clock::{MS, Nanos, secs};
 use super::kv::EntryKind;
 use super::render::{render, report};
 use super::scenario::{Fault, FaultKind, Net, Scenario, Target, TimingSpec};
-use super::strategy::{config, fault_free_scenario, faulty_scenario, graceful_scenario};
+use super::strategy::{
+    aged_marker_scenario, config, fault_free_scenario, faulty_scenario, foreign_value_scenario,
+    graceful_scenario, reset_scenario,
+};
 use super::trace::{Rec, Seen, Trace};
 use super::world::{Flaws, HERD_CAP, run_checked};
 
@@ -25,6 +29,47 @@ proptest! {
     /// S2–S6 plus L1 (fail-over within the bound, prompt stops) when only processes fail.
     #[test]
     fn live_without_network_faults(sc in fault_free_scenario()) {
+        let opts = sc.check_opts();
+        prop_assert!(opts.liveness.is_some());
+        let (trace, violations) = run_checked(&sc, Flaws::default(), opts);
+        prop_assert!(violations.is_empty(), "{}", report(&sc, &trace, &violations));
+    }
+
+    /// Every follower paused while the holder crashes, expiry markers that age out before
+    /// they resume: S2–S6, and the role is held again within a backstop period after the last
+    /// resume (the followers reap the session they still believe in, learn that the key has
+    /// no entry, and reap on revision 0; issue 24 item 6).
+    #[test]
+    fn live_after_aged_out_markers(sc in aged_marker_scenario()) {
+        let opts = CheckOpts {
+            liveness: Some(sc.aged_marker_bound()),
+            ..sc.check_opts()
+        };
+        let (trace, violations) = run_checked(&sc, Flaws::default(), opts);
+        prop_assert!(violations.is_empty(), "{}", report(&sc, &trace, &violations));
+    }
+
+    /// A bucket deleted and recreated while holders act (paused, cut off, or neither) and a
+    /// fresh process right after: S2–S6 across the epochs (acting intervals in server time,
+    /// tokens `(epoch, term)`), and the roles held again once the new bucket is TTL +
+    /// heartbeat old (issue 24 item 3).
+    #[test]
+    fn safe_and_live_across_bucket_resets(sc in reset_scenario()) {
+        let opts = CheckOpts {
+            liveness: Some(sc.failover_bound() + sc.max_campaign_delay()),
+            stop_bound: None,
+            ..sc.check_opts()
+        };
+        let (trace, violations) = run_checked(&sc, Flaws::default(), opts);
+        prop_assert!(violations.is_empty(), "{}", report(&sc, &trace, &violations));
+    }
+
+    /// Role values naming live sessions of instances that do not act on them, and refused
+    /// releases: S2–S6, and every role held again within the fail-over bound after the last
+    /// fault (issue 24 items 8 and 9: the named instance takes the value over or lists it as
+    /// released in its session, Q4 and Q5 rule 5).
+    #[test]
+    fn live_with_foreign_role_values_and_refused_releases(sc in foreign_value_scenario()) {
         let opts = sc.check_opts();
         prop_assert!(opts.liveness.is_some());
         let (trace, violations) = run_checked(&sc, Flaws::default(), opts);
@@ -143,6 +188,8 @@ fn replay() {
         drift: false,
         no_ttl: false,
         validate: false,
+        marker_ttl_ms: None,
+        fresh_bucket: false,
         faults: vec![Fault {
             at_permille: 300,
             kind: Pause { ttl_pct: 150 },

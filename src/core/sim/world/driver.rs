@@ -7,10 +7,11 @@ use crate::core::machine::SessionUpdate;
 use crate::core::sim::clock::{MS, Nanos, nanos};
 use crate::core::sim::kv::{EntryKind, KvWrite};
 use crate::core::sim::trace::{Rec, Seen};
-use crate::core::types::{Action, FailureKind, KeyState, ReleaseReason, WriteOutcome};
+use crate::core::types::{Action, FailureKind, KeyState, Notice, ReleaseReason, WriteOutcome};
 use crate::value::HolderValue;
 
-use super::{Ev, Input, Queued, Sim, Who};
+use super::bucket::young_hold;
+use super::{Ev, Input, Queued, SessionMsg, Sim, Who};
 
 impl Sim {
     /// Whether an event of instance `i` cannot be handled now: dropped after a crash, deferred
@@ -119,6 +120,16 @@ impl Sim {
                 self.rank_for_vacancy(n);
                 self.nodes[n].machine.handle_holder_gone(rev, now);
             }
+            Input::BucketAge(age) => {
+                self.note_hold(n, age, now);
+                self.nodes[n].machine.handle_bucket_age(Some(age), now);
+            }
+            Input::BucketReset { epoch, age } => {
+                self.note_hold(n, age, now);
+                self.nodes[n]
+                    .machine
+                    .handle_bucket_reset(epoch, Some(age), now);
+            }
         }
         if let Some(state) = read_state {
             // As the role task: a read showing a holder asks the session book about it.
@@ -165,7 +176,7 @@ impl Sim {
                 Action::Write(req) => {
                     let w = KvWrite {
                         key: self.nodes[n].role,
-                        expected: req.expected,
+                        expected: Some(req.expected),
                         kind: req
                             .value
                             .map_or(EntryKind::Delete, |v| EntryKind::Put(Box::new(v))),
@@ -198,13 +209,27 @@ impl Sim {
                     let i = self.nodes[n].inst;
                     let role = self.roles[self.nodes[n].role].clone();
                     let now_i = self.insts[i].clock.local(g);
-                    self.insts[i]
-                        .session
-                        .handle_release_term(session, role, revision, now_i);
+                    let msg = SessionMsg::ReleaseTerm(session, role, revision);
+                    self.session_msg(i, msg, now_i);
                     self.session_actions(i, now_i);
+                }
+                Action::Notice(Notice::RevisionRegressed { .. }) => {
+                    // As the role task: revisions went back, have the epoch checked.
+                    let i = self.nodes[n].inst;
+                    self.check_epoch(i);
                 }
                 Action::Failed(_) | Action::Recovered | Action::Notice(_) => {}
             }
+        }
+    }
+
+    /// Records the young-bucket hold (Q6) node `n` gets from a bucket of age `age`.
+    fn note_hold(&mut self, n: usize, age: std::time::Duration, now: Instant) {
+        let g = self.now;
+        let clock = self.insts[self.nodes[n].inst].clock;
+        if let Some(hold) = young_hold(self.timing.ttl, self.timing.heartbeat, age) {
+            let until = clock.global(now + std::time::Duration::from_nanos(hold));
+            self.nodes[n].trace.recs.push(Rec::Hold { g, until });
         }
     }
 

@@ -9,20 +9,22 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::core::machine::SessionUpdate;
-use crate::core::session::{SessionAction, SessionLoss, SessionWriteKind};
+use crate::core::session::{SessionAction, SessionKeyState, SessionLoss, SessionWriteKind};
 use crate::core::session_book::Verdict;
 use crate::core::sim::clock::{MS, nanos};
 use crate::core::sim::kv::{EntryKind, KvWrite};
 use crate::core::types::{FailureKind, KeyState, WriteKind, WriteOutcome};
 use crate::value::HolderValue;
 
-use super::{Ev, Input, SInput, Sim, Who};
+use super::{Ev, Input, SInput, SessionMsg, Sim, Who};
 
 /// Herd ranking: the longest wait of any rank (as the role task; a returning holder's
 /// grace comes on top, only where the previous holder restarted).
 pub(in crate::core::sim) const HERD_CAP: Duration = crate::core::Herd::DEFAULT.cap;
 /// How often the watcher looks for sessions due for a reap.
 pub(in crate::core::sim) const BACKSTOP_TICK: Duration = Duration::from_millis(250);
+/// The watcher's first backoff after it failed (`manager::watcher`).
+const WATCHER_BACKOFF: Duration = Duration::from_millis(100);
 /// Timeout of one reap or backstop read.
 const BACKSTOP_IO_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -32,21 +34,26 @@ impl Sim {
         let Some(Ev::Inst(_, input)) = self.held_back(i, seq, Ev::Inst(i, input)) else {
             return;
         };
+        let now = self.insts[i].clock.local(self.now);
+        if let SInput::Timer(generation) = input
+            && self.insts[i].timer.map(|t| t.1) != Some(generation)
+        {
+            return; // replaced by a later timer (or the task was blocked meanwhile)
+        }
+        match input {
+            SInput::Timer(_) | SInput::Write { .. } | SInput::Read { .. } => {
+                self.session_msg(i, SessionMsg::Input(input), now);
+            }
+            other => self.watcher_input(i, other, now),
+        }
+        self.session_actions(i, now);
+    }
+
+    /// An input of the session task's own operations and timer.
+    pub(super) fn session_input(&mut self, i: usize, input: SInput, now: Instant) {
         let g = self.now;
-        let now = self.insts[i].clock.local(g);
         let disconnected = self.insts[i].disconnected_until.is_some();
         match input {
-            SInput::Start => {
-                // The watcher starts with the process and first delivers every key's last entry.
-                self.insts[i].started = true;
-                self.insts[i].session.start(now);
-                for n in self.insts[i].nodes.clone() {
-                    self.push(g, Ev::Node(n, Input::Start));
-                }
-                self.resync(i);
-                let tick = self.insts[i].clock.span(BACKSTOP_TICK);
-                self.push(g + tick, Ev::Inst(i, SInput::Tick));
-            }
             SInput::Timer(generation) => {
                 if self.insts[i].timer.map(|t| t.1) != Some(generation) {
                     return;
@@ -80,8 +87,31 @@ impl Sim {
                 };
                 self.insts[i].session.handle_read(op, result, now);
             }
-            SInput::Watch { key, rev, replay } => {
-                if disconnected {
+            _ => {}
+        }
+    }
+
+    /// An input of the watcher (and the process start).
+    fn watcher_input(&mut self, i: usize, input: SInput, now: Instant) {
+        let g = self.now;
+        let disconnected = self.insts[i].disconnected_until.is_some();
+        match input {
+            SInput::Start => self.start_process(i, now),
+            SInput::Watch {
+                key,
+                epoch,
+                rev,
+                replay,
+            } => {
+                // A silent watcher (disconnected, or on a deposed leader), the watcher of a
+                // deleted bucket once the process moved to the new one, and a marker that
+                // aged out before the watcher got to it (a paused process: its consumer is
+                // recreated past it).
+                if disconnected
+                    || self.insts[i].deposed.is_some()
+                    || epoch != self.insts[i].epoch
+                    || self.kv.aged_out(key, epoch, rev)
+                {
                     return;
                 }
                 let known = self.insts[i].watch_rev[key];
@@ -89,7 +119,7 @@ impl Sim {
                     return;
                 }
                 self.insts[i].watch_rev[key] = rev;
-                self.dispatch(i, key, rev, now);
+                self.dispatch(i, key, epoch, rev, now);
             }
             SInput::Tick => {
                 let tick = self.insts[i].clock.span(BACKSTOP_TICK);
@@ -99,21 +129,7 @@ impl Sim {
                 }
                 let due = self.insts[i].book.due_reaps(now);
                 for reap in due {
-                    if let Some(key) = self.session_key_named(&reap.key) {
-                        let op = self.insts[i].next_reap;
-                        self.insts[i].next_reap += 1;
-                        let w = KvWrite {
-                            key,
-                            expected: reap.expected,
-                            // A purge marker: read as an expiry, like the watcher does.
-                            kind: EntryKind::Expiry,
-                            ttl: None,
-                            renew: false,
-                            writer: None,
-                        };
-                        self.insts[i].reaps.push((op, reap));
-                        self.send_write(Who::Backstop(i), op, w, BACKSTOP_IO_TIMEOUT);
-                    }
+                    self.send_reap(i, reap);
                 }
             }
             SInput::Reaped { op, outcome } => {
@@ -126,37 +142,173 @@ impl Sim {
                 } else {
                     outcome
                 };
+                let key = self.session_key_named(&reap.key);
+                match (outcome, key) {
+                    (WriteOutcome::Ok { .. }, _) if reap.expected == 0 => {
+                        self.count("reap_on_zero_ok");
+                    }
+                    (WriteOutcome::Ok { .. }, _) => self.count("reap_ok"),
+                    (WriteOutcome::Conflict, Some(key)) => {
+                        self.insts[i].refused.push((key, reap.expected));
+                    }
+                    _ => {}
+                }
                 let done = self.insts[i].book.reap_done(&reap, outcome, now);
                 self.holders_gone(i, done.gone);
                 if done.read
-                    && let Some(key) = self.session_key_named(&reap.key)
+                    && let Some(key) = key
                 {
                     self.send_read(Who::Backstop(i), key, 0, BACKSTOP_IO_TIMEOUT, false);
                 }
             }
-            SInput::Backstop { key, result } => {
-                if let (Ok(state), false) = (result, disconnected) {
-                    let name = self.session_keys[key - self.roles.len()].clone();
-                    let gone = self.insts[i].book.leader_read(&name, state, now);
-                    self.holders_gone(i, gone);
+            SInput::Backstop { key, op, result } => {
+                let result = result.ok().filter(|_| !disconnected);
+                if op != 0 {
+                    return self.probed(i, op, result, now);
                 }
+                let Some(state) = result else { return };
+                if let Some(at) = self.insts[i].refused.iter().position(|r| r.0 == key) {
+                    let (_, expected) = self.insts[i].refused.remove(at);
+                    if state.revision() > expected {
+                        self.count("reap_refused_learned");
+                    } else if state == SessionKeyState::Absent {
+                        self.count("reap_refused_absent");
+                    }
+                }
+                let name = self.session_keys[key - self.roles.len()].clone();
+                let gone = self.insts[i].book.leader_read(&name, state, now);
+                self.holders_gone(i, gone);
             }
             SInput::Connection(up) => {
                 for n in self.insts[i].nodes.clone() {
                     self.push(g, Ev::Node(n, Input::Connection(up)));
                 }
                 if up {
+                    // The watcher is recreated; the driver checks the bucket first.
                     self.insts[i].disconnected_until = None;
+                    let ts = self.answer_ts();
+                    if !self.learn_epoch(i, ts) {
+                        self.resync(i);
+                    }
+                }
+            }
+            SInput::EpochChecked => {
+                self.insts[i].checking_epoch = false;
+                if !disconnected {
+                    let ts = self.answer_ts();
+                    self.learn_epoch(i, ts);
+                }
+            }
+            SInput::Unblock => self.unblock_session(i),
+            SInput::WatcherFailed => {
+                // `manager::watcher`: the watcher ends with an error; after a 100 ms backoff the
+                // bucket is checked before a new watcher starts.
+                if self.insts[i].epoch != self.kv.epoch {
+                    let at = g + self.insts[i].clock.span(WATCHER_BACKOFF);
+                    self.push(at, Ev::Inst(i, SInput::EpochChecked));
+                    self.insts[i].checking_epoch = true;
+                }
+            }
+            SInput::Undeposed => {
+                self.insts[i].deposed = None;
+                let ts = self.answer_ts();
+                if !self.learn_epoch(i, ts) {
                     self.resync(i);
                 }
             }
+            SInput::Timer(_) | SInput::Write { .. } | SInput::Read { .. } => {}
         }
-        self.session_actions(i, now);
+    }
+
+    /// The process starts: it opens the bucket (its epoch and age: `handle_bucket_age` for
+    /// every role machine, Q6), starts its session task, its role tasks and its watcher,
+    /// which first delivers every key's last entry.
+    fn start_process(&mut self, i: usize, now: Instant) {
+        let g = self.now;
+        self.insts[i].started = true;
+        let ts = self.answer_ts();
+        let age = self.bucket_age(ts);
+        let epoch = self.kv.epoch;
+        let nodes = self.insts[i].nodes.clone();
+        if self.insts[i].epoch != epoch {
+            // Recreated between the machines' creation and the start.
+            self.insts[i].epoch = epoch;
+            for &n in &nodes {
+                self.push(g, Ev::Node(n, Input::BucketReset { epoch, age }));
+            }
+        } else if !self.flaws.no_bucket_age {
+            for &n in &nodes {
+                self.push(g, Ev::Node(n, Input::BucketAge(age)));
+            }
+        }
+        self.insts[i].session.start(now);
+        for n in nodes {
+            self.push(g, Ev::Node(n, Input::Start));
+        }
+        self.resync(i);
+        let tick = self.insts[i].clock.span(BACKSTOP_TICK);
+        self.push(g + tick, Ev::Inst(i, SInput::Tick));
+    }
+
+    /// Sends a reap the book asks for (Q5 rule 4): a purge marker with a CAS on the revision
+    /// known. Flaw `read_backstop`: a read of the key instead ([`Sim::probed`]).
+    fn send_reap(&mut self, i: usize, reap: crate::core::Reap) {
+        let Some(key) = self.session_key_named(&reap.key) else {
+            return;
+        };
+        let op = self.insts[i].next_reap;
+        self.insts[i].next_reap += 1;
+        let expected = reap.expected;
+        self.insts[i].reaps.push((op, reap));
+        if self.flaws.read_backstop {
+            return self.send_read(Who::Backstop(i), key, op, BACKSTOP_IO_TIMEOUT, false);
+        }
+        let w = KvWrite {
+            key,
+            expected: Some(expected),
+            kind: EntryKind::Purge,
+            ttl: None,
+            renew: false,
+            writer: None,
+        };
+        self.send_write(Who::Backstop(i), op, w, BACKSTOP_IO_TIMEOUT);
+    }
+
+    /// Flaw `read_backstop`: the read that replaced reap `op` answered. A key at or below the
+    /// revision the book knows counts as the session's end (as if the reap were accepted);
+    /// a newer entry is learned.
+    fn probed(&mut self, i: usize, op: u64, result: Option<SessionKeyState>, now: Instant) {
+        let Some(at) = self.insts[i].reaps.iter().position(|(o, _)| *o == op) else {
+            return;
+        };
+        let (_, reap) = self.insts[i].reaps.remove(at);
+        let book = &mut self.insts[i].book;
+        let gone = match result {
+            Some(state) if state.revision() <= reap.expected => {
+                let revision = reap.expected + 1;
+                book.reap_done(&reap, WriteOutcome::Ok { revision }, now)
+                    .gone
+            }
+            Some(state) => {
+                let failed = WriteOutcome::Failed(FailureKind::Unavailable);
+                book.reap_done(&reap, failed, now);
+                book.leader_read(&reap.key, state, now)
+            }
+            None => {
+                let failed = WriteOutcome::Failed(FailureKind::Unavailable);
+                book.reap_done(&reap, failed, now).gone
+            }
+        };
+        self.holders_gone(i, gone);
     }
 
     /// When a watcher starts, and after a reconnect recreated it, it (re)delivers the last
     /// entry of every key.
     pub(super) fn resync(&mut self, i: usize) {
+        let epoch = self.kv.epoch;
+        if self.insts[i].epoch != epoch {
+            return; // the watcher of a deleted bucket: the next epoch check replays
+        }
         let mut last: Vec<(u64, usize)> = (0..self.kv.logs.len())
             .map(|key| (self.kv.last_rev(key), key))
             .filter(|(rev, _)| *rev > 0)
@@ -166,14 +318,20 @@ impl Sim {
             let at = (self.now + self.rng.hop()).max(self.insts[i].watch_tail);
             self.insts[i].watch_tail = at;
             let replay = true;
-            self.push(at, Ev::Inst(i, SInput::Watch { key, rev, replay }));
+            let input = SInput::Watch {
+                key,
+                epoch,
+                rev,
+                replay,
+            };
+            self.push(at, Ev::Inst(i, input));
         }
     }
 
     /// One watcher entry: a role entry goes to the role's node (with the book's verdict about
     /// its holder), a session entry to the book (and to the own session machine).
-    fn dispatch(&mut self, i: usize, key: usize, rev: u64, now: Instant) {
-        let Some(entry) = self.kv.entry(key, rev) else {
+    fn dispatch(&mut self, i: usize, key: usize, epoch: u64, rev: u64, now: Instant) {
+        let Some(entry) = self.kv.entry(key, epoch, rev) else {
             return;
         };
         let g = self.now;
@@ -181,7 +339,7 @@ impl Sim {
             let state = entry.session_state();
             let slot = key - self.roles.len();
             if slot == self.insts[i].slot {
-                self.insts[i].session.handle_observed(state.clone(), now);
+                self.session_msg(i, SessionMsg::Observed(state.clone()), now);
             }
             let name = self.session_keys[slot].clone();
             let gone = self.insts[i].book.observe(&name, state, now);
@@ -191,16 +349,15 @@ impl Sim {
         let n = self.insts[i].nodes[key];
         let lease = state.lease().cloned();
         let role_name = self.roles[key].clone();
-        self.insts[i].session.handle_role_moved(&role_name, rev);
+        self.session_msg(i, SessionMsg::RoleMoved(role_name.clone(), rev), now);
         if let Some(v) = &lease
             && v.holder == self.insts[i].id
             && !self.insts[i].campaign
         {
             // The watcher's rule (Q4): a value naming our live session that no campaigning
             // node of ours acts on is listed as released (the machine ignores other uuids).
-            self.insts[i]
-                .session
-                .handle_release_term(v.session, role_name, rev, now);
+            let msg = SessionMsg::ReleaseTerm(v.session, role_name, rev);
+            self.session_msg(i, msg, now);
         }
         let holder = lease
             .as_ref()
@@ -285,20 +442,23 @@ impl Sim {
         }
         let now = inst.clock.local(self.now);
         self.insts[i].session_ending = true;
-        self.insts[i].session.handle_stop(now);
+        self.session_msg(i, SessionMsg::Stop, now);
         self.session_actions(i, now);
     }
 
     /// Executes the actions of instance `i`'s session machine and re-arms its timer.
     pub(super) fn session_actions(&mut self, i: usize, now: Instant) {
         let g = self.now;
+        if self.insts[i].session_blocked.is_some() {
+            return; // the task waits for the epoch check
+        }
         while let Some(action) = self.insts[i].session.poll_action() {
             match action {
                 SessionAction::Write(w) => {
                     let ttl = (w.kind != SessionWriteKind::End).then(|| nanos(self.timing.ttl));
                     let kv = KvWrite {
                         key: self.session_key_of(self.insts[i].slot),
-                        expected: w.expected,
+                        expected: Some(w.expected),
                         kind: w
                             .value
                             .map_or(EntryKind::Delete, |v| EntryKind::Session(Box::new(v))),
@@ -322,6 +482,7 @@ impl Sim {
                     acked_sent_at,
                     ..
                 } => {
+                    self.insts[i].live = Some(uuid);
                     // Flaw `renew_after_loss`: the new session's writes extend the lost one.
                     let uuid = self.insts[i].lost.unwrap_or(uuid);
                     self.send_to_roles(
@@ -333,11 +494,27 @@ impl Sim {
                     );
                 }
                 SessionAction::Lost { uuid, reason } => {
+                    if self.insts[i].live == Some(uuid) {
+                        self.insts[i].live = None;
+                    }
                     if self.flaws.renew_after_loss && reason != SessionLoss::Ended {
                         self.insts[i].lost.get_or_insert(uuid);
                     } else {
-                        let reason = reason.demote_reason();
-                        self.send_to_roles(i, SessionUpdate::Lost { uuid, reason });
+                        let demote = reason.demote_reason();
+                        self.send_to_roles(
+                            i,
+                            SessionUpdate::Lost {
+                                uuid,
+                                reason: demote,
+                            },
+                        );
+                    }
+                    if reason == SessionLoss::BucketReset {
+                        // The task waits for the watcher to confirm a new epoch before it goes
+                        // on (the rest of the actions wait with it).
+                        self.count("session_bucket_reset");
+                        self.insts[i].timer = None;
+                        return self.block_session(i);
                     }
                 }
                 SessionAction::Duplicate { .. }
@@ -364,6 +541,13 @@ impl Sim {
             return;
         };
         let at = if t <= now {
+            // Due: fire soon, and an armed timer that fires soon is not pushed back (events
+            // more often than that would starve it).
+            if let Some((armed, _)) = inst.timer
+                && armed <= g + MS
+            {
+                return;
+            }
             g + MS
         } else {
             inst.clock.global(t)
