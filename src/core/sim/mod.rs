@@ -41,7 +41,10 @@
 //!   or the watcher failing 5 s after its stream vanished; they then reset every role machine
 //!   (`handle_bucket_reset` with the new bucket's age), the session book and the watcher. A
 //!   process gets `handle_bucket_age` when it starts (a bucket may also be created when the
-//!   run starts).
+//!   run starts). The role tasks' P6 rule is modelled too (an acquire's outcome is handed to
+//!   the machine after `seed_high_water` with the process's bucket high-water mark when it was
+//!   sent), and a bucket in use before the run starts at a realistic stream sequence; a run
+//!   has at most one reset, of a bucket that was in use (`strategy::one_reset` says why).
 //!
 //! [`check::check`] turns a [`trace::Trace`] into a list of [`check::Violation`]s, named with
 //! the one list of IDs, [`crate::history::Invariant`], as in `docs/reliability.md` (S1, L2 and L3 do not apply: the model has no fenced writes, and

@@ -87,6 +87,7 @@ impl Sim {
         let age = self.bucket_age(ts);
         let inst = &mut self.insts[i];
         inst.epoch = epoch;
+        inst.seen_high = 0;
         inst.book.reset();
         inst.watch_rev.iter_mut().for_each(|r| *r = 0);
         for n in inst.nodes.clone() {

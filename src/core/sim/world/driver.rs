@@ -95,7 +95,15 @@ impl Sim {
             Input::Start => m.start(now),
             Input::Timer(_) => m.handle_timeout(now),
             Input::Observed(state) => m.handle_observed(state, now),
-            Input::Write { op, outcome, .. } => m.handle_write(op, outcome, now),
+            Input::Write { op, outcome, .. } => {
+                // As the role task: the bucket's high-water mark when the write was sent bounds
+                // what may be promoted (P6).
+                if let Some(at) = node.sent_seen.iter().position(|(o, _)| *o == op) {
+                    let (_, seen) = node.sent_seen.remove(at);
+                    m.seed_high_water(seen);
+                }
+                m.handle_write(op, outcome, now);
+            }
             Input::Read { op, result } => {
                 read_state = result.as_ref().ok().cloned();
                 m.handle_read(op, result, now);
@@ -174,6 +182,8 @@ impl Sim {
             });
             match action {
                 Action::Write(req) => {
+                    let seen = self.insts[self.nodes[n].inst].seen_high;
+                    self.nodes[n].sent_seen.push((req.op, seen));
                     let w = KvWrite {
                         key: self.nodes[n].role,
                         expected: Some(req.expected),

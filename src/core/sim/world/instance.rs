@@ -77,6 +77,10 @@ impl Sim {
                     let unknown = WriteOutcome::Unknown;
                     return self.deliver_write(Who::Session(i), at, op, unknown, unknown_at);
                 }
+                if let WriteOutcome::Ok { revision } = outcome {
+                    let inst = &mut self.insts[i];
+                    inst.seen_high = inst.seen_high.max(revision);
+                }
                 self.insts[i].session.handle_write(op, outcome, now);
             }
             SInput::Read { op, result } => {
@@ -118,7 +122,9 @@ impl Sim {
                 if rev < known || (rev == known && !replay) {
                     return;
                 }
-                self.insts[i].watch_rev[key] = rev;
+                let inst = &mut self.insts[i];
+                inst.watch_rev[key] = rev;
+                inst.seen_high = inst.seen_high.max(rev);
                 self.dispatch(i, key, epoch, rev, now);
             }
             SInput::Tick => {
@@ -226,6 +232,7 @@ impl Sim {
     fn start_process(&mut self, i: usize, now: Instant) {
         let g = self.now;
         self.insts[i].started = true;
+        self.insts[i].seen_high = self.kv.seq;
         let ts = self.answer_ts();
         let age = self.bucket_age(ts);
         let epoch = self.kv.epoch;
@@ -454,20 +461,7 @@ impl Sim {
         }
         while let Some(action) = self.insts[i].session.poll_action() {
             match action {
-                SessionAction::Write(w) => {
-                    let ttl = (w.kind != SessionWriteKind::End).then(|| nanos(self.timing.ttl));
-                    let kv = KvWrite {
-                        key: self.session_key_of(self.insts[i].slot),
-                        expected: Some(w.expected),
-                        kind: w
-                            .value
-                            .map_or(EntryKind::Delete, |v| EntryKind::Session(Box::new(v))),
-                        ttl,
-                        renew: w.kind == SessionWriteKind::Renew,
-                        writer: Some((i, WriteKind::Renew)),
-                    };
-                    self.send_write(Who::Session(i), w.op, kv, w.timeout);
-                }
+                SessionAction::Write(w) => self.send_session_write(i, w),
                 SessionAction::Read { op, timeout } => {
                     let key = self.session_key_of(self.insts[i].slot);
                     self.send_read(Who::Session(i), key, op, timeout, false);
@@ -524,6 +518,22 @@ impl Sim {
             }
         }
         self.rearm_session(i, now, g);
+    }
+
+    /// Sends a write of instance `i`'s session machine.
+    pub(super) fn send_session_write(&mut self, i: usize, w: crate::core::session::SessionWrite) {
+        let ttl = (w.kind != SessionWriteKind::End).then(|| nanos(self.timing.ttl));
+        let kv = KvWrite {
+            key: self.session_key_of(self.insts[i].slot),
+            expected: Some(w.expected),
+            kind: w
+                .value
+                .map_or(EntryKind::Delete, |v| EntryKind::Session(Box::new(v))),
+            ttl,
+            renew: w.kind == SessionWriteKind::Renew,
+            writer: Some((i, WriteKind::Renew)),
+        };
+        self.send_write(Who::Session(i), w.op, kv, w.timeout);
     }
 
     /// Sends a session update to every role node of instance `i` (the session task's `watch`

@@ -254,6 +254,9 @@ pub(super) struct Node {
     /// The deadline of the live session, per the last session update fed (an acquire can go
     /// out before it).
     pub(super) session_until: Option<Instant>,
+    /// Writes in flight: op and the process's bucket high-water mark when it was sent (the
+    /// role task seeds the machine with it before the outcome, P6).
+    pub(super) sent_seen: Vec<(u64, u64)>,
     pub(super) trace: NodeTrace,
 }
 
@@ -266,6 +269,9 @@ pub(super) struct Inst {
     pub(super) epoch: u64,
     /// The session's uuid while it is live (per its last `Up` / `Lost`).
     pub(super) live: Option<Uuid>,
+    /// The highest revision the process saw in its bucket (watcher entries, its session's
+    /// acknowledged writes: `Shared::bucket_high_water`); 0 again with a new epoch.
+    pub(super) seen_high: u64,
     pub(super) clock: Clock,
     pub(super) campaign: bool,
     pub(super) session: SessionMachine,
@@ -386,11 +392,18 @@ impl Sim {
         let created = sc.fresh_bucket.then_some(0);
         let mut kv = Kv::new(roles.len() + slots, sc.no_ttl, created, flaws.kv);
         kv.marker_ttl = sc.marker_ttl_ms.map(|ms| ms * MS);
+        let mut rng = Rng(SplitMix64::new(sc.seed));
+        if !sc.fresh_bucket {
+            // A bucket in use before the run has a stream sequence well above anything a
+            // recreated one reaches within an operation timeout (P6's high-water rule rests
+            // on it).
+            kv.seq = rng.between(1000, 2000);
+        }
         let mut sim = Self {
             sc: sc.clone(),
             timing,
             flaws,
-            rng: Rng(SplitMix64::new(sc.seed)),
+            rng,
             base: Instant::now(),
             kv,
             roles,
@@ -535,6 +548,7 @@ impl Sim {
                 leading: None,
                 validating: false,
                 session_until: None,
+                sent_seen: Vec::new(),
                 trace: NodeTrace {
                     name,
                     role,
@@ -559,6 +573,7 @@ impl Sim {
             incarnation,
             epoch,
             live: None,
+            seen_high: 0,
             clock,
             campaign,
             session,
