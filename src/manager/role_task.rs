@@ -452,8 +452,10 @@ impl RoleTask {
             Action::ReleaseTerm { revision, session } => {
                 warn!(
                     revision,
-                    "the release did not go through: handing the role over through the session \
-                     (protocol Q5 rule 5)"
+                    "nobody here acts on the role value naming this instance's session (a \
+                     release that did not go through, or a value another client wrote while \
+                     this role cools down or cannot write role keys): handing it over through \
+                     the session (protocol Q5 rule 5)"
                 );
                 self.shared
                     .release_term(self.session_class, session, &self.role, revision);
