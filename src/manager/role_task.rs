@@ -29,9 +29,10 @@ use crate::tap::TapEvent;
 use crate::value::now_rfc3339;
 
 enum OpResult {
-    /// A write's outcome, its duration, and the highest bucket revision this instance had
-    /// seen when it was sent (P6: the write is stored above it, or in another bucket).
-    Write(WriteKind, WriteOutcome, Duration, u64),
+    /// A write's outcome, its duration, the highest bucket revision this instance had seen
+    /// when it was sent (P6: the write is stored above it, or in another bucket), and how many
+    /// bucket resets the machine had had then.
+    Write(WriteKind, WriteOutcome, Duration, u64, u64),
     Read(Result<KeyState, FailureKind>),
     Validate(Result<KeyState, FailureKind>),
 }
@@ -60,6 +61,9 @@ pub(crate) struct RoleTask {
     pub(crate) session: Option<watch::Receiver<super::session_link::SessionView>>,
     /// That session's TTL class (ms).
     pub(crate) session_class: Option<u64>,
+    /// Bucket resets handed to the machine (`handle_bucket_reset`): a write sent before the
+    /// last one belongs to a bucket the machine no longer knows.
+    pub(crate) resets: u64,
 }
 
 impl RoleTask {
@@ -118,7 +122,7 @@ impl RoleTask {
                 Some((op, result)) = ops.next(), if !ops.is_empty() => {
                     let now = Instant::now();
                     match result {
-                        OpResult::Write(kind, o, elapsed, seen_before) => {
+                        OpResult::Write(kind, o, elapsed, seen_before, resets_before) => {
                             if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
                                 self.shared.bucket_check.notify_one();
                             }
@@ -126,11 +130,21 @@ impl RoleTask {
                                 self.release_stored(revision, now);
                             }
                             self.tap(TapEvent::WriteCompleted { op, kind, outcome: o, elapsed });
-                            // P6: the highest revision seen in this bucket (any key: the
-                            // session's writes move it most) before the write was sent bounds
-                            // what may be promoted (writes elsewhere since then do not).
-                            self.machine.seed_high_water(seen_before);
-                            self.machine.handle_write(op, o, now);
+                            if resets_before == self.resets {
+                                // P6: the highest revision seen in this bucket (any key: the
+                                // session's writes move it most) before the write was sent
+                                // bounds what may be promoted (writes elsewhere since then do
+                                // not).
+                                self.machine.seed_high_water(seen_before);
+                                self.machine.handle_write(op, o, now);
+                            } else {
+                                // Sent before the bucket was recreated: its outcome says nothing
+                                // about the new bucket (an `Ok` may even be a put there that
+                                // skipped the young-bucket hold, Q6), and the old bucket's
+                                // high-water mark would refuse every acquire in the new one as
+                                // stale. Unknown: the machine finds out by a read.
+                                self.machine.handle_write(op, WriteOutcome::Unknown, now);
+                            }
                         }
                         OpResult::Read(r) => {
                             let held = r.as_ref().ok().cloned();
@@ -186,6 +200,7 @@ impl RoleTask {
                             self.machine.handle_release(reason, cooldown, now);
                         }
                         Some(RoleInput::BucketReset(epoch)) => {
+                            self.resets += 1;
                             let age = self.shared.bucket_age(now);
                             self.machine.handle_bucket_reset(epoch, Some(age), now);
                         }
@@ -260,6 +275,7 @@ impl RoleTask {
                 });
                 let span = self.kv_span("cas", kind.as_str(), req.expected);
                 let seen_before = self.shared.bucket_high_water();
+                let resets_before = self.resets;
                 ops.push(Box::pin(
                     async move {
                         let sent = Instant::now();
@@ -273,7 +289,13 @@ impl RoleTask {
                         tracing::Span::current().record("outcome", outcome_name(outcome));
                         (
                             op,
-                            OpResult::Write(kind, outcome, sent.elapsed(), seen_before),
+                            OpResult::Write(
+                                kind,
+                                outcome,
+                                sent.elapsed(),
+                                seen_before,
+                                resets_before,
+                            ),
                         )
                     }
                     .instrument(span),

@@ -97,10 +97,18 @@ impl Sim {
             Input::Observed(state) => m.handle_observed(state, now),
             Input::Write { op, outcome, .. } => {
                 // As the role task: the bucket's high-water mark when the write was sent bounds
-                // what may be promoted (P6).
-                if let Some(at) = node.sent_seen.iter().position(|(o, _)| *o == op) {
-                    let (_, seen) = node.sent_seen.remove(at);
-                    m.seed_high_water(seen);
+                // what may be promoted (P6). A write sent before the machine's last bucket
+                // reset says nothing about the new bucket (an `Ok` may be a put there that
+                // skipped the young-bucket hold): its outcome is unknown, and the old bucket's
+                // mark is not seeded (it would refuse every acquire in the new one).
+                let mut outcome = outcome;
+                if let Some(at) = node.sent_seen.iter().position(|s| s.0 == op) {
+                    let (_, seen, resets) = node.sent_seen.remove(at);
+                    if resets == node.resets {
+                        m.seed_high_water(seen);
+                    } else {
+                        outcome = WriteOutcome::Unknown;
+                    }
                 }
                 m.handle_write(op, outcome, now);
             }
@@ -133,6 +141,7 @@ impl Sim {
                 self.nodes[n].machine.handle_bucket_age(Some(age), now);
             }
             Input::BucketReset { epoch, age } => {
+                self.nodes[n].resets += 1;
                 self.note_hold(n, age, now);
                 self.nodes[n]
                     .machine
@@ -183,7 +192,8 @@ impl Sim {
             match action {
                 Action::Write(req) => {
                     let seen = self.insts[self.nodes[n].inst].seen_high;
-                    self.nodes[n].sent_seen.push((req.op, seen));
+                    let resets = self.nodes[n].resets;
+                    self.nodes[n].sent_seen.push((req.op, seen, resets));
                     let w = KvWrite {
                         key: self.nodes[n].role,
                         expected: Some(req.expected),

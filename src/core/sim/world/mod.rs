@@ -254,9 +254,11 @@ pub(super) struct Node {
     /// The deadline of the live session, per the last session update fed (an acquire can go
     /// out before it).
     pub(super) session_until: Option<Instant>,
-    /// Writes in flight: op and the process's bucket high-water mark when it was sent (the
-    /// role task seeds the machine with it before the outcome, P6).
-    pub(super) sent_seen: Vec<(u64, u64)>,
+    /// Writes in flight: op, the process's bucket high-water mark when it was sent (the role
+    /// task seeds the machine with it before the outcome, P6) and `resets` then.
+    pub(super) sent_seen: Vec<(u64, u64, u64)>,
+    /// Bucket resets handed to the machine (`handle_bucket_reset`).
+    pub(super) resets: u64,
     pub(super) trace: NodeTrace,
 }
 
@@ -549,6 +551,7 @@ impl Sim {
                 validating: false,
                 session_until: None,
                 sent_seen: Vec::new(),
+                resets: 0,
                 trace: NodeTrace {
                     name,
                     role,
