@@ -37,8 +37,9 @@
 //! * **bucket resets**: the bucket is deleted and recreated (no keys, revisions from 1, a new
 //!   epoch), optionally with a fresh process started right after. Processes learn of it as the
 //!   manager does: the session key went back (a `BucketReset` loss, then the session task
-//!   waits up to 2 s for an epoch check), a revision below the high-water mark, a reconnect,
-//!   or the watcher failing 5 s after its stream vanished; they then reset every role machine
+//!   waits up to 2 s for an epoch check), an epoch check before every session start, a
+//!   revision below the high-water mark, a reconnect, or the watcher failing 5 s after its
+//!   stream vanished; they then reset every role machine
 //!   (`handle_bucket_reset` with the new bucket's age), the session book and the watcher. A
 //!   process gets `handle_bucket_age` when it starts (a bucket may also be created when the
 //!   run starts). The role tasks' P6 rule is modelled too (an acquire's outcome is handed to

@@ -205,3 +205,84 @@ fn replay() {
         report(&sc, &trace, &violations)
     );
 }
+
+/// Issue 24 item 3, found by `safe_under_faults` (finding F1): the bucket is recreated 40 ms
+/// into the run, before one process's session was ever written (its writes were lost and
+/// slow). Without an epoch check before its session start, that process started its session
+/// in the new bucket unnoticed; its session book, still the old bucket's, then found the new
+/// holder's session "gone" and its takeover overwrote the live holder's role key (S4). The
+/// session task now confirms the bucket's epoch before every session start. (A replay of the
+/// found run: the flawed variant must still be flagged, or the case no longer tests the
+/// check and has to be captured again.)
+#[test]
+fn a_session_start_confirms_the_bucket_epoch_first() {
+    #[allow(unused_imports)]
+    use {FaultKind::*, Target::*};
+    let sc = Scenario {
+        seed: 4_476_395_357_373_796_977,
+        nodes: 5,
+        roles: 1,
+        observer: false,
+        immune: false,
+        timing: TimingSpec {
+            ttl_s: 2,
+            hb_div: 6,
+            margin_pct: 12,
+            op_pct: 90,
+            grace_pct: 94,
+            jitter_ms: 6,
+        },
+        net: Net {
+            drop_pct: 18,
+            slow_pct: 1,
+            slow_write_pct: 16,
+            lost_ack_pct: 9,
+            stale_pct: 17,
+            fail_pct: 2,
+            long_drain_pct: 8,
+            ..Net::default()
+        },
+        drift: false,
+        no_ttl: false,
+        validate: false,
+        marker_ttl_ms: None,
+        fresh_bucket: false,
+        faults: vec![
+            Fault {
+                at_permille: 989,
+                kind: Crash,
+                target: Leader,
+            },
+            Fault {
+                at_permille: 2,
+                kind: ResetBucket { fresh: false },
+                target: Leader,
+            },
+            Fault {
+                at_permille: 23,
+                kind: RefusedRelease {
+                    deny_ms: 463,
+                    cooldown_ms: 2647,
+                },
+                target: Leader,
+            },
+        ],
+    };
+    let (trace, violations) = run_checked(&sc, Flaws::default(), sc.check_opts());
+    assert!(
+        violations.is_empty(),
+        "{}",
+        report(&sc, &trace, &violations)
+    );
+    let flawed = Flaws {
+        no_start_check: true,
+        ..Flaws::default()
+    };
+    let (_, found) = run_checked(&sc, flawed, sc.check_opts());
+    assert!(
+        found
+            .iter()
+            .any(|v| v.rule == crate::history::Invariant::S4),
+        "the replay no longer reaches the unchecked session start: {found:?}"
+    );
+}

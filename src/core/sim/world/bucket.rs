@@ -94,7 +94,7 @@ impl Sim {
             self.push(self.now, Ev::Node(n, Input::BucketReset { epoch, age }));
         }
         self.resync(i);
-        if self.insts[i].session_blocked.is_some() {
+        if self.insts[i].session_blocked.is_some() && self.insts[i].held_start.is_none() {
             // The session task polls the epoch every 20 ms.
             let at = self.now + self.rng.between(0, 20 * MS);
             self.insts[i].session_blocked = Some(at);
@@ -112,9 +112,23 @@ impl Sim {
         self.check_epoch(i);
     }
 
+    /// An epoch check answered while a session start waited for it: the start goes out (in
+    /// the bucket the process now knows), then the task goes on.
+    pub(super) fn release_start(&mut self, i: usize, now: Instant) {
+        let Some(w) = self.insts[i].held_start.take() else {
+            return;
+        };
+        self.insts[i].session_blocked = Some(self.now);
+        self.send_session_write(i, w);
+        self.unblock_session(i);
+        self.session_actions(i, now);
+    }
+
     /// The session task's wait is over: what queued up in its inbox is handled in order.
     pub(super) fn unblock_session(&mut self, i: usize) {
-        if self.insts[i].session_blocked.is_none_or(|b| self.now < b) {
+        if self.insts[i].held_start.is_some()
+            || self.insts[i].session_blocked.is_none_or(|b| self.now < b)
+        {
             return;
         }
         self.insts[i].session_blocked = None;
@@ -129,7 +143,7 @@ impl Sim {
     /// Hands a message to instance `i`'s session task: queued while it waits for an epoch
     /// check, else handled at once (the caller executes the actions).
     pub(super) fn session_msg(&mut self, i: usize, msg: SessionMsg, now: Instant) {
-        if self.insts[i].session_blocked.is_some() {
+        if self.insts[i].session_blocked.is_some() && self.insts[i].held_start.is_none() {
             self.insts[i].session_inbox.push(msg);
             return;
         }

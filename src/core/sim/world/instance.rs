@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::core::machine::SessionUpdate;
 use crate::core::session::{SessionAction, SessionKeyState, SessionLoss, SessionWriteKind};
 use crate::core::session_book::Verdict;
-use crate::core::sim::clock::{MS, nanos};
+use crate::core::sim::clock::{MS, Nanos, nanos};
 use crate::core::sim::kv::{EntryKind, KvWrite};
 use crate::core::types::{FailureKind, KeyState, WriteKind, WriteOutcome};
 use crate::value::HolderValue;
@@ -204,6 +204,9 @@ impl Sim {
                     let ts = self.answer_ts();
                     self.learn_epoch(i, ts);
                 }
+                // A held session start goes out (after a failed check too: the start write
+                // itself then fails, or lands in the bucket the process knows).
+                self.release_start(i, now);
             }
             SInput::Unblock => self.unblock_session(i),
             SInput::WatcherFailed => {
@@ -461,6 +464,18 @@ impl Sim {
         }
         while let Some(action) = self.insts[i].session.poll_action() {
             match action {
+                SessionAction::Write(w)
+                    if w.kind == SessionWriteKind::Start && !self.flaws.no_start_check =>
+                {
+                    // `manager::session_task`: a session starts only after the bucket's epoch
+                    // was confirmed (a new one resets the roles and the book first, Q6).
+                    self.count("start_epoch_check");
+                    let inst = &mut self.insts[i];
+                    inst.held_start = Some(w);
+                    inst.session_blocked = Some(Nanos::MAX);
+                    inst.timer = None;
+                    return self.check_epoch(i);
+                }
                 SessionAction::Write(w) => self.send_session_write(i, w),
                 SessionAction::Read { op, timeout } => {
                     let key = self.session_key_of(self.insts[i].slot);

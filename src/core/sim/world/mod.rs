@@ -311,6 +311,8 @@ pub(super) struct Inst {
     pub(super) session_inbox: Vec<SessionMsg>,
     /// An epoch check is in flight.
     pub(super) checking_epoch: bool,
+    /// A session start held until an epoch check answers (the task waits meanwhile).
+    pub(super) held_start: Option<crate::core::session::SessionWrite>,
     /// Role-key writes are refused (`permission_denied`) until then.
     pub(super) deny_role_until: Nanos,
     /// Reads served by a deposed leader frozen at `.0`, the watcher silent, until `.1`.
@@ -333,6 +335,10 @@ pub(super) struct Flaws {
     /// A process never tells its role machines the bucket's age at start
     /// (`handle_bucket_age` not called: a fresh process acquires in a young bucket at once).
     pub(super) no_bucket_age: bool,
+    /// A session starts without confirming the bucket's epoch first (the manager before the
+    /// proposed fix F1): a process whose session was not live when the bucket was recreated
+    /// enters the new one with what it knew of the old.
+    pub(super) no_start_check: bool,
 }
 
 /// A foreign role write waiting for a vacancy
@@ -601,6 +607,7 @@ impl Sim {
             session_blocked: None,
             session_inbox: Vec::new(),
             checking_epoch: false,
+            held_start: None,
             deny_role_until: 0,
             deposed: None,
         });
