@@ -90,7 +90,7 @@
 //!
 //! To debug a failure, paste the printed `Scenario` into [`props::replay`] (or set
 //! `SIM_WINDOW_MS` to widen the trace printed with the failure). `PROPTEST_CASES` sets the
-//! number of cases.
+//! number of cases (1024 by default; the properties of one fault family run a quarter).
 //!
 //! The parts, in the order a run uses them: [`clock`] (server time, the nodes' drifting
 //! clocks), [`rng`] (the one random source), [`kv`] (the model of the bucket's keys),

@@ -11,7 +11,7 @@ use super::render::{render, report};
 use super::scenario::{Fault, FaultKind, Net, Scenario, Target, TimingSpec};
 use super::strategy::{
     aged_marker_scenario, config, fault_free_scenario, faulty_scenario, foreign_value_scenario,
-    graceful_scenario, reset_scenario,
+    graceful_scenario, reset_scenario, targeted_config,
 };
 use super::trace::{Rec, Seen, Trace};
 use super::world::{Flaws, HERD_CAP, run_checked};
@@ -34,6 +34,10 @@ proptest! {
         let (trace, violations) = run_checked(&sc, Flaws::default(), opts);
         prop_assert!(violations.is_empty(), "{}", report(&sc, &trace, &violations));
     }
+}
+
+proptest! {
+    #![proptest_config(targeted_config())]
 
     /// Every follower paused while the holder crashes, expiry markers that age out before
     /// they resume: S2–S6, and the role is held again within a backstop period after the last
@@ -75,6 +79,10 @@ proptest! {
         let (trace, violations) = run_checked(&sc, Flaws::default(), opts);
         prop_assert!(violations.is_empty(), "{}", report(&sc, &trace, &violations));
     }
+}
+
+proptest! {
+    #![proptest_config(config())]
 
     /// A stopped leader deletes its role keys and another machine takes over within
     /// milliseconds (after the herd delay at most).

@@ -458,3 +458,12 @@ pub(super) fn config() -> ProptestConfig {
         ..ProptestConfig::default()
     }
 }
+
+/// For the properties of one fault family (their strategies aim every run at it): a quarter
+/// of [`cases`] (256 by default), to keep the whole simulation within CI's budget.
+pub(super) fn targeted_config() -> ProptestConfig {
+    ProptestConfig {
+        cases: (cases() / 4).max(1),
+        ..config()
+    }
+}
