@@ -1,15 +1,15 @@
 //! One process beside its role nodes, as the manager wires it: the session task (a
 //! [`SessionMachine`](crate::core::SessionMachine) whose state goes to every role node), and
 //! the watcher with the session book (role entries to the role nodes, session entries to the
-//! book and the own session machine, `HolderGone` verdicts, herd ranking, backstop reads).
-//! Mirrors `src/manager/session_task.rs`, `watcher.rs` and `role_task.rs`.
+//! book and the own session machine, `HolderGone` verdicts, herd ranking; its reaps are in
+//! `backstop`). Mirrors `src/manager/session_task.rs`, `watcher.rs` and `role_task.rs`.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::core::machine::SessionUpdate;
-use crate::core::session::{SessionAction, SessionKeyState, SessionLoss, SessionWriteKind};
+use crate::core::session::{SessionAction, SessionLoss, SessionWriteKind};
 use crate::core::session_book::Verdict;
 use crate::core::sim::clock::{MS, Nanos, nanos};
 use crate::core::sim::kv::{EntryKind, KvWrite};
@@ -26,7 +26,7 @@ pub(in crate::core::sim) const BACKSTOP_TICK: Duration = Duration::from_millis(2
 /// The watcher's first backoff after it failed (`manager::watcher`).
 const WATCHER_BACKOFF: Duration = Duration::from_millis(100);
 /// Timeout of one reap or backstop read.
-const BACKSTOP_IO_TIMEOUT: Duration = Duration::from_secs(1);
+pub(super) const BACKSTOP_IO_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl Sim {
     /// Delivers an input of instance `i` unless it crashed; defers it past a pause.
@@ -127,63 +127,11 @@ impl Sim {
                 inst.seen_high = inst.seen_high.max(rev);
                 self.dispatch(i, key, epoch, rev, now);
             }
-            SInput::Tick => {
-                let tick = self.insts[i].clock.span(BACKSTOP_TICK);
-                self.push(g + tick, Ev::Inst(i, SInput::Tick));
-                if disconnected {
-                    return;
-                }
-                let due = self.insts[i].book.due_reaps(now);
-                for reap in due {
-                    self.send_reap(i, reap);
-                }
-            }
-            SInput::Reaped { op, outcome } => {
-                let Some(at) = self.insts[i].reaps.iter().position(|(o, _)| *o == op) else {
-                    return;
-                };
-                let (_, reap) = self.insts[i].reaps.remove(at);
-                let outcome = if disconnected {
-                    WriteOutcome::Unknown
-                } else {
-                    outcome
-                };
-                let key = self.session_key_named(&reap.key);
-                match (outcome, key) {
-                    (WriteOutcome::Ok { .. }, _) if reap.expected == 0 => {
-                        self.count("reap_on_zero_ok");
-                    }
-                    (WriteOutcome::Ok { .. }, _) => self.count("reap_ok"),
-                    (WriteOutcome::Conflict, Some(key)) => {
-                        self.insts[i].refused.push((key, reap.expected));
-                    }
-                    _ => {}
-                }
-                let done = self.insts[i].book.reap_done(&reap, outcome, now);
-                self.holders_gone(i, done.gone);
-                if done.read
-                    && let Some(key) = key
-                {
-                    self.send_read(Who::Backstop(i), key, 0, BACKSTOP_IO_TIMEOUT, false);
-                }
-            }
+            SInput::Tick => self.tick(i, disconnected, now),
+            SInput::Reaped { op, outcome } => self.reaped(i, op, outcome, disconnected, now),
             SInput::Backstop { key, op, result } => {
                 let result = result.ok().filter(|_| !disconnected);
-                if op != 0 {
-                    return self.probed(i, op, result, now);
-                }
-                let Some(state) = result else { return };
-                if let Some(at) = self.insts[i].refused.iter().position(|r| r.0 == key) {
-                    let (_, expected) = self.insts[i].refused.remove(at);
-                    if state.revision() > expected {
-                        self.count("reap_refused_learned");
-                    } else if state == SessionKeyState::Absent {
-                        self.count("reap_refused_absent");
-                    }
-                }
-                let name = self.session_keys[key - self.roles.len()].clone();
-                let gone = self.insts[i].book.leader_read(&name, state, now);
-                self.holders_gone(i, gone);
+                self.backstop_read(i, key, op, result, now);
             }
             SInput::Connection(up) => {
                 for n in self.insts[i].nodes.clone() {
@@ -258,58 +206,6 @@ impl Sim {
         self.resync(i);
         let tick = self.insts[i].clock.span(BACKSTOP_TICK);
         self.push(g + tick, Ev::Inst(i, SInput::Tick));
-    }
-
-    /// Sends a reap the book asks for (Q5 rule 4): a purge marker with a CAS on the revision
-    /// known. Flaw `read_backstop`: a read of the key instead ([`Sim::probed`]).
-    fn send_reap(&mut self, i: usize, reap: crate::core::Reap) {
-        let Some(key) = self.session_key_named(&reap.key) else {
-            return;
-        };
-        let op = self.insts[i].next_reap;
-        self.insts[i].next_reap += 1;
-        let expected = reap.expected;
-        self.insts[i].reaps.push((op, reap));
-        if self.flaws.read_backstop {
-            return self.send_read(Who::Backstop(i), key, op, BACKSTOP_IO_TIMEOUT, false);
-        }
-        let w = KvWrite {
-            key,
-            expected: Some(expected),
-            kind: EntryKind::Purge,
-            ttl: None,
-            renew: false,
-            writer: None,
-        };
-        self.send_write(Who::Backstop(i), op, w, BACKSTOP_IO_TIMEOUT);
-    }
-
-    /// Flaw `read_backstop`: the read that replaced reap `op` answered. A key at or below the
-    /// revision the book knows counts as the session's end (as if the reap were accepted);
-    /// a newer entry is learned.
-    fn probed(&mut self, i: usize, op: u64, result: Option<SessionKeyState>, now: Instant) {
-        let Some(at) = self.insts[i].reaps.iter().position(|(o, _)| *o == op) else {
-            return;
-        };
-        let (_, reap) = self.insts[i].reaps.remove(at);
-        let book = &mut self.insts[i].book;
-        let gone = match result {
-            Some(state) if state.revision() <= reap.expected => {
-                let revision = reap.expected + 1;
-                book.reap_done(&reap, WriteOutcome::Ok { revision }, now)
-                    .gone
-            }
-            Some(state) => {
-                let failed = WriteOutcome::Failed(FailureKind::Unavailable);
-                book.reap_done(&reap, failed, now);
-                book.leader_read(&reap.key, state, now)
-            }
-            None => {
-                let failed = WriteOutcome::Failed(FailureKind::Unavailable);
-                book.reap_done(&reap, failed, now).gone
-            }
-        };
-        self.holders_gone(i, gone);
     }
 
     /// When a watcher starts, and after a reconnect recreated it, it (re)delivers the last
@@ -392,7 +288,7 @@ impl Sim {
     }
 
     /// Roles whose holder's session is gone (Q5): their nodes hear it.
-    fn holders_gone(&mut self, i: usize, gone: Vec<(crate::names::RoleName, u64)>) {
+    pub(super) fn holders_gone(&mut self, i: usize, gone: Vec<(crate::names::RoleName, u64)>) {
         for (role, rev) in gone {
             if let Some(r) = self.roles.iter().position(|x| *x == role) {
                 let n = self.insts[i].nodes[r];

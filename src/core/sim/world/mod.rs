@@ -2,6 +2,7 @@
 //! session book and one role machine per role each, their drivers, the network and the server,
 //! run in server-time order from one event queue.
 
+mod backstop;
 mod bucket;
 mod driver;
 mod faults;
