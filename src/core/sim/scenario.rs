@@ -92,9 +92,10 @@ pub(super) enum FaultKind {
     /// session it would be a second process with that id, flagged by design, Q6) — issue 24
     /// item 7. Armed for 3 TTLs.
     ForeignSession,
-    /// Another client writes a role value naming the instance's live session, by CAS on the
-    /// next vacancy of any role (a marker or no entry: it never supersedes a holder), with the
-    /// instance's own incarnation or another one (item 8). Armed for 3 TTLs.
+    /// Another client writes a role value naming the instance's live session (its value is in
+    /// its key), by CAS on the next vacancy of any role (a marker or no entry: it never
+    /// supersedes a holder), with the instance's own incarnation or another one (item 8).
+    /// Armed for 3 TTLs.
     ForeignRole { own_incarnation: bool },
     /// The instance's writes of role keys are refused (`permission_denied`) for `ms`; its
     /// session writes still work (item 9).
