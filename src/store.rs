@@ -368,6 +368,28 @@ impl LeaseStore {
         })
     }
 
+    /// The bucket's current epoch (P1): the creation time of its stream in nanoseconds since
+    /// the Unix epoch, asked of the server now (the info cached when the bucket was opened
+    /// never shows a recreated bucket).
+    ///
+    /// # Errors
+    /// [`FailureKind::BucketNotFound`] when the stream is gone, [`FailureKind::Unavailable`]
+    /// when the request fails otherwise or times out.
+    pub(crate) async fn epoch(&self, timeout: Duration) -> Result<u64, FailureKind> {
+        let name = format!("KV_{}", self.bucket);
+        match tokio::time::timeout(timeout, self.js.get_stream(name)).await {
+            Err(_) => Err(FailureKind::Unavailable),
+            Ok(Ok(stream)) => {
+                let created = stream.cached_info().created.unix_timestamp_nanos();
+                Ok(u64::try_from(created).unwrap_or(0))
+            }
+            Ok(Err(err)) if jetstream_code(&err) == Some(ErrorCode::STREAM_NOT_FOUND) => {
+                Err(FailureKind::BucketNotFound)
+            }
+            Ok(Err(_)) => Err(FailureKind::Unavailable),
+        }
+    }
+
     /// Reads the last entry of session key `key` from the stream leader (protocol Q5 rule 3,
     /// the session backstop, and the session's own re-reads).
     ///

@@ -204,6 +204,9 @@ pub struct RoleMachine {
     /// No acquire before this instant: the bucket is younger than the TTL + heartbeat, and a
     /// holder of a bucket it replaced may still act (Q6, bucket reset).
     young_until: Option<Instant>,
+    /// Revision of the last role value naming our live session that was handed over through
+    /// the session ([`Action::ReleaseTerm`]).
+    handed_over: Option<u64>,
 
     actions: VecDeque<Action>,
 }
@@ -226,6 +229,7 @@ impl RoleMachine {
             session: None,
             herd_delay: Duration::ZERO,
             young_until: None,
+            handed_over: None,
             id,
             timing,
             retry,
@@ -758,19 +762,6 @@ impl RoleMachine {
             // New information ends a wait for the watcher (not a backoff after errors).
             self.not_before = None;
         }
-        if matches!(self.phase, Phase::Cooldown { .. } | Phase::Stopping)
-            && let Some(v) = state.lease()
-            && v.holder == self.id.instance
-            && let Some((session, _)) = self.session.filter(|(u, _)| *u == v.session)
-        {
-            // A value naming our live session while we take no term (cooling down, stopping):
-            // nobody acts on it, and we will not take it over now (Q4): hand it over through
-            // the session, so that it does not keep the role from everyone for the cooldown.
-            self.actions.push_back(Action::ReleaseTerm {
-                revision: rev,
-                session,
-            });
-        }
         let Phase::Leader(l) = &mut self.phase else {
             return;
         };
@@ -925,6 +916,7 @@ impl RoleMachine {
             let (revision, session) = (l.rev, l.session);
             self.actions
                 .push_back(Action::ReleaseTerm { revision, session });
+            self.handed_over = Some(revision);
         }
         let term = l.term.clone();
         match outcome {
@@ -1279,6 +1271,7 @@ impl RoleMachine {
     /// Decides the next operation from the current state (called after every input).
     fn step(&mut self, now: Instant) {
         self.check_deadline(now);
+        self.hand_over_unserved_value();
         if self.pending.is_some() || self.not_before.is_some_and(|t| now < t) {
             return;
         }
@@ -1299,6 +1292,49 @@ impl RoleMachine {
             }
             Phase::Init | Phase::Observer | Phase::Stopped => {}
         }
+    }
+
+    /// A role value naming this instance's live session at a revision that is not our term,
+    /// which this machine will not take over now — it cools down after a release, or cannot
+    /// write the role key (a permanent failure is reported) — is handed over through the
+    /// session (Q4, Q5 rule 5): nobody acts on it, and every candidate then finds the role
+    /// vacant instead of waiting for the cooldown or the slow retry. Once per revision, and
+    /// never while an acquire of ours is in flight or of unknown outcome (the value may be its
+    /// put, seen before the acknowledgement: it may still become our term).
+    fn hand_over_unserved_value(&mut self) {
+        let Some((session, _)) = self.session else {
+            return;
+        };
+        if matches!(self.pending, Some(Pending::Acquire { .. })) {
+            return;
+        }
+        let unserved = match &self.phase {
+            Phase::Cooldown { .. } => true,
+            Phase::Candidate => self.reported_failure.is_some_and(FailureKind::is_permanent),
+            _ => false,
+        };
+        let Some(Known {
+            state:
+                KeyState::Held {
+                    revision,
+                    value: HolderValue::Lease(v),
+                },
+            ..
+        }) = &self.known
+        else {
+            return;
+        };
+        if !unserved
+            || v.session != session
+            || self.unknown_nonce == Some(v.nonce)
+            || self.handed_over == Some(*revision)
+        {
+            return;
+        }
+        let revision = *revision;
+        self.handed_over = Some(revision);
+        self.actions
+            .push_back(Action::ReleaseTerm { revision, session });
     }
 
     /// An acquire that was in flight when a release or stop began must not leave a lease no

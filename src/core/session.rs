@@ -224,7 +224,10 @@ impl SessionMachine {
         self.check_deadline(now);
         let rev = state.revision();
         if rev != 0 && rev <= self.high_water {
-            return; // a replay or an entry we know already
+            // A replay or an entry we know already — but the deadline check above may have
+            // ended the session (a process paused past it): start the next one.
+            self.step(now);
+            return;
         }
         self.high_water = self.high_water.max(rev);
         let fresh = self.new_uuid().as_u128();
@@ -381,6 +384,8 @@ impl SessionMachine {
     pub fn handle_release_term(&mut self, uuid: Uuid, role: RoleName, revision: u64, now: Instant) {
         self.check_deadline(now);
         let Phase::Live(l) = &mut self.phase else {
+            // Not live (perhaps just ended by the deadline check): go on with the next session.
+            self.step(now);
             return;
         };
         if l.uuid != uuid
@@ -651,7 +656,10 @@ impl SessionMachine {
                     self.not_before = None;
                 } else if rev < l.rev {
                     // The stream leader never shows an older revision than one it
-                    // acknowledged: the bucket was recreated (or the key purged).
+                    // acknowledged: the bucket was recreated (or the key purged). Revisions
+                    // restart there: so does the high-water mark (or the watcher's entries of
+                    // the new bucket would be ignored as old).
+                    self.high_water = rev;
                     self.lose(SessionLoss::BucketReset, Some(state), now);
                 } else {
                     let reason = loss_reason(&state);

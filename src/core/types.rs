@@ -610,10 +610,12 @@ pub enum Action {
     Recovered,
     /// Something to report.
     Notice(Notice),
-    /// Nobody acts on the term at `revision` (this instance's value of the role key, naming
-    /// its session `session`) and its delete did not go through (refused, or its outcome is
-    /// unknown): have the session list it as released, so that candidates take the role over
-    /// (protocol Q4, Q5 rule 5). The delete is still retried while the term's session lives.
+    /// Nobody acts on the role value at `revision`, which names this instance's session
+    /// `session`: a term whose delete did not go through (refused, or its outcome is unknown;
+    /// the delete is still retried while the term's session lives), or a value somebody else
+    /// wrote that this machine will not take over now (it cools down after a release, or its
+    /// role-key writes are refused). Have the session list it as released, so that candidates
+    /// take the role over (protocol Q4, Q5 rule 5).
     ReleaseTerm {
         /// Revision of the role value.
         revision: u64,

@@ -202,6 +202,7 @@ impl RoleManager {
             promoted_at: None,
             term_span: None,
             reported: crate::status::RoleState::Init,
+            resets: 0,
         };
         let handle = tokio::spawn(task.run());
         roles.insert(

@@ -32,9 +32,10 @@ use crate::value::now_rfc3339;
 const START_GATE_LIMIT: Duration = Duration::from_secs(5);
 
 enum OpResult {
-    /// A write's outcome, its duration, and the highest bucket revision this instance had
-    /// seen when it was sent (P6: the write is stored above it, or in another bucket).
-    Write(WriteKind, WriteOutcome, Duration, u64),
+    /// A write's outcome, its duration, the highest bucket revision this instance had seen
+    /// when it was sent (P6: the write is stored above it, or in another bucket), and how many
+    /// bucket resets the machine had had then.
+    Write(WriteKind, WriteOutcome, Duration, u64, u64),
     Read(Result<KeyState, FailureKind>),
     Validate(Result<KeyState, FailureKind>),
 }
@@ -66,6 +67,9 @@ pub(crate) struct RoleTask {
     /// The term whose graceful release is draining (demoted, its work stopping): told when it
     /// is lost before the release went through.
     pub(crate) draining: Option<Leadership>,
+    /// Bucket resets handed to the machine (`handle_bucket_reset`): a write sent before the
+    /// last one belongs to a bucket the machine no longer knows.
+    pub(crate) resets: u64,
 }
 
 impl RoleTask {
@@ -127,7 +131,7 @@ impl RoleTask {
                 Some((op, result)) = ops.next(), if !ops.is_empty() => {
                     let now = Instant::now();
                     match result {
-                        OpResult::Write(kind, o, elapsed, seen_before) => {
+                        OpResult::Write(kind, o, elapsed, seen_before, resets_before) => {
                             if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
                                 self.shared.bucket_check.notify_one();
                             }
@@ -135,11 +139,21 @@ impl RoleTask {
                                 self.release_stored(revision, now);
                             }
                             self.tap(TapEvent::WriteCompleted { op, kind, outcome: o, elapsed });
-                            // P6: the highest revision seen in this bucket (any key: the
-                            // session's writes move it most) before the write was sent bounds
-                            // what may be promoted (writes elsewhere since then do not).
-                            self.machine.seed_high_water(seen_before);
-                            self.machine.handle_write(op, o, now);
+                            if resets_before == self.resets {
+                                // P6: the highest revision seen in this bucket (any key: the
+                                // session's writes move it most) before the write was sent
+                                // bounds what may be promoted (writes elsewhere since then do
+                                // not).
+                                self.machine.seed_high_water(seen_before);
+                                self.machine.handle_write(op, o, now);
+                            } else {
+                                // Sent before the bucket was recreated: its outcome says nothing
+                                // about the new bucket (an `Ok` may even be a put there that
+                                // skipped the young-bucket hold, Q6), and the old bucket's
+                                // high-water mark would refuse every acquire in the new one as
+                                // stale. Unknown: the machine finds out by a read.
+                                self.machine.handle_write(op, WriteOutcome::Unknown, now);
+                            }
                         }
                         OpResult::Read(r) => {
                             let held = r.as_ref().ok().cloned();
@@ -196,6 +210,7 @@ impl RoleTask {
                             self.machine.handle_release(reason, cooldown, now);
                         }
                         Some(RoleInput::BucketReset(epoch)) => {
+                            self.resets += 1;
                             let age = self.shared.bucket_age(now);
                             self.machine.handle_bucket_reset(epoch, Some(age), now);
                         }
@@ -270,6 +285,7 @@ impl RoleTask {
                 });
                 let span = self.kv_span("cas", kind.as_str(), req.expected);
                 let seen_before = self.shared.bucket_high_water();
+                let resets_before = self.resets;
                 ops.push(Box::pin(
                     async move {
                         let sent = Instant::now();
@@ -283,7 +299,13 @@ impl RoleTask {
                         tracing::Span::current().record("outcome", outcome_name(outcome));
                         (
                             op,
-                            OpResult::Write(kind, outcome, sent.elapsed(), seen_before),
+                            OpResult::Write(
+                                kind,
+                                outcome,
+                                sent.elapsed(),
+                                seen_before,
+                                resets_before,
+                            ),
                         )
                     }
                     .instrument(span),
@@ -476,8 +498,10 @@ impl RoleTask {
             Action::ReleaseTerm { revision, session } => {
                 warn!(
                     revision,
-                    "the release did not go through: handing the role over through the session \
-                     (protocol Q5 rule 5)"
+                    "nobody here acts on the role value naming this instance's session (a \
+                     release that did not go through, or a value another client wrote while \
+                     this role cools down or cannot write role keys): handing it over through \
+                     the session (protocol Q5 rule 5)"
                 );
                 self.shared
                     .release_term(self.session_class, session, &self.role, revision);

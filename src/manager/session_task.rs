@@ -59,6 +59,11 @@ impl SessionTask {
                         ..
                     }
                 );
+                if let SessionAction::Write(w) = &action
+                    && w.kind == SessionWriteKind::Start
+                {
+                    self.confirm_epoch(w.timeout).await;
+                }
                 self.execute(action, &mut ops);
                 if reset {
                     self.await_epoch_check().await;
@@ -130,6 +135,24 @@ impl SessionTask {
             .map(|t| t.role.clone())
             .collect();
         self.shared.set_released_roles(ttl_ms, &listed);
+    }
+
+    /// Before a session starts: is the bucket still the one this instance works in (P1)? A
+    /// process whose session was not live when the bucket was deleted and recreated (starting,
+    /// paused, its writes failing) would otherwise start one in the new bucket without
+    /// noticing, and its roles would act there on what they knew of the old one: acquire
+    /// without the young-bucket hold (Q6), judge the new bucket's role values by the old
+    /// session book (a takeover of a live holder's key). A new epoch is applied first (the
+    /// watcher resets every role and the book; at most [`EPOCH_CHECK_WAIT`]). When the server
+    /// cannot say, the start goes ahead: its write fails too, or lands in the bucket this
+    /// instance knows.
+    async fn confirm_epoch(&self, timeout: Duration) {
+        if let Ok(epoch) = self.shared.store.epoch(timeout).await
+            && epoch != self.shared.epoch()
+        {
+            warn!("the bucket was recreated: starting the session after its new epoch");
+            self.await_epoch_check().await;
+        }
     }
 
     /// The session key went back (a recreated bucket): before a new session lets this

@@ -308,3 +308,244 @@ fn absent_read_older_than_an_observation_is_ignored() {
         "the backstop counts from the observation"
     );
 }
+
+/// A role value naming the lone candidate's live session, written by another client with
+/// another incarnation at `revision`.
+fn value_naming_our_session(revision: u64) -> KeyState {
+    let mut v = crate::value::LeaseValue {
+        v: crate::value::VALUE_VERSION,
+        holder: InstanceId::new("solo").expect("valid instance id"),
+        incarnation: Uuid::from_u64_pair(5, 5),
+        session: SESSION,
+        session_key: crate::value::session_key(
+            &InstanceId::new("solo").expect("valid instance id"),
+            u64::try_from(Timing::default().ttl.as_millis()).unwrap_or(0),
+        ),
+        nonce: Uuid::from_u64_pair(6, 6),
+        term: None,
+        priority: 0,
+        ttl_ms: u64::try_from(Timing::default().ttl.as_millis()).unwrap_or(0),
+        meta: std::collections::BTreeMap::new(),
+        acquired_at: None,
+        renewed_at: None,
+    };
+    v.term = None;
+    KeyState::Held {
+        revision,
+        value: HolderValue::Lease(Box::new(v)),
+    }
+}
+
+/// The `ReleaseTerm` actions among the machine's next actions.
+fn handed_over(m: &mut RoleMachine) -> Vec<(u64, Uuid)> {
+    std::iter::from_fn(|| m.poll_action())
+        .filter_map(|a| match a {
+            Action::ReleaseTerm { revision, session } => Some((revision, session)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Q4 (issue 24 item 8, found by `live_with_foreign_role_values_and_refused_releases`): a role
+/// value naming our live session that appears while the machine cools down after a release
+/// is not served by anyone: it is handed over through the session at once (Q5 rule 5), not
+/// left pinned until the cooldown ends.
+#[test]
+fn a_value_naming_our_session_is_handed_over_during_a_cooldown() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    m.handle_read(read, Ok(KeyState::Absent), t0);
+    let acquire = last_op(&mut m).expect("an acquire");
+    m.handle_write(acquire, WriteOutcome::Ok { revision: 3 }, t0);
+    m.handle_release(ReleaseReason::Requested, Duration::from_secs(30), t0);
+    m.handle_drained(t0);
+    let delete = last_op(&mut m).expect("the release");
+    m.handle_write(delete, WriteOutcome::Ok { revision: 4 }, t0);
+    assert!(m.cooldown_until().is_some(), "cooling down");
+    let t1 = t0 + Duration::from_millis(5);
+    session_at(&mut m, t1);
+    m.handle_observed(value_naming_our_session(5), t1);
+    assert_eq!(handed_over(&mut m), vec![(5, SESSION)]);
+}
+
+/// Q4 (issue 24 items 8 and 9): a value naming our live session that the machine cannot take
+/// over because its role-key writes are refused (a permission revoked) is handed over through
+/// the session, not retried at the slow cadence while the role stays unheld. Never while an
+/// acquire of ours is in flight: the value seen may be its own put (it becomes our term).
+#[test]
+fn a_value_naming_our_session_is_handed_over_when_role_writes_are_refused() {
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    m.handle_read(read, Ok(value_naming_our_session(5)), t0);
+    let takeover = last_op(&mut m).expect("a takeover of the value");
+    let denied = WriteOutcome::Failed(FailureKind::PermissionDenied);
+    m.handle_write(takeover, denied, t0);
+    assert_eq!(handed_over(&mut m), vec![(5, SESSION)]);
+
+    // Refused before, then an acquire whose own put is seen before its acknowledgement.
+    let (mut m, t0) = lone();
+    m.start(t0);
+    let read = last_op(&mut m).expect("a read");
+    m.handle_read(read, Ok(KeyState::Absent), t0);
+    let acquire = last_op(&mut m).expect("an acquire");
+    m.handle_write(acquire, denied, t0);
+    let t1 = m.poll_timeout().expect("a slow retry");
+    session_at(&mut m, t1);
+    m.handle_timeout(t1);
+    let mut put = None;
+    while let Some(a) = m.poll_action() {
+        if let Action::Write(w) = a {
+            put = Some(w);
+        }
+    }
+    let put = put.expect("the acquire again");
+    let value = put.value.expect("a role value");
+    let own = KeyState::Held {
+        revision: 7,
+        value: HolderValue::Lease(Box::new(value)),
+    };
+    m.handle_observed(own, t1);
+    assert!(
+        handed_over(&mut m).is_empty(),
+        "our own acquire handed over"
+    );
+    m.handle_write(put.op, WriteOutcome::Ok { revision: 7 }, t1);
+    assert!(m.term().is_some(), "promoted");
+}
+
+/// The lone session machine of `solo` (TTL class of [`Timing::default`]).
+fn session_machine() -> crate::core::SessionMachine {
+    crate::core::SessionMachine::new(
+        InstanceId::new("solo").expect("valid instance id"),
+        Uuid::from_u64_pair(1, 1),
+        Timing::default(),
+        RetryPolicy::default(),
+        3,
+    )
+}
+
+/// Session actions drained.
+fn session_actions(m: &mut crate::core::SessionMachine) -> Vec<crate::core::SessionAction> {
+    std::iter::from_fn(|| m.poll_action()).collect()
+}
+
+/// Starts the session machine over an absent key, acknowledged at `rev`: the uuid.
+fn session_live(m: &mut crate::core::SessionMachine, t0: Instant, rev: u64) -> Uuid {
+    use crate::core::SessionAction;
+    m.start(t0);
+    let read = session_actions(m)
+        .into_iter()
+        .find_map(|a| match a {
+            SessionAction::Read { op, .. } => Some(op),
+            _ => None,
+        })
+        .expect("a read");
+    m.handle_read(read, Ok(crate::core::SessionKeyState::Absent), t0);
+    let (op, uuid) = session_actions(m)
+        .into_iter()
+        .find_map(|a| match a {
+            SessionAction::Write(w) => Some((w.op, w.value.map(|v| v.session))),
+            _ => None,
+        })
+        .expect("a start");
+    m.handle_write(op, WriteOutcome::Ok { revision: rev }, t0);
+    session_actions(m);
+    uuid.expect("a session")
+}
+
+/// Q4 (issue 24 item 6, found by `live_after_aged_out_markers`): a process paused past its
+/// session's deadline whose first input after the pause is a watcher entry it already knows
+/// (a replay) loses the session — and must start a new one. The loss ended in an early return
+/// that skipped the next step: no read, no timer, the session never came back.
+#[test]
+fn a_session_lost_on_a_known_watcher_entry_starts_again() {
+    use crate::core::{SessionAction, SessionKeyState, SessionLoss};
+    let mut m = session_machine();
+    let t0 = Instant::now();
+    let uuid = session_live(&mut m, t0, 5);
+    let late = t0 + Timing::default().local_lease() + Duration::from_millis(1);
+    let replay = SessionKeyState::Marker {
+        revision: 5,
+        expired: false,
+    };
+    m.handle_observed(replay, late);
+    let actions = session_actions(&mut m);
+    assert!(
+        actions.iter().any(|a| matches!(
+            a,
+            SessionAction::Lost { uuid: u, reason: SessionLoss::DeadlineExpired } if *u == uuid
+        )),
+        "{actions:?}"
+    );
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, SessionAction::Read { .. } | SessionAction::Write(_)))
+            || m.poll_timeout().is_some(),
+        "the session never starts again: {actions:?}"
+    );
+}
+
+/// P1/Q4 (issue 24 item 3): after a session was lost to a recreated bucket (its key read back
+/// below our revision) and a new one started there, the watcher's entries of the new bucket
+/// are not ignored as old: an eviction in the new bucket ends the session at once (Q6(b)).
+#[test]
+fn after_a_bucket_reset_the_new_buckets_entries_are_not_ignored() {
+    use crate::core::{SessionAction, SessionKeyState, SessionLoss};
+    let mut m = session_machine();
+    let t0 = Instant::now();
+    session_live(&mut m, t0, 900);
+    let t1 = m.poll_timeout().expect("a renewal timer");
+    m.handle_timeout(t1);
+    let renew = session_actions(&mut m)
+        .into_iter()
+        .find_map(|a| match a {
+            SessionAction::Write(w) => Some(w.op),
+            _ => None,
+        })
+        .expect("a renewal");
+    m.handle_write(renew, WriteOutcome::Conflict, t1);
+    let read = session_actions(&mut m)
+        .into_iter()
+        .find_map(|a| match a {
+            SessionAction::Read { op, .. } => Some(op),
+            _ => None,
+        })
+        .expect("a re-read");
+    m.handle_read(read, Ok(SessionKeyState::Absent), t1);
+    let actions = session_actions(&mut m);
+    assert!(
+        actions.iter().any(|a| matches!(
+            a,
+            SessionAction::Lost {
+                reason: SessionLoss::BucketReset,
+                ..
+            }
+        )),
+        "{actions:?}"
+    );
+    let (op, uuid) = actions
+        .iter()
+        .find_map(|a| match a {
+            SessionAction::Write(w) => Some((w.op, w.value.as_ref().map(|v| v.session))),
+            _ => None,
+        })
+        .expect("a new session in the new bucket");
+    m.handle_write(op, WriteOutcome::Ok { revision: 2 }, t1);
+    session_actions(&mut m);
+    let evicted = SessionKeyState::Marker {
+        revision: 3,
+        expired: false,
+    };
+    m.handle_observed(evicted, t1 + Duration::from_millis(1));
+    let actions = session_actions(&mut m);
+    assert!(
+        actions.iter().any(|a| matches!(
+            a,
+            SessionAction::Lost { uuid: u, reason: SessionLoss::Evicted } if Some(*u) == uuid
+        )),
+        "the eviction in the new bucket was ignored: {actions:?}"
+    );
+}

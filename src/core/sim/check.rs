@@ -7,7 +7,7 @@ use crate::core::types::{Action, Term, WriteKind};
 use crate::history::Invariant;
 
 use super::clock::{Clock, Nanos, secs};
-use super::kv::{EPOCH, Entry, EntryKind};
+use super::kv::{Entry, EntryKind};
 use super::render::kind_name;
 use super::trace::{Rec, Seen, Trace};
 
@@ -27,6 +27,9 @@ pub(super) struct CheckOpts {
     pub(super) ignore_deadline: bool,
     /// Longest stretch without an acting holder (fault-free runs).
     pub(super) liveness: Option<Nanos>,
+    /// With `liveness`: a role is held again at most this long after its bucket was created
+    /// (the young-bucket hold, Q6).
+    pub(super) young: Nanos,
     /// Longest time from a stop request to `Stopped` (fault-free runs).
     pub(super) stop_bound: Option<Nanos>,
 }
@@ -35,6 +38,8 @@ pub(super) struct CheckOpts {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Tenure {
     pub(super) node: usize,
+    /// The term's token: bucket epoch and revision.
+    pub(super) epoch: u64,
     pub(super) term: u64,
     pub(super) nonce: Uuid,
     pub(super) start: Nanos,
@@ -54,7 +59,7 @@ pub(super) fn check(trace: &Trace, opts: CheckOpts) -> Vec<Violation> {
         check_exclusive(&tenures, &mut out);
         check_key_held(log, &tenures, &mut out);
         if let Some(bound) = opts.liveness {
-            check_liveness(trace, &tenures, bound, &mut out);
+            check_liveness(trace, &tenures, (bound, opts.young), &mut out);
         }
     }
     out.sort_by_key(|v| v.at);
@@ -139,6 +144,7 @@ impl<'a> Walk<'a> {
                     self.close(*g);
                     self.stop_asked = None;
                 }
+                Rec::Hold { .. } => {}
             }
         }
         self.close(trace.end);
@@ -164,6 +170,7 @@ impl<'a> Walk<'a> {
             let (term, nonce) = (l.term.token.term(), l.term.nonce);
             self.tenures.push(Tenure {
                 node: self.node,
+                epoch: l.term.token.epoch(),
                 term,
                 nonce,
                 start: l.start,
@@ -227,23 +234,21 @@ impl<'a> Walk<'a> {
         });
     }
 
-    /// S3: the promote comes from this machine's winning acquire.
+    /// S3: the promote comes from this machine's winning acquire, stored in the bucket whose
+    /// epoch the token carries.
     pub(super) fn acquired(&self, term: &Term, revision: u64) -> Result<(), String> {
-        if term.token.term() != revision || term.token.epoch() != EPOCH {
-            return Err(format!(
-                "token term {} / epoch {}",
-                term.token.term(),
-                term.token.epoch()
-            ));
+        if term.token.term() != revision {
+            return Err(format!("token term {}", term.token.term()));
         }
         if term.token.nonce() != term.nonce {
             return Err("token nonce differs from the term's".into());
         }
         let role = self.trace.nodes[self.node].role;
+        let epoch = term.token.epoch();
         let e = self.trace.logs[role]
             .iter()
-            .find(|e| e.rev == revision)
-            .ok_or("revision never stored")?;
+            .find(|e| e.rev == revision && e.epoch == epoch)
+            .ok_or_else(|| format!("revision never stored in the bucket of epoch {epoch}"))?;
         if e.writer != Some((self.node, WriteKind::Acquire)) {
             return Err(format!("revision stored by {:?}", e.writer));
         }
@@ -299,10 +304,13 @@ impl<'a> Walk<'a> {
     /// S3: a renewal reports a revision this machine stored for the term.
     pub(super) fn check_renew_rev(&mut self, g: Nanos, term: &Term, revision: u64) {
         let role = self.trace.nodes[self.node].role;
-        let ours = self.trace.logs[role].iter().find(|e| e.rev == revision);
-        if ours.is_none_or(|e| {
-            e.nonce() != Some(term.nonce) || e.writer.is_none_or(|w| w.0 != self.node)
-        }) {
+        let ours = self.trace.logs[role].iter().any(|e| {
+            e.rev == revision
+                && e.epoch == term.token.epoch()
+                && e.nonce() == Some(term.nonce)
+                && e.writer.is_some_and(|w| w.0 == self.node)
+        });
+        if !ours {
             self.flag(
                 Invariant::S3,
                 g,
@@ -390,15 +398,15 @@ impl<'a> Walk<'a> {
     }
 }
 
-/// S2: terms strictly increase in promote order across all machines.
+/// S2: tokens `(epoch, term)` strictly increase in promote order across all machines.
 pub(super) fn check_term_order(tenures: &[Tenure], out: &mut Vec<Violation>) {
     let mut order: Vec<&Tenure> = tenures.iter().collect();
-    order.sort_by_key(|t| (t.start, t.term));
+    order.sort_by_key(|t| (t.start, t.epoch, t.term));
     for w in order.windows(2) {
-        if w[1].term <= w[0].term {
+        if (w[1].epoch, w[1].term) <= (w[0].epoch, w[0].term) {
             let detail = format!(
-                "term {} (node {}) promoted after term {} (node {})",
-                w[1].term, w[1].node, w[0].term, w[0].node
+                "token ({}, {}) (node {}) promoted after token ({}, {}) (node {})",
+                w[1].epoch, w[1].term, w[1].node, w[0].epoch, w[0].term, w[0].node
             );
             out.push(Violation {
                 rule: Invariant::S2,
@@ -443,9 +451,13 @@ pub(super) fn check_exclusive(tenures: &[Tenure], out: &mut Vec<Violation>) {
 }
 
 /// S4, seen on the key: while a machine acts, the key holds its term's put and nothing else
-/// is stored.
+/// is stored in that bucket (a recreated bucket loses the key; the acting intervals of the
+/// machines still may not overlap, [`check_exclusive`]).
 pub(super) fn check_key_held(log: &[Entry], tenures: &[Tenure], out: &mut Vec<Violation>) {
     for t in tenures.iter().filter(|t| t.end > t.start) {
+        let from = log.partition_point(|e| e.epoch < t.epoch);
+        let to = log.partition_point(|e| e.epoch <= t.epoch);
+        let log = &log[from..to];
         let ours =
             |e: &Entry| e.nonce() == Some(t.nonce) && e.writer.is_some_and(|w| w.0 == t.node);
         // The entry in effect when the tenure starts, then every entry stored during it.
@@ -484,11 +496,12 @@ pub(super) fn check_key_held(log: &[Entry], tenures: &[Tenure], out: &mut Vec<Vi
 
 /// L1: no stretch without an acting holder lasts longer than `bound` after its start or after
 /// the last fault within it (a crash can hit the winner of the next election before it
-/// learns that it won: its put then has to expire too).
+/// learns that it won: its put then has to expire too), or `young` after the creation of its
+/// bucket (no acquire in a young bucket, Q6).
 pub(super) fn check_liveness(
     trace: &Trace,
     tenures: &[Tenure],
-    bound: Nanos,
+    (bound, young): (Nanos, Nanos),
     out: &mut Vec<Violation>,
 ) {
     let mut acting: Vec<&Tenure> = tenures.iter().filter(|t| t.end > t.start).collect();
@@ -501,7 +514,9 @@ pub(super) fn check_liveness(
             .filter(|&f| f > from && f < to)
             .max();
         let since = last_fault.unwrap_or(from);
-        if to > since + bound {
+        let created = trace.created.iter().copied().filter(|&c| c <= to).max();
+        let allowed = (since + bound).max(created.map_or(0, |c| c + young));
+        if to > allowed {
             let detail = format!(
                 "no holder from {} to {} ({} after the last fault or holder; bound {})",
                 secs(from),

@@ -38,6 +38,8 @@ pub(super) fn control_scenario(
         drift: r.chance(50),
         no_ttl: false,
         validate: false,
+        marker_ttl_ms: None,
+        fresh_bucket: false,
         faults: faults.to_vec(),
     }
 }
@@ -188,4 +190,46 @@ fn control_renew_after_loss_breaks_exclusivity() {
     let caught = catch_rate(scenario, flaws, |_| CheckOpts::default(), &[Invariant::S4]);
     println!("renew after loss: {caught}/100 runs caught");
     assert!(caught >= 95, "only {caught}/100 runs caught");
+}
+
+/// (f) `read-backstop`: the design reaps replaced — after the backstop period the book reads
+/// the session key and takes a read that shows it unchanged as the session's end — rests on
+/// that one read. A read served by a deposed stream leader (frozen while the holder renews
+/// with the new one) shows the key unchanged, and the follower takes the role of a live
+/// holder over: flagged S4. The same runs with reaps are clean: the reap's CAS is applied by
+/// the stream leader, which refuses it (the key moved), whatever the reads show.
+#[test]
+fn control_read_backstop_breaks_exclusivity() {
+    let faults: Vec<Fault> = (0..4)
+        .map(|k| Fault {
+            at_permille: 300,
+            kind: FaultKind::DeposedLeader { ttl_pct: 250 },
+            target: Target::Follower(k),
+        })
+        .collect();
+    let flaws = Flaws {
+        read_backstop: true,
+        ..Flaws::default()
+    };
+    let scenario = |seed| control_scenario(seed, (3, 5), 4, &faults);
+    let caught = catch_rate(scenario, flaws, |_| CheckOpts::default(), &[Invariant::S4]);
+    println!("read backstop: {caught}/100 runs caught");
+    assert!(caught >= 90, "only {caught}/100 runs caught");
+}
+
+/// (g) `no-bucket-age`: a process that starts right after the bucket was deleted and
+/// recreated, without the young-bucket hold (`handle_bucket_age` not called: the code before
+/// issue 24 item 3), acquires at once in the empty bucket while the holder of the old bucket
+/// acts until its next session renewal: flagged S4. With the hold, the same runs are clean.
+#[test]
+fn control_no_bucket_age_breaks_exclusivity() {
+    let faults = [at(300, FaultKind::ResetBucket { fresh: true })];
+    let flaws = Flaws {
+        no_bucket_age: true,
+        ..Flaws::default()
+    };
+    let scenario = |seed| control_scenario(seed, (3, 5), 4, &faults);
+    let caught = catch_rate(scenario, flaws, |_| CheckOpts::default(), &[Invariant::S4]);
+    println!("no bucket age: {caught}/100 runs caught");
+    assert!(caught >= 90, "only {caught}/100 runs caught");
 }

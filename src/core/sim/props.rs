@@ -4,11 +4,15 @@ use proptest::prelude::*;
 
 use crate::core::types::{Action, DemoteReason, ReleaseReason, WriteKind};
 
+use super::check::CheckOpts;
 use super::clock::{MS, Nanos, secs};
 use super::kv::EntryKind;
 use super::render::{render, report};
 use super::scenario::{Fault, FaultKind, Net, Scenario, Target, TimingSpec};
-use super::strategy::{config, fault_free_scenario, faulty_scenario, graceful_scenario};
+use super::strategy::{
+    aged_marker_scenario, config, fault_free_scenario, faulty_scenario, foreign_value_scenario,
+    graceful_scenario, reset_scenario, targeted_config,
+};
 use super::trace::{Rec, Seen, Trace};
 use super::world::{Flaws, HERD_CAP, run_checked};
 
@@ -30,6 +34,55 @@ proptest! {
         let (trace, violations) = run_checked(&sc, Flaws::default(), opts);
         prop_assert!(violations.is_empty(), "{}", report(&sc, &trace, &violations));
     }
+}
+
+proptest! {
+    #![proptest_config(targeted_config())]
+
+    /// Every follower paused while the holder crashes, expiry markers that age out before
+    /// they resume: S2–S6, and the role is held again within a backstop period after the last
+    /// resume (the followers reap the session they still believe in, learn that the key has
+    /// no entry, and reap on revision 0; issue 24 item 6).
+    #[test]
+    fn live_after_aged_out_markers(sc in aged_marker_scenario()) {
+        let opts = CheckOpts {
+            liveness: Some(sc.aged_marker_bound()),
+            ..sc.check_opts()
+        };
+        let (trace, violations) = run_checked(&sc, Flaws::default(), opts);
+        prop_assert!(violations.is_empty(), "{}", report(&sc, &trace, &violations));
+    }
+
+    /// A bucket deleted and recreated while holders act (paused, cut off, or neither) and a
+    /// fresh process right after: S2–S6 across the epochs (acting intervals in server time,
+    /// tokens `(epoch, term)`), and the roles held again once the new bucket is TTL +
+    /// heartbeat old (issue 24 item 3).
+    #[test]
+    fn safe_and_live_across_bucket_resets(sc in reset_scenario()) {
+        let opts = CheckOpts {
+            liveness: Some(sc.failover_bound() + sc.max_campaign_delay()),
+            stop_bound: None,
+            ..sc.check_opts()
+        };
+        let (trace, violations) = run_checked(&sc, Flaws::default(), opts);
+        prop_assert!(violations.is_empty(), "{}", report(&sc, &trace, &violations));
+    }
+
+    /// Role values naming live sessions of instances that do not act on them, and refused
+    /// releases: S2–S6, and every role held again within the fail-over bound after the last
+    /// fault (issue 24 items 8 and 9: the named instance takes the value over or lists it as
+    /// released in its session, Q4 and Q5 rule 5).
+    #[test]
+    fn live_with_foreign_role_values_and_refused_releases(sc in foreign_value_scenario()) {
+        let opts = sc.check_opts();
+        prop_assert!(opts.liveness.is_some());
+        let (trace, violations) = run_checked(&sc, Flaws::default(), opts);
+        prop_assert!(violations.is_empty(), "{}", report(&sc, &trace, &violations));
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
 
     /// A stopped leader deletes its role keys and another machine takes over within
     /// milliseconds (after the herd delay at most).
@@ -143,6 +196,8 @@ fn replay() {
         drift: false,
         no_ttl: false,
         validate: false,
+        marker_ttl_ms: None,
+        fresh_bucket: false,
         faults: vec![Fault {
             at_permille: 300,
             kind: Pause { ttl_pct: 150 },
@@ -156,5 +211,86 @@ fn replay() {
         violations.is_empty(),
         "{}",
         report(&sc, &trace, &violations)
+    );
+}
+
+/// Issue 24 item 3, found by `safe_under_faults` (finding F1): the bucket is recreated 40 ms
+/// into the run, before one process's session was ever written (its writes were lost and
+/// slow). Without an epoch check before its session start, that process started its session
+/// in the new bucket unnoticed; its session book, still the old bucket's, then found the new
+/// holder's session "gone" and its takeover overwrote the live holder's role key (S4). The
+/// session task now confirms the bucket's epoch before every session start. (A replay of the
+/// found run: the flawed variant must still be flagged, or the case no longer tests the
+/// check and has to be captured again.)
+#[test]
+fn a_session_start_confirms_the_bucket_epoch_first() {
+    #[allow(unused_imports)]
+    use {FaultKind::*, Target::*};
+    let sc = Scenario {
+        seed: 4_476_395_357_373_796_977,
+        nodes: 5,
+        roles: 1,
+        observer: false,
+        immune: false,
+        timing: TimingSpec {
+            ttl_s: 2,
+            hb_div: 6,
+            margin_pct: 12,
+            op_pct: 90,
+            grace_pct: 94,
+            jitter_ms: 6,
+        },
+        net: Net {
+            drop_pct: 18,
+            slow_pct: 1,
+            slow_write_pct: 16,
+            lost_ack_pct: 9,
+            stale_pct: 17,
+            fail_pct: 2,
+            long_drain_pct: 8,
+            ..Net::default()
+        },
+        drift: false,
+        no_ttl: false,
+        validate: false,
+        marker_ttl_ms: None,
+        fresh_bucket: false,
+        faults: vec![
+            Fault {
+                at_permille: 989,
+                kind: Crash,
+                target: Leader,
+            },
+            Fault {
+                at_permille: 2,
+                kind: ResetBucket { fresh: false },
+                target: Leader,
+            },
+            Fault {
+                at_permille: 23,
+                kind: RefusedRelease {
+                    deny_ms: 463,
+                    cooldown_ms: 2647,
+                },
+                target: Leader,
+            },
+        ],
+    };
+    let (trace, violations) = run_checked(&sc, Flaws::default(), sc.check_opts());
+    assert!(
+        violations.is_empty(),
+        "{}",
+        report(&sc, &trace, &violations)
+    );
+    let flawed = Flaws {
+        no_start_check: true,
+        ..Flaws::default()
+    };
+    let (_, found) = run_checked(&sc, flawed, sc.check_opts());
+    assert!(
+        found
+            .iter()
+            .any(|v| v.rule == crate::history::Invariant::S4),
+        "the replay no longer reaches the unchecked session start: {found:?}"
     );
 }

@@ -22,6 +22,8 @@ pub(super) fn kind_name(k: &EntryKind) -> String {
         EntryKind::Session(v) => format!("session({} {})", v.instance, short(v.session)),
         EntryKind::Delete => "delete".into(),
         EntryKind::Expiry => "expiry".into(),
+        EntryKind::Purge => "purge".into(),
+        EntryKind::Vanished => "(marker aged out: no entry)".into(),
     }
 }
 
@@ -75,7 +77,8 @@ pub(super) fn render(trace: &Trace, from: Nanos, to: Nanos) -> String {
                 e.at,
                 0,
                 format!(
-                    "KV  {name} rev {} {} by {:?}",
+                    "KV  {name} rev {}/{} {} by {:?}",
+                    e.epoch,
                     e.rev,
                     kind_name(&e.kind),
                     e.writer
@@ -99,6 +102,10 @@ pub(super) fn render(trace: &Trace, from: Nanos, to: Nanos) -> String {
                     ),
                 ),
                 Rec::Crash { g } => (*g, "CRASH".into()),
+                Rec::Hold { g, until } => (
+                    *g,
+                    format!("   young bucket: no acquire before {}", secs(*until)),
+                ),
             };
             if within(g) {
                 lines.push((g, i + 1, format!("{:<10} {text}", n.name)));

@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::core::types::Timing;
 
 use super::check::CheckOpts;
-use super::clock::{MS, Nanos, PPM, SEC, scale};
+use super::clock::{MS, Nanos, PPM, SEC, nanos, scale};
 
 /// Timing of the role (all machines share it), in the units the config validates.
 #[derive(Debug, Clone, Copy)]
@@ -86,6 +86,41 @@ pub(super) enum FaultKind {
     /// An operator deletes the instance's session key (an eviction: forceful by design, so
     /// only the negative controls use it; the victim's watcher hears of it first).
     EvictSession,
+    /// Another client (a restored backup, a buggy tool) writes a session value of the
+    /// instance's id and another incarnation into its session key, no TTL, never renewed, as
+    /// soon as the key holds no live session (a marker or no entry: by CAS on it; over a live
+    /// session it would be a second process with that id, flagged by design, Q6) — issue 24
+    /// item 7. Armed for 3 TTLs.
+    ForeignSession,
+    /// Another client writes a role value naming the instance's live session (its value is in
+    /// its key), by CAS on the next vacancy of any role (a marker or no entry: it never
+    /// supersedes a holder), with the instance's own incarnation or another one (item 8).
+    /// Armed for 3 TTLs.
+    ForeignRole { own_incarnation: bool },
+    /// The instance's writes of role keys are refused (`permission_denied`) for `ms`; its
+    /// session writes still work (item 9).
+    DenyRoleWrites { ms: u64 },
+    /// [`FaultKind::DenyRoleWrites`], then a release of every role with this cooldown: the
+    /// release is refused and handed over through the session (Q5 rule 5).
+    RefusedRelease { deny_ms: u64, cooldown_ms: u64 },
+    /// The instance's reads are served by a deposed stream leader that stopped applying at
+    /// the fault, and its watcher delivers nothing, for `ttl_pct` % of the TTL; its writes reach
+    /// the new leader (a stream-leader change while a backstop read is in flight, item 14).
+    DeposedLeader { ttl_pct: u64 },
+    /// An operator deletes the bucket and creates it again (all keys gone, revisions from 1,
+    /// a new epoch); `fresh`: a new process (a spare instance slot) starts right after (item
+    /// 3). The target is ignored.
+    ResetBucket { fresh: bool },
+}
+
+impl FaultKind {
+    /// A fault that keeps the liveness check: it hits processes or keys, not the network.
+    pub(super) fn keeps_liveness(self) -> bool {
+        !matches!(
+            self,
+            Self::Pause { .. } | Self::Disconnect { .. } | Self::DeposedLeader { .. }
+        )
+    }
 }
 
 /// Whom a fault hits.
@@ -96,6 +131,8 @@ pub(super) enum Target {
     Leader,
     /// Node `i % nodes`.
     Node(usize),
+    /// The `i % n`-th of the `n` live instances that do not act for role 0.
+    Follower(usize),
 }
 
 /// One fault at `at_permille` ‰ of the run.
@@ -128,6 +165,12 @@ pub(super) struct Scenario {
     pub(super) no_ttl: bool,
     /// Holders validate their lease with a read every heartbeat (P6 background validation).
     pub(super) validate: bool,
+    /// Expiry markers age out this long after the server wrote them
+    /// (`subject_delete_marker_ttl`; the key then has no entry at all).
+    pub(super) marker_ttl_ms: Option<u64>,
+    /// The bucket is created when the run starts (a brand-new deployment: no acquire before it
+    /// is TTL + heartbeat old, Q6) rather than long before.
+    pub(super) fresh_bucket: bool,
     pub(super) faults: Vec<Fault>,
 }
 
@@ -137,15 +180,11 @@ impl Scenario {
         (8 * self.timing.ttl_s + 2) * SEC
     }
 
-    /// No network faults, pauses or disconnects: only crashes, restarts, releases and stops.
+    /// No network faults, pauses, disconnects or deposed leaders: only faults of processes
+    /// and keys (crashes, restarts, releases, stops, foreign values, refused writes, bucket
+    /// resets).
     pub(super) fn fault_free(&self) -> bool {
-        self.net == Net::default()
-            && self.faults.iter().all(|f| {
-                !matches!(
-                    f.kind,
-                    FaultKind::Pause { .. } | FaultKind::Disconnect { .. }
-                )
-            })
+        self.net == Net::default() && self.faults.iter().all(|f| f.kind.keeps_liveness())
     }
 
     /// The checks that apply: liveness only for fault-free runs with a live candidate.
@@ -154,8 +193,47 @@ impl Scenario {
         CheckOpts {
             ignore_deadline: false,
             liveness: live.then(|| self.failover_bound() + self.max_campaign_delay()),
+            young: self.young_bound() + self.max_campaign_delay(),
             stop_bound: live.then_some(STOP_BOUND + self.max_campaign_delay()),
         }
+    }
+
+    /// Number of spare instance slots: one per bucket reset that starts a fresh process.
+    pub(super) fn spares(&self) -> usize {
+        self.faults
+            .iter()
+            .filter(|f| matches!(f.kind, FaultKind::ResetBucket { fresh: true }))
+            .count()
+    }
+
+    /// The slowest node clock's rate (ppm of server time).
+    pub(super) fn slowest_ppm(&self) -> u64 {
+        if self.drift {
+            PPM - u64::from(self.timing.margin_pct) * 9_000
+        } else {
+            PPM
+        }
+    }
+
+    /// A role is held again at most this long after its bucket was created: no acquire before
+    /// the bucket is TTL + heartbeat old on the slowest clock (Q6), then a fault-free election.
+    pub(super) fn young_bound(&self) -> Nanos {
+        let ttl = self.timing.ttl_s * SEC;
+        let hold = ttl + ttl / u64::from(self.timing.hb_div);
+        scale(hold, PPM, self.slowest_ppm(), true) + LIVENESS_SLACK + YOUNG_SLACK
+    }
+
+    /// Liveness after a follower's pause in which the holder crashed and its expiry marker
+    /// aged out (counted from the end of the last fault, the resume): the follower reaps the
+    /// session it still believes in on the revision it knows (refused: no entry), reads the
+    /// key from the leader (no entry) and reaps on 0 at the next tick — a backstop period
+    /// after its last sighting at most, plus three ticks for the round trips.
+    pub(super) fn aged_marker_bound(&self) -> Nanos {
+        let ttl = self.timing.ttl_s * SEC;
+        let grace = nanos(crate::core::machine::BACKSTOP_GRACE);
+        let tick = nanos(super::world::BACKSTOP_TICK);
+        let period = ttl + ttl / u64::from(self.timing.hb_div) + grace;
+        scale(period + 3 * tick, PPM, self.slowest_ppm(), true) + LIVENESS_SLACK
     }
 
     /// The longest placement hold-back any node is given: it may delay a fail-over or a
@@ -179,17 +257,15 @@ impl Scenario {
         if !self.no_ttl {
             return ttl + LIVENESS_SLACK;
         }
-        let grace = u64::try_from(crate::core::machine::BACKSTOP_GRACE.as_nanos()).unwrap_or(0);
-        let tick = u64::try_from(super::world::BACKSTOP_TICK.as_nanos()).unwrap_or(0);
+        let grace = nanos(crate::core::machine::BACKSTOP_GRACE);
+        let tick = nanos(super::world::BACKSTOP_TICK);
         let wait = ttl + ttl / u64::from(self.timing.hb_div) + grace + tick;
-        let slowest = if self.drift {
-            PPM - u64::from(self.timing.margin_pct) * 9_000
-        } else {
-            PPM
-        };
-        scale(wait, PPM, slowest, true) + LIVENESS_SLACK
+        scale(wait, PPM, self.slowest_ppm(), true) + LIVENESS_SLACK
     }
 }
+
+/// Beyond the hold of a young bucket: the herd's grace for a returning holder and a read.
+pub(super) const YOUNG_SLACK: Nanos = 150 * MS;
 
 /// Fault-free fail-over beyond the TTL: delivery + herd delay + jitter + write +
 /// acknowledgement + drain.

@@ -28,6 +28,10 @@ pub(super) enum Seen {
     Session(bool),
     /// The holder at this revision is gone.
     HolderGone(u64),
+    /// The bucket's age at the process start.
+    BucketAge,
+    /// A new bucket epoch.
+    BucketReset(u64),
 }
 
 /// One step of a machine's history (server time `g`, the machine's clock `now`).
@@ -55,6 +59,11 @@ pub(super) enum Rec {
     Crash {
         g: Nanos,
     },
+    /// The machine may not acquire before server time `until` (a young bucket, Q6).
+    Hold {
+        g: Nanos,
+        until: Nanos,
+    },
 }
 
 /// The recorded history of one machine.
@@ -75,11 +84,17 @@ pub(super) struct Trace {
     pub(super) nodes: Vec<NodeTrace>,
     /// Number of roles: keys `0..roles` of `logs` are role keys, the others session keys.
     pub(super) roles: usize,
-    /// Every key's log.
+    /// Names of the session keys (key `roles + k` is `session_keys[k]`).
+    pub(super) session_keys: Vec<String>,
+    /// Every key's log, over every bucket epoch.
     pub(super) logs: Vec<Vec<Entry>>,
     pub(super) end: Nanos,
-    /// Faults as applied: time and description.
+    /// Faults as applied (and when the lasting ones end): time and description.
     pub(super) faults: Vec<(Nanos, String)>,
     /// Problems of the run itself (livelock).
     pub(super) errors: Vec<Violation>,
+    /// When buckets were created during the run (a fresh bucket at the start, resets).
+    pub(super) created: Vec<Nanos>,
+    /// How often the run reached some paths of the drivers (for the coverage test).
+    pub(super) counts: std::collections::BTreeMap<&'static str, usize>,
 }

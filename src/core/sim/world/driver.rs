@@ -7,10 +7,11 @@ use crate::core::machine::SessionUpdate;
 use crate::core::sim::clock::{MS, Nanos, nanos};
 use crate::core::sim::kv::{EntryKind, KvWrite};
 use crate::core::sim::trace::{Rec, Seen};
-use crate::core::types::{Action, FailureKind, KeyState, ReleaseReason, WriteOutcome};
+use crate::core::types::{Action, FailureKind, KeyState, Notice, ReleaseReason, WriteOutcome};
 use crate::value::HolderValue;
 
-use super::{Ev, Input, Queued, Sim, Who};
+use super::bucket::young_hold;
+use super::{Ev, Input, Queued, SessionMsg, Sim, Who};
 
 impl Sim {
     /// Whether an event of instance `i` cannot be handled now: dropped after a crash, deferred
@@ -94,7 +95,23 @@ impl Sim {
             Input::Start => m.start(now),
             Input::Timer(_) => m.handle_timeout(now),
             Input::Observed(state) => m.handle_observed(state, now),
-            Input::Write { op, outcome, .. } => m.handle_write(op, outcome, now),
+            Input::Write { op, outcome, .. } => {
+                // As the role task: the bucket's high-water mark when the write was sent bounds
+                // what may be promoted (P6). A write sent before the machine's last bucket
+                // reset says nothing about the new bucket (an `Ok` may be a put there that
+                // skipped the young-bucket hold): its outcome is unknown, and the old bucket's
+                // mark is not seeded (it would refuse every acquire in the new one).
+                let mut outcome = outcome;
+                if let Some(at) = node.sent_seen.iter().position(|s| s.0 == op) {
+                    let (_, seen, resets) = node.sent_seen.remove(at);
+                    if resets == node.resets {
+                        m.seed_high_water(seen);
+                    } else {
+                        outcome = WriteOutcome::Unknown;
+                    }
+                }
+                m.handle_write(op, outcome, now);
+            }
             Input::Read { op, result } => {
                 read_state = result.as_ref().ok().cloned();
                 m.handle_read(op, result, now);
@@ -118,6 +135,17 @@ impl Sim {
             Input::HolderGone(rev) => {
                 self.rank_for_vacancy(n);
                 self.nodes[n].machine.handle_holder_gone(rev, now);
+            }
+            Input::BucketAge(age) => {
+                self.note_hold(n, age, now);
+                self.nodes[n].machine.handle_bucket_age(Some(age), now);
+            }
+            Input::BucketReset { epoch, age } => {
+                self.nodes[n].resets += 1;
+                self.note_hold(n, age, now);
+                self.nodes[n]
+                    .machine
+                    .handle_bucket_reset(epoch, Some(age), now);
             }
         }
         if let Some(state) = read_state {
@@ -163,9 +191,12 @@ impl Sim {
             });
             match action {
                 Action::Write(req) => {
+                    let seen = self.insts[self.nodes[n].inst].seen_high;
+                    let resets = self.nodes[n].resets;
+                    self.nodes[n].sent_seen.push((req.op, seen, resets));
                     let w = KvWrite {
                         key: self.nodes[n].role,
-                        expected: req.expected,
+                        expected: Some(req.expected),
                         kind: req
                             .value
                             .map_or(EntryKind::Delete, |v| EntryKind::Put(Box::new(v))),
@@ -198,16 +229,30 @@ impl Sim {
                     let i = self.nodes[n].inst;
                     let role = self.roles[self.nodes[n].role].clone();
                     let now_i = self.insts[i].clock.local(g);
-                    self.insts[i]
-                        .session
-                        .handle_release_term(session, role, revision, now_i);
+                    let msg = SessionMsg::ReleaseTerm(session, role, revision);
+                    self.session_msg(i, msg, now_i);
                     self.session_actions(i, now_i);
+                }
+                Action::Notice(Notice::RevisionRegressed { .. }) => {
+                    // As the role task: revisions went back, have the epoch checked.
+                    let i = self.nodes[n].inst;
+                    self.check_epoch(i);
                 }
                 Action::Failed(_)
                 | Action::Recovered
                 | Action::Notice(_)
                 | Action::LostDuringRelease { .. } => {}
             }
+        }
+    }
+
+    /// Records the young-bucket hold (Q6) node `n` gets from a bucket of age `age`.
+    fn note_hold(&mut self, n: usize, age: std::time::Duration, now: Instant) {
+        let g = self.now;
+        let clock = self.insts[self.nodes[n].inst].clock;
+        if let Some(hold) = young_hold(self.timing.ttl, self.timing.heartbeat, age) {
+            let until = clock.global(now + std::time::Duration::from_nanos(hold));
+            self.nodes[n].trace.recs.push(Rec::Hold { g, until });
         }
     }
 

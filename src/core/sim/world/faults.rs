@@ -1,18 +1,23 @@
-//! Faults: crashes, restarts, pauses, disconnects, releases, stops, hold-backs, evictions. They
-//! hit a whole process (instance): every role it runs and its session.
+//! Faults: crashes, restarts, pauses, disconnects, releases, stops, hold-backs, evictions,
+//! foreign values, refused role writes, deposed leaders. They hit a whole process (instance):
+//! every role it runs and its session. A bucket reset hits everyone (`bucket`).
 
 use std::time::Duration;
 
 use crate::core::sim::clock::{MS, SEC};
-use crate::core::sim::kv::EntryKind;
+use crate::core::sim::kv::{EntryKind, KvWrite};
 use crate::core::sim::scenario::{Fault, FaultKind, Target};
 use crate::core::sim::trace::Rec;
+use crate::value::{LeaseValue, SessionValue, VALUE_VERSION};
 
-use super::{Ev, Input, SInput, Sim};
+use super::{Ev, ForeignRole, Input, SInput, Sim};
 
 impl Sim {
     pub(super) fn fault(&mut self, f: usize) {
         let f = self.sc.faults[f];
+        if let FaultKind::ResetBucket { fresh } = f.kind {
+            return self.reset_bucket(fresh);
+        }
         let Some(i) = self.target(f) else {
             return;
         };
@@ -29,6 +34,8 @@ impl Sim {
             FaultKind::Restart => self.respawn(i),
             FaultKind::Pause { ttl_pct } => {
                 inst.paused_until = inst.paused_until.max(self.now + ttl * ttl_pct / 100);
+                let end = inst.paused_until;
+                self.faults.push((end, format!("end of pause {name}")));
             }
             FaultKind::Disconnect { ttl_pct } => {
                 if inst.disconnected_until.is_none() {
@@ -36,6 +43,7 @@ impl Sim {
                     inst.disconnected_until = Some(up);
                     self.push(self.now, Ev::Inst(i, SInput::Connection(false)));
                     self.push(up, Ev::Inst(i, SInput::Connection(true)));
+                    self.faults.push((up, format!("end of disconnect {name}")));
                 }
             }
             FaultKind::Release { cooldown_ms } => {
@@ -57,6 +65,39 @@ impl Sim {
                 let rev = self.kv.evict(key, self.now, gap);
                 self.stored(key, rev, Some(i));
             }
+            FaultKind::ForeignSession => {
+                let until = self.now + 3 * ttl;
+                self.foreign_sessions.push((i, until));
+                self.try_foreign_sessions();
+            }
+            FaultKind::ForeignRole { own_incarnation } => {
+                let until = self.now + 3 * ttl;
+                self.foreign_roles.push(ForeignRole {
+                    inst: i,
+                    own_incarnation,
+                    until,
+                });
+                self.try_foreign_roles();
+            }
+            FaultKind::DenyRoleWrites { ms } => self.deny_role_writes(i, ms),
+            FaultKind::RefusedRelease {
+                deny_ms,
+                cooldown_ms,
+            } => {
+                self.deny_role_writes(i, deny_ms);
+                let cooldown = Duration::from_millis(cooldown_ms);
+                self.send_to_nodes(i, &Input::Release(cooldown));
+            }
+            FaultKind::DeposedLeader { ttl_pct } => {
+                if inst.deposed.is_none() {
+                    let end = self.now + ttl * ttl_pct / 100;
+                    inst.deposed = Some((self.now, end));
+                    self.push(end, Ev::Inst(i, SInput::Undeposed));
+                    self.faults
+                        .push((end, format!("end of deposed leader {name}")));
+                }
+            }
+            FaultKind::ResetBucket { .. } => {}
         }
     }
 
@@ -67,10 +108,122 @@ impl Sim {
         }
     }
 
+    /// Instance `i`'s writes of role keys are refused for `ms`.
+    fn deny_role_writes(&mut self, i: usize, ms: u64) {
+        let end = self.now + ms * MS;
+        let inst = &mut self.insts[i];
+        inst.deny_role_until = inst.deny_role_until.max(end);
+        let name = format!("node-{}/{i}", inst.slot);
+        self.faults
+            .push((end, format!("end of denied role writes {name}")));
+    }
+
+    /// Foreign session writes waiting for their instance's session key to hold no live
+    /// session (a marker or no entry: its session expired or ended): each writes a session
+    /// value of the instance's id with another incarnation there, by CAS on that revision, no
+    /// TTL, never renewed (a restored backup, a buggy tool). Written over a live session it
+    /// would be a second process with that id (Q6: flagged by design). Given up after their
+    /// time.
+    pub(super) fn try_foreign_sessions(&mut self) {
+        let now = self.now;
+        let pending = std::mem::take(&mut self.foreign_sessions);
+        for (i, until) in pending {
+            if now >= until {
+                continue;
+            }
+            let key = self.session_key_of(self.insts[i].slot);
+            if self.kv.last(key).is_none_or(|e| e.kind.is_marker()) {
+                self.foreign_session(i, key);
+            } else {
+                self.foreign_sessions.push((i, until));
+            }
+        }
+    }
+
+    /// Another client writes a session value of instance `i`'s id with another incarnation into
+    /// its session key `key` (CAS on its last revision), no TTL.
+    fn foreign_session(&mut self, i: usize, key: usize) {
+        let id = self.insts[i].id.clone();
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let value = SessionValue {
+            v: VALUE_VERSION,
+            instance: id,
+            incarnation: self.rng.uuid(),
+            session: self.rng.uuid(),
+            ttl_ms: ms(self.timing.ttl),
+            heartbeat_ms: ms(self.timing.heartbeat),
+            released: Vec::new(),
+        };
+        let expected = Some(self.kv.last_rev(key));
+        self.count("foreign_session_written");
+        self.foreign_write(KvWrite {
+            key,
+            expected,
+            kind: EntryKind::Session(Box::new(value)),
+            ttl: None,
+            renew: false,
+            writer: None,
+        });
+    }
+
+    /// Foreign role writes waiting for a vacancy: each writes a role value naming its
+    /// instance's live session into a vacant role key (a marker or no entry), by CAS on that
+    /// revision, at once. Given up after their time or with their instance's process.
+    pub(super) fn try_foreign_roles(&mut self) {
+        let now = self.now;
+        let pending = std::mem::take(&mut self.foreign_roles);
+        for f in pending {
+            let inst = &self.insts[f.inst];
+            if now >= f.until || inst.crashed {
+                continue;
+            }
+            let vacant =
+                (0..self.roles.len()).find(|&r| self.kv.last(r).is_none_or(|e| e.kind.is_marker()));
+            let (Some(session), Some(role)) = (inst.live, vacant) else {
+                self.foreign_roles.push(f);
+                continue;
+            };
+            let incarnation = if f.own_incarnation {
+                inst.incarnation
+            } else {
+                self.rng.uuid()
+            };
+            let value = LeaseValue {
+                v: VALUE_VERSION,
+                holder: inst.id.clone(),
+                incarnation,
+                session,
+                session_key: self.session_keys[inst.slot].clone(),
+                nonce: self.rng.uuid(),
+                term: None,
+                priority: 0,
+                ttl_ms: u64::try_from(self.timing.ttl.as_millis()).unwrap_or(u64::MAX),
+                meta: std::collections::BTreeMap::new(),
+                acquired_at: None,
+                renewed_at: None,
+            };
+            let expected = Some(self.kv.last_rev(role));
+            self.count(match (inst.campaign, f.own_incarnation) {
+                (false, _) => "foreign_role_observer",
+                (true, true) => "foreign_role_own_incarnation",
+                (true, false) => "foreign_role_other_incarnation",
+            });
+            self.foreign_write(KvWrite {
+                key: role,
+                expected,
+                kind: EntryKind::Put(Box::new(value)),
+                ttl: None,
+                renew: false,
+                writer: None,
+            });
+        }
+    }
+
     pub(super) fn crash(&mut self, i: usize) {
         let inst = &mut self.insts[i];
         inst.crashed = true;
         inst.timer = None;
+        inst.live = None;
         for n in inst.nodes.clone() {
             let node = &mut self.nodes[n];
             node.timer = None;
@@ -94,15 +247,24 @@ impl Sim {
     pub(super) fn target(&self, f: Fault) -> Option<usize> {
         let len = self.insts.len();
         let dead = |i: usize| self.insts[i].crashed && !self.insts[i].restarted;
+        let up = |i: usize| self.insts[i].started && !self.insts[i].crashed;
         let i = match (f.kind, f.target) {
             (FaultKind::Restart, Target::Leader) => return (0..len).rev().find(|&i| dead(i)),
-            (FaultKind::Restart, Target::Node(i)) => return Some(i % len).filter(|&i| dead(i)),
+            (FaultKind::Restart, Target::Node(i) | Target::Follower(i)) => {
+                return Some(i % len).filter(|&i| dead(i));
+            }
             (_, Target::Leader) => self.leader()?,
             (_, Target::Node(i)) => i % len,
+            (_, Target::Follower(k)) => {
+                let leader = self.leader();
+                let followers: Vec<usize> =
+                    (0..len).filter(|&i| up(i) && Some(i) != leader).collect();
+                *followers.get(k % followers.len().max(1))?
+            }
         };
         let inst = &self.insts[i];
         let immune = self.sc.immune && inst.slot == self.sc.nodes - 1;
-        (inst.started && !inst.crashed && !immune).then_some(i)
+        (up(i) && !immune).then_some(i)
     }
 
     /// The instance acting for role 0; else the live writer of role 0's current put.
@@ -114,7 +276,7 @@ impl Sim {
                 && n.leading.is_some_and(|d| inst.clock.global(d) > self.now)
         });
         acting.map(|n| n.inst).or_else(|| {
-            let last = self.kv.logs[0].last()?;
+            let last = self.kv.last(0)?;
             let (n, _) = last
                 .writer
                 .filter(|_| matches!(last.kind, EntryKind::Put(_)))?;

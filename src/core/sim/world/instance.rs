@@ -1,8 +1,8 @@
 //! One process beside its role nodes, as the manager wires it: the session task (a
 //! [`SessionMachine`](crate::core::SessionMachine) whose state goes to every role node), and
 //! the watcher with the session book (role entries to the role nodes, session entries to the
-//! book and the own session machine, `HolderGone` verdicts, herd ranking, backstop reads).
-//! Mirrors `src/manager/session_task.rs`, `watcher.rs` and `role_task.rs`.
+//! book and the own session machine, `HolderGone` verdicts, herd ranking; its reaps are in
+//! `backstop`). Mirrors `src/manager/session_task.rs`, `watcher.rs` and `role_task.rs`.
 
 use std::time::Duration;
 
@@ -11,20 +11,22 @@ use tokio::time::Instant;
 use crate::core::machine::SessionUpdate;
 use crate::core::session::{SessionAction, SessionLoss, SessionWriteKind};
 use crate::core::session_book::Verdict;
-use crate::core::sim::clock::{MS, nanos};
+use crate::core::sim::clock::{MS, Nanos, nanos};
 use crate::core::sim::kv::{EntryKind, KvWrite};
 use crate::core::types::{FailureKind, KeyState, WriteKind, WriteOutcome};
 use crate::value::HolderValue;
 
-use super::{Ev, Input, SInput, Sim, Who};
+use super::{Ev, Input, SInput, SessionMsg, Sim, Who};
 
 /// Herd ranking: the longest wait of any rank (as the role task; a returning holder's
 /// grace comes on top, only where the previous holder restarted).
 pub(in crate::core::sim) const HERD_CAP: Duration = crate::core::Herd::DEFAULT.cap;
 /// How often the watcher looks for sessions due for a reap.
 pub(in crate::core::sim) const BACKSTOP_TICK: Duration = Duration::from_millis(250);
+/// The watcher's first backoff after it failed (`manager::watcher`).
+const WATCHER_BACKOFF: Duration = Duration::from_millis(100);
 /// Timeout of one reap or backstop read.
-const BACKSTOP_IO_TIMEOUT: Duration = Duration::from_secs(1);
+pub(super) const BACKSTOP_IO_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl Sim {
     /// Delivers an input of instance `i` unless it crashed; defers it past a pause.
@@ -32,21 +34,26 @@ impl Sim {
         let Some(Ev::Inst(_, input)) = self.held_back(i, seq, Ev::Inst(i, input)) else {
             return;
         };
+        let now = self.insts[i].clock.local(self.now);
+        if let SInput::Timer(generation) = input
+            && self.insts[i].timer.map(|t| t.1) != Some(generation)
+        {
+            return; // replaced by a later timer (or the task was blocked meanwhile)
+        }
+        match input {
+            SInput::Timer(_) | SInput::Write { .. } | SInput::Read { .. } => {
+                self.session_msg(i, SessionMsg::Input(input), now);
+            }
+            other => self.watcher_input(i, other, now),
+        }
+        self.session_actions(i, now);
+    }
+
+    /// An input of the session task's own operations and timer.
+    pub(super) fn session_input(&mut self, i: usize, input: SInput, now: Instant) {
         let g = self.now;
-        let now = self.insts[i].clock.local(g);
         let disconnected = self.insts[i].disconnected_until.is_some();
         match input {
-            SInput::Start => {
-                // The watcher starts with the process and first delivers every key's last entry.
-                self.insts[i].started = true;
-                self.insts[i].session.start(now);
-                for n in self.insts[i].nodes.clone() {
-                    self.push(g, Ev::Node(n, Input::Start));
-                }
-                self.resync(i);
-                let tick = self.insts[i].clock.span(BACKSTOP_TICK);
-                self.push(g + tick, Ev::Inst(i, SInput::Tick));
-            }
             SInput::Timer(generation) => {
                 if self.insts[i].timer.map(|t| t.1) != Some(generation) {
                     return;
@@ -70,6 +77,10 @@ impl Sim {
                     let unknown = WriteOutcome::Unknown;
                     return self.deliver_write(Who::Session(i), at, op, unknown, unknown_at);
                 }
+                if let WriteOutcome::Ok { revision } = outcome {
+                    let inst = &mut self.insts[i];
+                    inst.seen_high = inst.seen_high.max(revision);
+                }
                 self.insts[i].session.handle_write(op, outcome, now);
             }
             SInput::Read { op, result } => {
@@ -80,83 +91,130 @@ impl Sim {
                 };
                 self.insts[i].session.handle_read(op, result, now);
             }
-            SInput::Watch { key, rev, replay } => {
-                if disconnected {
+            _ => {}
+        }
+    }
+
+    /// An input of the watcher (and the process start).
+    fn watcher_input(&mut self, i: usize, input: SInput, now: Instant) {
+        let g = self.now;
+        let disconnected = self.insts[i].disconnected_until.is_some();
+        match input {
+            SInput::Start => self.start_process(i, now),
+            SInput::Watch {
+                key,
+                epoch,
+                rev,
+                replay,
+            } => {
+                // A silent watcher (disconnected, or on a deposed leader), the watcher of a
+                // deleted bucket once the process moved to the new one, and a marker that
+                // aged out before the watcher got to it (a paused process: its consumer is
+                // recreated past it).
+                if disconnected
+                    || self.insts[i].deposed.is_some()
+                    || epoch != self.insts[i].epoch
+                    || self.kv.aged_out(key, epoch, rev)
+                {
                     return;
                 }
                 let known = self.insts[i].watch_rev[key];
                 if rev < known || (rev == known && !replay) {
                     return;
                 }
-                self.insts[i].watch_rev[key] = rev;
-                self.dispatch(i, key, rev, now);
+                let inst = &mut self.insts[i];
+                inst.watch_rev[key] = rev;
+                inst.seen_high = inst.seen_high.max(rev);
+                self.dispatch(i, key, epoch, rev, now);
             }
-            SInput::Tick => {
-                let tick = self.insts[i].clock.span(BACKSTOP_TICK);
-                self.push(g + tick, Ev::Inst(i, SInput::Tick));
-                if disconnected {
-                    return;
-                }
-                let due = self.insts[i].book.due_reaps(now);
-                for reap in due {
-                    if let Some(key) = self.session_key_named(&reap.key) {
-                        let op = self.insts[i].next_reap;
-                        self.insts[i].next_reap += 1;
-                        let w = KvWrite {
-                            key,
-                            expected: reap.expected,
-                            // A purge marker: read as an expiry, like the watcher does.
-                            kind: EntryKind::Expiry,
-                            ttl: None,
-                            renew: false,
-                            writer: None,
-                        };
-                        self.insts[i].reaps.push((op, reap));
-                        self.send_write(Who::Backstop(i), op, w, BACKSTOP_IO_TIMEOUT);
-                    }
-                }
-            }
-            SInput::Reaped { op, outcome } => {
-                let Some(at) = self.insts[i].reaps.iter().position(|(o, _)| *o == op) else {
-                    return;
-                };
-                let (_, reap) = self.insts[i].reaps.remove(at);
-                let outcome = if disconnected {
-                    WriteOutcome::Unknown
-                } else {
-                    outcome
-                };
-                let done = self.insts[i].book.reap_done(&reap, outcome, now);
-                self.holders_gone(i, done.gone);
-                if done.read
-                    && let Some(key) = self.session_key_named(&reap.key)
-                {
-                    self.send_read(Who::Backstop(i), key, 0, BACKSTOP_IO_TIMEOUT, false);
-                }
-            }
-            SInput::Backstop { key, result } => {
-                if let (Ok(state), false) = (result, disconnected) {
-                    let name = self.session_keys[key - self.roles.len()].clone();
-                    let gone = self.insts[i].book.leader_read(&name, state, now);
-                    self.holders_gone(i, gone);
-                }
+            SInput::Tick => self.tick(i, disconnected, now),
+            SInput::Reaped { op, outcome } => self.reaped(i, op, outcome, disconnected, now),
+            SInput::Backstop { key, op, result } => {
+                let result = result.ok().filter(|_| !disconnected);
+                self.backstop_read(i, key, op, result, now);
             }
             SInput::Connection(up) => {
                 for n in self.insts[i].nodes.clone() {
                     self.push(g, Ev::Node(n, Input::Connection(up)));
                 }
                 if up {
+                    // The watcher is recreated; the driver checks the bucket first.
                     self.insts[i].disconnected_until = None;
+                    let ts = self.answer_ts();
+                    if !self.learn_epoch(i, ts) {
+                        self.resync(i);
+                    }
+                }
+            }
+            SInput::EpochChecked => {
+                self.insts[i].checking_epoch = false;
+                if !disconnected {
+                    let ts = self.answer_ts();
+                    self.learn_epoch(i, ts);
+                }
+                // A held session start goes out (after a failed check too: the start write
+                // itself then fails, or lands in the bucket the process knows).
+                self.release_start(i, now);
+            }
+            SInput::Unblock => self.unblock_session(i),
+            SInput::WatcherFailed => {
+                // `manager::watcher`: the watcher ends with an error; after a 100 ms backoff the
+                // bucket is checked before a new watcher starts.
+                if self.insts[i].epoch != self.kv.epoch {
+                    let at = g + self.insts[i].clock.span(WATCHER_BACKOFF);
+                    self.push(at, Ev::Inst(i, SInput::EpochChecked));
+                    self.insts[i].checking_epoch = true;
+                }
+            }
+            SInput::Undeposed => {
+                self.insts[i].deposed = None;
+                let ts = self.answer_ts();
+                if !self.learn_epoch(i, ts) {
                     self.resync(i);
                 }
             }
+            SInput::Timer(_) | SInput::Write { .. } | SInput::Read { .. } => {}
         }
-        self.session_actions(i, now);
+    }
+
+    /// The process starts: it opens the bucket (its epoch and age: `handle_bucket_age` for
+    /// every role machine, Q6), starts its session task, its role tasks and its watcher,
+    /// which first delivers every key's last entry.
+    fn start_process(&mut self, i: usize, now: Instant) {
+        let g = self.now;
+        self.insts[i].started = true;
+        self.insts[i].seen_high = self.kv.seq;
+        let ts = self.answer_ts();
+        let age = self.bucket_age(ts);
+        let epoch = self.kv.epoch;
+        let nodes = self.insts[i].nodes.clone();
+        if self.insts[i].epoch != epoch {
+            // Recreated between the machines' creation and the start.
+            self.insts[i].epoch = epoch;
+            for &n in &nodes {
+                self.push(g, Ev::Node(n, Input::BucketReset { epoch, age }));
+            }
+        } else if !self.flaws.no_bucket_age {
+            for &n in &nodes {
+                self.push(g, Ev::Node(n, Input::BucketAge(age)));
+            }
+        }
+        self.insts[i].session.start(now);
+        for n in nodes {
+            self.push(g, Ev::Node(n, Input::Start));
+        }
+        self.resync(i);
+        let tick = self.insts[i].clock.span(BACKSTOP_TICK);
+        self.push(g + tick, Ev::Inst(i, SInput::Tick));
     }
 
     /// When a watcher starts, and after a reconnect recreated it, it (re)delivers the last
     /// entry of every key.
     pub(super) fn resync(&mut self, i: usize) {
+        let epoch = self.kv.epoch;
+        if self.insts[i].epoch != epoch {
+            return; // the watcher of a deleted bucket: the next epoch check replays
+        }
         let mut last: Vec<(u64, usize)> = (0..self.kv.logs.len())
             .map(|key| (self.kv.last_rev(key), key))
             .filter(|(rev, _)| *rev > 0)
@@ -166,14 +224,20 @@ impl Sim {
             let at = (self.now + self.rng.hop()).max(self.insts[i].watch_tail);
             self.insts[i].watch_tail = at;
             let replay = true;
-            self.push(at, Ev::Inst(i, SInput::Watch { key, rev, replay }));
+            let input = SInput::Watch {
+                key,
+                epoch,
+                rev,
+                replay,
+            };
+            self.push(at, Ev::Inst(i, input));
         }
     }
 
     /// One watcher entry: a role entry goes to the role's node (with the book's verdict about
     /// its holder), a session entry to the book (and to the own session machine).
-    fn dispatch(&mut self, i: usize, key: usize, rev: u64, now: Instant) {
-        let Some(entry) = self.kv.entry(key, rev) else {
+    fn dispatch(&mut self, i: usize, key: usize, epoch: u64, rev: u64, now: Instant) {
+        let Some(entry) = self.kv.entry(key, epoch, rev) else {
             return;
         };
         let g = self.now;
@@ -181,7 +245,7 @@ impl Sim {
             let state = entry.session_state();
             let slot = key - self.roles.len();
             if slot == self.insts[i].slot {
-                self.insts[i].session.handle_observed(state.clone(), now);
+                self.session_msg(i, SessionMsg::Observed(state.clone()), now);
             }
             let name = self.session_keys[slot].clone();
             let gone = self.insts[i].book.observe(&name, state, now);
@@ -191,16 +255,15 @@ impl Sim {
         let n = self.insts[i].nodes[key];
         let lease = state.lease().cloned();
         let role_name = self.roles[key].clone();
-        self.insts[i].session.handle_role_moved(&role_name, rev);
+        self.session_msg(i, SessionMsg::RoleMoved(role_name.clone(), rev), now);
         if let Some(v) = &lease
             && v.holder == self.insts[i].id
             && !self.insts[i].campaign
         {
             // The watcher's rule (Q4): a value naming our live session that no campaigning
             // node of ours acts on is listed as released (the machine ignores other uuids).
-            self.insts[i]
-                .session
-                .handle_release_term(v.session, role_name, rev, now);
+            let msg = SessionMsg::ReleaseTerm(v.session, role_name, rev);
+            self.session_msg(i, msg, now);
         }
         let holder = lease
             .as_ref()
@@ -225,7 +288,7 @@ impl Sim {
     }
 
     /// Roles whose holder's session is gone (Q5): their nodes hear it.
-    fn holders_gone(&mut self, i: usize, gone: Vec<(crate::names::RoleName, u64)>) {
+    pub(super) fn holders_gone(&mut self, i: usize, gone: Vec<(crate::names::RoleName, u64)>) {
         for (role, rev) in gone {
             if let Some(r) = self.roles.iter().position(|x| *x == role) {
                 let n = self.insts[i].nodes[r];
@@ -285,29 +348,31 @@ impl Sim {
         }
         let now = inst.clock.local(self.now);
         self.insts[i].session_ending = true;
-        self.insts[i].session.handle_stop(now);
+        self.session_msg(i, SessionMsg::Stop, now);
         self.session_actions(i, now);
     }
 
     /// Executes the actions of instance `i`'s session machine and re-arms its timer.
     pub(super) fn session_actions(&mut self, i: usize, now: Instant) {
         let g = self.now;
+        if self.insts[i].session_blocked.is_some() {
+            return; // the task waits for the epoch check
+        }
         while let Some(action) = self.insts[i].session.poll_action() {
             match action {
-                SessionAction::Write(w) => {
-                    let ttl = (w.kind != SessionWriteKind::End).then(|| nanos(self.timing.ttl));
-                    let kv = KvWrite {
-                        key: self.session_key_of(self.insts[i].slot),
-                        expected: w.expected,
-                        kind: w
-                            .value
-                            .map_or(EntryKind::Delete, |v| EntryKind::Session(Box::new(v))),
-                        ttl,
-                        renew: w.kind == SessionWriteKind::Renew,
-                        writer: Some((i, WriteKind::Renew)),
-                    };
-                    self.send_write(Who::Session(i), w.op, kv, w.timeout);
+                SessionAction::Write(w)
+                    if w.kind == SessionWriteKind::Start && !self.flaws.no_start_check =>
+                {
+                    // `manager::session_task`: a session starts only after the bucket's epoch
+                    // was confirmed (a new one resets the roles and the book first, Q6).
+                    self.count("start_epoch_check");
+                    let inst = &mut self.insts[i];
+                    inst.held_start = Some(w);
+                    inst.session_blocked = Some(Nanos::MAX);
+                    inst.timer = None;
+                    return self.check_epoch(i);
                 }
+                SessionAction::Write(w) => self.send_session_write(i, w),
                 SessionAction::Read { op, timeout } => {
                     let key = self.session_key_of(self.insts[i].slot);
                     self.send_read(Who::Session(i), key, op, timeout, false);
@@ -322,6 +387,7 @@ impl Sim {
                     acked_sent_at,
                     ..
                 } => {
+                    self.insts[i].live = Some(uuid);
                     // Flaw `renew_after_loss`: the new session's writes extend the lost one.
                     let uuid = self.insts[i].lost.unwrap_or(uuid);
                     self.send_to_roles(
@@ -333,11 +399,27 @@ impl Sim {
                     );
                 }
                 SessionAction::Lost { uuid, reason } => {
+                    if self.insts[i].live == Some(uuid) {
+                        self.insts[i].live = None;
+                    }
                     if self.flaws.renew_after_loss && reason != SessionLoss::Ended {
                         self.insts[i].lost.get_or_insert(uuid);
                     } else {
-                        let reason = reason.demote_reason();
-                        self.send_to_roles(i, SessionUpdate::Lost { uuid, reason });
+                        let demote = reason.demote_reason();
+                        self.send_to_roles(
+                            i,
+                            SessionUpdate::Lost {
+                                uuid,
+                                reason: demote,
+                            },
+                        );
+                    }
+                    if reason == SessionLoss::BucketReset {
+                        // The task waits for the watcher to confirm a new epoch before it goes
+                        // on (the rest of the actions wait with it).
+                        self.count("session_bucket_reset");
+                        self.insts[i].timer = None;
+                        return self.block_session(i);
                     }
                 }
                 SessionAction::Duplicate { .. }
@@ -347,6 +429,22 @@ impl Sim {
             }
         }
         self.rearm_session(i, now, g);
+    }
+
+    /// Sends a write of instance `i`'s session machine.
+    pub(super) fn send_session_write(&mut self, i: usize, w: crate::core::session::SessionWrite) {
+        let ttl = (w.kind != SessionWriteKind::End).then(|| nanos(self.timing.ttl));
+        let kv = KvWrite {
+            key: self.session_key_of(self.insts[i].slot),
+            expected: Some(w.expected),
+            kind: w
+                .value
+                .map_or(EntryKind::Delete, |v| EntryKind::Session(Box::new(v))),
+            ttl,
+            renew: w.kind == SessionWriteKind::Renew,
+            writer: Some((i, WriteKind::Renew)),
+        };
+        self.send_write(Who::Session(i), w.op, kv, w.timeout);
     }
 
     /// Sends a session update to every role node of instance `i` (the session task's `watch`
@@ -364,6 +462,13 @@ impl Sim {
             return;
         };
         let at = if t <= now {
+            // Due: fire soon, and an armed timer that fires soon is not pushed back (events
+            // more often than that would starve it).
+            if let Some((armed, _)) = inst.timer
+                && armed <= g + MS
+            {
+                return;
+            }
             g + MS
         } else {
             inst.clock.global(t)

@@ -2,6 +2,8 @@
 //! session book and one role machine per role each, their drivers, the network and the server,
 //! run in server-time order from one event queue.
 
+mod backstop;
+mod bucket;
 mod driver;
 mod faults;
 mod instance;
@@ -10,7 +12,7 @@ mod server;
 pub(super) use instance::{BACKSTOP_TICK, HERD_CAP};
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -26,7 +28,7 @@ use crate::names::{InstanceId, RoleName};
 
 use super::check::{CheckOpts, Violation, check};
 use super::clock::{Clock, MS, Nanos, PPM};
-use super::kv::{EPOCH, Kv, KvFlaws, KvWrite};
+use super::kv::{Kv, KvFlaws, KvWrite};
 use super::rng::Rng;
 use super::scenario::Scenario;
 use super::trace::{NodeTrace, Seen, Trace};
@@ -63,6 +65,13 @@ pub(super) enum Input {
     Session(SessionUpdate),
     /// The session book found the session of the holder at this revision gone.
     HolderGone(u64),
+    /// The process opened the bucket: it is this old (`handle_bucket_age`).
+    BucketAge(Duration),
+    /// The driver found a new bucket epoch: `handle_bucket_reset` with the new bucket's age.
+    BucketReset {
+        epoch: u64,
+        age: Duration,
+    },
 }
 
 impl Input {
@@ -85,6 +94,8 @@ impl Input {
             Self::Session(SessionUpdate::Live { .. }) => Seen::Session(true),
             Self::Session(SessionUpdate::Lost { .. }) => Seen::Session(false),
             Self::HolderGone(rev) => Seen::HolderGone(*rev),
+            Self::BucketAge(_) => Seen::BucketAge,
+            Self::BucketReset { epoch, .. } => Seen::BucketReset(*epoch),
         }
     }
 }
@@ -103,9 +114,11 @@ pub(super) enum SInput {
         op: u64,
         result: Result<SessionKeyState, FailureKind>,
     },
-    /// The watcher delivered the entry `rev` of key `key` (`replay`: after a (re)start).
+    /// The watcher delivered the entry `rev` of key `key` of bucket `epoch` (`replay`: after
+    /// a (re)start).
     Watch {
         key: usize,
+        epoch: u64,
         rev: u64,
         replay: bool,
     },
@@ -116,12 +129,35 @@ pub(super) enum SInput {
         op: u64,
         outcome: WriteOutcome,
     },
-    /// A backstop read of session key `key` answered.
+    /// A backstop read of session key `key` answered (`op` 0: the leader read after a
+    /// refused reap; otherwise the flawed backstop's probe `op`).
     Backstop {
         key: usize,
+        op: u64,
         result: Result<SessionKeyState, FailureKind>,
     },
     Connection(bool),
+    /// The driver's epoch check (a stream-info request) answered.
+    EpochChecked,
+    /// The session task stops waiting for the epoch check (2 s passed).
+    Unblock,
+    /// A deposed-leader fault ended: the watcher is recreated.
+    Undeposed,
+    /// The watcher's consumer missed its idle heartbeats (its stream was deleted): the
+    /// watcher fails and is recreated after an epoch check.
+    WatcherFailed,
+}
+
+/// What the session task's inbox holds while it waits for an epoch check (its loop is
+/// blocked: `manager::session_task::await_epoch_check`).
+#[derive(Debug, Clone)]
+pub(super) enum SessionMsg {
+    /// An input of the session machine's own operations and timer.
+    Input(SInput),
+    Observed(SessionKeyState),
+    ReleaseTerm(Uuid, RoleName, u64),
+    RoleMoved(RoleName, u64),
+    Stop,
 }
 
 /// A simulation event.
@@ -133,8 +169,10 @@ pub(super) enum Ev {
     Inst(usize, SInput),
     Apply(usize),
     Serve(usize),
-    /// The TTL of entry `rev` of key `key` ran out.
-    Expire(usize, u64),
+    /// The TTL of entry `rev` of key `key` in bucket `epoch` ran out.
+    Expire(usize, u64, u64),
+    /// The expiry marker `rev` of key `key` in bucket `epoch` ages out.
+    Vanish(usize, u64, u64),
     Fault(usize),
     /// A crashed instance starts again.
     Respawn(usize),
@@ -175,6 +213,8 @@ pub(super) enum Who {
     Session(usize),
     /// The watcher of instance `i` (a reap of a session key, or the leader read after one).
     Backstop(usize),
+    /// Another client (no acknowledgement awaited).
+    Foreign,
 }
 
 /// A write on its way: the server applies it at its `Apply` event.
@@ -215,6 +255,11 @@ pub(super) struct Node {
     /// The deadline of the live session, per the last session update fed (an acquire can go
     /// out before it).
     pub(super) session_until: Option<Instant>,
+    /// Writes in flight: op, the process's bucket high-water mark when it was sent (the role
+    /// task seeds the machine with it before the outcome, P6) and `resets` then.
+    pub(super) sent_seen: Vec<(u64, u64, u64)>,
+    /// Bucket resets handed to the machine (`handle_bucket_reset`).
+    pub(super) resets: u64,
     pub(super) trace: NodeTrace,
 }
 
@@ -222,6 +267,14 @@ pub(super) struct Node {
 pub(super) struct Inst {
     pub(super) slot: usize,
     pub(super) id: InstanceId,
+    pub(super) incarnation: Uuid,
+    /// The bucket epoch the process works in (learned at start and by epoch checks).
+    pub(super) epoch: u64,
+    /// The session's uuid while it is live (per its last `Up` / `Lost`).
+    pub(super) live: Option<Uuid>,
+    /// The highest revision the process saw in its bucket (watcher entries, its session's
+    /// acknowledged writes: `Shared::bucket_high_water`); 0 again with a new epoch.
+    pub(super) seen_high: u64,
     pub(super) clock: Clock,
     pub(super) campaign: bool,
     pub(super) session: SessionMachine,
@@ -251,6 +304,20 @@ pub(super) struct Inst {
     /// Reaps in flight (Q5 rule 4), by operation id.
     pub(super) reaps: Vec<(u64, crate::core::Reap)>,
     pub(super) next_reap: u64,
+    /// Refused reaps whose leader read is pending: key and the revision the reap expected.
+    pub(super) refused: Vec<(usize, u64)>,
+    /// The session task waits for the epoch check until then (or until the epoch changes);
+    /// its inbox meanwhile.
+    pub(super) session_blocked: Option<Nanos>,
+    pub(super) session_inbox: Vec<SessionMsg>,
+    /// An epoch check is in flight.
+    pub(super) checking_epoch: bool,
+    /// A session start held until an epoch check answers (the task waits meanwhile).
+    pub(super) held_start: Option<crate::core::session::SessionWrite>,
+    /// Role-key writes are refused (`permission_denied`) until then.
+    pub(super) deny_role_until: Nanos,
+    /// Reads served by a deposed leader frozen at `.0`, the watcher silent, until `.1`.
+    pub(super) deposed: Option<(Nanos, Nanos)>,
 }
 
 /// Deliberate driver bugs for the negative controls.
@@ -262,6 +329,28 @@ pub(super) struct Flaws {
     /// Role nodes never hear of a session loss, and the next session's renewals extend their
     /// terms on the lost one.
     pub(super) renew_after_loss: bool,
+    /// The backstop reads the session key instead of reaping it, and takes a read that shows
+    /// it unchanged (at or below the revision known) as the session's end (the design reaps
+    /// replaced: it rests on one read).
+    pub(super) read_backstop: bool,
+    /// A process never tells its role machines the bucket's age at start
+    /// (`handle_bucket_age` not called: a fresh process acquires in a young bucket at once).
+    pub(super) no_bucket_age: bool,
+    /// A session starts without confirming the bucket's epoch first (the manager before the
+    /// proposed fix F1): a process whose session was not live when the bucket was recreated
+    /// enters the new one with what it knew of the old.
+    pub(super) no_start_check: bool,
+}
+
+/// A foreign role write waiting for a vacancy
+/// ([`crate::core::sim::scenario::FaultKind::ForeignRole`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ForeignRole {
+    /// The instance whose live session the value names.
+    pub(super) inst: usize,
+    pub(super) own_incarnation: bool,
+    /// Given up after this.
+    pub(super) until: Nanos,
 }
 
 /// The simulated world.
@@ -285,6 +374,17 @@ pub(super) struct Sim {
     pub(super) reads: Vec<ReadFlight>,
     pub(super) faults: Vec<(Nanos, String)>,
     pub(super) errors: Vec<Violation>,
+    /// Foreign role writes waiting for a vacancy.
+    pub(super) foreign_roles: Vec<ForeignRole>,
+    /// Foreign session writes waiting for their instance's key to hold no live session:
+    /// instance and when they are given up.
+    pub(super) foreign_sessions: Vec<(usize, Nanos)>,
+    /// Spare instance slots used so far (fresh processes after bucket resets).
+    pub(super) spares_used: usize,
+    /// When buckets were created during the run.
+    pub(super) created: Vec<Nanos>,
+    /// How often the run reached some paths (for the coverage test).
+    pub(super) counts: BTreeMap<&'static str, usize>,
 }
 
 impl Sim {
@@ -294,16 +394,27 @@ impl Sim {
         let roles: Vec<RoleName> = (0..sc.roles.max(1))
             .map(|r| RoleName::new(format!("r{r}")).expect("valid role name"))
             .collect();
-        let session_keys = (0..sc.nodes)
+        let slots = sc.nodes + sc.spares();
+        let session_keys = (0..slots)
             .map(|s| crate::value::session_key(&instance_id(s), ttl_ms))
             .collect();
+        let created = sc.fresh_bucket.then_some(0);
+        let mut kv = Kv::new(roles.len() + slots, sc.no_ttl, created, flaws.kv);
+        kv.marker_ttl = sc.marker_ttl_ms.map(|ms| ms * MS);
+        let mut rng = Rng(SplitMix64::new(sc.seed));
+        if !sc.fresh_bucket {
+            // A bucket in use before the run has a stream sequence well above anything a
+            // recreated one reaches within an operation timeout (P6's high-water rule rests
+            // on it).
+            kv.seq = rng.between(1000, 2000);
+        }
         let mut sim = Self {
             sc: sc.clone(),
             timing,
             flaws,
-            rng: Rng(SplitMix64::new(sc.seed)),
+            rng,
             base: Instant::now(),
-            kv: Kv::new(roles.len() + sc.nodes, sc.no_ttl, flaws.kv),
+            kv,
             roles,
             session_keys,
             nodes: Vec::new(),
@@ -316,6 +427,11 @@ impl Sim {
             reads: Vec::new(),
             faults: Vec::new(),
             errors: Vec::new(),
+            foreign_roles: Vec::new(),
+            foreign_sessions: Vec::new(),
+            spares_used: 0,
+            created: created.into_iter().collect(),
+            counts: BTreeMap::new(),
         };
         for slot in 0..sc.nodes {
             let at = sim.rng.between(0, 5 * MS);
@@ -351,7 +467,8 @@ impl Sim {
                 Ev::Inst(i, input) => self.inst_event(i, q.seq, input),
                 Ev::Apply(w) => self.apply(w),
                 Ev::Serve(r) => self.serve(r),
-                Ev::Expire(key, rev) => self.expire(key, rev),
+                Ev::Expire(key, epoch, rev) => self.expire(key, epoch, rev),
+                Ev::Vanish(key, epoch, rev) => self.vanish(key, epoch, rev),
                 Ev::Fault(i) => self.fault(i),
                 Ev::Respawn(i) => self.respawn(i),
             }
@@ -359,10 +476,13 @@ impl Sim {
         Trace {
             nodes: self.nodes.into_iter().map(|n| n.trace).collect(),
             roles: self.roles.len(),
+            session_keys: self.session_keys,
             logs: self.kv.logs,
             end: self.end,
             faults: self.faults,
             errors: self.errors,
+            created: self.created,
+            counts: self.counts,
         }
     }
 
@@ -405,6 +525,7 @@ impl Sim {
         let instance = instance_id(slot);
         let incarnation = self.rng.uuid();
         let i = self.insts.len();
+        let epoch = self.kv.epoch;
         let mut nodes = Vec::new();
         for role in 0..self.roles.len() {
             let id = Identity {
@@ -414,14 +535,17 @@ impl Sim {
                 meta: std::collections::BTreeMap::new(),
             };
             let seed = self.rng.next();
-            let machine = RoleMachine::new(
+            let mut machine = RoleMachine::new(
                 id,
                 self.timing,
                 RetryPolicy::default(),
                 campaign,
-                EPOCH,
+                epoch,
                 seed,
             );
+            // As the manager: every revision of the bucket when it was opened is below any
+            // write of the new role (P6).
+            machine.seed_high_water(self.kv.seq);
             let name = format!("node-{slot}/{i}:r{role}");
             nodes.push(self.nodes.len());
             self.nodes.push(Node {
@@ -433,6 +557,8 @@ impl Sim {
                 leading: None,
                 validating: false,
                 session_until: None,
+                sent_seen: Vec::new(),
+                resets: 0,
                 trace: NodeTrace {
                     name,
                     role,
@@ -454,6 +580,10 @@ impl Sim {
         self.insts.push(Inst {
             slot,
             id: instance,
+            incarnation,
+            epoch,
+            live: None,
+            seen_high: 0,
             clock,
             campaign,
             session,
@@ -474,8 +604,20 @@ impl Sim {
             ignored: vec![false; self.roles.len()],
             reaps: Vec::new(),
             next_reap: 1,
+            refused: Vec::new(),
+            session_blocked: None,
+            session_inbox: Vec::new(),
+            checking_epoch: false,
+            held_start: None,
+            deny_role_until: 0,
+            deposed: None,
         });
         self.push(at, Ev::Inst(i, SInput::Start));
+    }
+
+    /// Counts one pass through a path (coverage).
+    pub(super) fn count(&mut self, what: &'static str) {
+        *self.counts.entry(what).or_default() += 1;
     }
 
     /// Gap the stream sequence makes for messages of other keys.

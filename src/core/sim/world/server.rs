@@ -58,6 +58,7 @@ impl Sim {
                 },
             ),
             Who::Backstop(i) => Ev::Inst(i, SInput::Reaped { op, outcome }),
+            Who::Foreign => return,
         };
         self.push(at, ev);
     }
@@ -67,7 +68,14 @@ impl Sim {
         match who {
             Who::Role(n) => self.nodes[n].inst,
             Who::Session(i) | Who::Backstop(i) => i,
+            Who::Foreign => unreachable!("another client's writes and reads bypass the network"),
         }
+    }
+
+    /// Another client's write, applied now (nobody waits for its acknowledgement).
+    pub(super) fn foreign_write(&mut self, w: KvWrite) {
+        let now = self.now;
+        self.in_flight(Who::Foreign, 0, w, now, None, now);
     }
 
     /// Queues a write for the server to apply at `at` (`ack`: delay of the acknowledgement).
@@ -100,6 +108,11 @@ impl Sim {
         let hop = self.rng.hop();
         if let Some(up) = self.insts[i].disconnected_until {
             return self.send_disconnected(n, op, w, up, unknown_at);
+        }
+        if matches!(n, Who::Role(_)) && self.now < self.insts[i].deny_role_until {
+            // The user's permission to publish to role keys is revoked.
+            let denied = WriteOutcome::Failed(FailureKind::PermissionDenied);
+            return self.reply_write(n, op, denied, hop, unknown_at);
         }
         if self.rng.chance(net.retry_pct) {
             return self.reply_write(n, op, WriteOutcome::Retry, hop, unknown_at);
@@ -156,7 +169,8 @@ impl Sim {
         if let WriteOutcome::Ok { revision } = outcome {
             self.stored(key, revision, None);
             if let Some(at) = expires {
-                self.push(at, Ev::Expire(key, revision));
+                let epoch = self.kv.epoch;
+                self.push(at, Ev::Expire(key, epoch, revision));
             }
         }
         if let Some(delay) = ack {
@@ -165,10 +179,13 @@ impl Sim {
     }
 
     /// A put's TTL ran out.
-    pub(super) fn expire(&mut self, key: usize, rev: u64) {
+    pub(super) fn expire(&mut self, key: usize, epoch: u64, rev: u64) {
         let gap = self.gap();
-        if let Some(marker) = self.kv.expire(key, rev, self.now, gap) {
+        if let Some(marker) = self.kv.expire(key, epoch, rev, self.now, gap) {
             self.stored(key, marker, None);
+            if let Some(ttl) = self.kv.marker_ttl {
+                self.push(self.now + ttl, Ev::Vanish(key, epoch, marker));
+            }
         }
     }
 
@@ -177,8 +194,12 @@ impl Sim {
     pub(super) fn stored(&mut self, key: usize, rev: u64, first: Option<usize>) {
         let net = self.sc.net;
         let ttl = nanos(self.timing.ttl);
+        let epoch = self.kv.epoch;
         for i in 0..self.insts.len() {
-            if !self.insts[i].started || self.insts[i].crashed || self.rng.chance(net.drop_pct) {
+            let inst = &self.insts[i];
+            // A watcher of a deleted bucket gets nothing of the new one.
+            if !inst.started || inst.crashed || inst.epoch != epoch || self.rng.chance(net.drop_pct)
+            {
                 continue;
             }
             let delay = if first == Some(i) {
@@ -191,7 +212,20 @@ impl Sim {
             let at = (self.now + delay).max(self.insts[i].watch_tail);
             self.insts[i].watch_tail = at;
             let replay = false;
-            self.push(at, Ev::Inst(i, SInput::Watch { key, rev, replay }));
+            let input = SInput::Watch {
+                key,
+                epoch,
+                rev,
+                replay,
+            };
+            self.push(at, Ev::Inst(i, input));
+        }
+        if self.kv.last(key).is_some_and(|e| e.kind.is_marker()) {
+            if key < self.roles.len() {
+                self.try_foreign_roles();
+            } else {
+                self.try_foreign_sessions();
+            }
         }
     }
 
@@ -271,15 +305,20 @@ impl Sim {
                 i,
                 SInput::Backstop {
                     key,
+                    op,
                     result: session,
                 },
             ),
+            Who::Foreign => return,
         };
         self.push(at, ev);
     }
 
-    /// The server answers a read: role reads may come from a replica that lags; session reads
-    /// go to the stream leader (Q5 rule 3).
+    /// The server answers a read. Reads go to the stream leader (session reads by
+    /// `STREAM.MSG.GET`, Q5 rule 3), but a replica that lags up to 2 heartbeats may answer
+    /// (`stale_pct`), and while the reader is on a deposed leader
+    /// ([`crate::core::sim::scenario::FaultKind::DeposedLeader`]) it answers as of the moment it
+    /// stopped applying.
     pub(super) fn serve(&mut self, r: usize) {
         let ReadFlight {
             who,
@@ -289,16 +328,22 @@ impl Sim {
             validation,
         } = self.reads[r];
         let at = self.now + reply;
+        let as_of = if let Some((frozen, _)) = self.insts[self.inst_of(who)].deposed {
+            Some(frozen)
+        } else if self.rng.chance(self.sc.net.stale_pct) {
+            let lag = self.rng.between(0, 2 * nanos(self.timing.heartbeat));
+            Some(self.now.saturating_sub(lag))
+        } else {
+            None
+        };
         if let Who::Session(_) | Who::Backstop(_) = who {
-            let state = self.kv.session_state(key);
+            let state = as_of.map_or_else(
+                || self.kv.session_state(key),
+                |t| self.kv.session_state_at(key, t),
+            );
             return self.read_result(who, key, op, at, Err(FailureKind::Unavailable), Ok(state));
         }
-        let state = if self.rng.chance(self.sc.net.stale_pct) {
-            let lag = self.rng.between(0, 2 * nanos(self.timing.heartbeat));
-            self.kv.state_at(key, self.now.saturating_sub(lag))
-        } else {
-            self.kv.state(key)
-        };
+        let state = as_of.map_or_else(|| self.kv.state(key), |t| self.kv.state_at(key, t));
         if validation {
             let Who::Role(n) = who else { return };
             self.push(at, Ev::Node(n, Input::Validated(state)));
