@@ -503,9 +503,16 @@ pub(crate) fn key_state(sequence: u64, headers: &HeaderMap, payload: &[u8]) -> K
             expired,
         };
     }
+    let value = match HolderValue::parse_at(payload, sequence) {
+        // A version 1 instance writes every lease with a per-key TTL (P3): a v1-shaped value
+        // stored without one is another client's, not a live v1 holder's (it would block the
+        // start of every instance for ever, Q10).
+        HolderValue::Older { .. } if headers.get(MESSAGE_TTL).is_none() => HolderValue::Foreign,
+        other => other,
+    };
     KeyState::Held {
         revision: sequence,
-        value: HolderValue::parse_at(payload, sequence),
+        value,
     }
 }
 

@@ -125,10 +125,14 @@ pub enum HolderValue {
     /// A lease written by nats-roles (protocol version 2).
     Lease(Box<LeaseValue>),
     /// A lease of an older protocol version (`"v": 1`): a version 1 instance runs on this
-    /// bucket. Incompatible (protocol Q10): never taken over, the role reports the mismatch.
+    /// bucket. Incompatible (protocol Q10): the role reports the mismatch. A version 1 holder
+    /// renews its key every heartbeat, so such a value unchanged for the backstop period (on
+    /// the holder's `ttl_ms`) is no live lease and is taken over (P5).
     Older {
         /// The version the value claims.
         version: u64,
+        /// The holder's TTL the value claims (ms, at most [`MAX_TTL_MS`]).
+        ttl_ms: u64,
     },
     /// A lease of a newer protocol version (`"v"` above [`VALUE_VERSION`], e.g. a version 2
     /// session lease, whose key does not change while its term lasts): never taken over after
@@ -158,7 +162,10 @@ impl HolderValue {
             }
             _ => match other_version(bytes) {
                 Some(version) if version > u64::from(VALUE_VERSION) => Self::Newer { version },
-                Some(1) if is_v1_lease(bytes) => Self::Older { version: 1 },
+                Some(1) => match v1_lease_ttl(bytes) {
+                    Some(ttl_ms) => Self::Older { version: 1, ttl_ms },
+                    None => Self::Foreign,
+                },
                 _ => Self::Foreign,
             },
         }
@@ -191,7 +198,7 @@ impl HolderValue {
     #[must_use]
     pub fn other_protocol(&self) -> Option<u64> {
         match self {
-            Self::Older { version } | Self::Newer { version } => Some(*version),
+            Self::Older { version, .. } | Self::Newer { version } => Some(*version),
             Self::Lease(_) | Self::Foreign => None,
         }
     }
@@ -209,9 +216,9 @@ fn other_version(bytes: &[u8]) -> Option<u64> {
         .filter(|v| *v != u64::from(VALUE_VERSION))
 }
 
-/// Whether `bytes` is a version 1 lease (P2: holder, incarnation, nonce, ttl_ms), as a version
-/// 1 instance writes it. Anything less is foreign.
-fn is_v1_lease(bytes: &[u8]) -> bool {
+/// The TTL of `bytes` if it is a version 1 lease (P2: holder, incarnation, nonce, ttl_ms), as a
+/// version 1 instance writes it. Anything less is foreign.
+fn v1_lease_ttl(bytes: &[u8]) -> Option<u64> {
     #[derive(serde::Deserialize)]
     #[allow(dead_code)]
     struct V1 {
@@ -220,7 +227,10 @@ fn is_v1_lease(bytes: &[u8]) -> bool {
         nonce: Uuid,
         ttl_ms: u64,
     }
-    serde_json::from_slice::<V1>(bytes).is_ok_and(|v| v.ttl_ms <= MAX_TTL_MS)
+    serde_json::from_slice::<V1>(bytes)
+        .ok()
+        .filter(|v| v.ttl_ms <= MAX_TTL_MS)
+        .map(|v| v.ttl_ms)
 }
 
 /// The most terms a session value lists in [`SessionValue::released`]; a value listing more is
@@ -345,7 +355,13 @@ mod tests {
         let newer = br#"{"v":3,"holder":"node-a","anything":null}"#;
         assert_eq!(HolderValue::parse(newer), HolderValue::Newer { version: 3 });
         let v1 = br#"{"v":1,"holder":"node-a","incarnation":"5b0e1c52-0000-4000-8000-0000000000aa","nonce":"5b0e1c52-0000-4000-8000-0000000000bb","ttl_ms":3000}"#;
-        assert_eq!(HolderValue::parse(v1), HolderValue::Older { version: 1 });
+        assert_eq!(
+            HolderValue::parse(v1),
+            HolderValue::Older {
+                version: 1,
+                ttl_ms: 3000
+            }
+        );
         assert_eq!(HolderValue::parse(br#"{"v":"2"}"#), HolderValue::Foreign);
         assert_eq!(HolderValue::parse(br#"{"v":1}"#), HolderValue::Foreign);
         // A version 2 value whose session key does not name its holder and TTL is foreign.

@@ -205,6 +205,8 @@ async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
             id.as_str(),
             &config.bucket.name,
         ),
+        bucket: config.bucket.name.clone(),
+        lock_dir: crate::exec::lock::dir(),
     };
     if let Some(p) = RoleProcesses::for_role(&role, &context) {
         builder.set_callbacks(&role.name, ProcessCallbacks::new(p));

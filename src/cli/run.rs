@@ -472,6 +472,8 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         exits: None,
         prefix_output: true,
         metrics: crate::exec::metrics::ExecMetrics::new(&meter, id.as_str(), &config.bucket.name),
+        bucket: config.bucket.name.clone(),
+        lock_dir: crate::exec::lock::dir(),
     };
     let starting = start(
         &config,

@@ -204,6 +204,9 @@ pub struct RoleMachine {
     /// No acquire before this instant: the bucket is younger than the TTL + heartbeat, and a
     /// holder of a bucket it replaced may still act (Q6, bucket reset).
     young_until: Option<Instant>,
+    /// Whether a key with no entry at all is acquired only after a TTL + heartbeat (always,
+    /// except in the simulation's negative control that removes every reset hold).
+    absent_hold: bool,
     /// Revision of the last role value naming our live session that was handed over through
     /// the session ([`Action::ReleaseTerm`]).
     handed_over: Option<u64>,
@@ -229,6 +232,7 @@ impl RoleMachine {
             session: None,
             herd_delay: Duration::ZERO,
             young_until: None,
+            absent_hold: true,
             handed_over: None,
             id,
             timing,
@@ -604,6 +608,13 @@ impl RoleMachine {
             (self.timing.ttl + self.timing.heartbeat).saturating_sub(age.unwrap_or(Duration::ZERO));
         self.young_until = (!hold.is_zero()).then_some(now + hold);
         self.step(now);
+    }
+
+    /// Removes the hold of a key with no entry (the simulation's negative control of the reset
+    /// holds: the code before issue 24).
+    #[cfg(test)]
+    pub(crate) fn without_absent_hold(&mut self) {
+        self.absent_hold = false;
     }
 
     /// The bucket was recreated (new epoch): everything known is void. `age` is the new
@@ -1039,9 +1050,10 @@ impl RoleMachine {
                     // predate it. Keep the newer entry.
                     Some(_) if state == KeyState::Absent && self.observed_during_read => {}
                     Some(_) if state == KeyState::Absent => {
-                        // The key is gone without a marker we saw (max_age expiry without limit
-                        // markers, a marker that aged out, a recreated bucket): a vacancy. The
-                        // acquire CAS on revision 0 decides whether it really is one.
+                        // The key is gone without a marker we saw (a stream purge, a recreated
+                        // bucket, max_age expiry without limit markers): a vacancy once it stayed
+                        // absent for a TTL + heartbeat (a holder may still act on a term it won
+                        // there); the acquire CAS on revision 0 decides whether it really is one.
                         self.known = Some(Known {
                             state,
                             seen_at: now,
@@ -1166,11 +1178,16 @@ impl RoleMachine {
             // and a version 2 lease's key does not change while its term lasts: its vacancy
             // is decided from its session (Q5, the session book: `handle_holder_gone`).
             KeyState::Held {
-                value: HolderValue::Newer { .. } | HolderValue::Older { .. } | HolderValue::Lease(_),
+                value: HolderValue::Newer { .. } | HolderValue::Lease(_),
                 ..
             } => None,
             KeyState::Held { value, .. } => {
-                let holder_ttl = value.lease().map_or(Duration::ZERO, LeaseValue::ttl);
+                // A foreign value, or a version 1 lease: a live v1 holder renews its key every
+                // heartbeat, so one unchanged for the period on its TTL is not live (P5, Q10).
+                let holder_ttl = match value {
+                    HolderValue::Older { ttl_ms, .. } => Duration::from_millis(*ttl_ms),
+                    other => other.lease().map_or(Duration::ZERO, LeaseValue::ttl),
+                };
                 Some(
                     k.seen_at
                         + self.timing.ttl.max(holder_ttl)
@@ -1382,9 +1399,19 @@ impl RoleMachine {
         };
         match &k.state {
             KeyState::Absent | KeyState::Vacant { .. } => {
+                // A key with no entry at all (never written — or every entry of the stream
+                // removed without a marker: a stream purge, a bucket recreated under the same
+                // epoch) says nothing about a holder that may still act on a term it won
+                // there: acquire only once it was absent for a TTL + heartbeat (Q5 rule 1, Q6).
+                // A marker is a fact: no such wait.
+                let absent = if self.absent_hold && matches!(k.state, KeyState::Absent) {
+                    self.timing.ttl + self.timing.heartbeat
+                } else {
+                    Duration::ZERO
+                };
                 // Placement hold-back: another live instance is preferred; let it acquire
                 // first and contend only if it does not within the delay.
-                let hold = k.seen_at + self.campaign_delay.max(self.herd_delay);
+                let hold = k.seen_at + self.campaign_delay.max(self.herd_delay).max(absent);
                 if now < hold {
                     // The jitter is added here: when `not_before` passes, the acquire goes
                     // out at once, and held-back candidates must not all fire together.

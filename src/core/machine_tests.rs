@@ -16,6 +16,13 @@ use crate::names::InstanceId;
 use crate::value::{HolderValue, LeaseValue};
 
 const EPOCH: u64 = 1;
+
+/// A free role key: its last entry is a delete marker (a key with no entry at all is acquired
+/// only after a TTL + heartbeat, see `an_absent_key_is_acquired_only_after_a_ttl`).
+const FREE: KeyState = KeyState::Vacant {
+    revision: 1,
+    expired: false,
+};
 const PERSISTENT_RETRY: Duration = Duration::from_secs(10);
 
 fn identity(incarnation: u64) -> Identity {
@@ -112,7 +119,7 @@ fn start_on(m: &mut RoleMachine, t0: Instant, state: KeyState) {
 
 /// Starts `m` on an absent key and returns the op id of its acquire.
 fn start_and_acquire(m: &mut RoleMachine, t0: Instant) -> u64 {
-    start_on(m, t0, KeyState::Absent);
+    start_on(m, t0, FREE);
     let (op, kind, _) = write_of(&drain(m)).expect("an acquire");
     assert_eq!(kind, WriteKind::Acquire);
     op
@@ -356,14 +363,14 @@ fn no_acquire_without_a_live_session() {
         7,
     );
     let t0 = Instant::now();
-    start_on(&mut m, t0, KeyState::Absent);
+    start_on(&mut m, t0, FREE);
     assert!(
         write_of(&drain(&mut m)).is_none(),
         "acquired without a session"
     );
     session_at(&mut m, SESSION, t0);
     let (op, kind, expected) = write_of(&drain(&mut m)).expect("an acquire once the session is up");
-    assert_eq!((kind, expected), (WriteKind::Acquire, 0));
+    assert_eq!((kind, expected), (WriteKind::Acquire, 1));
     let value = drain(&mut m);
     assert!(value.is_empty());
     m.handle_write(op, WriteOutcome::Conflict, t0);
@@ -385,7 +392,7 @@ fn no_acquire_without_a_live_session() {
 #[test]
 fn the_acquire_names_the_session() {
     let (mut m, t0) = machine();
-    start_on(&mut m, t0, KeyState::Absent);
+    start_on(&mut m, t0, FREE);
     let value = drain(&mut m)
         .into_iter()
         .find_map(|a| match a {
@@ -512,7 +519,7 @@ fn a_herd_delay_delays_the_acquire() {
     // Rank 0: at once.
     let (mut m, t0) = machine();
     m.handle_herd_delay(Duration::ZERO);
-    start_on(&mut m, t0, KeyState::Absent);
+    start_on(&mut m, t0, FREE);
     assert!(write_of(&drain(&mut m)).is_some());
 }
 
@@ -847,17 +854,24 @@ fn an_acquire_below_the_bucket_s_known_revisions_is_not_promoted() {
 }
 
 /// P2 "Versioning", Q5, Q10: a value nats-roles cannot read is taken over once its revision
-/// stayed unchanged for the backstop period, but a lease of another protocol version and a
-/// version 2 lease (whose key does not change while its holder lives) never are by the role
-/// machine's backstop: the role waits for the key to be deleted, or (v2) for the session
-/// book's verdict.
+/// stayed unchanged for the backstop period, and so is a version 1 lease (a live v1 holder
+/// renews its key every heartbeat: issue 24's one foreign put of a v1-shaped value must not
+/// block the role for ever); a lease of a newer protocol version and a version 2 lease (whose
+/// key does not change while its holder lives) never are by the role machine's backstop: the
+/// role waits for the key to be deleted, or (v2) for the session book's verdict.
 #[test]
 fn a_newer_protocol_lease_is_never_taken_over_by_the_backstop() {
     let long = Duration::from_secs(3600);
     for (value, taken) in [
         (HolderValue::Foreign, true),
         (HolderValue::Newer { version: 3 }, false),
-        (HolderValue::Older { version: 1 }, false),
+        (
+            HolderValue::Older {
+                version: 1,
+                ttl_ms: 3000,
+            },
+            true,
+        ),
         (lease("other", 2, 2, None), false),
     ] {
         let (mut m, t0) = machine();
@@ -919,7 +933,7 @@ fn no_acquire_in_a_young_bucket() {
     let (mut m, t0) = machine();
     let age = Duration::from_millis(200);
     m.handle_bucket_age(Some(age), t0);
-    start_on(&mut m, t0, KeyState::Absent);
+    start_on(&mut m, t0, FREE);
     assert!(
         write_of(&drain(&mut m)).is_none(),
         "acquired in a young bucket"
@@ -949,7 +963,7 @@ fn no_acquire_in_a_young_bucket() {
     // An old bucket holds nothing.
     let (mut m, t0) = machine();
     m.handle_bucket_age(Some(Duration::from_secs(3600)), t0);
-    start_on(&mut m, t0, KeyState::Absent);
+    start_on(&mut m, t0, FREE);
     assert!(
         write_of(&drain(&mut m)).is_some(),
         "an old bucket held an acquire back"
@@ -1144,4 +1158,37 @@ fn a_loss_during_a_release_is_reported_once() {
         "our own delete taken for a loss"
     );
     assert!(m.is_stopped());
+}
+
+/// Q5 rule 1, Q6 (a stream purge): a role key with no entry at all — never written, or every
+/// entry of the stream removed without a marker — is acquired only once it was absent for a
+/// TTL + heartbeat (a holder may still act on a term it won there); a marker is acquired at
+/// once.
+#[test]
+fn an_absent_key_is_acquired_only_after_a_ttl() {
+    let timing = Timing::default();
+    let (mut m, t0) = machine();
+    start_on(&mut m, t0, KeyState::Absent);
+    assert!(
+        write_of(&drain(&mut m)).is_none(),
+        "acquired an absent key at once"
+    );
+    let until = t0 + timing.ttl + timing.heartbeat;
+    assert!(
+        m.poll_timeout().is_some_and(|t| t >= until),
+        "{:?}",
+        m.poll_timeout()
+    );
+    let t1 = until + Duration::from_millis(5);
+    session_at(&mut m, SESSION, t1);
+    m.handle_timeout(t1);
+    let (_, kind, expected) = write_of(&drain(&mut m)).expect("an acquire after the hold");
+    assert_eq!((kind, expected), (WriteKind::Acquire, 0));
+    // A marker: at once.
+    let (mut m, t0) = machine();
+    start_on(&mut m, t0, FREE);
+    assert!(
+        write_of(&drain(&mut m)).is_some(),
+        "a marker is a vacancy at once"
+    );
 }

@@ -36,6 +36,8 @@ pub(crate) struct ChildSpec {
     pub(crate) label: String,
     /// Where the watchdog records the child's start and stop, if anywhere.
     pub(crate) history: Option<HistoryTarget>,
+    /// The role lock the watchdog holds while the child's group lives (`super::lock`).
+    pub(crate) lock: Option<PathBuf>,
 }
 
 /// An election history the watchdog appends `child_start` / `child_stop` records to.
@@ -133,6 +135,9 @@ impl Watched {
         if let Some(d) = deadline {
             cmd.arg("--deadline-ns")
                 .arg(watchdog_deadline_ns(d).to_string());
+        }
+        if let Some(lock) = &spec.lock {
+            cmd.arg("--lock").arg(lock);
         }
         if let Some(h) = &spec.history {
             cmd.arg("--history")

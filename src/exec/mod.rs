@@ -6,11 +6,13 @@
 //! * [`watchdog`] — the watchdog process (`nats-roles watchdog`, hidden);
 //! * [`wire`] — the lines the manager and a watchdog exchange;
 //! * [`child`] — the manager's side of one watched child;
+//! * [`lock`] — the role lock a restarted manager's child waits for;
 //! * [`metrics`] — runs, restarts and running commands;
 //! * [`seams`] — test-only seams (cargo feature `negative-controls`);
 //! * [`supervisor`] — the role callbacks that run hooks and children term by term.
 
 pub(crate) mod child;
+pub(crate) mod lock;
 pub(crate) mod metrics;
 pub(crate) mod seams;
 pub(crate) mod supervisor;

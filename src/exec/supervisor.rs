@@ -74,6 +74,11 @@ pub(crate) struct ProcessContext {
     pub(crate) prefix_output: bool,
     /// Where runs are counted.
     pub(crate) metrics: super::metrics::ExecMetrics,
+    /// The bucket (part of the role locks' names).
+    pub(crate) bucket: String,
+    /// The directory of the role locks (`super::lock::dir`); `None`: children start without
+    /// one.
+    pub(crate) lock_dir: Option<PathBuf>,
 }
 
 impl ProcessContext {
@@ -172,6 +177,7 @@ impl RoleProcesses {
             stop_timeout: Duration::ZERO,
             label: format!("[{} on_{event}]", self.role),
             history: None,
+            lock: None,
         };
         let exit = match Watched::start(&spec, deadline).await {
             Ok(mut w) => w.wait().await,
@@ -213,6 +219,14 @@ impl RoleProcesses {
                     term: token.term(),
                     inc: Some(inc.clone()),
                 }),
+            lock: self.context.lock_dir.as_ref().map(|dir| {
+                super::lock::path(
+                    dir,
+                    &self.context.bucket,
+                    self.context.instance.as_str(),
+                    self.role.as_str(),
+                )
+            }),
         }
     }
 }
@@ -326,15 +340,21 @@ async fn end_with_term(
         }
         _ => {
             child.stop().await;
-            // A release drains gracefully, unless the term is lost meanwhile (its session
-            // ended, another writer took the key): then a successor may be promoted, and
-            // what is left of the group is killed at once (Q12).
-            let lost = tokio::select! {
-                exit = child.wait() => {
-                    info!(%role, reason = reason.map_or("none", DemoteReason::as_str), outcome = %exit, "role command stopped");
-                    return exit;
+            // A release drains gracefully while its session is renewed (the kill deadline
+            // follows it), unless the term is lost meanwhile (its session ended, another writer
+            // took the key): then a successor may be promoted, and what is left of the group is
+            // killed at once (Q12).
+            let lost = loop {
+                let changed = term.inner.live_changed.notified();
+                child.set_deadline(term.deadline()).await;
+                tokio::select! {
+                    exit = child.wait() => {
+                        info!(%role, reason = reason.map_or("none", DemoteReason::as_str), outcome = %exit, "role command stopped");
+                        return exit;
+                    }
+                    lost = term.inner.lost() => break lost,
+                    () = changed => {}
                 }
-                lost = term.inner.lost() => lost,
             };
             child.kill(&format!("loss:{}", lost.as_str())).await;
             let exit = child.wait().await;

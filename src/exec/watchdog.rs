@@ -58,6 +58,10 @@ pub(crate) struct WatchdogArgs {
     /// The recording process's incarnation (history records: `inc`).
     #[arg(long)]
     inc: Option<String>,
+    /// The role lock to hold while the child's group lives (`exec::lock`): taken before the
+    /// child starts, waited for until the kill deadline.
+    #[arg(long)]
+    lock: Option<PathBuf>,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -107,6 +111,18 @@ pub(crate) fn main(args: WatchdogArgs) -> ExitCode {
         );
         return ExitCode::from(127);
     }
+    // The role lock (Q12 rule 8): a command of an earlier process of this instance for this
+    // role (a restarted manager's predecessor) must be gone before this one starts.
+    let _lock = match &args.lock {
+        Some(path) => match super::lock::take(path, args.deadline_ns) {
+            Ok(file) => Some(file),
+            Err(e) => {
+                report(&out, &Report::Failed(e));
+                return ExitCode::from(127);
+            }
+        },
+        None => None,
+    };
     let spawned = Command::new(program)
         .args(rest)
         .stdin(Stdio::null())
@@ -171,7 +187,14 @@ pub(crate) fn main(args: WatchdogArgs) -> ExitCode {
         match rx.recv_timeout(wait) {
             Ok(Event::ChildExited(status)) => break status,
             Ok(Event::Request(Request::Deadline(d))) => deadline = Some(d),
-            Ok(Event::Request(Request::Stop)) | Ok(Event::ManagerGone) => {
+            Ok(Event::ManagerGone) => {
+                // The manager died (it closes this pipe only after the child is gone otherwise):
+                // a restarted process of the instance may adopt the term at once (Q6 restart
+                // adoption), so nothing of the group may go on acting — kill it now.
+                kill_group(pgid, libc::SIGKILL);
+                killed.get_or_insert("manager_gone".into());
+            }
+            Ok(Event::Request(Request::Stop)) => {
                 if escalate_at.is_none() && killed.is_none() {
                     kill_group(pgid, args.stop_signal);
                     escalate_at = Some(real_mono_now_ns().saturating_add(stop_timeout_ns));

@@ -10,10 +10,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -24,8 +23,6 @@ use crate::leadership::Leadership;
 use crate::names::{InstanceId, RoleName};
 use crate::tap::{FencedRefusal, TapEvent, TapSink};
 
-/// Longest time an event waits in the writer before it is flushed to the file.
-pub const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
 /// Events queued before new ones are dropped (and counted).
 pub const QUEUE_CAPACITY: usize = 65_536;
 
@@ -268,29 +265,21 @@ fn end_partial_line(file: &mut File) -> std::io::Result<()> {
 
 fn write_loop(rx: &mpsc::Receiver<String>, file: File) {
     let mut out = BufWriter::new(file);
-    let mut dirty = false;
-    let mut last_flush = std::time::Instant::now();
-    loop {
-        match rx.recv_timeout(FLUSH_INTERVAL) {
-            Ok(mut line) => {
-                // One write per line: the buffer is flushed at line boundaries only, so the
-                // lines a role's watchdog process appends to the same file (`exec` roles) never
-                // land inside one of ours.
-                line.push('\n');
-                let _ = out.write_all(line.as_bytes());
-                dirty = true;
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
+    // Every line that arrived is written and flushed as soon as the queue is empty (a burst is
+    // written in one go): a process killed with SIGKILL loses only what it had not queued yet,
+    // not a batch of its last events (its `exec` children's records, which their watchdogs
+    // write at once, would otherwise seem to have no term).
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        while let Some(mut line) = next.take() {
+            // One write per line: the buffer is flushed at line boundaries only, so the lines
+            // a role's watchdog process appends to the same file (`exec` roles) never land
+            // inside one of ours.
+            line.push('\n');
+            let _ = out.write_all(line.as_bytes());
+            next = rx.try_recv().ok();
         }
-        if dirty && last_flush.elapsed() >= FLUSH_INTERVAL {
-            let _ = out.flush();
-            dirty = false;
-            last_flush = std::time::Instant::now();
-        }
-        if !dirty {
-            last_flush = std::time::Instant::now();
-        }
+        let _ = out.flush();
     }
     let _ = out.flush();
 }
@@ -403,6 +392,7 @@ mod tests {
     use crate::core::DemoteReason;
     use crate::history::load::{Loaded, parse_into};
     use crate::token::FencingToken;
+    use std::time::Duration;
 
     fn read(path: &Path) -> Vec<Record> {
         let text = std::fs::read_to_string(path).expect("history file");
@@ -455,7 +445,7 @@ mod tests {
         let path = dir.path().join("n1.jsonl");
         let mut lines = Vec::new();
         for _ in 0..40 {
-            tokio::time::sleep(FLUSH_INTERVAL).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
             lines = read(&path);
             if lines.len() == 4 {
                 break;

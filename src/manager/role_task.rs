@@ -377,7 +377,14 @@ impl RoleTask {
                     token: term.token,
                     deadline: term.deadline,
                 });
-                let current = self.current.borrow().clone();
+                // The current term, or the one whose release drains: its session is still
+                // renewed, so its deadline (and its exec child's kill deadline) moves on.
+                let current = self
+                    .current
+                    .borrow()
+                    .clone()
+                    .or_else(|| self.draining.clone())
+                    .filter(|l| l.token() == term.token);
                 if let Some(l) = current {
                     if let Ok(mut live) = l.inner.live.lock() {
                         *live = LiveTerm {

@@ -339,16 +339,21 @@ async fn a_stopped_manager_s_child_is_killed_before_the_other_instance_is_promot
     check_histories(&d, 2).await;
 }
 
-/// A killed manager (SIGKILL): the watchdog sees its standard input end and stops the child
-/// at once; a child that ignores SIGTERM is killed after `stop_timeout`, with its grandchild.
+/// A killed manager (SIGKILL), restarted at once with the same instance id (what a supervisor
+/// does): restart adoption promotes the new process at once, so the old watchdog kills its
+/// child's whole group the moment its manager is gone (`killed: manager_gone`, not a graceful
+/// stop that a child ignoring SIGTERM would stretch to `stop_timeout`), and the new child
+/// starts only after the old group is gone (the role lock, Q12 rule 8): the histories of both
+/// processes show no overlap.
 #[tokio::test]
-async fn a_killed_manager_s_child_is_stopped_and_a_child_ignoring_sigterm_is_killed() {
+async fn a_killed_manager_s_child_is_killed_at_once_and_its_restart_never_overlaps_it() {
     let server = NatsServer::start().await;
     let mut d = deployment(
         &server,
         "exec-sigkill",
         "ignore",
-        "      stop_timeout: 500ms\n",
+        "      stop_timeout: 3s
+",
     );
     let a = d.start("node-a").await;
     wait_for(
@@ -365,25 +370,42 @@ async fn a_killed_manager_s_child_is_stopped_and_a_child_ignoring_sigterm_is_kil
     let (child, grandchild) = pids_of(&d, "node-a");
     let killed = Instant::now();
     signal(d.instances[a].pid(), SIGKILL);
+    // Restarted at once.
+    let again = d.start("node-a").await;
     let deadline = Instant::now() + Duration::from_secs(5);
     while alive(child) || alive(grandchild) {
         assert!(
             Instant::now() < deadline,
             "the child outlived its manager by 5 s"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let took = killed.elapsed();
-    // The lease (ttl 2 s) still runs: the child died first, after stop_timeout (500 ms).
     assert!(
-        took >= Duration::from_millis(400) && took < Duration::from_millis(1900),
-        "the child ignoring SIGTERM died {took:?} after its manager"
+        took < Duration::from_millis(500),
+        "the child ignoring SIGTERM died {took:?} after its manager (not at once)"
     );
     let stop = records(&d.dir().join("node-a.jsonl"), "child_stop");
     assert_eq!(
-        stop.last().map(|(_, v)| v["killed"].clone()),
-        Some("stop_timeout".into())
+        stop.first().map(|(_, v)| v["killed"].clone()),
+        Some("manager_gone".into())
     );
+    wait_for(
+        &d,
+        Duration::from_secs(10),
+        "the restarted node-a's child runs",
+        || {
+            log_lines(&d)
+                .iter()
+                .filter(|l| l.starts_with("start node-a"))
+                .count()
+                >= 2
+        },
+    )
+    .await;
+    d.terminate(again);
+    d.wait_exit(again, Duration::from_secs(10)).await;
+    check_histories(&d, 2).await;
 }
 
 /// `on_exit: restart` starts the child again with a backoff and keeps the role;
@@ -400,6 +422,12 @@ async fn restart_and_release_policies_and_a_command_that_cannot_start() {
         "      on_exit: restart\n      restart_backoff: 100ms\n",
     );
     let a = d.start("node-a").await;
+    // node-a first (a new bucket holds acquires for a TTL + heartbeat: two instances started
+    // together would both be candidates then).
+    wait_for(&d, Duration::from_secs(10), "node-a promoted", || {
+        promoted(&d, a)
+    })
+    .await;
     let b = d.start("node-b").await;
     wait_for(
         &d,
@@ -494,16 +522,28 @@ async fn restart_and_release_policies_and_a_command_that_cannot_start() {
     );
     std::fs::write(&d.config, yaml).expect("write config");
     let a = d.start("node-a").await;
-    wait_for(&d, Duration::from_secs(10), "both roles held", || {
-        let out = d.instances[a].stdout();
-        out.iter().any(|l| l.starts_with("promoted role=bad"))
+    let bad_child = format!("^/bin/sh {}", gone.display());
+    wait_for(
+        &d,
+        Duration::from_secs(10),
+        "both roles held, both children running",
+        || {
+            let out = d.instances[a].stdout();
+            out.iter().any(|l| l.starts_with("promoted role=bad"))
             && out.iter().any(|l| l == "[good] up")
-    })
+            // The bad role's child runs (its start follows the promotion by a process spawn).
+            && std::process::Command::new("pgrep")
+                .args(["-f", &bad_child])
+                .stdout(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        },
+    )
     .await;
     std::fs::remove_file(&gone).expect("remove the command");
     // Make the running child exit: the restart cannot find the program.
     let watchdogs = std::process::Command::new("pkill")
-        .args(["-TERM", "-f", &format!("^/bin/sh {}", gone.display())])
+        .args(["-TERM", "-f", &bad_child])
         .status()
         .expect("pkill");
     assert!(watchdogs.success(), "the bad role's child was running");

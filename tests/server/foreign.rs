@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use nats_roles::{DemoteReason, RoleEvent, RoleManager, RoleName};
+use nats_roles::{DemoteReason, RoleEvent, RoleManager};
 use testkit::roles::*;
 use tokio::time::Instant;
 
@@ -94,31 +94,57 @@ async fn a_lease_naming_us_written_after_we_started_is_a_duplicate_not_adopted()
     shutdown_without_panics(&[&a, &b]).await;
 }
 
-/// Q10: a lease of another protocol version — a version 1 lease (a v1 instance runs on the
-/// bucket) or a newer one — is never taken over by the backstop; the role reports the
-/// incompatible protocol and is campaigned for again once the key is deleted.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lease_of_another_protocol_version_is_never_taken_over() {
-    let (_server, client, store) = with_lease_bucket("f_newer").await;
-    let v1 = serde_json::json!({
+/// A version 1 lease as a version 1 instance writes it: with a per-key TTL (3 s).
+fn v1_lease() -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
         "v": 1, "holder": "node-v1", "incarnation": "5b0e1c52-0000-4000-8000-0000000000aa",
         "nonce": "5b0e1c52-0000-4000-8000-0000000000bb", "priority": 0, "ttl_ms": 3000
+    }))
+    .expect("json")
+}
+
+/// Puts `value` into `key` of `bucket` with `Nats-TTL: 3` (as a version 1 instance renews).
+async fn put_with_ttl(client: &async_nats::Client, bucket: &str, key: &str, value: Vec<u8>) -> u64 {
+    let js = async_nats::jetstream::new(client.clone());
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-TTL", "3");
+    js.publish_with_headers(format!("$KV.{bucket}.{key}"), headers, value.into())
+        .await
+        .expect("publish")
+        .await
+        .expect("stored")
+        .sequence
+}
+
+/// Q10: a live version 1 lease (a v1 instance renews it every heartbeat, with a per-key TTL)
+/// refuses the start of a configured role, and a role that meets it later reports the
+/// incompatible protocol and never takes it over while it is renewed; once the v1 holder is
+/// gone (its key expires) the role is held. A lease of a newer version is never taken over
+/// either, until it is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_lease_of_another_protocol_version_is_never_taken_over() {
+    let (_server, client, store) = with_lease_bucket("f_newer").await;
+    // A live v1 holder: renewed every 250 ms.
+    let renewing = tokio_util::sync::CancellationToken::new();
+    let v1_rev = put_with_ttl(&client, "f_newer", "role.x", v1_lease()).await;
+    let v1_client = client.clone();
+    let stop = renewing.clone();
+    let v1_holder = tokio::spawn(async move {
+        while !stop.is_cancelled() {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            put_with_ttl(&v1_client, "f_newer", "role.x", v1_lease()).await;
+        }
     });
     let v3 = serde_json::json!({"v": 3, "holder": "node-v3", "anything": true});
-    let mut revs = Vec::new();
-    for (key, value) in [("role.x", &v1), ("role.y", &v3)] {
-        let rev = store
-            .put(key, serde_json::to_vec(value).expect("json").into())
-            .await
-            .expect("put");
-        revs.push(rev);
-    }
+    let v3_rev = store
+        .put("role.y", serde_json::to_vec(&v3).expect("json").into())
+        .await
+        .expect("put");
     let (x, y) = (role("x"), role("y"));
-    let spec_of = |r: &RoleName| spec(r);
-    // Configured at start, such a role refuses the start (Q10).
+    // Configured at start, a live v1 lease refuses the start (Q10).
     let refused = RoleManager::builder(client.clone(), inst("node-a"))
         .bucket("f_newer")
-        .role(spec_of(&x))
+        .role(spec(&x))
         .start()
         .await;
     assert!(
@@ -141,35 +167,66 @@ async fn a_lease_of_another_protocol_version_is_never_taken_over() {
         .await
         .expect("start b");
     for m in [&a, &b] {
-        m.add_role(spec_of(&x)).expect("add x");
-        m.add_role(spec_of(&y)).expect("add y");
+        m.add_role(spec(&x)).expect("add x");
+        m.add_role(spec(&y)).expect("add y");
     }
-    // Three backstop periods: a foreign value would have been taken over after one.
+    // Three backstop periods: a foreign (or a stale v1) value would have been taken over.
     tokio::time::sleep(3 * (2 * TTL + HEARTBEAT + Duration::from_millis(500))).await;
     for m in [&a, &b] {
-        for ((r, rev), version) in [(&x, revs[0]), (&y, revs[1])].into_iter().zip([1, 3]) {
+        for (r, version) in [(&x, 1), (&y, 3)] {
             let s = m.status(r).expect("status");
             assert!(
                 !s.is_leader(),
                 "a lease of protocol v{version} was taken over: {s:?}"
             );
-            assert!(s.foreign_holder && s.revision == rev, "{s:?}");
+            assert!(s.foreign_holder, "{s:?}");
             let error = s.last_error.clone().unwrap_or_default();
             assert!(
                 error.contains(&format!("incompatible protocol v{version} in role.{r}")),
                 "the status names the mismatch: {error:?}"
             );
         }
+        assert_eq!(m.status(&y).expect("status").revision, v3_rev);
+        assert!(m.status(&x).expect("status").revision > v1_rev, "renewed");
     }
-    store.delete("role.x").await.expect("delete the v1 lease");
+    // The v1 holder stops: its key expires (3 s); the v3 lease is deleted.
+    renewing.cancel();
+    v1_holder.await.expect("v1 holder");
     store.delete("role.y").await.expect("delete the v3 lease");
     wait_until(
-        Duration::from_secs(2),
+        Duration::from_secs(3) + 2 * TTL + HEARTBEAT,
         "the vacated roles are held again",
         || leaders(&[&a, &b], &x) == 1 && leaders(&[&a, &b], &y) == 1,
     )
     .await;
     shutdown_without_panics(&[&a, &b]).await;
+}
+
+/// Issue 24 (attack A06): one put of a version-1-shaped value by another client — without the
+/// per-key TTL every version 1 lease carries — is foreign, not a v1 holder: it refuses no start
+/// and is taken over after the backstop period like any foreign value; a stale v1 lease (not
+/// renewed) would be too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_shaped_value_without_a_ttl_blocks_nothing() {
+    let (_server, client, store) = with_lease_bucket("f_v1_foreign").await;
+    let rev = store.put("role.x", v1_lease().into()).await.expect("put");
+    let x = role("x");
+    let started = Instant::now();
+    let a = RoleManager::builder(client.clone(), inst("node-a"))
+        .bucket("f_v1_foreign")
+        .role(spec(&x))
+        .start()
+        .await
+        .expect("no refusal: the value is no live v1 lease");
+    wait_until(
+        2 * TTL + HEARTBEAT + Duration::from_millis(500) + Duration::from_secs(1),
+        "the role is taken over",
+        || a.is_leader(&x),
+    )
+    .await;
+    eprintln!("taken over {:?} after the start", started.elapsed());
+    assert!(a.leadership(&x).expect("term").term() > rev);
+    shutdown_without_panics(&[&a]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

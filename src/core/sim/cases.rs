@@ -17,6 +17,13 @@ use super::kv::EPOCH;
 /// The session the lone candidate rests on.
 const SESSION: Uuid = Uuid::from_u64_pair(9, 9);
 
+/// A free role key (its last entry a delete marker): acquired at once. A key with no entry at
+/// all waits a TTL + heartbeat first (`absent_read_after_a_known_revision_is_a_vacancy`).
+const FREE: KeyState = KeyState::Vacant {
+    revision: 1,
+    expired: false,
+};
+
 /// The lone candidate's session is (re)written with a write sent and acknowledged at `at`.
 pub(super) fn session_at(m: &mut RoleMachine, at: Instant) {
     let update = SessionUpdate::Live {
@@ -104,7 +111,7 @@ fn cooldown_timer_waits_for_the_operation_in_flight() {
     let (mut m, t0) = lone();
     m.start(t0);
     let read = last_op(&mut m).expect("a read");
-    m.handle_read(read, Ok(KeyState::Absent), t0);
+    m.handle_read(read, Ok(FREE), t0);
     let acquire = last_op(&mut m).expect("an acquire");
     m.handle_release(ReleaseReason::Requested, Duration::ZERO, t0);
     let t = m.poll_timeout();
@@ -130,7 +137,7 @@ fn stopping_retries_its_read_on_a_timer() {
     let (mut m, t0) = lone();
     m.start(t0);
     let read = last_op(&mut m).expect("a read");
-    m.handle_read(read, Ok(KeyState::Absent), t0);
+    m.handle_read(read, Ok(FREE), t0);
     let acquire = last_op(&mut m).expect("an acquire");
     m.handle_stop(t0);
     m.handle_write(acquire, WriteOutcome::Unknown, t0 + Duration::from_secs(1));
@@ -157,7 +164,7 @@ fn late_acknowledged_acquire_is_not_promoted() {
     let (mut m, t0) = lone();
     m.start(t0);
     let read = last_op(&mut m).expect("a read");
-    m.handle_read(read, Ok(KeyState::Absent), t0);
+    m.handle_read(read, Ok(FREE), t0);
     let acquire = last_op(&mut m).expect("an acquire");
     let late = t0 + Timing::default().local_lease() + Duration::from_millis(1);
     m.handle_write(acquire, WriteOutcome::Ok { revision: 1 }, late);
@@ -193,10 +200,10 @@ fn backstop_counts_from_the_first_sighting_after_a_lost_race() {
     let (mut m, t0) = lone();
     m.start(t0);
     let read = last_op(&mut m).expect("a read");
-    m.handle_read(read, Ok(KeyState::Absent), t0);
+    m.handle_read(read, Ok(FREE), t0);
     let acquire = last_op(&mut m).expect("an acquire");
     let seen = t0 + Duration::from_millis(1);
-    m.handle_observed(foreign(1), seen);
+    m.handle_observed(foreign(2), seen);
     m.handle_write(
         acquire,
         WriteOutcome::Conflict,
@@ -224,6 +231,18 @@ fn absent_read_after_a_known_revision_is_a_vacancy() {
     m.handle_timeout(t);
     let read = last_op(&mut m).expect("a backstop read");
     m.handle_read(read, Ok(KeyState::Absent), t);
+    // Absent (a stream purge leaves no marker): a vacancy once it stayed so for a TTL +
+    // heartbeat (Q5 rule 1), not at once.
+    assert!(last_op(&mut m).is_none(), "acquired an absent key at once");
+    let timing = Timing::default();
+    let until = m.poll_timeout().expect("a timer for the end of the hold");
+    assert!(
+        until >= t + timing.ttl + timing.heartbeat,
+        "{:?}",
+        until - t
+    );
+    session_at(&mut m, until);
+    m.handle_timeout(until);
     let mut acquire = None;
     while let Some(a) = m.poll_action() {
         if let Action::Write(w) = a {
@@ -259,7 +278,7 @@ fn evicted_holder_cools_down_for_one_ttl() {
     let (mut m, t0) = lone();
     m.start(t0);
     let read = last_op(&mut m).expect("a read");
-    m.handle_read(read, Ok(KeyState::Absent), t0);
+    m.handle_read(read, Ok(FREE), t0);
     let acquire = last_op(&mut m).expect("an acquire");
     m.handle_write(acquire, WriteOutcome::Ok { revision: 3 }, t0);
     assert!(m.term().is_some(), "promoted");
@@ -355,7 +374,7 @@ fn a_value_naming_our_session_is_handed_over_during_a_cooldown() {
     let (mut m, t0) = lone();
     m.start(t0);
     let read = last_op(&mut m).expect("a read");
-    m.handle_read(read, Ok(KeyState::Absent), t0);
+    m.handle_read(read, Ok(FREE), t0);
     let acquire = last_op(&mut m).expect("an acquire");
     m.handle_write(acquire, WriteOutcome::Ok { revision: 3 }, t0);
     m.handle_release(ReleaseReason::Requested, Duration::from_secs(30), t0);
@@ -388,7 +407,7 @@ fn a_value_naming_our_session_is_handed_over_when_role_writes_are_refused() {
     let (mut m, t0) = lone();
     m.start(t0);
     let read = last_op(&mut m).expect("a read");
-    m.handle_read(read, Ok(KeyState::Absent), t0);
+    m.handle_read(read, Ok(FREE), t0);
     let acquire = last_op(&mut m).expect("an acquire");
     m.handle_write(acquire, denied, t0);
     let t1 = m.poll_timeout().expect("a slow retry");

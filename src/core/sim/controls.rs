@@ -218,9 +218,10 @@ fn control_read_backstop_breaks_exclusivity() {
 }
 
 /// (g) `no-bucket-age`: a process that starts right after the bucket was deleted and
-/// recreated, without the young-bucket hold (`handle_bucket_age` not called: the code before
-/// issue 24 item 3), acquires at once in the empty bucket while the holder of the old bucket
-/// acts until its next session renewal: flagged S4. With the hold, the same runs are clean.
+/// recreated, without the reset holds (`handle_bucket_age` not called and a key with no entry
+/// acquired at once: the code before issue 24 item 3), acquires at once in the empty bucket
+/// while the holder of the old bucket acts until its next session renewal: flagged S4. With
+/// either hold, the same runs are clean.
 #[test]
 fn control_no_bucket_age_breaks_exclusivity() {
     let faults = [at(300, FaultKind::ResetBucket { fresh: true })];

@@ -219,7 +219,11 @@ impl Scenario {
     /// the bucket is TTL + heartbeat old on the slowest clock (Q6), then a fault-free election.
     pub(super) fn young_bound(&self) -> Nanos {
         let ttl = self.timing.ttl_s * SEC;
-        let hold = ttl + ttl / u64::from(self.timing.hb_div);
+        // A TTL + heartbeat after the first read of a key with no entry (Q5 rule 1), which a
+        // process of the old bucket makes once it learned of the new one: at its next session
+        // renewal (a heartbeat at most), then an epoch check and the read (one more heartbeat
+        // covers both).
+        let hold = ttl + 3 * (ttl / u64::from(self.timing.hb_div));
         scale(hold, PPM, self.slowest_ppm(), true) + LIVENESS_SLACK + YOUNG_SLACK
     }
 

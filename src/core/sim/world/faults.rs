@@ -179,7 +179,15 @@ impl Sim {
             }
             let vacant =
                 (0..self.roles.len()).find(|&r| self.kv.last(r).is_none_or(|e| e.kind.is_marker()));
-            let (Some(session), Some(role)) = (inst.live, vacant) else {
+            // A session whose value is in its key now (in this bucket: after a reset, a paused
+            // process still believes in its session of the old one).
+            let in_key = inst.live.filter(|u| {
+                let key = self.session_key_of(inst.slot);
+                self.kv
+                    .last(key)
+                    .is_some_and(|e| matches!(&e.kind, EntryKind::Session(v) if v.session == *u))
+            });
+            let (Some(session), Some(role)) = (in_key, vacant) else {
                 self.foreign_roles.push(f);
                 continue;
             };

@@ -198,6 +198,11 @@ impl Sim {
             for &n in &nodes {
                 self.push(g, Ev::Node(n, Input::BucketAge(age)));
             }
+        } else {
+            // The flaw removes both reset holds: the young bucket's and an absent key's.
+            for &n in &nodes {
+                self.nodes[n].machine.without_absent_hold();
+            }
         }
         self.insts[i].session.start(now);
         for n in nodes {

@@ -407,6 +407,12 @@ impl Sim {
             // recreated one reaches within an operation timeout (P6's high-water rule rests
             // on it).
             kv.seq = rng.between(1000, 2000);
+            // Its role keys were released before (a delete marker each): a key with no entry
+            // at all is acquired only a TTL + heartbeat after it is first read absent (Q5
+            // rule 1), which the fresh bucket's runs and the resets exercise.
+            for key in 0..roles.len() {
+                kv.evict(key, 0, 0);
+            }
         }
         let mut sim = Self {
             sc: sc.clone(),

@@ -1,0 +1,104 @@
+//! The role lock of `exec` children (docs/protocol.md Q12 rule 8): one file per bucket,
+//! instance and role, locked (`flock`) by the watchdog before it starts the child and inherited
+//! by the child's process group, so that it stays locked while any process of the group lives.
+//! A watchdog of a restarted manager (restart adoption promotes it at once) waits for the lock,
+//! so its child never starts while a child of the previous process of the same instance still
+//! runs — whatever happened to that process.
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::history::clock::real_mono_now_ns;
+
+/// The directory of the role locks: `$XDG_RUNTIME_DIR/nats-roles`, else
+/// `<temp dir>/nats-roles-<uid>`; created (mode 0700) if missing. `None` when it cannot be
+/// created (children then start without the lock; logged by the caller).
+pub(crate) fn dir() -> Option<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(runtime) => PathBuf::from(runtime).join("nats-roles"),
+        None => {
+            // SAFETY: getuid has no failure mode and no memory effects.
+            let uid = unsafe { libc::getuid() };
+            std::env::temp_dir().join(format!("nats-roles-{uid}"))
+        }
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .ok()?;
+    Some(dir)
+}
+
+/// The lock file of `role` of `instance` in `bucket` (all single tokens of
+/// `[A-Za-z0-9_-]`, so the name is unambiguous).
+pub(crate) fn path(dir: &Path, bucket: &str, instance: &str, role: &str) -> PathBuf {
+    dir.join(format!("{bucket}.{instance}.{role}.lock"))
+}
+
+/// How often a watchdog tries the lock again while an earlier group holds it.
+const RETRY: Duration = Duration::from_millis(5);
+
+/// Takes the lock at `path` (exclusive), trying until the `CLOCK_MONOTONIC` instant
+/// `until_ns` (0: no limit). The returned file keeps it; its descriptor is left open across
+/// `exec` so that the child's group inherits the lock.
+///
+/// # Errors
+/// A message when the file cannot be opened or the lock is still held at `until_ns`.
+pub(crate) fn take(path: &Path, until_ns: u64) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot open the role lock {}: {e}", path.display()))?;
+    let fd = file.as_raw_fd();
+    loop {
+        // SAFETY: flock on a valid descriptor has no memory effects.
+        if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) && err.raw_os_error() != Some(libc::EINTR)
+        {
+            return Err(format!("cannot lock {}: {err}", path.display()));
+        }
+        if until_ns > 0 && real_mono_now_ns() >= until_ns {
+            return Err(format!(
+                "a command of an earlier process of this instance for this role still runs (its \
+                 group holds {}); not starting another one",
+                path.display()
+            ));
+        }
+        std::thread::sleep(RETRY);
+    }
+    // SAFETY: fcntl F_GETFD/F_SETFD on a valid descriptor has no memory effects.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+        }
+    }
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_lock_is_waited_for_until_the_limit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = path(dir.path(), "b", "n1", "r");
+        let first = take(&p, 0).expect("the first takes it");
+        let until = real_mono_now_ns() + 50_000_000;
+        let e = take(&p, until).expect_err("held by the first");
+        assert!(e.contains("still runs"), "{e}");
+        drop(first);
+        take(&p, real_mono_now_ns() + 50_000_000).expect("free again");
+    }
+}
