@@ -664,3 +664,62 @@ async fn a_forged_release_in_a_session_value_ends_the_owners_session() {
     wait_until(TTL * 3, "one holder again", || leaders(&[&a, &b], &r) == 1).await;
     shutdown_without_panics(&[&a, &b]).await;
 }
+
+/// Q5 rule 1, Q6 (attack A02 of the issue-24 review): a stream purge removes every key without
+/// a marker and without a new epoch. The holder is cut off (it cannot learn of it and acts
+/// until its deadline); a fresh process reads the role key absent — which is not a marker —
+/// and acquires only once it stayed absent for a TTL + heartbeat, after the holder's deadline:
+/// no overlap in the histories.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_process_after_a_stream_purge_waits_for_the_old_holders_deadline() {
+    let server = NatsServer::start().await;
+    let client = connect(&server.url()).await;
+    let js = jetstream::new(client.clone());
+    create_kv(&js, lease_bucket("h_purge")).await;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let upstream: std::net::SocketAddr = format!("127.0.0.1:{}", server.port())
+        .parse()
+        .expect("addr");
+    let link_a = Proxy::start(upstream).await;
+    let r = role("x");
+    let (a, rec_a) = manager_at(
+        &link_a.url(),
+        "node-a",
+        "h_purge",
+        std::slice::from_ref(&r),
+        Some(tmp.path()),
+    )
+    .await;
+    let first = wait_leader(&a, &r, YOUNG + TTL * 3).await;
+    // The bucket is no longer young; the holder is cut off; the stream is purged.
+    tokio::time::sleep(YOUNG).await;
+    link_a.set_mode(Mode::Stall);
+    let purged: serde_json::Value = client
+        .request("$JS.API.STREAM.PURGE.KV_h_purge", "".into())
+        .await
+        .map(|m| serde_json::from_slice(&m.payload).expect("json"))
+        .expect("purge");
+    assert_eq!(purged["success"], true, "{purged}");
+    let purge = Instant::now();
+    let (c, rec_c) = manager_at(
+        &server.url(),
+        "node-c",
+        "h_purge",
+        std::slice::from_ref(&r),
+        Some(tmp.path()),
+    )
+    .await;
+    let second = wait_leader(&c, &r, YOUNG + Duration::from_secs(3)).await;
+    let took = purge.elapsed();
+    eprintln!("the fresh process acquired {took:?} after the stream purge");
+    assert!(!first.is_valid(), "the old holder still acts");
+    assert!(
+        took >= YOUNG - Duration::from_millis(100),
+        "acquired {took:?} after the purge"
+    );
+    assert!(second.term() > first.term());
+    shutdown_without_panics(&[&c]).await;
+    link_a.set_mode(Mode::Pass);
+    shutdown_without_panics(&[&a]).await;
+    histories_clean(tmp.path(), &[rec_a, rec_c]);
+}
