@@ -49,10 +49,12 @@ async fn run(server: &NatsServer, name: &str, args: &[&str], secs: u64) -> Strin
 async fn every_example_runs_against_a_real_server() {
     let server = NatsServer::start().await;
 
-    // Example 2 holds "sweeper" and "scheduler"; example 3 observes "scheduler" meanwhile.
-    let (control, router) = tokio::join!(run(&server, "control_plane", &["node-a"], 5), async {
+    // Example 2 holds "sweeper" and "scheduler"; example 3 observes "scheduler" meanwhile. (The
+    // bucket is new: no role is acquired before it is a TTL + heartbeat old, 3.75 s with the
+    // default timing, protocol Q6.)
+    let (control, router) = tokio::join!(run(&server, "control_plane", &["node-a"], 7), async {
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        run(&server, "router", &[], 2).await
+        run(&server, "router", &[], 4).await
     });
     assert!(control.contains("now holding sweeper"), "{control}");
     assert!(control.contains("now holding scheduler"), "{control}");
@@ -66,7 +68,9 @@ async fn every_example_runs_against_a_real_server() {
         "router did not find the scheduler:\n{router}"
     );
 
-    let single = run(&server, "single_role", &["solo"], 2).await;
+    // A role never written in this bucket: its key has no entry, so it is acquired a TTL +
+    // heartbeat (3.75 s) after it was first read (protocol Q5 rule 1).
+    let single = run(&server, "single_role", &["solo"], 5).await;
     assert!(single.contains("promoted: term"), "{single}");
     assert!(
         single.contains("demoted: term") && single.contains("(shutdown)"),
