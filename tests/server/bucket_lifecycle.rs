@@ -727,10 +727,18 @@ async fn a_v1_lease_in_the_bucket_refuses_the_start() {
     )
     .await;
     let v1 = br#"{"v":1,"holder":"old-node","incarnation":"5b0e1c52-0000-4000-8000-0000000000aa","nonce":"5b0e1c52-0000-4000-8000-0000000000bb","ttl_ms":3000}"#;
-    let revision = store
-        .put("role.r2", v1.to_vec().into())
+    // As a version 1 instance writes it: with a per-key TTL (a v1-shaped value without one is
+    // another client's, foreign: tests/server/foreign.rs).
+    let _ = &store;
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-TTL", "30");
+    let revision = js
+        .publish_with_headers("$KV.mixed.role.r2", headers, v1.to_vec().into())
         .await
-        .expect("put a v1 lease");
+        .expect("publish")
+        .await
+        .expect("put a v1 lease")
+        .sequence;
     let result = RoleManager::builder(client, InstanceId::new("a").unwrap())
         .bucket("mixed")
         .role(RoleSpec::new(RoleName::new("r1").unwrap()).timing(fast()))

@@ -415,10 +415,21 @@ impl<'a> Checker<'a> {
                 t.act_end = t.act_end.max(child_end);
             }
         }
+        // A process that did not list its roles takes part in a role from its first record of
+        // it (a role added at run time is not wanted before it was added).
+        let mut joined: BTreeMap<String, u64> = BTreeMap::new();
+        if roles.is_empty() {
+            for e in seg {
+                if let Some(r) = &e.rec.role {
+                    joined.entry(r.clone()).or_insert(e.t);
+                }
+            }
+        }
         Life {
             start: first,
             end,
             roles,
+            joined,
         }
     }
 }

@@ -14,7 +14,8 @@ impl<'a> Checker<'a> {
             ls.iter().any(|l| {
                 l.start <= t
                     && t < l.end
-                    && (l.roles.is_empty() || l.roles.iter().any(|r| r == role))
+                    && (l.roles.iter().any(|r| r == role)
+                        || (l.roles.is_empty() && l.joined.get(role).is_some_and(|j| *j <= t)))
             })
         });
         alive && !self.paused(node, t)

@@ -53,7 +53,10 @@ struct Ev<'a> {
 struct Life {
     start: u64,
     end: u64,
+    /// The roles it campaigns for (its `start` record); empty: not listed.
     roles: Vec<String>,
+    /// Without a list: when it first recorded something of each role (it takes part from then).
+    joined: BTreeMap<String, u64>,
 }
 
 /// One term as the checker reconstructs it.
