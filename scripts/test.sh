@@ -15,8 +15,9 @@ STARTED=$SECONDS
 
 section "install tools"
 # --chromium: Debian's chromium + chromium-driver for the dashboard's browser test;
-# --faketime: libfaketime for the chaos suite's clock test (tests/chaos/main.rs).
-bash scripts/install-tools.sh --chromium --faketime
+# --faketime: libfaketime for the chaos suite's clock test (tests/chaos/main.rs);
+# --systemd: systemd-analyze and systemd-sysusers for deploy/systemd/ (tests/processes/systemd.rs).
+bash scripts/install-tools.sh --chromium --faketime --systemd
 export NATS_SERVER_BIN="$ROOT/.tools/bin/nats-server"
 "$NATS_SERVER_BIN" --version
 
