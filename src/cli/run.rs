@@ -16,10 +16,11 @@ use tracing::{error, info, warn};
 /// How long open HTTP requests may take to finish after the roles were released.
 const HTTP_STOP_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The longest `run` takes from a stop signal to its exit: the manager's shutdown (at most
-/// `shutdown.timeout`, and 100 ms for its tasks), the HTTP server's stop (at most
+/// The longest `run` takes from a stop signal to its exit, OTLP aside: the manager's shutdown
+/// (at most `shutdown.timeout`, and 100 ms for its tasks), the HTTP server's stop (at most
 /// [`HTTP_STOP_TIMEOUT`]) and a second for the rest (the history's last lines, the last
-/// notifications). docs/deploy.md sets systemd's `TimeoutStopSec` above it.
+/// notifications); with OTLP export, the final export adds up to its timeout per signal.
+/// docs/deploy.md sets systemd's `TimeoutStopSec` above it.
 fn stop_bound(config: &Config) -> Duration {
     config.shutdown.timeout
         + Duration::from_millis(100)

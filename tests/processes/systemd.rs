@@ -353,7 +353,7 @@ async fn watchdog_pings_every_half_period_while_the_manager_answers_and_stop_whe
     let connected_pings = pings.iter().filter(|t| **t >= connected_from).count();
     let disconnected_pings = pings.iter().filter(|t| **t >= disconnected.at).count();
     assert!(
-        connected_pings >= 5 && disconnected_pings >= 2,
+        connected_pings >= 4 && disconnected_pings >= 2,
         "pings: {connected_pings} since READY, {disconnected_pings} since NATS is down\n{}",
         socket.text()
     );
@@ -430,7 +430,8 @@ fn pings_before(socket: &NotifySocket, t: Instant) -> Option<Instant> {
 }
 
 /// The `exec` child of the drain test: records the systemd variables it sees, and on SIGTERM
-/// takes 1.5 s to stop (a graceful stop that takes time).
+/// takes 1.5 s to stop (a graceful stop that takes time; the TTL of 3 s keeps the term's local
+/// deadline, at which the watchdog kills the child even during a release, 2.2 s or more away).
 const SLOW_CHILD: &str = r#"#!/bin/sh
 echo "start $$ notify=${NOTIFY_SOCKET-unset} watchdog=${WATCHDOG_USEC-unset}/${WATCHDOG_PID-unset}" >> "$LOG"
 trap 'echo "term $$" >> "$LOG"; sleep 1.5; echo "gone $$" >> "$LOG"; exit 0' TERM
@@ -454,7 +455,7 @@ async fn stopping_and_extend_timeout_while_a_drain_hands_the_role_over() {
     let log = dir.join("child.log");
     let yaml = format!(
         "bucket:\n  name: sddrain\n  replicas: 1\n  auto_create: true\n\
-         timing:\n  ttl: 2s\n  heartbeat: 500ms\n\
+         timing:\n  ttl: 3s\n  heartbeat: 500ms\n\
          shutdown:\n  timeout: 8s\n  drain_timeout: 5s\n\
          roles:\n  - name: worker\n    exec:\n      command: [{script}]\n      \
          stop_timeout: 4s\n      env: {{LOG: {log}}}\n",
@@ -509,7 +510,13 @@ async fn stopping_and_extend_timeout_while_a_drain_hands_the_role_over() {
     let status = d.wait_exit(0, Duration::from_secs(15)).await;
     let exited = Instant::now();
     assert!(status.success(), "exit {status}\n{}", d.report());
-    assert!(read_log().contains("gone "), "{}", read_log());
+    assert!(
+        read_log().contains("gone "),
+        "{}\n{}\n{}",
+        read_log(),
+        socket.text(),
+        d.report()
+    );
     let took = exited - signalled;
     let extends = socket.with_prefix("EXTEND_TIMEOUT_USEC=");
     let stopped = socket
@@ -551,15 +558,9 @@ async fn stopping_and_extend_timeout_while_a_drain_hands_the_role_over() {
         "WATCHDOG=1 without WATCHDOG_USEC:\n{}",
         socket.text()
     );
-    // KillMode=mixed SIGKILLs what is left once `run` exits: on the graceful path nothing is.
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while alive(child) {
-        assert!(
-            Instant::now() < deadline,
-            "the exec child {child} outlived run"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // KillMode=mixed SIGKILLs what is left once `run` exits: on the graceful path nothing of
+    // the child is (the release waited until it was gone).
+    assert!(!alive(child), "the exec child {child} outlived run");
     eprintln!(
         "stop took {took:?}; {} extensions\n{}",
         extends.len(),
@@ -725,7 +726,8 @@ fn unit_values(unit: &str, key: &str) -> Vec<String> {
 
 /// The unit's timing is held against what the binary does: `TimeoutStopSec` covers the
 /// longest stop of `run` with the settings of roles.example.yaml and the defaults
-/// (`shutdown.timeout` + 5 s, and `drain_timeout` + `exec.stop_timeout`), `WatchdogSec` is at
+/// (`shutdown.timeout` + 5 s, plus the final OTLP export when one is configured, and
+/// `drain_timeout` + `exec.stop_timeout`), `WatchdogSec` is at
 /// least 20 s (a task may take up to 10 s to answer a probe), and every environment variable
 /// the unit or its example environment file sets is one the binary reads.
 #[test]
@@ -750,7 +752,14 @@ fn the_unit_s_timeouts_cover_the_binary_and_its_variables_are_read() {
             .filter_map(|r| r.exec.as_ref().map(|e| e.stop_timeout))
             .max()
             .unwrap_or(Duration::from_secs(3));
-        let needed = (s.timeout + Duration::from_secs(5)).max(s.drain_timeout + stop_timeout);
+        // The final OTLP export: up to its timeout for traces and for metrics.
+        let otlp = config
+            .telemetry
+            .otlp
+            .as_ref()
+            .map_or(Duration::ZERO, |o| 2 * o.timeout);
+        let needed =
+            (s.timeout + Duration::from_secs(5) + otlp).max(s.drain_timeout + stop_timeout);
         assert!(
             Duration::from_secs(stop) >= needed,
             "TimeoutStopSec={stop}s is below {needed:?} for {what}"

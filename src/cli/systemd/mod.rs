@@ -35,8 +35,9 @@ const STATUS_POLL: Duration = Duration::from_millis(500);
 const EXTEND_EVERY: Duration = Duration::from_secs(1);
 const EXTEND_BY: Duration = Duration::from_secs(5);
 
-/// How long the last datagrams may take to go out when `run` exits.
-const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the last datagrams may take to go out when `run` exits (within the second
+/// `run`'s stop bound allows for it).
+const FLUSH_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The environment variables of the protocol, which `run`'s child processes (`exec` roles,
 /// hooks, the health command) do not inherit: they are this process's, not theirs.
