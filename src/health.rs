@@ -99,7 +99,12 @@ impl Default for HealthPolicy {
     }
 }
 
-/// Healthy when a command exits with status 0 (the binary's `health.command`).
+/// systemd's notification variables, which a health command does not inherit.
+const SERVICE_MANAGER_VARIABLES: [&str; 3] = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"];
+
+/// Healthy when a command exits with status 0 (the binary's `health.command`). The command
+/// inherits this process's environment except systemd's `NOTIFY_SOCKET`, `WATCHDOG_USEC` and
+/// `WATCHDOG_PID`.
 #[derive(Debug, Clone)]
 pub struct CommandHealthChecker {
     argv: Vec<String>,
@@ -124,7 +129,13 @@ impl HealthChecker for CommandHealthChecker {
             let Some((program, args)) = self.argv.split_first() else {
                 return false;
             };
-            let status = tokio::process::Command::new(program)
+            let mut command = tokio::process::Command::new(program);
+            // The service manager's notification variables are this process's, not the
+            // check's (systemd's sd_notify protocol; `nats-roles run` speaks it).
+            for name in SERVICE_MANAGER_VARIABLES {
+                command.env_remove(name);
+            }
+            let status = command
                 .args(args)
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::null())

@@ -199,6 +199,8 @@ async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
         manager: ManagerSlot::default(),
         exits: Some(exits_tx),
         prefix_output: false,
+        // A unit whose `ExecStart` is `nats-roles exec -- CMD` notifies through CMD itself.
+        not_inherited: &[],
         // No metrics endpoint: the global meter records nothing unless a provider is set.
         metrics: crate::exec::metrics::ExecMetrics::new(
             &opentelemetry::global::meter("nats-roles"),

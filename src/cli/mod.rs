@@ -14,6 +14,7 @@ pub(crate) mod plan;
 mod run;
 mod signal;
 pub(crate) mod status;
+mod systemd;
 mod table;
 pub(crate) mod watch;
 

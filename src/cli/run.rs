@@ -5,7 +5,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-#[cfg(feature = "http")]
 use std::time::Duration;
 
 use super::outcome::{EXIT_RUNTIME, EXIT_USAGE, Failure};
@@ -15,8 +14,19 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tracing::{error, info, warn};
 
 /// How long open HTTP requests may take to finish after the roles were released.
-#[cfg(feature = "http")]
 const HTTP_STOP_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The longest `run` takes from a stop signal to its exit, OTLP aside: the manager's shutdown
+/// (at most `shutdown.timeout`, and 100 ms for its tasks), the HTTP server's stop (at most
+/// [`HTTP_STOP_TIMEOUT`]) and a second for the rest (the history's last lines, the last
+/// notifications); with OTLP export, the final export adds up to its timeout per signal.
+/// docs/deploy.md sets systemd's `TimeoutStopSec` above it.
+fn stop_bound(config: &Config) -> Duration {
+    config.shutdown.timeout
+        + Duration::from_millis(100)
+        + HTTP_STOP_TIMEOUT
+        + Duration::from_secs(1)
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -432,6 +442,8 @@ struct Started {
 async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Result<(), Failure> {
     // From here on a signal ends the process cleanly, also while it is still starting.
     let mut signals = super::signal::Signals::install();
+    // systemd's notifications (nothing without NOTIFY_SOCKET).
+    let mut notify = super::systemd::Notifier::from_env();
     let id = config
         .require_instance_id()
         .map_err(|e| Failure::Usage(e.to_string()))?
@@ -453,6 +465,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     };
     let mut http = Http::bind(&mut config, args, telemetry).await?;
     let (progress, progress_rx) = tokio::sync::watch::channel(None);
+    notify.starting(progress.subscribe());
     // Serves (and prints the URL) before connecting: probes answer while the start retries.
     http.serve(progress_rx, &config);
     for w in config.round_trip_warnings(None) {
@@ -471,6 +484,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         manager: crate::exec::supervisor::ManagerSlot::default(),
         exits: None,
         prefix_output: true,
+        not_inherited: &super::systemd::NOTIFY_VARIABLES,
         metrics: crate::exec::metrics::ExecMetrics::new(&meter, id.as_str(), &config.bucket.name),
         bucket: config.bucket.name.clone(),
         lock_dir: crate::exec::lock::dir(),
@@ -488,8 +502,11 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         () = signals.recv() => {
             // No key was written yet: nothing to release.
             info!("signal received while starting; exiting");
+            notify.stopping(None, Duration::ZERO);
             http.stop().await;
             stop_recorder(recorder).await;
+            notify.stopped(Ok(()));
+            notify.finish().await;
             return Ok(());
         }
     };
@@ -500,8 +517,10 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     } = match started {
         Ok(started) => started,
         Err(e) => {
+            notify.failed(&e.to_string());
             http.stop().await;
             stop_recorder(recorder).await;
+            notify.finish().await;
             return Err(Failure::Runtime(e.to_string()));
         }
     };
@@ -530,16 +549,20 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     });
     processes.manager.set(&manager);
     http.ready(&manager);
+    notify.running(&manager, &config);
     check_round_trip(&client, &config).await;
     signals.shutdown().await;
     info!("shutting down: releasing held roles");
+    notify.stopping(Some(&manager), stop_bound(&config));
     http.drain();
     let result = manager.shutdown(config.shutdown.timeout).await;
+    notify.stopped(result.as_ref().map_err(ToString::to_string).copied());
     // After the release, so that dashboards see the hand-over; SSE streams end here.
     http.stop().await;
     printing.cancel();
     let _ = printer.await;
     stop_recorder(recorder).await;
+    notify.finish().await;
     result.map_err(|e| Failure::Runtime(e.to_string()))
 }
 

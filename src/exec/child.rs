@@ -28,6 +28,9 @@ pub(crate) struct ChildSpec {
     pub(crate) argv: Vec<String>,
     /// Added to the manager's environment, in order (later ones win).
     pub(crate) env: Vec<(String, String)>,
+    /// Variables of the manager's environment the child does not inherit, besides the API's
+    /// secrets.
+    pub(crate) not_inherited: &'static [&'static str],
     /// The graceful stop signal.
     pub(crate) stop_signal: i32,
     /// How long a graceful stop may take before `SIGKILL`.
@@ -154,7 +157,7 @@ impl Watched {
             }
         }
         cmd.arg("--").args(&spec.argv);
-        for name in NOT_INHERITED {
+        for name in NOT_INHERITED.iter().chain(spec.not_inherited) {
             cmd.env_remove(name);
         }
         cmd.envs(spec.env.iter().map(|(k, v)| (k, v)))

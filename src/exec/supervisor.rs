@@ -72,6 +72,9 @@ pub(crate) struct ProcessContext {
     /// Whether children's output lines get the `[role]` prefix (not for `nats-roles exec`,
     /// whose output is the command's).
     pub(crate) prefix_output: bool,
+    /// Environment variables of the manager its children do not inherit (`run`: systemd's
+    /// `NOTIFY_SOCKET`, `WATCHDOG_USEC`, `WATCHDOG_PID`, which are its own).
+    pub(crate) not_inherited: &'static [&'static str],
     /// Where runs are counted.
     pub(crate) metrics: super::metrics::ExecMetrics,
     /// The bucket (part of the role locks' names).
@@ -178,6 +181,7 @@ impl RoleProcesses {
             label: format!("[{} on_{event}]", self.role),
             history: None,
             lock: None,
+            not_inherited: self.context.not_inherited,
         };
         let exit = match Watched::start(&spec, deadline).await {
             Ok(mut w) => w.wait().await,
@@ -200,6 +204,7 @@ impl RoleProcesses {
         ChildSpec {
             argv: exec.command.clone(),
             env,
+            not_inherited: self.context.not_inherited,
             stop_signal: exec.stop_signal.number(),
             stop_timeout: exec.stop_timeout,
             label: if self.context.prefix_output {

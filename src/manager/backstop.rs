@@ -29,8 +29,12 @@ enum Done {
     Read(String, Result<SessionKeyState, FailureKind>),
 }
 
-/// Runs the reaper until `cancel`.
-pub(crate) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
+/// Runs the reaper until `cancel`, answering liveness probes (`RoleManager::probe`).
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    mut probes: super::probe::Inbox,
+    cancel: CancellationToken,
+) {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut io: FuturesUnordered<BoxFuture<'static, Done>> = FuturesUnordered::new();
@@ -39,6 +43,9 @@ pub(crate) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
             biased;
             () = cancel.cancelled() => return,
             Some(done) = io.next(), if !io.is_empty() => finished(&shared, done, &mut io),
+            Some(reply) = probes.recv() => {
+                let _ = reply.send(());
+            }
             _ = tick.tick() => {
                 let due = shared.book().due_reaps(tokio::time::Instant::now());
                 for reap in due {

@@ -428,6 +428,7 @@ impl RoleManagerBuilder {
             )),
         });
         let cancel = CancellationToken::new();
+        let (probes, probe_inboxes) = super::probe::Probes::new();
         let health = self
             .health
             .as_ref()
@@ -443,6 +444,7 @@ impl RoleManagerBuilder {
             seed: Mutex::new(incarnation.as_u64_pair().0),
             tasks: tokio_util::task::TaskTracker::new(),
             health: health.as_ref().map(|(_, rx)| rx.clone()),
+            probes,
         };
         // Protocol Q6: a young bucket holds every acquire until it is a TTL + heartbeat old.
         let age = shared.bucket_age(tokio::time::Instant::now());
@@ -477,13 +479,15 @@ impl RoleManagerBuilder {
                     config: self.bucket.clone(),
                     epoch: opened.epoch,
                 },
+                probe_inboxes.watcher,
                 cancel.clone(),
             )
             .instrument(span.clone()),
         );
-        manager
-            .tasks
-            .spawn(super::backstop::run(shared.clone(), cancel.clone()).instrument(span.clone()));
+        manager.tasks.spawn(
+            super::backstop::run(shared.clone(), probe_inboxes.reaper, cancel.clone())
+                .instrument(span.clone()),
+        );
         manager.tasks.spawn(
             connection::monitor(
                 self.client.clone(),

@@ -8,10 +8,12 @@ mod connection;
 pub(crate) mod events;
 mod handle;
 mod health_task;
+mod liveness;
 #[cfg(feature = "negative-controls")]
 pub(crate) mod negative;
 mod placement;
 mod placement_link;
+mod probe;
 mod role_input;
 mod role_task;
 mod session_link;
@@ -82,6 +84,8 @@ pub struct RoleManager {
     tasks: TaskTracker,
     /// The health checker's verdict (`None` without a health checker).
     health: Option<watch::Receiver<HealthState>>,
+    /// Where the liveness probes of the watcher and the reaper go ([`RoleManager::probe`]).
+    probes: probe::Probes,
 }
 
 impl std::fmt::Debug for RoleManager {

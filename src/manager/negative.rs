@@ -4,6 +4,11 @@
 //! A mode lives only here: [`Flawed`] decorates the role drivers' backend (the lease store and
 //! the way terms reach the application), and the builder installs it only under the feature.
 //! The production types (store, state machine, driver) know nothing of it.
+//!
+//! One more test seam lives here: `NATS_ROLES_TEST_WEDGE_IF_EXISTS=PATH` wedges a role task
+//! once `PATH` exists ([`wedged`], [`wedge`]), so that the process tests can show that `nats-roles run` stops
+//! sending systemd's `WATCHDOG=1` when a task of the manager no longer answers its liveness
+//! probe (`RoleManager::probe`, docs/deploy.md).
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -203,4 +208,20 @@ impl RoleBackend for Flawed {
             }),
         }
     }
+}
+
+/// The environment variable of the wedge seam: a file's path.
+const WEDGE_IF_EXISTS: &str = "NATS_ROLES_TEST_WEDGE_IF_EXISTS";
+
+/// Test seam (`NATS_ROLES_TEST_WEDGE_IF_EXISTS=PATH`): whether a role task that receives a
+/// liveness probe now must wedge ([`wedge`]) instead of answering: once `PATH` exists.
+pub(crate) fn wedged() -> bool {
+    std::env::var_os(WEDGE_IF_EXISTS).is_some_and(|path| std::path::Path::new(&path).exists())
+}
+
+/// Never returns: the calling task is stuck for good, as one stuck in an await that never
+/// completes would be (the rest of the process goes on).
+pub(crate) async fn wedge() {
+    tracing::error!("test seam {WEDGE_IF_EXISTS}: this role task is wedged for good (test only)");
+    std::future::pending::<()>().await;
 }

@@ -31,4 +31,6 @@ pub(crate) enum RoleInput {
         delay: Duration,
         preferred: Option<Preferred>,
     },
+    /// A liveness probe: answer it from the task's loop (`RoleManager::probe`).
+    Probe(tokio::sync::oneshot::Sender<()>),
 }

@@ -224,6 +224,14 @@ impl RoleTask {
                         }
                         Some(RoleInput::Stop) => self.machine.handle_stop(now),
                         Some(RoleInput::Prepare(limit)) => self.prepare(calls, limit),
+                        Some(RoleInput::Probe(reply)) => {
+                            // Test seam of the liveness probe (`negative-controls` only).
+                            #[cfg(feature = "negative-controls")]
+                            if super::negative::wedged() {
+                                super::negative::wedge().await;
+                            }
+                            let _ = reply.send(());
+                        }
                         None => {
                             inbox_open = false;
                             self.machine.handle_stop(now);

@@ -27,6 +27,8 @@ pub(crate) enum SessionInput {
     },
     /// End the session (every role of it was released) and stop.
     Stop,
+    /// A liveness probe: answer it from the task's loop (`RoleManager::probe`).
+    Probe(tokio::sync::oneshot::Sender<()>),
 }
 
 /// The state of a session as role tasks see it.

@@ -113,6 +113,9 @@ impl SessionTask {
                             self.machine.handle_role_moved(&role, revision);
                             self.publish_released();
                         }
+                        Some(SessionInput::Probe(reply)) => {
+                            let _ = reply.send(());
+                        }
                         Some(SessionInput::Stop) | None => {
                             inbox_open = false;
                             self.machine.handle_stop(now);

@@ -20,6 +20,17 @@ impl RoleManager {
         *self.shared.caught_up.borrow()
     }
 
+    /// Placement: whether this instance is draining — handing its roles over and taking none
+    /// another live member is preferred for (`placement.draining`, `POST /api/drain`,
+    /// [`RoleManager::set_draining`]). False without placement.
+    #[must_use]
+    pub fn is_draining(&self) -> bool {
+        self.shared
+            .placement
+            .as_ref()
+            .is_some_and(|p| *p.draining.borrow())
+    }
+
     /// The bucket epoch read at start-up (creation time of the bucket's stream, ns since the
     /// Unix epoch; the first half of every fencing token, protocol P1/P6).
     #[must_use]

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, warn};
 
 use super::events::{HolderInfo, RoleEvent};
+use super::probe::{Inbox, answering};
 use super::role_input::RoleInput;
 use super::session_link::SessionInput;
 use super::shared::Shared;
@@ -22,11 +23,13 @@ use crate::value::HolderValue;
 use crate::value::{SESSION_PREFIX, SessionValue, parse_session_key};
 
 /// Runs the watcher until `cancel`; recreates it after errors (a new watcher replays the
-/// current value of every key; role tasks ignore revisions they already know).
+/// current value of every key; role tasks ignore revisions they already know). Answers
+/// liveness probes (`RoleManager::probe`) in its loop and while it waits for the server.
 pub(crate) async fn run(
     shared: Arc<Shared>,
     kv: Store,
     bucket: BucketRecovery,
+    mut probes: Inbox,
     cancel: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(100);
@@ -36,19 +39,19 @@ pub(crate) async fn run(
     let mut deferred_check: Option<tokio::time::Instant> = None;
     loop {
         if !std::mem::take(&mut first) {
-            epoch = check_bucket(&shared, &bucket, epoch).await;
+            epoch = answering(&mut probes, check_bucket(&shared, &bucket, epoch)).await;
         }
         let watch = tokio::select! {
             biased;
             () = cancel.cancelled() => return,
             // Q8: only the prefixes the manager needs (role data is not fanned out).
-            w = kv.watch_many_with_history(WATCHED) => w,
+            w = answering(&mut probes, kv.watch_many_with_history(WATCHED)) => w,
         };
         match watch {
             Ok(mut entries) => {
                 debug!("bucket watcher started");
                 // An empty bucket delivers nothing: it is caught up at once.
-                if fresh_info(&bucket)
+                if answering(&mut probes, fresh_info(&bucket))
                     .await
                     .is_ok_and(|i| i.state.messages == 0)
                 {
@@ -61,6 +64,10 @@ pub(crate) async fn run(
                     let next = tokio::select! {
                         biased;
                         () = cancel.cancelled() => return,
+                        Some(reply) = probes.recv() => {
+                            let _ = reply.send(());
+                            continue;
+                        }
                         () = async {
                             match deferred_check {
                                 Some(at) => tokio::time::sleep_until(at).await,
@@ -77,7 +84,8 @@ pub(crate) async fn run(
                             }
                             deferred_check = None;
                             last_check = Some(tokio::time::Instant::now());
-                            let now = check_bucket(&shared, &bucket, epoch).await;
+                            let now =
+                                answering(&mut probes, check_bucket(&shared, &bucket, epoch)).await;
                             if now == epoch {
                                 continue;
                             }
@@ -126,7 +134,7 @@ pub(crate) async fn run(
         tokio::select! {
             biased;
             () = cancel.cancelled() => return,
-            () = tokio::time::sleep(backoff) => {}
+            () = answering(&mut probes, tokio::time::sleep(backoff)) => {}
         }
         backoff = (backoff * 2).min(Duration::from_secs(2));
     }

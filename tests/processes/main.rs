@@ -17,6 +17,7 @@ mod placement;
 mod placement_zones;
 mod sites;
 mod start_retry;
+mod systemd;
 
 /// The binary under test (cargo builds it for integration tests).
 pub const BIN: &str = env!("CARGO_BIN_EXE_nats-roles");

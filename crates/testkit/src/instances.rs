@@ -21,8 +21,9 @@ use tokio::process::Child;
 use crate::process::{SIGTERM, signal};
 
 /// Environment variables the binary reads: removed so the caller's environment cannot change
-/// what a test runs.
-pub const ENV: [&str; 18] = [
+/// what a test runs (systemd's notification variables too: a test run under a service manager
+/// must not notify it).
+pub const ENV: [&str; 21] = [
     "NATS_URL",
     "NATS_CREDS",
     "NATS_NKEY",
@@ -41,6 +42,9 @@ pub const ENV: [&str; 18] = [
     "RUST_LOG",
     "NO_COLOR",
     "TERM",
+    "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
 ];
 
 /// How long an instance may take to print its URL (or to start its manager after that), or to
