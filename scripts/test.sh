@@ -15,8 +15,10 @@ STARTED=$SECONDS
 
 section "install tools"
 # --chromium: Debian's chromium + chromium-driver for the dashboard's browser test;
-# --faketime: libfaketime for the chaos suite's clock test (tests/chaos/main.rs).
-bash scripts/install-tools.sh --chromium --faketime
+# --faketime: libfaketime for the chaos suite's clock test (tests/chaos/main.rs);
+# --containers: podman + buildah for the container image test, --kubectl: kubectl for rendering
+# the Kubernetes manifests (tests/processes/deploy/).
+bash scripts/install-tools.sh --chromium --faketime --containers --kubectl
 export NATS_SERVER_BIN="$ROOT/.tools/bin/nats-server"
 "$NATS_SERVER_BIN" --version
 
