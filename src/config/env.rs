@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
-use super::message::name_message;
+use super::message::{name_message, shorten};
 use super::validate::{check_admin_token, check_server};
 use super::{
     Config, ConfigError, ConfigProblem, ENV_ADMIN_TOKEN, ENV_BUCKET, ENV_INSTANCE_ID,
-    ENV_LOCAL_TOKEN, ENV_NATS_CREDS, ENV_NATS_URL, ENV_VERSION,
+    ENV_LOCAL_TOKEN, ENV_NATS_CREDS, ENV_NATS_URL, ENV_VERSION, ENV_ZONE,
 };
 use crate::core::bucket_settings::check_bucket_name;
 use crate::names::InstanceId;
@@ -22,7 +22,8 @@ impl Config {
     /// - `NATS_ROLES_BUCKET`: replacing `bucket.name`;
     /// - `NATS_ROLES_ADMIN_TOKEN`: replacing `http.admin_token`;
     /// - `NATS_ROLES_VERSION`: replacing `instance.version`;
-    /// - `NATS_ROLES_LOCAL_TOKEN`: replacing `http.local_token`.
+    /// - `NATS_ROLES_LOCAL_TOKEN`: replacing `http.local_token`;
+    /// - `NATS_ROLES_ZONE`: replacing `instance.zone`.
     ///
     /// Unset variables and variables whose value is empty or only whitespace
     /// are ignored. Either all overrides are applied or, on error, none.
@@ -84,6 +85,19 @@ impl Config {
             problems.push(ConfigProblem::new(ENV_VERSION, e.to_string()));
         }
 
+        let zone = get(ENV_ZONE).map(|v| v.trim().to_owned());
+        if let Some(zone) = zone.as_deref()
+            && !crate::placement::valid_zone(zone)
+        {
+            problems.push(ConfigProblem::new(
+                ENV_ZONE,
+                format!(
+                    "{} is not a zone name: 1 to 64 letters, digits, '-', '_' or '.'",
+                    shorten(zone)
+                ),
+            ));
+        }
+
         if !problems.is_empty() {
             return Err(ConfigError::Invalid(problems));
         }
@@ -92,6 +106,9 @@ impl Config {
         }
         if let Some(version) = version {
             self.instance.version = Some(version);
+        }
+        if let Some(zone) = zone {
+            self.instance.zone = Some(zone);
         }
         if let Some(servers) = servers {
             self.nats.servers = servers;

@@ -107,6 +107,10 @@ pub const ENV_LOCAL_TOKEN: &str = "NATS_ROLES_LOCAL_TOKEN";
 /// Environment variable replacing `instance.version`.
 pub const ENV_VERSION: &str = "NATS_ROLES_VERSION";
 
+/// Environment variable replacing `instance.zone` (e.g. a Kubernetes pod's
+/// `topology.kubernetes.io/zone` label through the downward API).
+pub const ENV_ZONE: &str = "NATS_ROLES_ZONE";
+
 /// Address the HTTP dashboard and API listen on when [`HttpConfig::listen`] is
 /// not set.
 pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8080";

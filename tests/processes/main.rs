@@ -5,6 +5,7 @@
 
 mod cli;
 mod dashboard_browser;
+mod deploy;
 mod election;
 mod examples;
 mod exec;

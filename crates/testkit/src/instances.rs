@@ -23,7 +23,7 @@ use crate::process::{SIGTERM, signal};
 /// Environment variables the binary reads: removed so the caller's environment cannot change
 /// what a test runs (systemd's notification variables too: a test run under a service manager
 /// must not notify it).
-pub const ENV: [&str; 21] = [
+pub const ENV: [&str; 22] = [
     "NATS_URL",
     "NATS_CREDS",
     "NATS_NKEY",
@@ -39,6 +39,7 @@ pub const ENV: [&str; 21] = [
     "NATS_ROLES_ADMIN_TOKEN",
     "NATS_ROLES_LOCAL_TOKEN",
     "NATS_ROLES_VERSION",
+    "NATS_ROLES_ZONE",
     "RUST_LOG",
     "NO_COLOR",
     "TERM",
@@ -211,10 +212,6 @@ impl Deployment {
 
     /// [`spawn`](Self::spawn) connected to the server(s) at `nats_url` (comma-separated).
     pub async fn spawn_on(&mut self, id: &str, nats_url: &str) -> usize {
-        let n = self.instances.len();
-        let stderr_path = self.dir.path().join(format!("{n}-{id}.stderr"));
-        let stderr = std::fs::File::create(&stderr_path)
-            .unwrap_or_else(|e| panic!("create {}: {e}", stderr_path.display()));
         let bin = crate::nats_roles_bin();
         let mut cmd = crate::cli::command(&bin);
         cmd.arg("run")
@@ -225,18 +222,41 @@ impl Deployment {
             .args(self.args.iter().map(|a| {
                 a.replace("{id}", id)
                     .replace("{dir}", &self.dir.path().to_string_lossy())
-            }))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr));
+            }));
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
         if self.own_groups {
             crate::process::own_group(&mut cmd);
         }
+        self.spawn_command(id, cmd).await
+    }
+
+    /// Starts instance `id` from `cmd`, a `nats-roles run` command line the caller built in
+    /// full (a launcher in front of the binary, the configuration, the environment; it must
+    /// serve HTTP so that it prints its `http url=` line), waits for that URL and until its
+    /// manager has started; returns its index.
+    pub async fn start_command(&mut self, id: &str, cmd: tokio::process::Command) -> usize {
+        let n = self.spawn_command(id, cmd).await;
+        if let Err(e) = wait_started(self.instances[n].port, START_TIMEOUT).await {
+            panic!("{id}: {e}\n{}", self.report());
+        }
+        n
+    }
+
+    /// [`start_command`](Self::start_command) without waiting for the manager to start: returns
+    /// as soon as the URL is printed. Its stdout is piped and read here, its stderr goes to a
+    /// file in [`dir`](Self::dir); [`terminate`](Self::terminate) signals the process `cmd`
+    /// started.
+    pub async fn spawn_command(&mut self, id: &str, mut cmd: tokio::process::Command) -> usize {
+        let n = self.instances.len();
+        let stderr_path = self.dir.path().join(format!("{n}-{id}.stderr"));
+        let stderr = std::fs::File::create(&stderr_path)
+            .unwrap_or_else(|e| panic!("create {}: {e}", stderr_path.display()));
+        cmd.stdout(Stdio::piped()).stderr(Stdio::from(stderr));
         let mut child = cmd
             .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
+            .unwrap_or_else(|e| panic!("spawn {:?}: {e}", cmd.as_std().get_program()));
         let pid = child.id().unwrap_or_else(|| panic!("{id} has no pid"));
         let out = child
             .stdout

@@ -61,3 +61,23 @@ fn invalid_env_values_name_the_variable_and_change_nothing() {
     let err = c.apply_env(env_of(&[("NATS_URL", ",,")])).unwrap_err();
     assert_eq!(err.problems()[0].field, "NATS_URL");
 }
+
+#[test]
+fn the_zone_comes_from_the_environment_and_a_blank_one_is_ignored() {
+    let mut c = Config::from_yaml_str("instance:\n  zone: from-file\n").unwrap();
+    c.apply_env(env_of(&[("NATS_ROLES_ZONE", " eu-west-1a ")]))
+        .unwrap();
+    assert_eq!(c.instance.zone.as_deref(), Some("eu-west-1a"));
+    assert_eq!(c.instance.effective_zone(), Some("eu-west-1a"));
+    // What the downward API gives for a label the pod does not have: an empty string.
+    let mut unchanged = Config::from_yaml_str("instance:\n  zone: from-file\n").unwrap();
+    unchanged
+        .apply_env(env_of(&[("NATS_ROLES_ZONE", "")]))
+        .unwrap();
+    assert_eq!(unchanged.instance.zone.as_deref(), Some("from-file"));
+    let err = Config::default()
+        .apply_env(env_of(&[("NATS_ROLES_ZONE", "eu west")]))
+        .unwrap_err();
+    assert_eq!(err.problems()[0].field, "NATS_ROLES_ZONE");
+    assert!(err.to_string().contains("\"eu west\""), "{err}");
+}
