@@ -19,17 +19,53 @@ pub(crate) struct CompletionsArgs {
 /// `nats-roles man`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct ManArgs {
-    /// Write one page per command (nats-roles.1, nats-roles-run.1, …) into DIR instead of
+    /// Write one page per command (nats-roles.1, nats-roles-run.1, ...) into DIR instead of
     /// printing nats-roles(1) on stdout.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
 }
 
 /// Prints the completion script of `args.shell` on stdout.
-pub(crate) fn completions(args: &CompletionsArgs, mut cmd: clap::Command) -> ExitCode {
+pub(crate) fn completions(args: &CompletionsArgs, cmd: &clap::Command) -> ExitCode {
     let mut out = Vec::new();
-    clap_complete::generate(args.shell, &mut cmd, super::run::BIN_NAME, &mut out);
+    if args.shell == clap_complete::Shell::Bash {
+        // clap_complete's bash script completes nothing past a subcommand when the command's
+        // name has a hyphen (clap-rs/clap#6421: its loop and its case arms spell the state
+        // differently), so it is generated for `nats_roles` and registered for `nats-roles`.
+        clap_complete::generate(args.shell, &mut visible(cmd), BASH_NAME, &mut out);
+        let script = String::from_utf8_lossy(&out).replace(
+            &format!(" -o default {BASH_NAME}\n"),
+            &format!(" -o default {}\n", super::run::BIN_NAME),
+        );
+        return print(script.as_bytes());
+    }
+    clap_complete::generate(
+        args.shell,
+        &mut visible(cmd),
+        super::run::BIN_NAME,
+        &mut out,
+    );
     print(&out)
+}
+
+/// The name the bash script is generated for (see [`completions`]).
+const BASH_NAME: &str = "nats_roles";
+
+/// `cmd` without its hidden subcommands (`watchdog`): clap_complete offers hidden subcommands
+/// to every shell, so the script is made from a copy of the top level that has only the
+/// visible ones.
+fn visible(cmd: &clap::Command) -> clap::Command {
+    let mut copy = clap::Command::new(super::run::BIN_NAME)
+        .subcommand_required(cmd.is_subcommand_required_set())
+        .subcommands(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
+    if let Some(about) = cmd.get_about() {
+        copy = copy.about(about.clone());
+    }
+    if cmd.get_version().is_some() {
+        // The top-level `--version` flag is only generated when a version is set.
+        copy = copy.version(super::run::VERSION);
+    }
+    copy
 }
 
 /// Prints nats-roles(1) on stdout, or writes every page into `--dir`.

@@ -23,7 +23,7 @@ pub(super) const BIN_NAME: &str = "nats-roles";
 
 /// `nats-roles --version`: the crate version and the lease protocol version it speaks
 /// (docs/protocol.md), e.g. `nats-roles 0.1.0 (protocol 2)`.
-const VERSION: &str = concat!(
+pub(super) const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (protocol ",
     crate::value::protocol_version!(),
@@ -151,7 +151,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Unfreeze(args) => super::outcome::block_on(super::plan::unfreeze(args)),
         Command::History(command) => super::history::run(command),
         Command::Exec(args) => super::exec::run(args),
-        Command::Completions(args) => super::generate::completions(&args, command()),
+        Command::Completions(args) => super::generate::completions(&args, &command()),
         Command::Man(args) => super::generate::man(&args, command()),
         Command::Watchdog(args) => crate::exec::watchdog::main(args),
     }

@@ -4,6 +4,7 @@
 //! one binary, so it links once.
 
 mod cli;
+mod conventions;
 mod dashboard_browser;
 mod election;
 mod examples;
@@ -15,6 +16,7 @@ mod observability;
 mod operator_cli;
 mod placement;
 mod placement_zones;
+mod release;
 mod sites;
 mod start_retry;
 

@@ -674,3 +674,83 @@ async fn otlp_export(protocol: &str) {
         );
     }
 }
+
+/// `nats_roles_build_info{version, protocol} 1` on `GET /metrics`, and an instance whose file
+/// has no `telemetry` section exports over OTLP as the standard `OTEL_*` variables say: to
+/// `OTEL_EXPORTER_OTLP_ENDPOINT`, with `OTEL_EXPORTER_OTLP_PROTOCOL`, `OTEL_SERVICE_NAME` and
+/// `OTEL_RESOURCE_ATTRIBUTES` on the resource (`service.instance.id` stays the instance id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn build_info_and_otel_variables() {
+    let server = NatsServer::start().await;
+    let (port, got) = otlp_receiver().await;
+    let mut d = Deployment::new(&server.url(), "obs-otel-env", &["alpha"], FAST);
+    d.env(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        &format!("http://127.0.0.1:{port}"),
+    );
+    d.env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json");
+    d.env("OTEL_SERVICE_NAME", "roles-from-env");
+    d.env(
+        "OTEL_RESOURCE_ATTRIBUTES",
+        "deployment.environment.name=ci%20run,service.instance.id=not-this",
+    );
+    let a = d.start("node-a").await;
+    let pa = d.instances[a].port;
+    let s = scrape_until("node-a leads", pa, |s| is_leader(s, "alpha") == Some(1.0)).await;
+    let protocol = nats_roles::tooling::value::VALUE_VERSION.to_string();
+    assert_eq!(
+        s.sum(
+            "nats_roles_build_info",
+            &[
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("protocol", &protocol)
+            ]
+        ),
+        Some(1.0),
+        "{}",
+        s.body
+    );
+    d.terminate(a);
+    let status = d.wait_exit(a, WAIT).await;
+    assert!(status.success(), "exit: {status:?}\n{}", d.report());
+    // The final export at shutdown at the latest.
+    assert!(
+        metric_names(&got).contains("nats_roles_build_info"),
+        "exported: {:?}",
+        metric_names(&got)
+    );
+    let got = got
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (_, content_type, body) = got
+        .iter()
+        .find(|(path, _, _)| path == "/v1/metrics")
+        .expect("a metrics export");
+    assert_eq!(content_type, "application/json");
+    let json: serde_json::Value = serde_json::from_slice(body).expect("OTLP JSON");
+    let mut resource = BTreeMap::new();
+    for kv in json["resourceMetrics"][0]["resource"]["attributes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        resource.insert(
+            kv["key"].as_str().unwrap_or_default().to_owned(),
+            kv["value"]["stringValue"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+    }
+    for (key, value) in [
+        ("service.name", "roles-from-env"),
+        ("deployment.environment.name", "ci run"),
+        ("service.instance.id", "node-a"),
+    ] {
+        assert_eq!(
+            resource.get(key).map(String::as_str),
+            Some(value),
+            "{key} in {resource:?}"
+        );
+    }
+}

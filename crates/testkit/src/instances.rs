@@ -21,8 +21,18 @@ use tokio::process::Child;
 use crate::process::{SIGTERM, signal};
 
 /// Environment variables the binary reads: removed so the caller's environment cannot change
-/// what a test runs.
-pub const ENV: [&str; 18] = [
+/// what a test runs. (`XDG_CONFIG_HOME`, where NATS contexts are looked up, is set to a
+/// folder without any by [`crate::cli::command`].)
+pub const ENV: [&str; 27] = [
+    "NATS_CONTEXT",
+    "XDG_CONFIG_HOME",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
     "NATS_URL",
     "NATS_CREDS",
     "NATS_NKEY",
