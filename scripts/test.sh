@@ -17,8 +17,9 @@ section "install tools"
 # --chromium: Debian's chromium + chromium-driver for the dashboard's browser test;
 # --faketime: libfaketime for the chaos suite's clock test (tests/chaos/main.rs);
 # --nextest: cargo-nextest, the only test runner here (.config/nextest.toml runs every chaos test
-# alone and terminates hung tests; `cargo test` would drop both).
-bash scripts/install-tools.sh --chromium --faketime --nextest
+# alone and terminates hung tests; `cargo test` would drop both);
+# --release-tools: zsh, fish, groff, man for the completion and man page tests.
+bash scripts/install-tools.sh --chromium --faketime --nextest --release-tools
 export NATS_SERVER_BIN="$ROOT/.tools/bin/nats-server"
 "$NATS_SERVER_BIN" --version
 
