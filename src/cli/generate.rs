@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use super::identity::{BIN_NAME, VERSION};
 use super::outcome::Failure;
 
 /// `nats-roles completions`.
@@ -35,16 +36,11 @@ pub(crate) fn completions(args: &CompletionsArgs, cmd: &clap::Command) -> ExitCo
         clap_complete::generate(args.shell, &mut visible(cmd), BASH_NAME, &mut out);
         let script = String::from_utf8_lossy(&out).replace(
             &format!(" -o default {BASH_NAME}\n"),
-            &format!(" -o default {}\n", super::run::BIN_NAME),
+            &format!(" -o default {}\n", BIN_NAME),
         );
         return print(script.as_bytes());
     }
-    clap_complete::generate(
-        args.shell,
-        &mut visible(cmd),
-        super::run::BIN_NAME,
-        &mut out,
-    );
+    clap_complete::generate(args.shell, &mut visible(cmd), BIN_NAME, &mut out);
     print(&out)
 }
 
@@ -55,7 +51,7 @@ const BASH_NAME: &str = "nats_roles";
 /// to every shell, so the script is made from a copy of the top level that has only the
 /// visible ones.
 fn visible(cmd: &clap::Command) -> clap::Command {
-    let mut copy = clap::Command::new(super::run::BIN_NAME)
+    let mut copy = clap::Command::new(BIN_NAME)
         .subcommand_required(cmd.is_subcommand_required_set())
         .subcommands(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
     if let Some(about) = cmd.get_about() {
@@ -63,7 +59,7 @@ fn visible(cmd: &clap::Command) -> clap::Command {
     }
     if cmd.get_version().is_some() {
         // The top-level `--version` flag is only generated when a version is set.
-        copy = copy.version(super::run::VERSION);
+        copy = copy.version(VERSION);
     }
     copy
 }
@@ -102,7 +98,7 @@ fn write_pages(cmd: clap::Command, dir: &Path) -> std::io::Result<()> {
     clap_mangen::generate_to(cmd.clone(), dir)?;
     let mut page = Vec::new();
     render_main_page(cmd, &mut page)?;
-    std::fs::write(dir.join(format!("{}.1", super::run::BIN_NAME)), page)
+    std::fs::write(dir.join(format!("{}.1", BIN_NAME)), page)
 }
 
 /// nats-roles(1): clap_mangen's page (name, synopsis, description, options, commands,

@@ -10,6 +10,7 @@ pub(crate) mod evict;
 mod exec;
 mod generate;
 pub(crate) mod history;
+mod identity;
 #[cfg(feature = "http")]
 pub(crate) mod listen;
 mod outcome;

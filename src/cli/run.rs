@@ -8,6 +8,7 @@ use std::sync::Arc;
 #[cfg(feature = "http")]
 use std::time::Duration;
 
+use super::identity::{BIN_NAME, VERSION};
 use super::outcome::{EXIT_RUNTIME, EXIT_USAGE, Failure};
 use crate::config::Config;
 use crate::{InstanceId, RoleEvent, RoleManager};
@@ -17,18 +18,6 @@ use tracing::{error, info, warn};
 /// How long open HTTP requests may take to finish after the roles were released.
 #[cfg(feature = "http")]
 const HTTP_STOP_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// The command's name (completions and man pages use it).
-pub(super) const BIN_NAME: &str = "nats-roles";
-
-/// `nats-roles --version`: the crate version and the lease protocol version it speaks
-/// (docs/protocol.md), e.g. `nats-roles 0.1.0 (protocol 2)`.
-pub(super) const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (protocol ",
-    crate::value::protocol_version!(),
-    ")"
-);
 
 #[derive(Parser, Debug)]
 #[command(
