@@ -30,8 +30,6 @@ pub mod prometheus;
 #[cfg(test)]
 mod test_support;
 
-use std::collections::HashMap;
-
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Meter, MeterProvider as _};
 use opentelemetry::trace::TracerProvider as _;
@@ -130,7 +128,10 @@ impl Telemetry {
     /// Builds the providers for `config`: metrics always have a Prometheus reader; with
     /// `config.otlp` metrics and/or traces are also exported to the collector from threads of
     /// the SDK, whose HTTP requests run on `runtime`. `instance` becomes the
-    /// `service.instance.id` resource attribute.
+    /// `service.instance.id` resource attribute, over `config.resource_attributes` and the
+    /// effective [`TelemetryConfig::service_name`]. Records `nats_roles_build_info`
+    /// ([`record_build_info`]). Reads no environment variable: apply the `OTEL_*` ones to the
+    /// configuration first ([`TelemetryConfig::apply_otel_env`], or `Config::apply_env`).
     ///
     /// # Errors
     /// [`TelemetryError::Exporter`] when an OTLP exporter cannot be built.
@@ -280,7 +281,8 @@ impl Exporters<'_> {
         } else {
             otlp.traces_url()
         };
-        let client = otlp::RuntimeHttpClient::new(self.runtime.clone(), otlp.timeout, signal);
+        let client =
+            otlp::RuntimeHttpClient::new(self.runtime.clone(), otlp.timeout, signal, &otlp.headers);
         self.exports.push(Export {
             signal,
             url: url.clone(),
@@ -290,8 +292,7 @@ impl Exporters<'_> {
             .with_http_client(client)
             .with_protocol(protocol(otlp))
             .with_endpoint(url.clone())
-            .with_timeout(otlp.timeout)
-            .with_headers(headers(otlp));
+            .with_timeout(otlp.timeout);
         build(builder).map_err(|e| TelemetryError::Exporter {
             signal,
             url,
@@ -305,13 +306,6 @@ fn protocol(otlp: &OtlpConfig) -> Protocol {
         OtlpProtocol::HttpProtobuf => Protocol::HttpBinary,
         OtlpProtocol::HttpJson => Protocol::HttpJson,
     }
-}
-
-fn headers(otlp: &OtlpConfig) -> HashMap<String, String> {
-    otlp.headers
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
 }
 
 #[cfg(test)]

@@ -391,8 +391,8 @@ fn collect_exprs(v: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
-/// What the in-test OTLP receiver got: (path, content type, body).
-type Received = Arc<Mutex<Vec<(String, String, Vec<u8>)>>>;
+/// What the in-test OTLP receiver got: (path, content type, body, `x-tenant` header).
+type Received = Arc<Mutex<Vec<(String, String, Vec<u8>, Option<String>)>>>;
 
 /// A minimal OTLP/HTTP receiver on a free loopback port (answers `{}` / an empty message).
 async fn otlp_receiver() -> (u16, Received) {
@@ -408,7 +408,15 @@ async fn otlp_receiver() -> (u16, Received) {
                     .to_owned();
                 got.lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .push((path.to_owned(), content_type.clone(), body.to_vec()));
+                    .push((
+                        path.to_owned(),
+                        content_type.clone(),
+                        body.to_vec(),
+                        headers
+                            .get("x-tenant")
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_owned),
+                    ));
                 let answer: &'static [u8] = if content_type == "application/json" {
                     b"{}"
                 } else {
@@ -438,7 +446,7 @@ fn spans(got: &Received) -> Vec<Span> {
     let got = got
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    for (_, content_type, body) in got.iter().filter(|(p, _, _)| p == "/v1/traces") {
+    for (_, content_type, body, _) in got.iter().filter(|(p, _, _, _)| p == "/v1/traces") {
         if content_type == "application/json" {
             out.extend(json_spans(body));
         } else {
@@ -511,7 +519,7 @@ fn metric_names(got: &Received) -> BTreeSet<String> {
     let got = got
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    for (_, content_type, body) in got.iter().filter(|(p, _, _)| p == "/v1/metrics") {
+    for (_, content_type, body, _) in got.iter().filter(|(p, _, _, _)| p == "/v1/metrics") {
         if content_type == "application/json" {
             let json: serde_json::Value =
                 serde_json::from_slice(body).unwrap_or_else(|e| panic!("OTLP JSON: {e}"));
@@ -661,7 +669,7 @@ async fn otlp_export(protocol: &str) {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     for nonce in &nonces {
-        for (path, _, body) in got.iter() {
+        for (path, _, body, _) in got.iter() {
             let text = String::from_utf8_lossy(body).to_lowercase();
             assert!(
                 !text.contains(nonce),
@@ -677,8 +685,9 @@ async fn otlp_export(protocol: &str) {
 
 /// `nats_roles_build_info{version, protocol} 1` on `GET /metrics`, and an instance whose file
 /// has no `telemetry` section exports over OTLP as the standard `OTEL_*` variables say: to
-/// `OTEL_EXPORTER_OTLP_ENDPOINT`, with `OTEL_EXPORTER_OTLP_PROTOCOL`, `OTEL_SERVICE_NAME` and
-/// `OTEL_RESOURCE_ATTRIBUTES` on the resource (`service.instance.id` stays the instance id).
+/// `OTEL_EXPORTER_OTLP_ENDPOINT`, with `OTEL_EXPORTER_OTLP_PROTOCOL` and
+/// `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES` on the
+/// resource (`service.instance.id` stays the instance id).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn build_info_and_otel_variables() {
     let server = NatsServer::start().await;
@@ -690,6 +699,7 @@ async fn build_info_and_otel_variables() {
     );
     d.env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json");
     d.env("OTEL_SERVICE_NAME", "roles-from-env");
+    d.env("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=ci%20tenant");
     d.env(
         "OTEL_RESOURCE_ATTRIBUTES",
         "deployment.environment.name=ci%20run,service.instance.id=not-this",
@@ -722,11 +732,16 @@ async fn build_info_and_otel_variables() {
     let got = got
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let (_, content_type, body) = got
+    let (_, content_type, body, tenant) = got
         .iter()
-        .find(|(path, _, _)| path == "/v1/metrics")
+        .find(|(path, _, _, _)| path == "/v1/metrics")
         .expect("a metrics export");
     assert_eq!(content_type, "application/json");
+    assert_eq!(
+        tenant.as_deref(),
+        Some("ci tenant"),
+        "OTEL_EXPORTER_OTLP_HEADERS"
+    );
     let json: serde_json::Value = serde_json::from_slice(body).expect("OTLP JSON");
     let mut resource = BTreeMap::new();
     for kv in json["resourceMetrics"][0]["resource"]["attributes"]
