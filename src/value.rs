@@ -8,9 +8,19 @@ use uuid::Uuid;
 
 use crate::names::InstanceId;
 
+/// The protocol version as a literal token, for `concat!` (`nats-roles --version`); the one
+/// place the number is written.
+macro_rules! protocol_version {
+    () => {
+        2
+    };
+}
+#[cfg(feature = "otel")]
+pub(crate) use protocol_version;
+
 /// Version of the lease protocol (and of the values) written by this crate: 2, session leases
 /// (`docs/protocol.md`, Q1–Q11).
-pub const VALUE_VERSION: u32 = 2;
+pub const VALUE_VERSION: u32 = protocol_version!();
 
 /// Key prefix of session keys (`session.<instance>.<ttl_ms>`, protocol Q1).
 pub const SESSION_PREFIX: &str = "session.";

@@ -8,14 +8,20 @@ use crate::inspect::Inspector;
 
 use super::outcome::Failure;
 
-/// How to reach the bucket. Flags (and their environment variables) override the file given
-/// with `--config`, which overrides the defaults (`nats://127.0.0.1:4222`, bucket `roles`).
+/// How to reach the bucket. Flags (and their environment variables) override the NATS
+/// context, which overrides the file given with `--config`, which overrides the defaults
+/// (`nats://127.0.0.1:4222`, bucket `roles`).
 #[derive(clap::Args, Debug)]
 pub(crate) struct ConnArgs {
     /// Take the connection settings and the bucket from this YAML configuration (the file
-    /// `nats-roles run` uses); the flags below override it.
+    /// `nats-roles run` uses); a NATS context and the flags below override it.
     #[arg(long, short = 'c', value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Use this NATS context of the nats tool ($XDG_CONFIG_HOME/nats/context/NAME.json):
+    /// servers, credentials, TLS files, JetStream domain. Without it (and without --config)
+    /// the context selected with `nats context select` is used.
+    #[arg(long, env = super::context::ENV_CONTEXT, value_name = "NAME")]
+    context: Option<String>,
     /// NATS server URL; repeat (or separate with commas) for several.
     #[arg(
         long = "server",
@@ -67,13 +73,28 @@ pub(crate) struct ConnArgs {
 }
 
 impl ConnArgs {
-    /// The effective configuration (validated).
+    /// The effective configuration (validated), the process environment locating the NATS
+    /// context.
     pub(crate) fn config(&self) -> Result<Config, Failure> {
+        self.config_with(&|name| std::env::var(name).ok())
+    }
+
+    /// The effective configuration (validated): defaults, `--config`, the NATS context (the
+    /// one named, else the selected one when there is no `--config`; `env` locates it), then
+    /// the flags and their environment variables.
+    pub(crate) fn config_with(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, Failure> {
         let mut config = match &self.config {
             Some(path) => Config::load(path)
                 .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?,
             None => Config::default(),
         };
+        let context = super::context::resolve(self.context.as_deref(), self.config.is_none(), env)?;
+        if let Some(context) = &context {
+            context.apply(&mut config)?;
+        }
         let nats = &mut config.nats;
         if !self.servers.is_empty() {
             nats.servers = self
@@ -116,11 +137,18 @@ impl ConnArgs {
             config.bucket.domain = None;
         }
         config.validate().map_err(|e| {
-            let from = self
+            let mut from: Vec<String> = self
                 .config
-                .as_ref()
-                .map_or_else(|| "flags".to_owned(), |p| p.display().to_string());
-            Failure::Usage(format!("{from}: {e}"))
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            if let Some(context) = &context {
+                from.push(format!("NATS context {:?}", context.name()));
+            }
+            if from.is_empty() {
+                from.push("flags".to_owned());
+            }
+            Failure::Usage(format!("{}: {e}", from.join(", ")))
         })?;
         Ok(config)
     }
@@ -162,4 +190,140 @@ pub(crate) fn denied(bucket: &str, detail: &str) -> String {
         "permission denied on {detail}: the NATS user lacks a permission this command needs on \
          bucket {bucket} (docs/operations.md, \"A least-privilege NATS user\", lists them)"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Args {
+        #[command(flatten)]
+        conn: ConnArgs,
+    }
+
+    /// The variables clap reads for these flags: a test run with one of them set would test
+    /// something else, so it stops and says so.
+    fn require_clean_environment() {
+        for var in [
+            "NATS_URL",
+            "NATS_CREDS",
+            "NATS_NKEY",
+            "NATS_USER",
+            "NATS_PASSWORD",
+            "NATS_TOKEN",
+            "NATS_CA",
+            "NATS_CERT",
+            "NATS_KEY",
+            "NATS_ROLES_BUCKET",
+            "NATS_CONTEXT",
+        ] {
+            assert!(
+                std::env::var_os(var).is_none(),
+                "unset {var} to run this test (clap reads it for a flag)"
+            );
+        }
+    }
+
+    /// Precedence, lowest first: the file, the NATS context, the flags (and the variables
+    /// clap reads for them); the selected context only without `--config`.
+    #[test]
+    fn file_then_context_then_flags() {
+        require_clean_environment();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let contexts = dir.path().join("nats/context");
+        std::fs::create_dir_all(&contexts).expect("mkdir");
+        std::fs::write(
+            contexts.join("ctx.json"),
+            r#"{"url": "nats://ctx:4222", "user": "ctx-user", "password": "ctx-pw",
+                "jetstream_domain": "hub"}"#,
+        )
+        .expect("context");
+        std::fs::write(
+            contexts.join("sel.json"),
+            r#"{"url": "nats://selected:4222"}"#,
+        )
+        .expect("context");
+        std::fs::write(dir.path().join("nats/context.txt"), "sel").expect("select");
+        let yaml = dir.path().join("roles.yaml");
+        std::fs::write(
+            &yaml,
+            "nats:\n  servers: [\"nats://file:4222\"]\n  creds_file: /file.creds\nbucket:\n  name: b\n",
+        )
+        .expect("yaml");
+        let env: HashMap<&str, String> =
+            HashMap::from([("XDG_CONFIG_HOME", dir.path().display().to_string())]);
+        let config = |args: &[&str]| {
+            let yaml = yaml.display().to_string();
+            let args = std::iter::once("nats-roles").chain(
+                args.iter()
+                    .map(|a| if *a == "YAML" { yaml.as_str() } else { a }),
+            );
+            Args::try_parse_from(args)
+                .expect("parses")
+                .conn
+                .config_with(&|name| env.get(name).cloned())
+                .map_err(|f| format!("{f:?}"))
+        };
+        let servers = |c: &Config| c.nats.servers.join(",");
+
+        // The file alone (a selected context does not override a --config file).
+        let c = config(&["--config", "YAML"]).expect("valid");
+        assert_eq!(servers(&c), "nats://file:4222");
+        assert_eq!(c.nats.creds_file, Some(PathBuf::from("/file.creds")));
+        // The named context over the file: servers, authentication (all of it), domain.
+        let c = config(&["--config", "YAML", "--context", "ctx"]).expect("valid");
+        assert_eq!(servers(&c), "nats://ctx:4222");
+        assert_eq!(c.nats.user.as_deref(), Some("ctx-user"));
+        assert_eq!(c.nats.creds_file, None);
+        assert_eq!(c.bucket.domain.as_deref(), Some("hub"));
+        assert_eq!(c.bucket.name, "b", "what the context does not set stays");
+        // Flags over the context.
+        let c = config(&[
+            "--config",
+            "YAML",
+            "--context",
+            "ctx",
+            "-s",
+            "nats://flag:4222",
+        ])
+        .expect("valid");
+        assert_eq!(servers(&c), "nats://flag:4222");
+        assert_eq!(c.nats.user.as_deref(), Some("ctx-user"));
+        let c = config(&[
+            "--context",
+            "ctx",
+            "--creds",
+            "/flag.creds",
+            "--js-api-prefix",
+            "P",
+        ])
+        .expect("valid");
+        assert_eq!(c.nats.creds_file, Some(PathBuf::from("/flag.creds")));
+        assert_eq!(
+            c.nats.user, None,
+            "authentication from a flag replaces the context's"
+        );
+        assert_eq!(
+            (
+                c.bucket.domain.as_deref(),
+                c.nats.jetstream_api_prefix.as_deref()
+            ),
+            (None, Some("P"))
+        );
+        // Without --config and --context: the selected context.
+        let c = config(&[]).expect("valid");
+        assert_eq!(servers(&c), "nats://selected:4222");
+        // An unknown context is a usage error naming it.
+        let err = config(&["--context", "nope"]).expect_err("unknown");
+        assert!(
+            err.contains("Usage") && err.contains("nope.json does not exist"),
+            "{err}"
+        );
+    }
 }

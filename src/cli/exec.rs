@@ -63,6 +63,7 @@ pub(crate) fn run(args: ExecArgs) -> ExitCode {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(super::color::stderr_ansi())
         .with_writer(std::io::stderr)
         .try_init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -90,8 +91,16 @@ fn config(args: &ExecArgs) -> Result<Config, Failure> {
                 .map_err(|e| Failure::Usage(format!("--instance-id {id:?}: {e}")))?,
         );
     } else if config.instance.id.is_none() {
+        // For NATS_ROLES_INSTANCE_ID; `exec` exports no telemetry, so the OTEL_* variables
+        // (which may be set for other programs) are not read.
         config
-            .apply_env(|name| std::env::var(name).ok())
+            .apply_env(|name| {
+                if name.starts_with("OTEL_") {
+                    None
+                } else {
+                    std::env::var(name).ok()
+                }
+            })
             .map_err(|e| Failure::Usage(format!("environment: {e}")))?;
     }
     if config.instance.id.is_none() {

@@ -3,10 +3,14 @@
 //! needed) and `history`. The binary's `main` only calls [`main`]; embedding applications do
 //! not need this module (`default-features = false` leaves it and its dependencies out).
 
+pub(crate) mod color;
 pub(crate) mod conn;
+mod context;
 pub(crate) mod evict;
 mod exec;
+mod generate;
 pub(crate) mod history;
+mod identity;
 #[cfg(feature = "http")]
 pub(crate) mod listen;
 mod outcome;

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::identity::{BIN_NAME, VERSION};
 use super::outcome::{EXIT_RUNTIME, EXIT_USAGE, Failure};
 use crate::config::Config;
 use crate::{InstanceId, RoleEvent, RoleManager};
@@ -30,13 +31,23 @@ fn stop_bound(config: &Config) -> Duration {
 
 #[derive(Parser, Debug)]
 #[command(
-    name = "nats-roles",
-    version,
-    about = "Role elections on NATS JetStream KV"
+    name = BIN_NAME,
+    version = VERSION,
+    about = "Role elections on NATS JetStream KV",
+    long_about = "Role elections on NATS JetStream KV: one active holder per role, fenced \
+                  terms, graceful hand-over. `run` runs a role manager from a YAML file (with \
+                  its dashboard, HTTP API and metrics); `exec` holds one role while a command \
+                  runs; `status`, `watch`, `evict`, `plan`, `freeze` and `unfreeze` talk to \
+                  the bucket directly; `history check` judges recorded election histories."
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// The whole command line (for completions and man pages).
+fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 #[derive(Subcommand, Debug)]
@@ -67,6 +78,10 @@ enum Command {
     /// Campaign for one role, run a command while holding it, release it when the command
     /// exits, and exit with its status (docs/exec.md).
     Exec(super::exec::ExecArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or PowerShell.
+    Completions(super::generate::CompletionsArgs),
+    /// Print the manual page nats-roles(1) as roff, or write every page with --dir.
+    Man(super::generate::ManArgs),
     /// Internal: the watchdog of a role's child process (started by `run` and `exec`).
     #[command(hide = true)]
     Watchdog(crate::exec::watchdog::WatchdogArgs),
@@ -80,6 +95,10 @@ struct RunArgs {
     /// This instance's id (overrides instance.id and NATS_ROLES_INSTANCE_ID).
     #[arg(long)]
     instance_id: Option<String>,
+    /// Use this NATS context of the nats tool ($XDG_CONFIG_HOME/nats/context/NAME.json) over
+    /// the file's nats section; NATS_URL, NATS_CREDS and --server override it.
+    #[arg(long, env = super::context::ENV_CONTEXT, value_name = "NAME")]
+    context: Option<String>,
     /// NATS server URL; repeat for several (overrides nats.servers and NATS_URL).
     #[arg(long = "server", short = 's')]
     servers: Vec<String>,
@@ -131,6 +150,8 @@ pub(crate) fn main() -> ExitCode {
         Command::Unfreeze(args) => super::outcome::block_on(super::plan::unfreeze(args)),
         Command::History(command) => super::history::run(command),
         Command::Exec(args) => super::exec::run(args),
+        Command::Completions(args) => super::generate::completions(&args, &command()),
+        Command::Man(args) => super::generate::man(&args, command()),
         Command::Watchdog(args) => crate::exec::watchdog::main(args),
     }
 }
@@ -169,11 +190,24 @@ fn validate(path: &std::path::Path) -> ExitCode {
     }
 }
 
+/// The configuration of `run`, lowest precedence first: the file, the NATS context named by
+/// `--context` or `NATS_CONTEXT` (never the selected one: a service's connection does not
+/// follow an operator's `nats context select`), the environment (`Config::apply_env`), the
+/// flags.
 fn load_config(args: &RunArgs) -> Result<Config, String> {
+    let env = |name: &str| std::env::var(name).ok();
     let mut config =
         Config::load(&args.config).map_err(|e| format!("{}: {e}", args.config.display()))?;
+    let message = |f: Failure| match f {
+        Failure::Usage(m) | Failure::Runtime(m) => m,
+    };
+    if let Some(context) =
+        super::context::resolve(args.context.as_deref(), false, &env).map_err(message)?
+    {
+        context.apply(&mut config).map_err(message)?;
+    }
     config
-        .apply_env(|name| std::env::var(name).ok())
+        .apply_env(env)
         .map_err(|e| format!("environment: {e}"))?;
     if let Some(id) = &args.instance_id {
         config.instance.id =
@@ -202,7 +236,7 @@ fn init_tracing(format: LogFormat, telemetry: &Telemetry) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,async_nats=warn"));
     let fmt = tracing_subscriber::fmt::layer()
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(super::color::stderr_ansi())
         .with_writer(std::io::stderr);
     let fmt = match format {
         LogFormat::Text => fmt.boxed(),

@@ -23,7 +23,11 @@ impl Config {
     /// - `NATS_ROLES_ADMIN_TOKEN`: replacing `http.admin_token`;
     /// - `NATS_ROLES_VERSION`: replacing `instance.version`;
     /// - `NATS_ROLES_LOCAL_TOKEN`: replacing `http.local_token`;
-    /// - `NATS_ROLES_ZONE`: replacing `instance.zone`.
+    /// - `NATS_ROLES_ZONE`: replacing `instance.zone`;
+    /// - the standard OpenTelemetry variables (`OTEL_EXPORTER_OTLP_ENDPOINT`, …,
+    ///   `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`), which only **fill in** what the
+    ///   `telemetry` section leaves unset, as OpenTelemetry SDKs apply them
+    ///   ([`TelemetryConfig::apply_otel_env`](super::TelemetryConfig::apply_otel_env)).
     ///
     /// Unset variables and variables whose value is empty or only whitespace
     /// are ignored. Either all overrides are applied or, on error, none.
@@ -98,9 +102,13 @@ impl Config {
             ));
         }
 
+        let (telemetry, otel_problems) = self.telemetry.with_otel_env(&env);
+        problems.extend(otel_problems);
+
         if !problems.is_empty() {
             return Err(ConfigError::Invalid(problems));
         }
+        self.telemetry = telemetry;
         if let Some(token) = local_token {
             self.http.local_token = Some(token);
         }

@@ -52,6 +52,7 @@ mod load;
 mod locate;
 mod message;
 mod nats;
+mod otel_env;
 mod roles;
 mod telemetry;
 #[cfg(test)]
@@ -65,6 +66,10 @@ pub(crate) use exec::program_problem;
 pub use exec::{ExecConfig, HookConfig, OnExit, StopSignal};
 pub use instance::InstanceConfig;
 pub use nats::{NatsConfig, TlsConfig};
+pub use otel_env::{
+    ENV_OTLP_ENDPOINT, ENV_OTLP_HEADERS, ENV_OTLP_METRICS_ENDPOINT, ENV_OTLP_PROTOCOL,
+    ENV_OTLP_TRACES_ENDPOINT, ENV_RESOURCE_ATTRIBUTES, ENV_SERVICE_NAME,
+};
 pub use roles::RoleConfig;
 pub use telemetry::{DEFAULT_SERVICE_NAME, LogFormat, OtlpConfig, OtlpProtocol, TelemetryConfig};
 pub(crate) use wan::round_trip_issues;

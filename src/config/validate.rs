@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::locate::LocationMap;
 use super::message::shorten;
-use super::telemetry::check_endpoint;
+use super::telemetry::{check_endpoint, check_header};
 use super::*;
 use crate::core::fmt_duration;
 
@@ -637,14 +637,38 @@ impl Config {
 impl Config {
     pub(super) fn check_telemetry(&self, p: &mut Problems) {
         let t = &self.telemetry;
-        if t.service_name.trim().is_empty() {
+        if t.service_name
+            .as_deref()
+            .is_some_and(|n| n.trim().is_empty())
+        {
             p.push("telemetry.service_name", "must not be empty");
+        }
+        for (key, value) in &t.resource_attributes {
+            if key.trim().is_empty() {
+                p.push("telemetry.resource_attributes", "a key is empty");
+            }
+            if value.chars().any(char::is_control) {
+                p.push(
+                    format!("telemetry.resource_attributes.{key}"),
+                    "the value contains control characters",
+                );
+            }
         }
         let Some(o) = &t.otlp else {
             return;
         };
-        if let Err(why) = check_endpoint(&o.endpoint) {
+        if (o.needs_endpoint() || !o.endpoint.trim().is_empty())
+            && let Err(why) = check_endpoint(&o.endpoint)
+        {
             p.push("telemetry.otlp.endpoint", why);
+        }
+        for (field, url) in [
+            ("telemetry.otlp.metrics_endpoint", &o.metrics_endpoint),
+            ("telemetry.otlp.traces_endpoint", &o.traces_endpoint),
+        ] {
+            if let Some(Err(why)) = url.as_deref().map(check_endpoint) {
+                p.push(field, why);
+            }
         }
         if !o.metrics && !o.traces {
             p.push(
@@ -668,22 +692,8 @@ impl Config {
         );
         p.at_most("telemetry.otlp.timeout", o.timeout, MAX_DURATION);
         for (name, value) in &o.headers {
-            let token = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-            if !token {
-                p.push(
-                    format!("telemetry.otlp.headers.{name}"),
-                    format!("{} is not a valid HTTP header name", shorten(name)),
-                );
-            }
-            if value.bytes().any(|b| b.is_ascii_control()) {
-                // Never echo the value: it is often a credential.
-                p.push(
-                    format!("telemetry.otlp.headers.{name}"),
-                    "the value contains control characters",
-                );
+            if let Err(why) = check_header(name, value) {
+                p.push(format!("telemetry.otlp.headers.{name}"), why);
             }
         }
     }

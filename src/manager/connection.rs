@@ -100,8 +100,61 @@ pub(crate) async fn connect_observed(
     let client = options
         .connect(nats.servers.clone())
         .await
-        .map_err(|e| Error::Connect(Box::new(e)))?;
+        .map_err(|source| {
+            Error::Connect(Box::new(ConnectFailure {
+                servers: tried(&nats.servers),
+                source,
+            }))
+        })?;
     Ok((client, errors))
+}
+
+/// A failed connection attempt, naming the servers it tried (the client's own message names
+/// none: "DNS error: failed to lookup address information"). Its source is the client's
+/// [`async_nats::ConnectError`].
+#[derive(Debug, thiserror::Error)]
+#[error("tried {servers}: {source}")]
+pub(crate) struct ConnectFailure {
+    /// The servers, comma-separated, passwords in URLs redacted.
+    servers: String,
+    /// What the client said.
+    #[source]
+    source: async_nats::ConnectError,
+}
+
+/// The servers for a message: comma-separated, the password of a `user:password@` replaced by
+/// `***`.
+fn tried(servers: &[String]) -> String {
+    servers
+        .iter()
+        .map(|s| redact_password(s))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `scheme://user:password@host` as `scheme://user:***@host`; anything else as it is.
+fn redact_password(server: &str) -> String {
+    let (scheme, rest) = match server.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, server),
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return server.to_owned();
+    };
+    let userinfo = &rest[..at];
+    let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+    let redacted = if userinfo.contains(':') {
+        format!("{user}:***")
+    } else {
+        // A lone user part is a token (`nats://token@host`).
+        "***".to_owned()
+    };
+    let host = &rest[at..];
+    match scheme {
+        Some(scheme) => format!("{scheme}://{redacted}{host}"),
+        None => format!("{redacted}{host}"),
+    }
 }
 
 pub(crate) fn is_connected(client: &async_nats::Client) -> bool {
@@ -122,5 +175,47 @@ pub(crate) async fn monitor(
         if connected.send_if_modified(|c| std::mem::replace(c, up) != up) {
             shared.broadcast(|| RoleInput::Connection(up));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_and_tokens_in_server_urls_are_redacted() {
+        assert_eq!(
+            tried(&[
+                "nats://a:4222".into(),
+                "tls://ops:s3cret@b:4443".into(),
+                "nats://t0ken@c:4222/x@y".into(),
+                "d:4222".into(),
+            ]),
+            "nats://a:4222, tls://ops:***@b:4443, nats://***@c:4222/x@y, d:4222"
+        );
+    }
+
+    /// The message names every server tried, and the client's error stays in the chain (so
+    /// `Error::is_transient` still tells DNS trouble from refused credentials).
+    #[tokio::test]
+    async fn a_failed_connection_names_the_servers_it_tried() {
+        let nats = NatsConfig {
+            servers: vec![
+                "nats://127.0.0.1:1".into(),
+                "nats://ops:pw@127.0.0.1:2".into(),
+            ],
+            connect_timeout: std::time::Duration::from_secs(2),
+            ..NatsConfig::default()
+        };
+        let err = connect(&nats, "test").await.expect_err("nothing listens");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(
+                "cannot connect to NATS: tried nats://127.0.0.1:1, nats://ops:***@127.0.0.1:2: "
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("pw"), "{text}");
+        assert!(err.is_transient(), "refused is transient: {text}");
     }
 }

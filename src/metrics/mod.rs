@@ -68,6 +68,11 @@ pub mod names {
     /// persistent failure (`error_type`, `code`: the JetStream error code or `0`), with one
     /// series at 0 (`error_type="none"`, `code="0"`) otherwise.
     pub const ROLE_BLOCKED: &str = "nats_roles_election_role_blocked";
+
+    /// Gauge: always 1, labelled with the crate's `version` and the lease `protocol` version
+    /// it speaks (recorded once per meter provider by `nats_roles::telemetry::Telemetry`).
+    #[cfg(feature = "otel")]
+    pub const BUILD_INFO: &str = "nats_roles_build_info";
 }
 
 /// Bucket boundaries (seconds) of the write-latency histograms: 0.5 ms to 30 s.

@@ -30,8 +30,6 @@ pub mod prometheus;
 #[cfg(test)]
 mod test_support;
 
-use std::collections::HashMap;
-
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Meter, MeterProvider as _};
 use opentelemetry::trace::TracerProvider as _;
@@ -47,6 +45,31 @@ pub use prometheus::PrometheusReader;
 
 /// The instrumentation scope (meter and tracer name) of the library's telemetry.
 pub const SCOPE: &str = "nats-roles";
+
+/// The crate version: the `version` label of `nats_roles_build_info`.
+pub const BUILD_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The lease protocol version this crate speaks (`docs/protocol.md`), as text: the `protocol`
+/// label of `nats_roles_build_info`.
+pub const BUILD_PROTOCOL: &str = concat!(crate::value::protocol_version!());
+
+/// Records `nats_roles_build_info{version, protocol} 1` on `meter`: one series per process
+/// saying which release runs and which lease protocol it speaks (`count by (version)` finds a
+/// fleet half-way through an upgrade). [`Telemetry::new`] calls it for its meter provider; an
+/// application with a meter provider of its own calls it once.
+pub fn record_build_info(meter: &Meter) {
+    meter
+        .u64_gauge(crate::metrics::names::BUILD_INFO)
+        .with_description("1, labelled with the version of nats-roles and its lease protocol")
+        .build()
+        .record(
+            1,
+            &[
+                KeyValue::new("version", BUILD_VERSION),
+                KeyValue::new("protocol", BUILD_PROTOCOL),
+            ],
+        );
+}
 
 /// Why telemetry could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -105,7 +128,10 @@ impl Telemetry {
     /// Builds the providers for `config`: metrics always have a Prometheus reader; with
     /// `config.otlp` metrics and/or traces are also exported to the collector from threads of
     /// the SDK, whose HTTP requests run on `runtime`. `instance` becomes the
-    /// `service.instance.id` resource attribute.
+    /// `service.instance.id` resource attribute, over `config.resource_attributes` and the
+    /// effective [`TelemetryConfig::service_name`]. Records `nats_roles_build_info`
+    /// ([`record_build_info`]). Reads no environment variable: apply the `OTEL_*` ones to the
+    /// configuration first ([`TelemetryConfig::apply_otel_env`], or `Config::apply_env`).
     ///
     /// # Errors
     /// [`TelemetryError::Exporter`] when an OTLP exporter cannot be built.
@@ -114,8 +140,20 @@ impl Telemetry {
         instance: &str,
         runtime: &tokio::runtime::Handle,
     ) -> Result<Self, TelemetryError> {
-        let resource = Resource::builder()
-            .with_service_name(config.service_name.clone())
+        // The SDK's own attributes (telemetry.sdk.*), the configured ones (which already hold
+        // OTEL_RESOURCE_ATTRIBUTES once `Config::apply_env` ran: the environment is read there,
+        // not by the SDK's detectors), then the service name and instance id over them.
+        let resource = Resource::builder_empty()
+            .with_detector(Box::new(
+                opentelemetry_sdk::resource::TelemetryResourceDetector,
+            ))
+            .with_attributes(
+                config
+                    .resource_attributes
+                    .iter()
+                    .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
+            )
+            .with_service_name(config.service_name().to_owned())
             .with_attribute(KeyValue::new("service.instance.id", instance.to_owned()))
             .build();
         let prometheus = PrometheusReader::new();
@@ -156,8 +194,10 @@ impl Telemetry {
                 );
             }
         }
+        let meters = meters.build();
+        record_build_info(&meters.meter(SCOPE));
         Ok(Self {
-            meters: meters.build(),
+            meters,
             tracers,
             prometheus,
             exports,
@@ -236,8 +276,13 @@ impl Exporters<'_> {
         B: WithExportConfig + WithHttpConfig,
     {
         let otlp = self.otlp;
-        let url = otlp.signal_url(&format!("/v1/{signal}"));
-        let client = otlp::RuntimeHttpClient::new(self.runtime.clone(), otlp.timeout, signal);
+        let url = if signal == "metrics" {
+            otlp.metrics_url()
+        } else {
+            otlp.traces_url()
+        };
+        let client =
+            otlp::RuntimeHttpClient::new(self.runtime.clone(), otlp.timeout, signal, &otlp.headers);
         self.exports.push(Export {
             signal,
             url: url.clone(),
@@ -247,8 +292,7 @@ impl Exporters<'_> {
             .with_http_client(client)
             .with_protocol(protocol(otlp))
             .with_endpoint(url.clone())
-            .with_timeout(otlp.timeout)
-            .with_headers(headers(otlp));
+            .with_timeout(otlp.timeout);
         build(builder).map_err(|e| TelemetryError::Exporter {
             signal,
             url,
@@ -258,17 +302,10 @@ impl Exporters<'_> {
 }
 
 fn protocol(otlp: &OtlpConfig) -> Protocol {
-    match otlp.protocol {
+    match otlp.protocol() {
         OtlpProtocol::HttpProtobuf => Protocol::HttpBinary,
         OtlpProtocol::HttpJson => Protocol::HttpJson,
     }
-}
-
-fn headers(otlp: &OtlpConfig) -> HashMap<String, String> {
-    otlp.headers
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
 }
 
 #[cfg(test)]
@@ -279,6 +316,48 @@ mod tests {
 
     use super::test_support::{Captured, free_port, runtime};
     use super::*;
+
+    /// Every provider carries `nats_roles_build_info{version, protocol} 1`, at every scrape
+    /// (a gauge recorded once stays), and the resource holds the configured attributes under
+    /// the service name and the instance id.
+    #[test]
+    fn build_info_and_resource_attributes() {
+        use opentelemetry_sdk::metrics::reader::MetricReader as _;
+        let runtime = runtime();
+        let mut config = TelemetryConfig::default();
+        config
+            .resource_attributes
+            .insert("k8s.pod.name".into(), "pod-0".into());
+        config
+            .resource_attributes
+            .insert("service.name".into(), "from-attributes".into());
+        config
+            .resource_attributes
+            .insert("service.instance.id".into(), "ignored".into());
+        let telemetry = Telemetry::new(&config, "node-a", runtime.handle()).expect("built");
+        let line = "nats_roles_build_info{protocol=\"2\",version=\"0.1.0\"} 1";
+        assert_eq!(BUILD_VERSION, "0.1.0");
+        assert_eq!(BUILD_PROTOCOL, crate::value::VALUE_VERSION.to_string());
+        for scrape in 0..2 {
+            let text = telemetry.prometheus().render().expect("rendered");
+            assert!(
+                text.lines().any(|l| l == line),
+                "scrape {scrape}: no {line:?} in\n{text}"
+            );
+        }
+        let mut rm = opentelemetry_sdk::metrics::data::ResourceMetrics::default();
+        telemetry.prometheus().collect(&mut rm).expect("collected");
+        let attr = |key: &'static str| {
+            rm.resource()
+                .get(&opentelemetry::Key::from_static_str(key))
+                .map(|v| v.to_string())
+        };
+        assert_eq!(attr("k8s.pod.name").as_deref(), Some("pod-0"));
+        assert_eq!(attr("service.name").as_deref(), Some("from-attributes"));
+        assert_eq!(attr("service.instance.id").as_deref(), Some("node-a"));
+        assert_eq!(attr("telemetry.sdk.language").as_deref(), Some("rust"));
+        telemetry.shutdown();
+    }
 
     /// With the collector down, shutdown says what could not be sent, to which URL and why
     /// (the SDK alone only says `InternalFailure("Failed to shutdown")`).

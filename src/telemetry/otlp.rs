@@ -8,6 +8,10 @@
 //! The SDK itself reports export errors nowhere (its internal logs are off), so the client logs
 //! when exports start failing (with the reason) and when they work again: once per change, not
 //! once per export.
+//!
+//! The client also sets the configured request headers on every request, over what the SDK put
+//! there: the SDK adds `OTEL_EXPORTER_OTLP_HEADERS` from the environment over the headers it is
+//! given, and the configuration's headers must win (docs/observability.md).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,6 +19,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{HeaderName, HeaderValue};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -35,6 +40,8 @@ pub(crate) struct RuntimeHttpClient {
     failing: Arc<AtomicBool>,
     /// Why the last export failed (`None` once one worked).
     last_error: LastError,
+    /// Set on every request, replacing a header of the same name.
+    headers: Arc<Vec<(HeaderName, HeaderValue)>>,
 }
 
 /// Why the latest export of one signal failed, shared with [`super::Telemetry`] so that a
@@ -65,12 +72,24 @@ impl std::fmt::Debug for RuntimeHttpClient {
 }
 
 impl RuntimeHttpClient {
-    /// A client running its requests on `runtime`, each bounded by `timeout`.
-    pub(crate) fn new(
+    /// A client running its requests on `runtime`, each bounded by `timeout`, setting
+    /// `headers` on every request (over the SDK's). A name or value HTTP cannot carry is left
+    /// out (the configuration was validated before).
+    pub(crate) fn new<'a>(
         runtime: tokio::runtime::Handle,
         timeout: Duration,
         signal: &'static str,
+        headers: impl IntoIterator<Item = (&'a String, &'a String)>,
     ) -> Self {
+        let headers = headers
+            .into_iter()
+            .filter_map(|(name, value)| {
+                Some((
+                    HeaderName::from_bytes(name.as_bytes()).ok()?,
+                    HeaderValue::from_bytes(value.as_bytes()).ok()?,
+                ))
+            })
+            .collect();
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(timeout));
         Self {
@@ -80,6 +99,7 @@ impl RuntimeHttpClient {
             signal,
             failing: Arc::default(),
             last_error: LastError::default(),
+            headers: Arc::new(headers),
         }
     }
 
@@ -141,7 +161,10 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
 
 #[async_trait::async_trait]
 impl HttpClient for RuntimeHttpClient {
-    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+    async fn send_bytes(&self, mut request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+        for (name, value) in self.headers.iter() {
+            request.headers_mut().insert(name.clone(), value.clone());
+        }
         let client = self.client.clone();
         let timeout = self.timeout;
         let uri = request.uri().to_string();
@@ -170,14 +193,64 @@ mod tests {
             .expect("request")
     }
 
+    /// The configured headers replace what the SDK set (it adds `OTEL_EXPORTER_OTLP_HEADERS`
+    /// over the headers it is given); the SDK's other headers stay.
+    #[test]
+    fn configured_headers_replace_the_sdks() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let runtime = runtime();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind(("127.0.0.1", 0)))
+            .expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let (tx, rx) = std::sync::mpsc::channel();
+        runtime.spawn(async move {
+            if let Ok((mut stream, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 8192];
+                let n = stream.read(&mut buf).await.unwrap_or(0);
+                let _ = tx.send(String::from_utf8_lossy(&buf[..n]).to_lowercase());
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+            }
+        });
+        let configured = std::collections::BTreeMap::from([(
+            "Authorization".to_owned(),
+            "Bearer from-config".to_owned(),
+        )]);
+        let client = RuntimeHttpClient::new(
+            runtime.handle().clone(),
+            Duration::from_secs(2),
+            "traces",
+            &configured,
+        );
+        let mut req = request(port);
+        req.headers_mut()
+            .insert("authorization", HeaderValue::from_static("Bearer from-env"));
+        req.headers_mut()
+            .insert("x-tenant", HeaderValue::from_static("env"));
+        let r = futures_executor::block_on(client.send_bytes(req));
+        assert_eq!(r.expect("answered").status(), 200);
+        let sent = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("request seen");
+        assert!(sent.contains("authorization: bearer from-config"), "{sent}");
+        assert!(!sent.contains("from-env"), "{sent}");
+        assert!(sent.contains("x-tenant: env"), "{sent}");
+    }
+
     /// Requests are sent from a thread outside the runtime (as the SDK's export threads do);
     /// a failure is logged once, and the recovery once.
     #[test]
     fn works_outside_the_runtime_and_logs_changes_once() {
         let runtime = runtime();
         let port = free_port();
-        let client =
-            RuntimeHttpClient::new(runtime.handle().clone(), Duration::from_secs(2), "traces");
+        let client = RuntimeHttpClient::new(
+            runtime.handle().clone(),
+            Duration::from_secs(2),
+            "traces",
+            std::iter::empty(),
+        );
         let logs = Captured::default();
         logs.during(|| {
             // Nothing listens: refused twice, logged once.

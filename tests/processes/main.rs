@@ -4,6 +4,7 @@
 //! one binary, so it links once.
 
 mod cli;
+mod conventions;
 mod dashboard_browser;
 mod deploy;
 mod election;
@@ -16,6 +17,7 @@ mod observability;
 mod operator_cli;
 mod placement;
 mod placement_zones;
+mod release;
 mod sites;
 mod start_retry;
 mod systemd;

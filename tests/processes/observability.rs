@@ -391,8 +391,8 @@ fn collect_exprs(v: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
-/// What the in-test OTLP receiver got: (path, content type, body).
-type Received = Arc<Mutex<Vec<(String, String, Vec<u8>)>>>;
+/// What the in-test OTLP receiver got: (path, content type, body, `x-tenant` header).
+type Received = Arc<Mutex<Vec<(String, String, Vec<u8>, Option<String>)>>>;
 
 /// A minimal OTLP/HTTP receiver on a free loopback port (answers `{}` / an empty message).
 async fn otlp_receiver() -> (u16, Received) {
@@ -408,7 +408,15 @@ async fn otlp_receiver() -> (u16, Received) {
                     .to_owned();
                 got.lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .push((path.to_owned(), content_type.clone(), body.to_vec()));
+                    .push((
+                        path.to_owned(),
+                        content_type.clone(),
+                        body.to_vec(),
+                        headers
+                            .get("x-tenant")
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_owned),
+                    ));
                 let answer: &'static [u8] = if content_type == "application/json" {
                     b"{}"
                 } else {
@@ -438,7 +446,7 @@ fn spans(got: &Received) -> Vec<Span> {
     let got = got
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    for (_, content_type, body) in got.iter().filter(|(p, _, _)| p == "/v1/traces") {
+    for (_, content_type, body, _) in got.iter().filter(|(p, _, _, _)| p == "/v1/traces") {
         if content_type == "application/json" {
             out.extend(json_spans(body));
         } else {
@@ -511,7 +519,7 @@ fn metric_names(got: &Received) -> BTreeSet<String> {
     let got = got
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    for (_, content_type, body) in got.iter().filter(|(p, _, _)| p == "/v1/metrics") {
+    for (_, content_type, body, _) in got.iter().filter(|(p, _, _, _)| p == "/v1/metrics") {
         if content_type == "application/json" {
             let json: serde_json::Value =
                 serde_json::from_slice(body).unwrap_or_else(|e| panic!("OTLP JSON: {e}"));
@@ -661,7 +669,7 @@ async fn otlp_export(protocol: &str) {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     for nonce in &nonces {
-        for (path, _, body) in got.iter() {
+        for (path, _, body, _) in got.iter() {
             let text = String::from_utf8_lossy(body).to_lowercase();
             assert!(
                 !text.contains(nonce),
@@ -671,6 +679,93 @@ async fn otlp_export(protocol: &str) {
         assert!(
             !stderr.to_lowercase().contains(nonce),
             "the term's nonce is in the log"
+        );
+    }
+}
+
+/// `nats_roles_build_info{version, protocol} 1` on `GET /metrics`, and an instance whose file
+/// has no `telemetry` section exports over OTLP as the standard `OTEL_*` variables say: to
+/// `OTEL_EXPORTER_OTLP_ENDPOINT`, with `OTEL_EXPORTER_OTLP_PROTOCOL` and
+/// `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES` on the
+/// resource (`service.instance.id` stays the instance id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn build_info_and_otel_variables() {
+    let server = NatsServer::start().await;
+    let (port, got) = otlp_receiver().await;
+    let mut d = Deployment::new(&server.url(), "obs-otel-env", &["alpha"], FAST);
+    d.env(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        &format!("http://127.0.0.1:{port}"),
+    );
+    d.env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json");
+    d.env("OTEL_SERVICE_NAME", "roles-from-env");
+    d.env("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=ci%20tenant");
+    d.env(
+        "OTEL_RESOURCE_ATTRIBUTES",
+        "deployment.environment.name=ci%20run,service.instance.id=not-this",
+    );
+    let a = d.start("node-a").await;
+    let pa = d.instances[a].port;
+    let s = scrape_until("node-a leads", pa, |s| is_leader(s, "alpha") == Some(1.0)).await;
+    let protocol = nats_roles::tooling::value::VALUE_VERSION.to_string();
+    assert_eq!(
+        s.sum(
+            "nats_roles_build_info",
+            &[
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("protocol", &protocol)
+            ]
+        ),
+        Some(1.0),
+        "{}",
+        s.body
+    );
+    d.terminate(a);
+    let status = d.wait_exit(a, WAIT).await;
+    assert!(status.success(), "exit: {status:?}\n{}", d.report());
+    // The final export at shutdown at the latest.
+    assert!(
+        metric_names(&got).contains("nats_roles_build_info"),
+        "exported: {:?}",
+        metric_names(&got)
+    );
+    let got = got
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (_, content_type, body, tenant) = got
+        .iter()
+        .find(|(path, _, _, _)| path == "/v1/metrics")
+        .expect("a metrics export");
+    assert_eq!(content_type, "application/json");
+    assert_eq!(
+        tenant.as_deref(),
+        Some("ci tenant"),
+        "OTEL_EXPORTER_OTLP_HEADERS"
+    );
+    let json: serde_json::Value = serde_json::from_slice(body).expect("OTLP JSON");
+    let mut resource = BTreeMap::new();
+    for kv in json["resourceMetrics"][0]["resource"]["attributes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        resource.insert(
+            kv["key"].as_str().unwrap_or_default().to_owned(),
+            kv["value"]["stringValue"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+    }
+    for (key, value) in [
+        ("service.name", "roles-from-env"),
+        ("deployment.environment.name", "ci run"),
+        ("service.instance.id", "node-a"),
+    ] {
+        assert_eq!(
+            resource.get(key).map(String::as_str),
+            Some(value),
+            "{key} in {resource:?}"
         );
     }
 }

@@ -32,14 +32,21 @@ impl CliOutput {
 }
 
 /// A command for `program` that cannot be changed by the caller's environment (the variables of
-/// [`ENV`] removed), with stdin from /dev/null, killed when dropped.
+/// [`ENV`] removed, `XDG_CONFIG_HOME` pointing where no NATS context is, so the developer's
+/// selected `nats` context is not used), with stdin from /dev/null, killed when dropped.
 pub fn command(program: impl AsRef<OsStr>) -> Command {
     let mut cmd = Command::new(program);
     cmd.stdin(Stdio::null()).kill_on_drop(true);
     for var in ENV {
         cmd.env_remove(var);
     }
+    cmd.env("XDG_CONFIG_HOME", no_config_home());
     cmd
+}
+
+/// A folder that does not exist (so it holds no `nats/context.txt`).
+pub fn no_config_home() -> std::path::PathBuf {
+    std::env::temp_dir().join("nats-roles-tests-no-config-home")
 }
 
 /// Runs `nats-roles args...` with stdin from /dev/null, without the environment variables of

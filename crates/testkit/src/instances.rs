@@ -22,8 +22,18 @@ use crate::process::{SIGTERM, signal};
 
 /// Environment variables the binary reads: removed so the caller's environment cannot change
 /// what a test runs (systemd's notification variables too: a test run under a service manager
-/// must not notify it).
-pub const ENV: [&str; 22] = [
+/// must not notify it). (`XDG_CONFIG_HOME`, where NATS contexts are looked up, is set to a
+/// folder without any by [`crate::cli::command`].)
+pub const ENV: [&str; 31] = [
+    "NATS_CONTEXT",
+    "XDG_CONFIG_HOME",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
     "NATS_URL",
     "NATS_CREDS",
     "NATS_NKEY",

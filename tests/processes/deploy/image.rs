@@ -213,7 +213,11 @@ async fn the_image_built_from_the_binary_under_test_runs_version_validate_and_an
     assert_eq!(out.code, Some(0), "{}", out.text());
     assert_eq!(
         out.stdout.trim(),
-        format!("nats-roles {}", env!("CARGO_PKG_VERSION"))
+        format!(
+            "nats-roles {} (protocol {})",
+            env!("CARGO_PKG_VERSION"),
+            nats_roles::tooling::value::VALUE_VERSION
+        )
     );
 
     // validate the image's configuration (the file the CMD names)
