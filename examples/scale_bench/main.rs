@@ -13,7 +13,8 @@
 //! SCALE_BENCH_PLACEMENT=1 cargo run --release --example scale_bench # with placement
 //! ```
 //!
-//! Cells: `1x1000`, `10x1000`, `3x60`, `herd` (100 × 1). TTL 3 s, heartbeat 750 ms (the
+//! Cells: `1x1000`, `10x1000`, `3x60`, `herd` (100 × 1), or any `KxR` named on the command
+//! line (K instances, R roles; `1x1 1x100 1x1000` for the sizing figures in docs/deploy.md). TTL 3 s, heartbeat 750 ms (the
 //! defaults). The nats-roles binary is built with `cargo build --release --bin nats-roles`
 //! first (set `NATS_ROLES_NO_BUILD=1` to skip). Figures are in docs/benchmarks.md.
 
@@ -350,9 +351,42 @@ async fn main() {
     let cluster = env_flag("SCALE_BENCH_CLUSTER");
     let placement = env_flag("SCALE_BENCH_PLACEMENT");
     println!("## Scale (release build, TTL 3 s, heartbeat 750 ms)");
-    for cell in CELLS {
-        if wanted.is_empty() || wanted.iter().any(|w| w == cell.name) {
-            run_cell(cell, cluster, placement).await;
+    let cells: Vec<Cell> = if wanted.is_empty() {
+        CELLS.to_vec()
+    } else {
+        let mut cells = Vec::new();
+        for name in &wanted {
+            match CELLS
+                .iter()
+                .find(|c| c.name == name)
+                .copied()
+                .or_else(|| parse_cell(name))
+            {
+                Some(cell) => cells.push(cell),
+                None => {
+                    eprintln!(
+                        "unknown cell {name:?}: one of 1x1000, 10x1000, 3x60, herd, or KxR \
+                         (K instances of 1 to 100, R roles of 1 to 10000)"
+                    );
+                    std::process::exit(2);
+                }
+            }
         }
+        cells
+    };
+    for cell in cells {
+        run_cell(cell, cluster, placement).await;
     }
+}
+
+/// A cell named `KxR`: K instances with R roles each (for sizing: `1x1 1x100 1x1000`).
+fn parse_cell(name: &str) -> Option<Cell> {
+    let (k, r) = name.split_once('x')?;
+    let instances: usize = k.parse().ok().filter(|k| (1..=100).contains(k))?;
+    let roles: usize = r.parse().ok().filter(|r| (1..=10_000).contains(r))?;
+    Some(Cell {
+        name: Box::leak(name.to_owned().into_boxed_str()),
+        instances,
+        roles,
+    })
 }
