@@ -44,6 +44,7 @@ pub mod health;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod manager;
+pub mod moves;
 pub mod names;
 #[cfg(feature = "otel")]
 pub mod telemetry;

@@ -384,7 +384,9 @@ mod tests {
     fn message(f: Failure) -> String {
         match f {
             Failure::Usage(m) => m,
-            Failure::Runtime(m) => panic!("expected a usage error, got runtime: {m}"),
+            Failure::Runtime(m) | Failure::Exit(_, m) => {
+                panic!("expected a usage error, got another failure: {m}")
+            }
         }
     }
 

@@ -13,6 +13,7 @@ pub(crate) mod history;
 mod identity;
 #[cfg(feature = "http")]
 pub(crate) mod listen;
+pub(crate) mod moves;
 mod outcome;
 pub(crate) mod plan;
 mod run;

@@ -14,6 +14,9 @@ pub(crate) enum Failure {
     Usage(String),
     /// Runtime failure (connection, bucket, permission, conflict): exit 1.
     Runtime(String),
+    /// A command's own outcome with its documented exit code (e.g. `move`: 3 not moved,
+    /// 4 timed out).
+    Exit(u8, String),
 }
 
 impl Failure {
@@ -27,6 +30,10 @@ impl Failure {
             Failure::Runtime(msg) => {
                 eprintln!("nats-roles: {msg}");
                 ExitCode::from(EXIT_RUNTIME)
+            }
+            Failure::Exit(code, msg) => {
+                eprintln!("nats-roles: {msg}");
+                ExitCode::from(code)
             }
         }
     }

@@ -160,8 +160,7 @@ pub(crate) async fn freeze(args: FreezeArgs) -> Result<(), Failure> {
     }
     let inspector = args.conn.open().await?;
     let bucket = inspector.bucket().to_owned();
-    let by = std::env::var("USER").unwrap_or_else(|_| "cli".to_owned());
-    let record = FreezeRecord::new(&args.reason, &format!("cli ({by})"));
+    let record = FreezeRecord::new(&args.reason, &super::identity::operator());
     inspector
         .set_freeze(Some(&record))
         .await

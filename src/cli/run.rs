@@ -37,7 +37,7 @@ fn stop_bound(config: &Config) -> Duration {
     long_about = "Role elections on NATS JetStream KV: one active holder per role, fenced \
                   terms, graceful hand-over. `run` runs a role manager from a YAML file (with \
                   its dashboard, HTTP API and metrics); `exec` holds one role while a command \
-                  runs; `status`, `watch`, `evict`, `plan`, `freeze` and `unfreeze` talk to \
+                  runs; `status`, `watch`, `evict`, `move`, `plan`, `freeze` and `unfreeze` talk to \
                   the bucket directly; `history check` judges recorded election histories."
 )]
 struct Cli {
@@ -68,6 +68,9 @@ enum Command {
     /// What-if: the moves placement would make from the bucket now, after --drain, --join or
     /// --leave (changes nothing).
     Plan(super::plan::PlanArgs),
+    /// Hand a role to a named instance, and to nobody else (graceful; placement keeps it
+    /// there for --hold). Exit 0 moved, 3 not moved (why is printed), 4 timed out.
+    Move(super::moves::MoveArgs),
     /// Freeze every instance's voluntary placement moves (vacant roles are still taken).
     Freeze(super::plan::FreezeArgs),
     /// End an operator's freeze of voluntary placement moves.
@@ -146,6 +149,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Watch(args) => super::outcome::block_on(super::watch::run(args)),
         Command::Evict(args) => super::outcome::block_on(super::evict::run(args)),
         Command::Plan(args) => super::outcome::block_on(super::plan::run(args)),
+        Command::Move(args) => super::outcome::block_on(super::moves::run(args)),
         Command::Freeze(args) => super::outcome::block_on(super::plan::freeze(args)),
         Command::Unfreeze(args) => super::outcome::block_on(super::plan::unfreeze(args)),
         Command::History(command) => super::history::run(command),
@@ -199,7 +203,7 @@ fn load_config(args: &RunArgs) -> Result<Config, String> {
     let mut config =
         Config::load(&args.config).map_err(|e| format!("{}: {e}", args.config.display()))?;
     let message = |f: Failure| match f {
-        Failure::Usage(m) | Failure::Runtime(m) => m,
+        Failure::Usage(m) | Failure::Runtime(m) | Failure::Exit(_, m) => m,
     };
     if let Some(context) =
         super::context::resolve(args.context.as_deref(), false, &env).map_err(message)?
@@ -334,7 +338,7 @@ fn run(args: RunArgs) -> ExitCode {
     init_tracing(format, &telemetry);
     let code = match runtime.block_on(serve(config, &args, &telemetry)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Runtime(msg) | Failure::Usage(msg)) => {
+        Err(Failure::Runtime(msg) | Failure::Usage(msg) | Failure::Exit(_, msg)) => {
             error!("{msg}");
             eprintln!("nats-roles: {msg}");
             ExitCode::from(EXIT_RUNTIME)

@@ -201,6 +201,9 @@ pub struct RoleMachine {
     session_key: String,
     /// Herd ranking (Q7): contend for the current vacancy only this long after seeing it.
     herd_delay: Duration,
+    /// A targeted move's hold-back at the current vacancy (Q13): when set, it replaces the
+    /// placement and herd hold-backs (zero for the move's target, the grace for the others).
+    move_delay: Option<Duration>,
     /// No acquire before this instant: the bucket is younger than the TTL + heartbeat, and a
     /// holder of a bucket it replaced may still act (Q6, bucket reset).
     young_until: Option<Instant>,
@@ -231,6 +234,7 @@ impl RoleMachine {
             session_key,
             session: None,
             herd_delay: Duration::ZERO,
+            move_delay: None,
             young_until: None,
             absent_hold: true,
             handed_over: None,
@@ -283,6 +287,12 @@ impl RoleMachine {
             Phase::Leader(l) if l.release.is_none() => Some(&l.term),
             _ => None,
         }
+    }
+
+    /// The role's timing.
+    #[must_use]
+    pub fn timing(&self) -> &Timing {
+        &self.timing
     }
 
     /// The latest observed state of the key, if any.
@@ -536,6 +546,14 @@ impl RoleMachine {
     /// at once). Only delays acquires, so it can never create a second holder.
     pub fn handle_herd_delay(&mut self, delay: Duration) {
         self.herd_delay = delay;
+    }
+
+    /// Targeted move (Q13) for the vacancy about to be delivered: `Some(delay)` replaces the
+    /// placement and herd hold-backs at that vacancy (zero for the move's target, the move's
+    /// grace for everybody else); `None` leaves them as they are. Only delays or orders
+    /// acquires, each still a CAS on the vacancy: it can never create a second holder.
+    pub fn handle_move_delay(&mut self, delay: Option<Duration>) {
+        self.move_delay = delay;
     }
 
     /// The application's demote callback returned (or the drain timeout passed).
@@ -1411,7 +1429,10 @@ impl RoleMachine {
                 };
                 // Placement hold-back: another live instance is preferred; let it acquire
                 // first and contend only if it does not within the delay.
-                let hold = k.seen_at + self.campaign_delay.max(self.herd_delay).max(absent);
+                let delay = self
+                    .move_delay
+                    .unwrap_or_else(|| self.campaign_delay.max(self.herd_delay));
+                let hold = k.seen_at + delay.max(absent);
                 if now < hold {
                     // The jitter is added here: when `not_before` passes, the acquire goes
                     // out at once, and held-back candidates must not all fire together.

@@ -393,6 +393,16 @@ impl SessionBook {
         })
     }
 
+    /// Whether `instance` has the live session `uuid` (the latest entry of one of its session
+    /// keys holds it): the target of a move still lives (Q13).
+    #[must_use]
+    pub fn is_live_session(&self, instance: &InstanceId, uuid: Uuid) -> bool {
+        self.sessions.values().any(|t| {
+            matches!(&t.state, SessionKeyState::Value { value: Some(v), .. }
+                if v.session == uuid && &v.instance == instance)
+        })
+    }
+
     /// Instances with a live session (the latest entry of one of their session keys holds a
     /// session value), for herd ranking (Q7).
     #[must_use]

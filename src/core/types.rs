@@ -402,6 +402,8 @@ pub enum ReleaseReason {
     Requested,
     /// Placement moved the role to a preferred instance (priority, load spreading, draining).
     Placement,
+    /// An operator moved the role to a named instance (`nats-roles move`, protocol Q13).
+    Move,
 }
 
 /// Why a term ended.
@@ -437,6 +439,7 @@ impl DemoteReason {
             Self::Released(ReleaseReason::Unhealthy) => "unhealthy",
             Self::Released(ReleaseReason::Requested) => "released",
             Self::Released(ReleaseReason::Placement) => "placement",
+            Self::Released(ReleaseReason::Move) => "move",
             Self::DeadlineExpired => "deadline_expired",
             Self::Disconnected => "disconnected",
             Self::Superseded => "superseded",

@@ -1,4 +1,5 @@
-//! Admin actions: `POST /api/roles/{role}/release`, `POST /api/roles/{role}/evict` and
+//! Admin actions: `POST /api/roles/{role}/release`, `POST /api/roles/{role}/evict`,
+//! `POST /api/roles/{role}/move` and
 //! `POST /api/drain`.
 
 use std::net::SocketAddr;
@@ -293,4 +294,169 @@ pub(crate) async fn drain(
             }
         });
     call.audited(result, |Json(d)| ("ok", format!("draining {}", d.draining)))
+}
+
+/// Longest wait a move request over HTTP may ask for.
+const MAX_MOVE_WAIT: Duration = Duration::from_secs(60);
+
+/// Body of `POST /api/roles/{role}/move`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MoveBody {
+    /// The instance that should hold the role.
+    to: String,
+    /// How long to wait for the target to hold it (`"10s"`, default 10 s, at most 60 s).
+    timeout: Option<String>,
+    /// How long placement keeps it on the target (`"10m"` default, `"0s"`: not at all).
+    hold: Option<String>,
+    /// How long the other candidates hold back at the vacancy (`"1s"` default; at most the
+    /// role's TTL).
+    grace: Option<String>,
+}
+
+/// Answer of a move: what came of it.
+#[derive(Debug, Serialize)]
+pub(crate) struct Moved {
+    role: String,
+    to: String,
+    /// `moved` or `already_there`.
+    outcome: &'static str,
+    /// The target's term.
+    term: u64,
+    /// From the request to the target's lease (ms), for `moved`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    took_ms: Option<u64>,
+}
+
+/// `POST /api/roles/{role}/move` (admin): hands the role to the instance named in the body,
+/// and to nobody else (protocol Q13; `nats-roles move`). 200 when the target holds it; 409
+/// with the outcome as the error code when it did not happen (`vacant`, `target_not_live`,
+/// `in_progress`, `refused`: the message names the reason); 504 `timed_out` naming the
+/// holder then.
+pub(crate) async fn move_role(
+    State(api): State<Api>,
+    Path(role): Path<String>,
+    connect: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
+    request: Request,
+) -> Result<Json<Moved>, ApiError> {
+    let call = AdminCall::admit(&api, connect, &request, "move", &role)?;
+    let result = match read_body(&api, request).await {
+        Ok(body) => do_move(&api, &role, &body).await,
+        Err(e) => Err(e),
+    };
+    call.audited(result, |Json(m)| {
+        (m.outcome, format!("to {}, term {}", m.to, m.term))
+    })
+}
+
+fn duration_field(
+    name: &str,
+    value: Option<&str>,
+    default: Duration,
+) -> Result<Duration, ApiError> {
+    match value {
+        None => Ok(default),
+        Some(v) => humantime::parse_duration(v).map_err(|e| {
+            ApiError::bad_request(format!(
+                "{name}: {v:?} is not a duration such as \"10s\": {e}"
+            ))
+        }),
+    }
+}
+
+async fn do_move(api: &Api, role: &str, body: &Bytes) -> Result<Json<Moved>, ApiError> {
+    use crate::moves::{MoveOptions, MoveOutcome};
+    let name = role_name(role)?;
+    if body.is_empty() {
+        return Err(ApiError::bad_request(
+            "a JSON body naming the target is needed: {\"to\": \"INSTANCE\"}",
+        ));
+    }
+    let body: MoveBody = parse_body(body)?;
+    let to = crate::names::InstanceId::new(body.to.as_str()).map_err(|e| {
+        ApiError::bad_request(format!(
+            "to: {:?} is not a valid instance id: it {e}",
+            body.to
+        ))
+    })?;
+    let defaults = MoveOptions::default();
+    let mut options = MoveOptions::default()
+        .with_timeout(duration_field(
+            "timeout",
+            body.timeout.as_deref(),
+            defaults.timeout,
+        )?)
+        .with_hold(duration_field("hold", body.hold.as_deref(), defaults.hold)?)
+        .with_grace(duration_field(
+            "grace",
+            body.grace.as_deref(),
+            defaults.grace,
+        )?);
+    if options.timeout.is_zero() || options.timeout > MAX_MOVE_WAIT {
+        return Err(ApiError::bad_request(format!(
+            "timeout: must be above zero and at most {}",
+            crate::core::fmt_duration(MAX_MOVE_WAIT)
+        )));
+    }
+    if options.hold > MoveOptions::MAX_HOLD {
+        return Err(ApiError::bad_request(format!(
+            "hold: must be at most {}",
+            crate::core::fmt_duration(MoveOptions::MAX_HOLD)
+        )));
+    }
+    let manager = api.manager();
+    options.by = format!("http ({})", manager.instance_id());
+    let outcome = manager
+        .move_role(&name, &to, &options)
+        .await
+        .map_err(|e| match e {
+            crate::Error::Timeout(_) => ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "outcome_unknown",
+                e.to_string(),
+            ),
+            crate::Error::InvalidSetting(_) => ApiError::bad_request(e.to_string()),
+            e => ApiError::new(StatusCode::BAD_GATEWAY, "kv_error", e.to_string()),
+        })?;
+    let conflict = |message: String| ApiError::new(StatusCode::CONFLICT, outcome.as_str(), message);
+    match &outcome {
+        MoveOutcome::Moved { term, took } => Ok(Json(Moved {
+            role: name.to_string(),
+            to: to.to_string(),
+            outcome: outcome.as_str(),
+            term: *term,
+            took_ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
+        })),
+        MoveOutcome::AlreadyThere { term } => Ok(Json(Moved {
+            role: name.to_string(),
+            to: to.to_string(),
+            outcome: outcome.as_str(),
+            term: *term,
+            took_ms: None,
+        })),
+        MoveOutcome::Vacant => Err(conflict(format!("{name} is not held by anyone"))),
+        MoveOutcome::TargetNotLive => Err(conflict(format!(
+            "{to} has no live session for {name}'s TTL"
+        ))),
+        MoveOutcome::InProgress { to: other, state } => Err(conflict(format!(
+            "another move of {name} (to {other}) is {}",
+            state.as_str()
+        ))),
+        MoveOutcome::Refused(reason) => Err(conflict(format!(
+            "{to} refused ({reason}): {}",
+            reason.describe()
+        ))),
+        MoveOutcome::TimedOut { holder } => Err(ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "timed_out",
+            format!(
+                "{to} did not hold {name} within {} (the request was withdrawn); {}",
+                crate::core::fmt_duration(options.timeout),
+                holder.as_ref().map_or_else(
+                    || "nobody holds it now".to_owned(),
+                    |h| format!("held by {h} now")
+                )
+            ),
+        )),
+    }
 }

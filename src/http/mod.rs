@@ -98,6 +98,7 @@ impl Api {
             .route("/api/roles/{role}", get(roles::one))
             .route("/api/roles/{role}/release", post(admin::release))
             .route("/api/roles/{role}/evict", post(admin::evict))
+            .route("/api/roles/{role}/move", post(admin::move_role))
             .route("/api/drain", post(admin::drain))
             .route("/api/instances", get(roles::instances))
             .route("/api/members", get(placement::members))

@@ -422,6 +422,71 @@ impl Inspector {
         }
     }
 
+    /// Asks that `role` be handed to instance `to` and waits for the outcome (protocol Q13,
+    /// `nats-roles move`): the holder releases it gracefully, `to` claims it, the others hold
+    /// back for `options.grace`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSetting`] for options out of range; [`Error::Timeout`],
+    /// [`Error::Kv`], [`Error::JetStream`] or [`Error::PermissionDenied`] when a read or
+    /// write fails (a move already asked for is withdrawn by its TTL).
+    pub async fn request_move(
+        &self,
+        role: &RoleName,
+        to: &crate::names::InstanceId,
+        options: &crate::moves::MoveOptions,
+    ) -> Result<crate::moves::MoveOutcome, Error> {
+        let bucket = crate::moves::request::MoveBucket {
+            kv: &self.kv,
+            store: &self.store,
+            op_timeout: self.timeout,
+        };
+        guarded(
+            &self.denials,
+            crate::moves::request::request_move(&bucket, role, to, options),
+        )
+        .await
+    }
+
+    /// Deletes `role`'s move record (`nats-roles move --cancel`): ends a move in progress and
+    /// placement's hold of a moved role. Returns the record deleted (`None`: there was none).
+    ///
+    /// # Errors
+    /// As [`Inspector::request_move`].
+    pub async fn cancel_move(
+        &self,
+        role: &RoleName,
+    ) -> Result<Option<crate::moves::MoveRecord>, Error> {
+        let bucket = crate::moves::request::MoveBucket {
+            kv: &self.kv,
+            store: &self.store,
+            op_timeout: self.timeout,
+        };
+        guarded(
+            &self.denials,
+            crate::moves::request::cancel_move(&bucket, role),
+        )
+        .await
+    }
+
+    /// The move record of `role`, if a valid one is stored.
+    ///
+    /// # Errors
+    /// As [`Inspector::request_move`].
+    pub async fn move_record(
+        &self,
+        role: &RoleName,
+    ) -> Result<Option<crate::moves::MoveRecord>, Error> {
+        let bucket = crate::moves::request::MoveBucket {
+            kv: &self.kv,
+            store: &self.store,
+            op_timeout: self.timeout,
+        };
+        guarded(&self.denials, bucket.record(role))
+            .await
+            .map(|(_, r)| r)
+    }
+
     fn holder_of(&self, role: &RoleName, entry: &Entry) -> Option<HolderInfo> {
         holder_info(role, entry, self.epoch)
     }

@@ -422,6 +422,7 @@ impl RoleManagerBuilder {
             bucket_high_water: std::sync::atomic::AtomicU64::new(opened.last_revision),
             sessions: Mutex::new(HashMap::new()),
             vacancies: super::vacancy::VacancyClock::default(),
+            moves: Mutex::new(crate::moves::MoveBook::new()),
             book: Mutex::new(crate::core::SessionBook::new(
                 crate::core::Timing::MIN_TTL,
                 crate::core::Timing::MAX_TTL,
@@ -445,6 +446,7 @@ impl RoleManagerBuilder {
             tasks: tokio_util::task::TaskTracker::new(),
             health: health.as_ref().map(|(_, rx)| rx.clone()),
             probes,
+            kv: opened.kv.clone(),
         };
         // Protocol Q6: a young bucket holds every acquire until it is a TTL + heartbeat old.
         let age = shared.bucket_age(tokio::time::Instant::now());

@@ -9,6 +9,7 @@ pub(crate) mod events;
 mod handle;
 mod health_task;
 mod liveness;
+mod moves;
 #[cfg(feature = "negative-controls")]
 pub(crate) mod negative;
 mod placement;
@@ -86,6 +87,8 @@ pub struct RoleManager {
     health: Option<watch::Receiver<HealthState>>,
     /// Where the liveness probes of the watcher and the reaper go ([`RoleManager::probe`]).
     probes: probe::Probes,
+    /// The bucket's key-value view (move requests read through it).
+    kv: async_nats::jetstream::kv::Store,
 }
 
 impl std::fmt::Debug for RoleManager {
@@ -207,6 +210,7 @@ impl RoleManager {
             term_span: None,
             reported: crate::status::RoleState::Init,
             resets: 0,
+            last_held: None,
         };
         let handle = tokio::spawn(task.run());
         roles.insert(
@@ -316,6 +320,52 @@ impl RoleManager {
         } else {
             Err(Error::UnknownRole(role.clone()))
         }
+    }
+
+    /// Asks that `role`, held by any instance, be handed to instance `to` — and to nobody
+    /// else — and waits for the outcome (protocol Q13; `nats-roles move`): the target checks
+    /// it can take the role and accepts (or refuses, with a reason), the holder releases
+    /// gracefully (`on_demote`, then the lease delete), the target claims at once while the
+    /// other candidates hold back for `options.grace`, and placement keeps the role on the
+    /// target for `options.hold`. `options.by` defaults to this instance's id.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSetting`] for options out of range; [`Error::Timeout`] or
+    /// [`Error::Kv`] when a read or write of the request fails. A move that did not happen is
+    /// an `Ok` outcome saying why ([`MoveOutcome`](crate::moves::MoveOutcome)).
+    pub async fn move_role(
+        &self,
+        role: &RoleName,
+        to: &InstanceId,
+        options: &crate::moves::MoveOptions,
+    ) -> Result<crate::moves::MoveOutcome, Error> {
+        let mut options = options.clone();
+        if options.by.is_empty() {
+            options.by = self.shared.instance.to_string();
+        }
+        let bucket = crate::moves::request::MoveBucket {
+            kv: &self.kv,
+            store: &self.shared.store,
+            op_timeout: self.freeze_timeout(),
+        };
+        crate::moves::request::request_move(&bucket, role, to, &options).await
+    }
+
+    /// Deletes `role`'s move record: ends a move in progress and placement's hold of a moved
+    /// role. Returns the record deleted (`None`: there was none).
+    ///
+    /// # Errors
+    /// As [`RoleManager::move_role`].
+    pub async fn cancel_move(
+        &self,
+        role: &RoleName,
+    ) -> Result<Option<crate::moves::MoveRecord>, Error> {
+        let bucket = crate::moves::request::MoveBucket {
+            kv: &self.kv,
+            store: &self.shared.store,
+            op_timeout: self.freeze_timeout(),
+        };
+        crate::moves::request::cancel_move(&bucket, role).await
     }
 
     /// The managed roles.

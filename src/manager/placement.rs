@@ -150,6 +150,7 @@ impl Driver {
             }
             PlacementInput::BucketReset => self.step(Input::BucketReset, now),
             PlacementInput::Prepared(role) => self.step(Input::Prepared(role), now),
+            PlacementInput::Kept(roles) => self.step(Input::Kept(roles), now),
             PlacementInput::Freeze(record) => {
                 self.step(Input::Freeze(record), now);
                 self.replan(now);

@@ -57,6 +57,8 @@ pub(crate) enum PlacementInput {
     Freeze(Option<FreezeRecord>),
     /// A role's `on_prepare` returned.
     Prepared(RoleName),
+    /// The roles targeted moves keep on this instance now (Q13).
+    Kept(std::collections::BTreeSet<RoleName>),
     /// This instance takes part in one more role.
     RoleAdded(RoleName, OwnRole),
     /// This instance no longer takes part in a role.
@@ -203,6 +205,11 @@ impl PlacementLink {
     /// A role's `on_prepare` returned: the record says it is ready.
     pub(crate) fn prepared(&self, role: RoleName) {
         self.send(PlacementInput::Prepared(role));
+    }
+
+    /// The roles targeted moves keep on this instance now (protocol Q13).
+    pub(crate) fn kept(&self, roles: std::collections::BTreeSet<RoleName>) {
+        self.send(PlacementInput::Kept(roles));
     }
 
     /// The watcher saw the freeze key change.

@@ -20,6 +20,9 @@ pub(crate) enum RoleInput {
     Connection(bool),
     /// Give the role up and stay away for a while.
     Release(ReleaseReason, Duration),
+    /// A targeted move of the term at this revision was accepted by its target (Q13): hand
+    /// the role over gracefully if that term is still the one held here.
+    MoveAccepted(u64),
     /// Stop taking part.
     Stop,
     /// The bucket was recreated.

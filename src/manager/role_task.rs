@@ -70,6 +70,9 @@ pub(crate) struct RoleTask {
     /// Bucket resets handed to the machine (`handle_bucket_reset`): a write sent before the
     /// last one belongs to a bucket the machine no longer knows.
     pub(crate) resets: u64,
+    /// Revision of the last term of the role seen (any holder): the term a vacancy ends, for
+    /// a targeted move's hold-back (Q13).
+    pub(crate) last_held: Option<u64>,
 }
 
 impl RoleTask {
@@ -187,12 +190,18 @@ impl RoleTask {
                     let now = Instant::now();
                     match input {
                         Some(RoleInput::Observed(state)) => {
+                            if let KeyState::Held { revision, .. } = &state {
+                                // A term: the vacancy (and any move's hold-back) is over.
+                                self.last_held = Some(*revision);
+                                self.machine.handle_move_delay(None);
+                            }
                             if matches!(state, KeyState::Vacant { .. } | KeyState::Absent) {
                                 self.rank_for_vacancy();
                             }
                             self.machine.handle_observed(state, now);
                         }
                         Some(RoleInput::HolderGone(revision)) => {
+                            self.last_held = Some(revision);
                             self.rank_for_vacancy();
                             self.machine.handle_holder_gone(revision, now);
                         }
@@ -209,8 +218,26 @@ impl RoleTask {
                         Some(RoleInput::Release(reason, cooldown)) => {
                             self.machine.handle_release(reason, cooldown, now);
                         }
+                        Some(RoleInput::MoveAccepted(term)) => {
+                            // Q13: only the term the move names is handed over (the role may
+                            // have changed hands since the request).
+                            if self.machine.term().is_some_and(|t| t.token.term() == term) {
+                                info!(term, "moving the role to the instance an operator named");
+                                // Held back like every other candidate from the moment the
+                                // release is sent (the vacancy may reach the machine through
+                                // the release's own outcome before the watcher delivers it).
+                                self.last_held = Some(term);
+                                self.rank_for_vacancy();
+                                self.machine.handle_release(
+                                    crate::core::ReleaseReason::Move,
+                                    Duration::ZERO,
+                                    now,
+                                );
+                            }
+                        }
                         Some(RoleInput::BucketReset(epoch)) => {
                             self.resets += 1;
+                            self.last_held = None;
                             let age = self.shared.bucket_age(now);
                             self.machine.handle_bucket_reset(epoch, Some(age), now);
                         }
@@ -605,6 +632,16 @@ impl RoleTask {
     /// Herd ranking (Q7) for the vacancy about to be delivered: the rank of this instance
     /// among the live instances other than the holder that just left.
     fn rank_for_vacancy(&mut self) {
+        // Q13: an accepted move of the term this vacancy ends orders the claim (the target at
+        // once, the others after the move's grace) whatever placement and the herd say.
+        let ended = self.last_held;
+        let ttl = self.machine.timing().ttl;
+        self.machine.handle_move_delay(super::moves::hold_back(
+            &self.shared,
+            &self.role,
+            ended,
+            ttl,
+        ));
         if !self.shared.backend.herd_ranking() {
             return;
         }
@@ -652,6 +689,7 @@ impl RoleTask {
         let ignored = v.holder != self.shared.instance && self.shared.backend.ignores_sessions();
         if verdict == crate::core::Verdict::Gone || ignored {
             self.shared.vacancies.crashed(&self.role, now);
+            self.last_held = Some(*revision);
             self.rank_for_vacancy();
             self.machine.handle_holder_gone(*revision, now);
         }

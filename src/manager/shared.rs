@@ -79,6 +79,9 @@ pub(crate) struct Shared {
     pub(crate) book: Mutex<crate::core::SessionBook>,
     /// Open vacancies this instance measures (`role_vacancy_seconds`).
     pub(crate) vacancies: super::vacancy::VacancyClock,
+    /// The move records of the bucket (protocol Q13). The watcher is its writer; role tasks
+    /// read it at vacancies.
+    pub(crate) moves: Mutex<crate::moves::MoveBook>,
 }
 
 /// One of this instance's sessions.
@@ -207,6 +210,12 @@ impl Shared {
 
     pub(crate) fn sessions(&self) -> MutexGuard<'_, HashMap<u64, SessionClass>> {
         self.sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn moves(&self) -> MutexGuard<'_, crate::moves::MoveBook> {
+        self.moves
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }

@@ -170,6 +170,7 @@ async fn check_bucket_once(shared: &Shared, bucket: &BucketRecovery, epoch: u64)
                 let born = super::bucket::born(&bucket.js, &bucket.config.name).await;
                 shared.reset_epoch(now, born);
                 shared.book().reset();
+                shared.moves().clear();
                 // The holders map restarts too: the new bucket's revisions start again at 1.
                 for tx in shared.holders().values() {
                     tx.send_if_modified(|cur| cur.take().is_some());
@@ -247,7 +248,7 @@ fn report_delivery(shared: &Shared, entry: &Entry) {
     );
 }
 
-async fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
+async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
     if epoch == shared.epoch() {
         shared.saw_revision(entry.revision);
     }
@@ -259,6 +260,10 @@ async fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
         if let Some(p) = &shared.placement {
             p.observe_freeze(entry);
         }
+        return;
+    }
+    if entry.key.starts_with(crate::moves::MOVE_PREFIX) {
+        super::moves::observe(shared, entry);
         return;
     }
     if entry.key.starts_with(crate::placement::MEMBER_PREFIX) {
@@ -293,6 +298,12 @@ async fn dispatch(shared: &Shared, entry: &Entry, epoch: u64) {
     let info =
         HolderInfo::from_state(&role, &state, epoch, Some(entry.created.into())).filter(|_| !gone);
     measure_vacancy(shared, &role, &state, gone, now);
+    if !gone
+        && let Some(v) = state.lease()
+        && v.holder == shared.instance
+    {
+        super::moves::took(shared, &role, state.revision());
+    }
     let changed = update_holder(shared, &role, state.revision(), info);
     let revision = state.revision();
     shared.send(&role, RoleInput::Observed(state));

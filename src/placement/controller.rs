@@ -100,6 +100,9 @@ pub enum Input {
     Freeze(Option<FreezeRecord>),
     /// This instance's `on_prepare` of a role returned (or timed out).
     Prepared(RoleName),
+    /// The roles targeted moves keep on this instance now (protocol Q13): it never hands
+    /// them over voluntarily and its record lists them as pinned.
+    Kept(BTreeSet<RoleName>),
     /// Compute the plan and act on it.
     Replan(World),
 }
@@ -207,6 +210,8 @@ pub struct Controller {
     parked: BTreeMap<RoleName, InstanceId>,
     /// Recent plans and their inputs (most re-plans see nothing new).
     plans: PlanCache,
+    /// Roles targeted moves keep on this instance (Q13): pinned while they last.
+    kept: BTreeSet<RoleName>,
 }
 
 impl Controller {
@@ -239,6 +244,7 @@ impl Controller {
             last_holder: BTreeMap::new(),
             parked: BTreeMap::new(),
             plans: PlanCache::default(),
+            kept: BTreeSet::new(),
         }
     }
 
@@ -276,7 +282,7 @@ impl Controller {
                 .map(|(n, o)| (n.clone(), o.role.priority))
                 .collect(),
             pinned: campaigned()
-                .filter(|(_, o)| o.role.takeover == Takeover::Never)
+                .filter(|(n, o)| o.role.takeover == Takeover::Never || self.kept.contains(*n))
                 .map(|(n, _)| n.clone())
                 .collect(),
             prepares: campaigned()
@@ -343,6 +349,13 @@ impl Controller {
                 } else {
                     Vec::new()
                 }
+            }
+            Input::Kept(kept) => {
+                if kept == self.kept {
+                    return Vec::new();
+                }
+                self.kept = kept;
+                vec![Action::RecordChanged]
             }
             Input::Replan(world) => self.replan(&world, now),
         }
@@ -497,10 +510,11 @@ impl Controller {
                 .filter(|(_, v)| v.leader)
                 .map(|(n, _)| Held {
                     role: n,
-                    voluntary: self
-                        .roles
-                        .get(n)
-                        .is_some_and(|o| o.role.takeover == Takeover::Voluntary),
+                    voluntary: !self.kept.contains(n)
+                        && self
+                            .roles
+                            .get(n)
+                            .is_some_and(|o| o.role.takeover == Takeover::Voluntary),
                     moved_at: self.moved_at.get(n).copied(),
                 })
                 .collect();

@@ -13,6 +13,7 @@ mod exec;
 mod exec_faults;
 mod exec_oneshot;
 mod http_processes;
+mod moves;
 mod observability;
 mod operator_cli;
 mod placement;

@@ -136,3 +136,75 @@ async fn release_and_evict_move_roles_safely() {
     a.shutdown(WAIT).await.expect("clean shutdown");
     b.shutdown(WAIT).await.expect("clean shutdown");
 }
+
+/// `POST /api/roles/{role}/move` (protocol Q13): the named instance gets the role, the third
+/// candidate never holds it in between; every way it cannot happen is a 4xx/5xx with a code;
+/// hostile bodies are 400s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn move_hands_a_role_to_the_named_instance_over_http() {
+    let server = NatsServer::start().await;
+    let url = server.url();
+    let a = manager(&url, "node-a", "admin-move", &["alpha"], &["seen"]).await;
+    wait_until(WAIT, "node-a leads alpha", || a.is_leader(&role("alpha"))).await;
+    let b = manager(&url, "node-b", "admin-move", &["alpha"], &[]).await;
+    let c = manager(&url, "node-c", "admin-move", &["alpha"], &[]).await;
+    let app = api(&c, true).router();
+    let mut seen = Vec::new();
+    let mut c_events = c.events();
+    let path = "/api/roles/alpha/move";
+    let r = admin(
+        &app,
+        &mut seen,
+        path,
+        r#"{"to": "node-b", "timeout": "10s"}"#,
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let json = r.json();
+    assert_eq!(json["outcome"], "moved");
+    assert_eq!(json["to"], "node-b");
+    assert!(b.is_leader(&role("alpha")));
+    let term = b.leadership(&role("alpha")).expect("b leads").term();
+    assert_eq!(json["term"], term);
+    // node-c (the instance serving the request, a candidate too) never held it.
+    while let Ok(e) = c_events.try_recv() {
+        assert!(
+            !matches!(&e, nats_roles::RoleEvent::Promoted { .. }),
+            "node-c was promoted: {e:?}"
+        );
+    }
+    // Already there.
+    let r = admin(&app, &mut seen, path, r#"{"to": "node-b"}"#).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.json()["outcome"], "already_there");
+    // Not moved: the target is not running; the role is vacant; a role nobody manages.
+    admin(&app, &mut seen, path, r#"{"to": "ghost"}"#)
+        .await
+        .assert_error(StatusCode::CONFLICT, "target_not_live");
+    admin(
+        &app,
+        &mut seen,
+        "/api/roles/seen/move",
+        r#"{"to": "node-b"}"#,
+    )
+    .await
+    .assert_error(StatusCode::CONFLICT, "vacant");
+    // Bodies.
+    #[rustfmt::skip]
+    let bad: [(&str, &str); 7] = [
+        ("", "bad_request"),
+        ("{}", "bad_request"),
+        (r#"{"to": 5}"#, "bad_request"),
+        (r#"{"to": "bad id!"}"#, "bad_request"),
+        (r#"{"to": "node-a", "timeout": "forever"}"#, "bad_request"),
+        (r#"{"to": "node-a", "timeout": "1h"}"#, "bad_request"),
+        (r#"{"to": "node-a", "tiemout": "1s"}"#, "bad_request"),
+    ];
+    for (body, code) in bad {
+        admin(&app, &mut seen, path, body)
+            .await
+            .assert_error(StatusCode::BAD_REQUEST, code);
+    }
+    assert!(b.is_leader(&role("alpha")));
+    drop((a, b, c));
+}

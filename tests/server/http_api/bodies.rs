@@ -111,6 +111,7 @@ async fn admin_bodies_are_read_after_the_token_check_bounded_and_timed_out() {
     for path in [
         "/api/roles/alpha/release",
         "/api/roles/alpha/evict",
+        "/api/roles/alpha/move",
         "/api/drain",
     ] {
         for (n, (router, headers, body, status, code, within)) in table.iter().enumerate() {
