@@ -43,21 +43,26 @@ pub use crate::placement::{PlacementSettings, Takeover, Version, VersionError};
 use inline::{Extra, MainPart};
 use nats::Redacted;
 
+mod check;
 mod env;
 mod error;
 mod exec;
 mod inline;
 mod instance;
 mod load;
+mod lists;
 mod locate;
 mod message;
 mod nats;
 mod otel_env;
 mod roles;
+mod schema;
+mod suggest;
 mod telemetry;
 #[cfg(test)]
 mod tests;
 mod validate;
+mod tree;
 mod wan;
 mod yaml;
 
@@ -184,6 +189,15 @@ pub struct HealthConfig {
     pub policy: HealthPolicy,
 }
 
+/// `health.command` as written: a list or the program alone (`lists`).
+struct OptionalCommand(Option<Vec<String>>);
+
+impl<'de> Deserialize<'de> for OptionalCommand {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        lists::optional_command(d).map(OptionalCommand)
+    }
+}
+
 /// The `command` entry of the `health` section.
 struct HealthCommand(Option<Vec<String>>);
 
@@ -192,7 +206,7 @@ impl<'de> Extra<'de> for HealthCommand {
         if key != "command" {
             return Ok(false);
         }
-        self.0 = map.next_value()?;
+        self.0 = map.next_value::<OptionalCommand>()?.0;
         Ok(true)
     }
 }
