@@ -43,6 +43,13 @@ fn yaml_problems(text: &str) -> Vec<ConfigProblem> {
     }
 }
 
+/// The one problem of `text`, which must be invalid with exactly one problem.
+fn one_problem(text: &str) -> ConfigProblem {
+    let found = yaml_problems(text);
+    assert_eq!(found.len(), 1, "{text:?}: {found:#?}");
+    found.into_iter().next().unwrap()
+}
+
 fn parse_err(text: &str) -> (Option<usize>, Option<usize>, String) {
     match Config::from_yaml_str(text) {
         Err(ConfigError::Parse {
