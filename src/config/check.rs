@@ -95,6 +95,49 @@ pub(super) fn check(tree: &Node) -> Checked {
     walk
 }
 
+/// `text` read as one YAML scalar of type `T` by the parser the typed configuration is read
+/// with, when it looks like a number at all (so that no other YAML syntax is parsed).
+fn as_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
+    let text = text.trim();
+    let number_like = !text.is_empty()
+        && text.len() <= 64
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.' | '_'));
+    if !number_like {
+        return None;
+    }
+    serde_saphyr::from_str_with_options(text, super::yaml::parse_options()).ok()
+}
+
+/// The whole number a field of integer type reads from `node`: a plain or quoted integer in
+/// any YAML spelling (`3`, `"3"`, `0x10`, `1_000`); `unsigned` fields refuse a minus sign
+/// (even `-0`).
+fn whole(node: &Node, unsigned: bool) -> Option<i128> {
+    let text = match (&node.value, &node.raw) {
+        (Value::Int(_), Some(raw)) => raw.clone(),
+        (Value::Int(n), None) => return Some(*n),
+        (Value::Str(s), _) => s.clone(),
+        _ => return None,
+    };
+    if unsigned && text.trim_start().starts_with('-') {
+        return None;
+    }
+    as_yaml(&text)
+}
+
+/// The number a field of float type reads from `node`: a plain or quoted number
+/// (`0.5`, `"0.5"`, `3`, `.nan`; not `0x10` or `1e400`).
+fn number(node: &Node) -> Option<f64> {
+    match (&node.value, &node.raw) {
+        (Value::Float(_) | Value::Int(_), Some(raw)) => as_yaml(raw),
+        (Value::Float(x), None) => Some(*x),
+        (Value::Int(n), None) => Some(*n as f64),
+        (Value::Str(s), _) => as_yaml(s),
+        _ => None,
+    }
+}
+
 /// `parent.name`, or `name` at the top.
 fn join(parent: &str, name: &str) -> String {
     if parent.is_empty() {
@@ -150,16 +193,18 @@ impl Checked {
                 }
                 Some(Json::Array(out))
             }
-            Kind::Duration => match node.value.as_text() {
+            Kind::Duration => match node.text() {
                 Some(text) if humantime::parse_duration(&text).is_ok() => Some(Json::String(text)),
                 _ => self.mismatch(path, kind, node),
             },
-            Kind::Bool => match node.value {
-                Value::Bool(b) => Some(Json::Bool(b)),
+            // A quoted `"true"` is read as the boolean too.
+            Kind::Bool => match &node.value {
+                Value::Bool(b) => Some(Json::Bool(*b)),
+                Value::Str(s) if s == "true" || s == "false" => Some(Json::Bool(s == "true")),
                 _ => self.mismatch(path, kind, node),
             },
-            Kind::Int(min, max) => match node.value {
-                Value::Int(n) if (*min..=*max).contains(&n) => {
+            Kind::Int(min, max) => match whole(node, *min >= 0) {
+                Some(n) if (*min..=*max).contains(&n) => {
                     let number = u64::try_from(n).map_or_else(
                         |_| i64::try_from(n).ok().map(serde_json::Number::from),
                         |n| Some(serde_json::Number::from(n)),
@@ -168,18 +213,17 @@ impl Checked {
                 }
                 _ => self.mismatch(path, kind, node),
             },
-            Kind::Float => match node.value {
-                // Non-finite values are the validation's to report; JSON cannot hold them.
-                Value::Float(x) => Some(serde_json::Number::from_f64(x).map_or(Json::Null, Json::Number))
-                    .filter(|v| !v.is_null()),
-                Value::Int(n) => serde_json::Number::from_f64(n as f64).map(Json::Number),
-                _ => self.mismatch(path, kind, node),
+            Kind::Float => match number(node) {
+                // Non-finite values are the validation's to report (JSON cannot hold them):
+                // left out of what the rules are checked on, not reported here.
+                Some(x) => serde_json::Number::from_f64(x).map(Json::Number),
+                None => self.mismatch(path, kind, node),
             },
-            Kind::Text => match node.value.as_text() {
+            Kind::Text => match node.text() {
                 Some(text) => Some(Json::String(text)),
                 None => self.mismatch(path, kind, node),
             },
-            Kind::Choice(words) => match node.value.as_text() {
+            Kind::Choice(words) => match node.text() {
                 Some(text) if words.contains(&text.as_str()) => Some(Json::String(text)),
                 _ => self.mismatch(path, kind, node),
             },
@@ -227,7 +271,7 @@ impl Checked {
                 Some(Json::Object(out))
             }
             Kind::RoleName | Kind::InstanceId | Kind::Signal => {
-                let Some(text) = node.value.as_text() else {
+                let Some(text) = node.text() else {
                     return self.mismatch(path, kind, node);
                 };
                 let refused = match kind {

@@ -69,5 +69,7 @@ pub(super) fn tree_locations(tree: &Node) -> LocationMap {
 /// generic YAML tree.
 #[cfg(test)]
 pub(super) fn source_locations(text: &str) -> Option<LocationMap> {
-    super::tree::parse(text).ok().map(|tree| tree_locations(&tree))
+    super::tree::parse(text)
+        .ok()
+        .map(|tree| tree_locations(&tree))
 }

@@ -49,8 +49,8 @@ mod error;
 mod exec;
 mod inline;
 mod instance;
-mod load;
 mod lists;
+mod load;
 mod locate;
 mod message;
 mod nats;
@@ -61,8 +61,8 @@ mod suggest;
 mod telemetry;
 #[cfg(test)]
 mod tests;
-mod validate;
 mod tree;
+mod validate;
 mod wan;
 mod yaml;
 

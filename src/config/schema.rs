@@ -240,10 +240,7 @@ pub(super) const EXEC: &[Field] = &[
     f("restart_backoff", Kind::Duration),
 ];
 
-pub(super) const HOOK: &[Field] = &[
-    req("command", Kind::Command),
-    f("timeout", Kind::Duration),
-];
+pub(super) const HOOK: &[Field] = &[req("command", Kind::Command), f("timeout", Kind::Duration)];
 
 impl Kind {
     /// What a value of this kind is, in words.
@@ -269,12 +266,10 @@ impl Kind {
                  (or one string of comma-separated URLs)"
                     .to_owned()
             }
-            Kind::Command => {
-                "a command: a list of the program and its arguments such as \
+            Kind::Command => "a command: a list of the program and its arguments such as \
                  `[python3, /opt/job.py]` (no shell; `[sh, -c, \"…\"]` for one), or the \
                  program alone as one string"
-                    .to_owned()
-            }
+                .to_owned(),
             Kind::Table => "a mapping of names to values".to_owned(),
             Kind::RoleName => "a role name".to_owned(),
             Kind::InstanceId => "an instance id".to_owned(),

@@ -18,6 +18,11 @@ pub(super) struct Node {
     pub(super) value: Value,
     /// Where it is written (for an alias: where the alias is).
     pub(super) pos: Pos,
+    /// A plain scalar resolved to a number, boolean or null as it is spelt in the file
+    /// (`0x10`, `+5`, `1.10`): what a text field reads.
+    pub(super) raw: Option<String>,
+    /// The bytes of the value in the source (its definition, for an alias).
+    span: Option<(usize, usize)>,
 }
 
 /// One mapping entry: its key (rendered as a string), where the key is written, its value.
@@ -54,7 +59,7 @@ impl Value {
         }
     }
 
-    /// The scalar as text, as a string field would read it; `None` for null and collections.
+    /// The scalar as text, without its spelling; `None` for null and collections.
     pub(super) fn as_text(&self) -> Option<String> {
         match self {
             Value::Bool(b) => Some(b.to_string()),
@@ -71,9 +76,45 @@ fn pos(location: serde_saphyr::Location) -> Pos {
 }
 
 fn node(spanned: Spanned<Value>) -> Node {
+    let span = spanned.defined.span();
+    let span = span
+        .byte_offset()
+        .zip(span.byte_len())
+        .and_then(|(offset, len)| {
+            Some((usize::try_from(offset).ok()?, usize::try_from(len).ok()?))
+        });
     Node {
         pos: pos(spanned.referenced),
         value: spanned.value,
+        raw: None,
+        span,
+    }
+}
+
+impl Node {
+    /// The scalar as a text field reads it: its spelling in the file for a plain number or
+    /// boolean, the string itself for a string; `None` for null and collections.
+    pub(super) fn text(&self) -> Option<String> {
+        match (&self.value, &self.raw) {
+            (Value::Bool(_) | Value::Int(_) | Value::Float(_), Some(raw)) => Some(raw.clone()),
+            (value, _) => value.as_text(),
+        }
+    }
+
+    /// Fills in `raw` of every scalar other than a string from `text`.
+    fn spell(&mut self, text: &str) {
+        match &mut self.value {
+            Value::Map(entries) => entries.iter_mut().for_each(|e| e.value.spell(text)),
+            Value::Seq(items) => items.iter_mut().for_each(|n| n.spell(text)),
+            Value::Str(_) => {}
+            Value::Null | Value::Bool(_) | Value::Int(_) | Value::Float(_) => {
+                self.raw = self
+                    .span
+                    .and_then(|(offset, len)| text.get(offset..offset.checked_add(len)?))
+                    .map(|raw| raw.trim().to_owned())
+                    .filter(|raw| !raw.is_empty());
+            }
+        }
     }
 }
 
@@ -86,7 +127,9 @@ pub(super) fn parse(text: &str) -> Result<Node, serde_saphyr::Error> {
     let mut options = parse_options();
     options.non_finite_float_policy = serde_saphyr::NonFiniteFloatPolicy::PassThrough;
     let root: Spanned<Value> = serde_saphyr::from_str_with_options(text, options)?;
-    Ok(node(root))
+    let mut root = node(root);
+    root.spell(text);
+    Ok(root)
 }
 
 impl<'de> Deserialize<'de> for Value {

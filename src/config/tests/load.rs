@@ -23,7 +23,10 @@ fn unknown_keys_are_rejected_with_location_and_the_nearest_name() {
     // are known ones, and suggested.
     let p = one_problem("roles:\n  - name: a\n    tll: 3s\n");
     assert_eq!((p.field.as_str(), p.line), ("roles[0].tll", Some(3)));
-    assert!(p.message.contains("in roles[0]; did you mean `ttl`?"), "{p}");
+    assert!(
+        p.message.contains("in roles[0]; did you mean `ttl`?"),
+        "{p}"
+    );
     let p = one_problem("roles:\n  - name: a\n    campain: true\n");
     assert_eq!(
         p.message,
@@ -34,9 +37,14 @@ fn unknown_keys_are_rejected_with_location_and_the_nearest_name() {
     assert!(p.message.contains("did you mean `command`?"), "{p}");
     // Nothing close: the fields valid there are listed instead.
     let p = one_problem("timing: {}\nbogus: 1\n");
-    assert_eq!((p.field.as_str(), p.line, p.column), ("bogus", Some(2), Some(1)));
+    assert_eq!(
+        (p.field.as_str(), p.line, p.column),
+        ("bogus", Some(2), Some(1))
+    );
     assert!(
-        p.message.starts_with("unknown field `bogus` in the configuration; the fields here are nats, bucket,"),
+        p.message.starts_with(
+            "unknown field `bogus` in the configuration; the fields here are nats, bucket,"
+        ),
         "{p}"
     );
     let err = Config::from_yaml_str("bogus: 1\n").unwrap_err().to_string();
@@ -72,7 +80,10 @@ fn malformed_yaml_gives_parse_error_with_location() {
 #[test]
 fn type_errors_name_the_field_and_what_is_expected() {
     let p = one_problem("timing:\n  ttl: 3 seconds please\n");
-    assert_eq!((p.field.as_str(), p.line, p.column), ("timing.ttl", Some(2), Some(8)));
+    assert_eq!(
+        (p.field.as_str(), p.line, p.column),
+        ("timing.ttl", Some(2), Some(8))
+    );
     assert_eq!(
         p.message,
         "expected a duration such as `3s` or `750ms`, found the string \"3 seconds please\""
@@ -87,7 +98,11 @@ fn type_errors_name_the_field_and_what_is_expected() {
     assert!(p.message.contains("invalid instance id \"node/1\""), "{p}");
     let p = one_problem("roles:\n  - description: no name\n");
     assert_eq!((p.field.as_str(), p.line), ("roles[0].name", Some(2)));
-    assert!(p.message.contains("the required field `name` is missing in roles[0]"), "{p}");
+    assert!(
+        p.message
+            .contains("the required field `name` is missing in roles[0]"),
+        "{p}"
+    );
     // YAML 1.1 booleans are not accepted.
     let p = one_problem("roles:\n  - name: a\n    campaign: no\n");
     assert_eq!((p.field.as_str(), p.line), ("roles[0].campaign", Some(3)));
@@ -103,13 +118,26 @@ fn type_errors_name_the_field_and_what_is_expected() {
         "expected a whole number from 0 to 4294967295, found the number -3"
     );
     let p = one_problem("nats:\n  servers: {a: 1}\n");
-    assert!(p.message.starts_with("expected a list of server URLs"), "{p}");
+    assert!(
+        p.message.starts_with("expected a list of server URLs"),
+        "{p}"
+    );
     let p = one_problem("instance:\n  meta: [a]\n");
-    assert_eq!(p.message, "expected a mapping of names to values, found a list");
+    assert_eq!(
+        p.message,
+        "expected a mapping of names to values, found a list"
+    );
     let p = one_problem("timing: 3s\n");
-    assert!(p.message.starts_with("expected a mapping of settings (ttl, heartbeat"), "{p}");
+    assert!(
+        p.message
+            .starts_with("expected a mapping of settings (ttl, heartbeat"),
+        "{p}"
+    );
     let p = one_problem("telemetry:\n  log_format: xml\n");
-    assert_eq!(p.message, "expected one of `text`, `json`, found the string \"xml\"");
+    assert_eq!(
+        p.message,
+        "expected one of `text`, `json`, found the string \"xml\""
+    );
     let p = one_problem("roles:\n  - name: a\n    exec: {command: [sh], stop_signal: SEGV}\n");
     assert_eq!(p.field, "roles[0].exec.stop_signal");
     assert!(p.message.contains("unknown signal"), "{p}");
@@ -190,10 +218,20 @@ fn one_string_is_a_list_of_servers_or_a_program() {
     assert_eq!(c.roles[0].on_promote.as_ref().unwrap().command, ["true"]);
     // A string with spaces is not split (there is no shell): the list form is asked for.
     let p = one_problem("roles:\n  - name: a\n    exec:\n      command: python3 job.py\n");
-    assert_eq!((p.field.as_str(), p.line), ("roles[0].exec.command", Some(4)));
-    assert!(p.message.contains("has spaces: write the program and its arguments as a list"), "{p}");
+    assert_eq!(
+        (p.field.as_str(), p.line),
+        ("roles[0].exec.command", Some(4))
+    );
+    assert!(
+        p.message
+            .contains("has spaces: write the program and its arguments as a list"),
+        "{p}"
+    );
     // The list forms keep working.
-    let c = Config::from_yaml_str("nats:\n  servers: [nats://a:4222]\nhealth:\n  command: [sh, -c, \"exit 0\"]\n").unwrap();
+    let c = Config::from_yaml_str(
+        "nats:\n  servers: [nats://a:4222]\nhealth:\n  command: [sh, -c, \"exit 0\"]\n",
+    )
+    .unwrap();
     assert_eq!(c.health.command.unwrap().len(), 3);
 }
 

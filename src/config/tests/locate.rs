@@ -87,7 +87,10 @@ roles:
 ";
     // unknown top-level keys are still rejected, anchors or not
     let unknown = &yaml_problems(text)[0];
-    assert_eq!((unknown.field.as_str(), unknown.line), ("x-common", Some(1)));
+    assert_eq!(
+        (unknown.field.as_str(), unknown.line),
+        ("x-common", Some(1))
+    );
     let text = "roles:\n  - {name: a, ttl: 2s}\n  - &r {name: b}\n";
     let found = yaml_problems(text);
     assert_eq!(

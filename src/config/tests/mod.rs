@@ -8,6 +8,7 @@ mod http;
 mod load;
 mod locate;
 mod schema;
+mod schema_walk;
 mod validate;
 
 fn role(name: &str) -> RoleConfig {

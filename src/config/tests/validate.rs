@@ -63,7 +63,10 @@ fn zone_capacity_version_and_role_weight_problems_name_their_field_and_line() {
     assert_eq!(ok.instance.effective_zone(), Some("eu-west-1a"));
     // A capacity that is not a number is a type error with its field and line.
     let bad = one_problem("instance:\n  capacity: lots\n");
-    assert_eq!((bad.field.as_str(), bad.line), ("instance.capacity", Some(2)));
+    assert_eq!(
+        (bad.field.as_str(), bad.line),
+        ("instance.capacity", Some(2))
+    );
     assert!(bad.message.contains("a whole number"), "{bad}");
 }
 
