@@ -275,6 +275,69 @@ fn hostile_input_is_rejected_without_panicking() {
     assert!(message.contains("limits breached: Aliases"), "{message}");
 }
 
+#[test]
+fn a_hostile_corpus_is_answered_quickly_without_panicking() {
+    let mut corpus: Vec<(&str, String)> = vec![
+        ("deep block mappings", {
+            let mut t = String::new();
+            for depth in 0..200 {
+                t.push_str(&"  ".repeat(depth));
+                t.push_str("a:\n");
+            }
+            t
+        }),
+        ("deep flow mappings in a known field", format!("nats: {{servers: {}{}}}", "{a: ".repeat(5_000), "}".repeat(5_000))),
+        ("huge numbers", "instance:\n  priority: 1234567890123456789012345678901234567890\nretry:\n  multiplier: 1e999999\n  max_attempts: -99999999999999999999999999999\n".to_owned()),
+        ("billion laughs in a table", {
+            let mut t = String::from("instance:\n  meta:\n    a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+            let names = ["b", "c", "d", "e", "f", "g", "h", "i"];
+            let mut prev = "a";
+            for name in names {
+                t.push_str(&format!("    {name}: &{name} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+                prev = name;
+            }
+            t
+        }),
+        ("tabs", "timing:\n\tttl: 3s\n".to_owned()),
+        ("a byte order mark", "\u{feff}timing:\n  ttl: 3s\n".to_owned()),
+        ("duplicate keys", "roles:\n  - name: a\n    name: b\n".to_owned()),
+        ("many unknown keys", (0..20_000).map(|i| format!("k{i}: 1\n")).collect()),
+        ("a long unknown key", format!("{}: 1\n", "x".repeat(100_000))),
+        ("control characters", "nats:\n  name: \"\\u0000\\u001b[31m\"\n".to_owned()),
+        ("a complex key", "? [a, b]\n: 1\n".to_owned()),
+        ("merge keys", "x: &x {ttl: 3s}\ntiming:\n  <<: *x\n".to_owned()),
+    ];
+    corpus.push(("many roles with a problem each", {
+        let mut t = String::from("roles:\n");
+        for i in 0..5_000 {
+            t.push_str(&format!("  - {{name: r{i}, ttl: soon, campain: x}}\n"));
+        }
+        t
+    }));
+    for (what, text) in &corpus {
+        let started = std::time::Instant::now();
+        let result = std::panic::catch_unwind(|| Config::from_yaml_str(text));
+        let elapsed = started.elapsed();
+        let result = result.unwrap_or_else(|_| panic!("{what}: panicked"));
+        // Generous for a loaded 2-core debug build: the budgets keep each one far below.
+        assert!(
+            elapsed < Duration::from_secs(20),
+            "{what}: took {elapsed:?}"
+        );
+        match what {
+            &"a byte order mark" => assert!(result.is_ok(), "{what}: {result:?}"),
+            // A connection name may hold them (it is quoted wherever it is shown).
+            &"control characters" => {}
+            _ => assert!(result.is_err(), "{what}: accepted"),
+        }
+    }
+    // Each problem of the long file is listed, with its own line.
+    let (_, many) = corpus.last().unwrap();
+    let err = Config::from_yaml_str(many).unwrap_err();
+    assert_eq!(err.problems().len(), 10_000);
+    assert_eq!(err.problems()[9_999].line, Some(5_001));
+}
+
 // ----- files -----
 #[test]
 fn load_reads_validates_and_names_missing_files() {
