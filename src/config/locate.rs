@@ -64,12 +64,3 @@ pub(super) fn tree_locations(tree: &Node) -> LocationMap {
     out.remove("");
     LocationMap(out)
 }
-
-/// Locations of the values in `text`, or `None` if it cannot be parsed as a
-/// generic YAML tree.
-#[cfg(test)]
-pub(super) fn source_locations(text: &str) -> Option<LocationMap> {
-    super::tree::parse(text)
-        .ok()
-        .map(|tree| tree_locations(&tree))
-}
