@@ -155,9 +155,13 @@ impl Config {
     ///
     /// # Errors
     /// [`ConfigError::Parse`] (with line and column where known) when the
-    /// input is not a well-formed configuration; [`ConfigError::Invalid`]
-    /// listing every problem (with line and column of the offending value
-    /// where it appears in `text`) when it breaks a rule.
+    /// input is not YAML at all (syntax, a duplicate key, more than one
+    /// document, a resource budget exceeded) or too large;
+    /// [`ConfigError::Invalid`] listing every problem of a YAML file at once —
+    /// values of the wrong type (what was expected, in words), unknown keys
+    /// (with the nearest known name), missing role names, and every broken rule
+    /// on the values that are well typed — each with the line and column of
+    /// the offending value (or key) in `text`.
     pub fn from_yaml_str(text: &str) -> Result<Config, ConfigError> {
         if text.len() > MAX_CONFIG_BYTES {
             return Err(too_large(text.len() as u64, false));

@@ -23,11 +23,13 @@
 //!
 //! Parsing ([`Config::from_yaml_str`], [`Config::load`]) treats the input as
 //! untrusted: it is size-limited and parsed with `serde-saphyr` resource budgets
-//! (nesting depth, node and alias counts), unknown keys are rejected, and
-//! duplicate keys are errors. [`Config::validate`] reports *all* semantic
-//! problems at once, each naming the offending field (`roles[2].ttl`,
-//! `timing.heartbeat`, ...) and, when the configuration came from YAML, the
-//! line and column it was written at.
+//! (nesting depth, node and alias counts), and duplicate keys are errors. A file
+//! that is YAML is then held against the schema as a whole (`schema`, `check`):
+//! every value of the wrong type, unknown key (with the nearest known name) and
+//! missing role name is reported at once, together with every broken rule of
+//! [`Config::validate`], each naming the offending field (`roles[2].ttl`,
+//! `timing.heartbeat`, ...), what was expected in words, and the line and
+//! column it was written at.
 
 use std::fmt;
 use std::sync::OnceLock;
