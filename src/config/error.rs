@@ -6,8 +6,9 @@ use std::path::PathBuf;
 #[cfg(doc)]
 use super::Config;
 
-/// One semantic problem found by [`Config::validate`] or
-/// [`Config::apply_env`].
+/// One problem of a configuration: a value of the wrong type, an unknown or
+/// missing field ([`Config::from_yaml_str`], [`Config::load`]), or a broken rule
+/// ([`Config::validate`], [`Config::apply_env`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigProblem {
     /// The offending field as a path, e.g. `roles[2].ttl` or
@@ -68,11 +69,11 @@ pub enum ConfigError {
         /// What it is instead (e.g. `a FIFO (named pipe)`, `a directory`).
         kind: &'static str,
     },
-    /// The input is not valid YAML, does not match the configuration's shape
-    /// (wrong type, unknown or duplicate key, missing role name), is too large
-    /// (the message names its size), is not UTF-8 (line, column and byte
-    /// offset of the first invalid byte), or exceeds a parser resource budget
-    /// (nesting, node or alias counts).
+    /// The input is not valid YAML (or has a duplicate key or several
+    /// documents), is too large (the message names its size), is not UTF-8
+    /// (line, column and byte offset of the first invalid byte), or exceeds a
+    /// parser resource budget (nesting, node or alias counts). Wrong types and
+    /// unknown keys of a YAML file are [`ConfigError::Invalid`] problems.
     #[error("{}", display_parse(*line, *column, message))]
     Parse {
         /// 1-based line of the error, when known.
@@ -82,8 +83,9 @@ pub enum ConfigError {
         /// What is wrong.
         message: String,
     },
-    /// The configuration is well-formed but breaks one or more rules
-    /// (returned by [`Config::validate`] and [`Config::apply_env`]); lists
+    /// The configuration has values of the wrong type, unknown or missing
+    /// fields, or breaks one or more rules (returned by [`Config::from_yaml_str`],
+    /// [`Config::load`], [`Config::validate`] and [`Config::apply_env`]); lists
     /// every problem found.
     #[error("{}", display_problems(.0))]
     Invalid(Vec<ConfigProblem>),

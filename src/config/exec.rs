@@ -10,7 +10,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecConfig {
-    /// The program and its arguments (no shell; write `[sh, -c, "…"]` for one). Required.
+    /// The program and its arguments (no shell; write `[sh, -c, "…"]` for one); in YAML a
+    /// program without arguments may be written as one string. Required.
+    #[serde(deserialize_with = "super::lists::command")]
     pub command: Vec<String>,
     /// Environment variables added to the manager's (after the `NATS_ROLES_*` ones, which
     /// they cannot replace). Default: none.
@@ -56,7 +58,8 @@ pub enum OnExit {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HookConfig {
-    /// The program and its arguments. Required.
+    /// The program and its arguments (as for [`ExecConfig::command`]). Required.
+    #[serde(deserialize_with = "super::lists::command")]
     pub command: Vec<String>,
     /// Longest run; the hook's process group is killed then. Default: `10s`.
     #[serde(default = "default_hook_timeout", with = "humantime_serde")]

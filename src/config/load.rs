@@ -4,9 +4,9 @@
 use std::io::Read;
 use std::path::Path;
 
-use super::locate::source_locations;
+use super::locate::tree_locations;
 use super::yaml::{parse_options, to_usize};
-use super::{Config, ConfigError, MAX_CONFIG_BYTES};
+use super::{Config, ConfigError, MAX_CONFIG_BYTES, check, tree};
 
 /// Keeps serde-saphyr from appending " at line X, column Y" to messages: the
 /// location is reported in separate fields.
@@ -155,26 +155,51 @@ impl Config {
     ///
     /// # Errors
     /// [`ConfigError::Parse`] (with line and column where known) when the
-    /// input is not a well-formed configuration; [`ConfigError::Invalid`]
-    /// listing every problem (with line and column of the offending value
-    /// where it appears in `text`) when it breaks a rule.
+    /// input is not YAML at all (syntax, a duplicate key, more than one
+    /// document, a resource budget exceeded) or too large;
+    /// [`ConfigError::Invalid`] listing every problem of a YAML file at once —
+    /// values of the wrong type (what was expected, in words), unknown keys
+    /// (with the nearest known name), missing role names, and every broken rule
+    /// on the values that are well typed — each with the line and column of
+    /// the offending value (or key) in `text`.
     pub fn from_yaml_str(text: &str) -> Result<Config, ConfigError> {
         if text.len() > MAX_CONFIG_BYTES {
             return Err(too_large(text.len() as u64, false));
         }
-        let config: Config = serde_saphyr::from_str_with_options(text, parse_options())
-            .map_err(|e| parse_error(&e))?;
-        let problems = config.collect_problems();
-        if problems.is_empty() {
-            return Ok(config);
+        let tree = tree::parse(text).map_err(|e| parse_error(&e))?;
+        let checked = check::check(&tree);
+        let locations = tree_locations(&tree);
+        if checked.problems.is_empty() {
+            // The file fits the schema: read it as the typed configuration (a mismatch
+            // between the two is reported as the parser's error).
+            let config: Config = serde_saphyr::from_str_with_options(text, parse_options())
+                .map_err(|e| parse_error(&e))?;
+            let problems = config.collect_problems();
+            if problems.is_empty() {
+                return Ok(config);
+            }
+            return Err(ConfigError::Invalid(
+                problems
+                    .into_iter()
+                    .map(|p| p.locate(Some(&locations)))
+                    .collect(),
+            ));
         }
-        let locations = source_locations(text);
-        Err(ConfigError::Invalid(
-            problems
-                .into_iter()
-                .map(|p| p.locate(locations.as_ref()))
-                .collect(),
-        ))
+        // The rules are checked on the values that fit, for problems about them alone.
+        let mut problems = checked.problems.clone();
+        let fitting = checked
+            .fitting
+            .clone()
+            .and_then(|json| serde_json::from_value::<Config>(json).ok());
+        if let Some(config) = fitting {
+            for mut found in config.collect_problems() {
+                found.renumber(|path| checked.renumber(path));
+                if !found.paths().any(|path| checked.is_bad(path)) {
+                    problems.push(found.locate(Some(&locations)));
+                }
+            }
+        }
+        Err(ConfigError::Invalid(problems))
     }
 
     /// Reads the YAML file at `path`, parses and validates it (see

@@ -23,11 +23,13 @@
 //!
 //! Parsing ([`Config::from_yaml_str`], [`Config::load`]) treats the input as
 //! untrusted: it is size-limited and parsed with `serde-saphyr` resource budgets
-//! (nesting depth, node and alias counts), unknown keys are rejected, and
-//! duplicate keys are errors. [`Config::validate`] reports *all* semantic
-//! problems at once, each naming the offending field (`roles[2].ttl`,
-//! `timing.heartbeat`, ...) and, when the configuration came from YAML, the
-//! line and column it was written at.
+//! (nesting depth, node and alias counts), and duplicate keys are errors. A file
+//! that is YAML is then held against the schema as a whole (`schema`, `check`):
+//! every value of the wrong type, unknown key (with the nearest known name) and
+//! missing role name is reported at once, together with every broken rule of
+//! [`Config::validate`], each naming the offending field (`roles[2].ttl`,
+//! `timing.heartbeat`, ...), what was expected in words, and the line and
+//! column it was written at.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -43,20 +45,25 @@ pub use crate::placement::{PlacementSettings, Takeover, Version, VersionError};
 use inline::{Extra, MainPart};
 use nats::Redacted;
 
+mod check;
 mod env;
 mod error;
 mod exec;
 mod inline;
 mod instance;
+mod lists;
 mod load;
 mod locate;
 mod message;
 mod nats;
 mod otel_env;
 mod roles;
+mod schema;
+mod suggest;
 mod telemetry;
 #[cfg(test)]
 mod tests;
+mod tree;
 mod validate;
 mod wan;
 mod yaml;
@@ -184,6 +191,15 @@ pub struct HealthConfig {
     pub policy: HealthPolicy,
 }
 
+/// `health.command` as written: a list or the program alone (`lists`).
+struct OptionalCommand(Option<Vec<String>>);
+
+impl<'de> Deserialize<'de> for OptionalCommand {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        lists::optional_command(d).map(OptionalCommand)
+    }
+}
+
 /// The `command` entry of the `health` section.
 struct HealthCommand(Option<Vec<String>>);
 
@@ -192,7 +208,7 @@ impl<'de> Extra<'de> for HealthCommand {
         if key != "command" {
             return Ok(false);
         }
-        self.0 = map.next_value()?;
+        self.0 = map.next_value::<OptionalCommand>()?.0;
         Ok(true)
     }
 }

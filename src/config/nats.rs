@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 #[serde(default, deny_unknown_fields)]
 pub struct NatsConfig {
     /// Server URLs (`nats://`, `tls://`, `ws://`, `wss://` or `host:port`).
+    /// In YAML also one string of comma-separated URLs (like `NATS_URL`).
     /// Default: `["nats://127.0.0.1:4222"]`.
+    #[serde(deserialize_with = "super::lists::servers")]
     pub servers: Vec<String>,
     /// Connection name shown by the server. Default: `None`, in which case the
     /// manager uses `nats-roles/<instance id>`.

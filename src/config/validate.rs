@@ -26,6 +26,19 @@ impl Found {
         }
         self.problem
     }
+
+    /// Rewrites the paths of the problem with `f` (list indices of the file).
+    pub(super) fn renumber(&mut self, f: impl Fn(&str) -> String) {
+        self.problem.field = f(&self.problem.field);
+        for path in &mut self.related {
+            *path = f(path);
+        }
+    }
+
+    /// The paths the problem is about: its field and the related ones.
+    pub(super) fn paths(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.problem.field.as_str()).chain(self.related.iter().map(String::as_str))
+    }
 }
 
 #[derive(Default)]

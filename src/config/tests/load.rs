@@ -6,36 +6,53 @@ use super::*;
 use proptest::prelude::*;
 
 #[test]
-fn unknown_keys_are_rejected_with_location() {
-    let (line, column, message) = parse_err("nats:\n  servers: []\n  servrs: [x]\n");
-    assert_eq!((line, column), (Some(3), Some(3)));
-    assert!(message.contains("unknown field `servrs`"), "{message}");
-    let (line, _, message) = parse_err("roles:\n  - name: a\n    tll: 3s\n");
-    assert_eq!(line, Some(3));
-    assert!(message.contains("`tll`"), "{message}");
+fn unknown_keys_are_rejected_with_location_and_the_nearest_name() {
+    let found = yaml_problems("nats:\n  servers: []\n  servrs: [x]\n");
+    let unknown = &found[0];
+    assert_eq!(
+        (unknown.field.as_str(), unknown.line, unknown.column),
+        ("nats.servrs", Some(3), Some(3))
+    );
+    assert_eq!(
+        unknown.message,
+        "unknown field `servrs` in nats; did you mean `servers`?"
+    );
+    // The rest of the file is still checked: the empty list is a problem of its own.
+    assert_eq!(found[1].field, "nats.servers", "{found:#?}");
     // Keys written inline (a role's timing overrides, the health policy next to `command`)
-    // are expected ones, and errors in them keep their location.
+    // are known ones, and suggested.
+    let p = one_problem("roles:\n  - name: a\n    tll: 3s\n");
+    assert_eq!((p.field.as_str(), p.line), ("roles[0].tll", Some(3)));
     assert!(
-        message.contains("ttl") && message.contains("campaign_jitter"),
-        "{message}"
+        p.message.contains("in roles[0]; did you mean `ttl`?"),
+        "{p}"
     );
-    let (line, _, message) = parse_err("health:\n  interval: 1s\n  comand: [x]\n");
-    assert_eq!(line, Some(3));
+    let p = one_problem("roles:\n  - name: a\n    campain: true\n");
+    assert_eq!(
+        p.message,
+        "unknown field `campain` in roles[0]; did you mean `campaign`?"
+    );
+    let p = one_problem("health:\n  interval: 1s\n  comand: [x]\n");
+    assert_eq!(p.line, Some(3));
+    assert!(p.message.contains("did you mean `command`?"), "{p}");
+    // Nothing close: the fields valid there are listed instead.
+    let p = one_problem("timing: {}\nbogus: 1\n");
+    assert_eq!(
+        (p.field.as_str(), p.line, p.column),
+        ("bogus", Some(2), Some(1))
+    );
     assert!(
-        message.contains("`comand`") && message.contains("command"),
-        "{message}"
+        p.message.starts_with(
+            "unknown field `bogus` in the configuration; the fields here are nats, bucket,"
+        ),
+        "{p}"
     );
-    let (line, _, message) = parse_err("roles:\n  - name: a\n    heartbeat: soon\n");
-    assert_eq!(line, Some(3));
-    assert!(message.contains("duration"), "{message}");
-    let (line, _, message) = parse_err("timing: {}\nbogus: 1\n");
-    assert_eq!(line, Some(2));
-    assert!(message.contains("`bogus`"), "{message}");
     let err = Config::from_yaml_str("bogus: 1\n").unwrap_err().to_string();
     assert!(
-        err.starts_with("invalid configuration at line 1, column 1: unknown field `bogus`"),
+        err.starts_with("invalid configuration (1 problem):\n  bogus: unknown field `bogus`"),
         "{err}"
     );
+    assert!(err.ends_with("(line 1, column 1)"), "{err}");
 }
 
 #[test]
@@ -46,7 +63,7 @@ fn malformed_yaml_gives_parse_error_with_location() {
         ("bucket:\n  name: \"unterminated\n", 3),
         ("roles:\n- name: a\n  - name: b\n", 3),
         ("nats: {servers: [a}\n", 1),
-        ("\t- x\n", 1),
+        ("timing:\n  ttl: 3s\n   heartbeat: 1s\n", 3),
     ];
     for (text, expected_line) in cases {
         let (line, column, message) = parse_err(text);
@@ -54,34 +71,168 @@ fn malformed_yaml_gives_parse_error_with_location() {
         assert!(column.is_some(), "{text:?}");
         assert!(!message.is_empty());
     }
+    // A document that is not a mapping.
+    let p = one_problem("\t- x\n");
+    assert_eq!(p.line, Some(1), "{p}");
+    assert!(p.message.contains("expected a mapping of sections"), "{p}");
 }
 
 #[test]
-fn type_errors_give_parse_errors() {
-    let (line, _, message) = parse_err("timing:\n  ttl: 3 seconds please\n");
-    assert_eq!(line, Some(2));
-    assert!(message.contains("duration"), "{message}");
-    let (line, _, message) = parse_err("roles:\n  - name: \"a b\"\n");
-    assert_eq!(line, Some(2));
-    assert!(message.contains("invalid role name \"a b\""), "{message}");
-    let (_, _, message) = parse_err("instance:\n  id: node/1\n");
-    assert!(
-        message.contains("invalid instance id \"node/1\""),
-        "{message}"
+fn type_errors_name_the_field_and_what_is_expected() {
+    let p = one_problem("timing:\n  ttl: 3 seconds please\n");
+    assert_eq!(
+        (p.field.as_str(), p.line, p.column),
+        ("timing.ttl", Some(2), Some(8))
     );
-    let (line, _, message) = parse_err("roles:\n  - description: no name\n");
-    assert_eq!(line, Some(2));
-    assert!(message.contains("name"), "{message}");
+    assert_eq!(
+        p.message,
+        "expected a duration such as `3s` or `750ms`, found the string \"3 seconds please\""
+    );
+    let p = one_problem("timing:\n  ttl: \"3\"\n");
+    assert!(p.message.ends_with("found the string \"3\""), "{p}");
+    let p = one_problem("roles:\n  - name: \"a b\"\n");
+    assert_eq!((p.field.as_str(), p.line), ("roles[0].name", Some(2)));
+    assert!(p.message.contains("invalid role name \"a b\""), "{p}");
+    let p = one_problem("instance:\n  id: node/1\n");
+    assert_eq!(p.field, "instance.id");
+    assert!(p.message.contains("invalid instance id \"node/1\""), "{p}");
+    let p = one_problem("roles:\n  - description: no name\n");
+    assert_eq!((p.field.as_str(), p.line), ("roles[0].name", Some(2)));
+    assert!(
+        p.message
+            .contains("the required field `name` is missing in roles[0]"),
+        "{p}"
+    );
     // YAML 1.1 booleans are not accepted.
-    let (line, _, _) = parse_err("roles:\n  - name: a\n    campaign: no\n");
-    assert_eq!(line, Some(3));
-    // Duplicate keys are rejected.
+    let p = one_problem("roles:\n  - name: a\n    campaign: no\n");
+    assert_eq!((p.field.as_str(), p.line), ("roles[0].campaign", Some(3)));
+    assert_eq!(p.message, "expected true or false, found the string \"no\"");
+    let p = one_problem("roles:\n  - name: a\n    priority: high\n");
+    assert_eq!(
+        p.message,
+        "expected a whole number from -2147483648 to 2147483647, found the string \"high\""
+    );
+    let p = one_problem("placement:\n  weight: -3\n");
+    assert_eq!(
+        p.message,
+        "expected a whole number from 0 to 4294967295, found the number -3"
+    );
+    let p = one_problem("nats:\n  servers: {a: 1}\n");
+    assert!(
+        p.message.starts_with("expected a list of server URLs"),
+        "{p}"
+    );
+    let p = one_problem("instance:\n  meta: [a]\n");
+    assert_eq!(
+        p.message,
+        "expected a mapping of names to values, found a list"
+    );
+    let p = one_problem("timing: 3s\n");
+    assert!(
+        p.message
+            .starts_with("expected a mapping of settings (ttl, heartbeat"),
+        "{p}"
+    );
+    let p = one_problem("telemetry:\n  log_format: xml\n");
+    assert_eq!(
+        p.message,
+        "expected one of `text`, `json`, found the string \"xml\""
+    );
+    let p = one_problem("roles:\n  - name: a\n    exec: {command: [sh], stop_signal: SEGV}\n");
+    assert_eq!(p.field, "roles[0].exec.stop_signal");
+    assert!(p.message.contains("unknown signal"), "{p}");
+    // Null is not an empty list.
+    let p = one_problem("roles:\n");
+    assert_eq!(p.message, "expected a list of roles, found nothing (null)");
+    // Duplicate keys are rejected by the parser.
     let (line, _, message) = parse_err("bucket:\n  name: a\n  name: b\n");
     assert_eq!(line, Some(3), "{message}");
-    // Null is not an empty list.
-    parse_err("roles:\n");
     // Only one document.
     parse_err("bucket: {name: a}\n---\nbucket: {name: b}\n");
+}
+
+#[test]
+fn every_problem_is_listed_type_errors_unknown_fields_and_rules() {
+    let text = "\
+nats:
+  servers: nats://a:4222
+timing:
+  ttl: \"3\"
+  heartbeat: soon
+bucket:
+  replicas: 9
+roles:
+  - name: a
+    campain: true
+    priority: high
+  - description: no name
+  - name: b
+    weight: 0
+";
+    let found = yaml_problems(text);
+    let shown: Vec<(&str, Option<usize>, Option<usize>)> = found
+        .iter()
+        .map(|p| (p.field.as_str(), p.line, p.column))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("timing.ttl", Some(4), Some(8)),
+            ("timing.heartbeat", Some(5), Some(14)),
+            ("roles[0].campain", Some(10), Some(5)),
+            ("roles[0].priority", Some(11), Some(15)),
+            ("roles[1].name", Some(12), Some(5)),
+            // The rules, on the values that fit: roles[2] keeps its number in the file.
+            ("bucket.replicas", Some(7), Some(13)),
+            ("roles[2].weight", Some(14), Some(13)),
+        ],
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn rules_about_a_value_that_does_not_fit_are_not_reported() {
+    // heartbeat 2s breaks "ttl at least 3 × heartbeat" with the default ttl, but the ttl
+    // written is not a duration: only the type error is reported.
+    let found = yaml_problems("timing:\n  ttl: soon\n  heartbeat: 2s\n");
+    let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(fields, ["timing.ttl"], "{found:#?}");
+}
+
+#[test]
+fn one_string_is_a_list_of_servers_or_a_program() {
+    let c = Config::from_yaml_str("nats:\n  servers: nats://a:4222\n").unwrap();
+    assert_eq!(c.nats.servers, ["nats://a:4222"]);
+    let c = Config::from_yaml_str("nats:\n  servers: \"nats://a:4222, nats://b:4222,\"\n").unwrap();
+    assert_eq!(c.nats.servers, ["nats://a:4222", "nats://b:4222"]);
+    let c = Config::from_yaml_str("health:\n  command: true\n").unwrap_err();
+    // `true` is a boolean, not a program name.
+    assert_eq!(c.problems()[0].field, "health.command", "{c}");
+    let c = Config::from_yaml_str("health:\n  command: \"true\"\n").unwrap();
+    assert_eq!(c.health.command, Some(vec!["true".to_owned()]));
+    let c = Config::from_yaml_str(
+        "roles:\n  - name: a\n    exec: {command: sh}\n    on_promote: {command: \"true\"}\n",
+    )
+    .unwrap();
+    assert_eq!(c.roles[0].exec.as_ref().unwrap().command, ["sh"]);
+    assert_eq!(c.roles[0].on_promote.as_ref().unwrap().command, ["true"]);
+    // A string with spaces is not split (there is no shell): the list form is asked for.
+    let p = one_problem("roles:\n  - name: a\n    exec:\n      command: python3 job.py\n");
+    assert_eq!(
+        (p.field.as_str(), p.line),
+        ("roles[0].exec.command", Some(4))
+    );
+    assert!(
+        p.message
+            .contains("has spaces: write the program and its arguments as a list"),
+        "{p}"
+    );
+    // The list forms keep working.
+    let c = Config::from_yaml_str(
+        "nats:\n  servers: [nats://a:4222]\nhealth:\n  command: [sh, -c, \"exit 0\"]\n",
+    )
+    .unwrap();
+    assert_eq!(c.health.command.unwrap().len(), 3);
 }
 
 #[test]
@@ -122,6 +273,69 @@ fn hostile_input_is_rejected_without_panicking() {
     laughs.push_str("]\n");
     let (_, _, message) = parse_err(&laughs);
     assert!(message.contains("limits breached: Aliases"), "{message}");
+}
+
+#[test]
+fn a_hostile_corpus_is_answered_quickly_without_panicking() {
+    let mut corpus: Vec<(&str, String)> = vec![
+        ("deep block mappings", {
+            let mut t = String::new();
+            for depth in 0..200 {
+                t.push_str(&"  ".repeat(depth));
+                t.push_str("a:\n");
+            }
+            t
+        }),
+        ("deep flow mappings in a known field", format!("nats: {{servers: {}{}}}", "{a: ".repeat(5_000), "}".repeat(5_000))),
+        ("huge numbers", "instance:\n  priority: 1234567890123456789012345678901234567890\nretry:\n  multiplier: 1e999999\n  max_attempts: -99999999999999999999999999999\n".to_owned()),
+        ("billion laughs in a table", {
+            let mut t = String::from("instance:\n  meta:\n    a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+            let names = ["b", "c", "d", "e", "f", "g", "h", "i"];
+            let mut prev = "a";
+            for name in names {
+                t.push_str(&format!("    {name}: &{name} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+                prev = name;
+            }
+            t
+        }),
+        ("tabs", "timing:\n\tttl: 3s\n".to_owned()),
+        ("a byte order mark", "\u{feff}timing:\n  ttl: 3s\n".to_owned()),
+        ("duplicate keys", "roles:\n  - name: a\n    name: b\n".to_owned()),
+        ("many unknown keys", (0..20_000).map(|i| format!("k{i}: 1\n")).collect()),
+        ("a long unknown key", format!("{}: 1\n", "x".repeat(100_000))),
+        ("control characters", "nats:\n  name: \"\\u0000\\u001b[31m\"\n".to_owned()),
+        ("a complex key", "? [a, b]\n: 1\n".to_owned()),
+        ("merge keys", "x: &x {ttl: 3s}\ntiming:\n  <<: *x\n".to_owned()),
+    ];
+    corpus.push(("many roles with a problem each", {
+        let mut t = String::from("roles:\n");
+        for i in 0..5_000 {
+            t.push_str(&format!("  - {{name: r{i}, ttl: soon, campain: x}}\n"));
+        }
+        t
+    }));
+    for (what, text) in &corpus {
+        let started = std::time::Instant::now();
+        let result = std::panic::catch_unwind(|| Config::from_yaml_str(text));
+        let elapsed = started.elapsed();
+        let result = result.unwrap_or_else(|_| panic!("{what}: panicked"));
+        // Generous for a loaded 2-core debug build: the budgets keep each one far below.
+        assert!(
+            elapsed < Duration::from_secs(20),
+            "{what}: took {elapsed:?}"
+        );
+        match *what {
+            "a byte order mark" => assert!(result.is_ok(), "{what}: {result:?}"),
+            // A connection name may hold them (it is quoted wherever it is shown).
+            "control characters" => {}
+            _ => assert!(result.is_err(), "{what}: accepted"),
+        }
+    }
+    // Each problem of the long file is listed, with its own line.
+    let (_, many) = corpus.last().unwrap();
+    let err = Config::from_yaml_str(many).unwrap_err();
+    assert_eq!(err.problems().len(), 10_000);
+    assert_eq!(err.problems()[9_999].line, Some(5_001));
 }
 
 // ----- files -----

@@ -8,6 +8,7 @@ mod http;
 mod load;
 mod locate;
 mod schema;
+mod schema_walk;
 mod validate;
 
 fn role(name: &str) -> RoleConfig {
@@ -41,6 +42,13 @@ fn yaml_problems(text: &str) -> Vec<ConfigProblem> {
         Err(ConfigError::Invalid(problems)) => problems,
         other => panic!("expected Invalid, got {other:?}"),
     }
+}
+
+/// The one problem of `text`, which must be invalid with exactly one problem.
+fn one_problem(text: &str) -> ConfigProblem {
+    let found = yaml_problems(text);
+    assert_eq!(found.len(), 1, "{text:?}: {found:#?}");
+    found.into_iter().next().unwrap()
 }
 
 fn parse_err(text: &str) -> (Option<usize>, Option<usize>, String) {

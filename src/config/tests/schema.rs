@@ -147,7 +147,9 @@ fn example_config_validates() {
     assert_eq!(c.timing.ttl, Duration::from_secs(3));
     assert_eq!(c.timing.heartbeat, Duration::from_millis(750));
     assert_eq!(c.instance.id, None);
-    assert!(c.instance.meta.contains_key("host"));
+    // Only what every instance shares: per-instance values come from the environment.
+    assert!(c.instance.meta.contains_key("team"));
+    assert!(!c.instance.meta.contains_key("host"));
     assert!((8..=12).contains(&c.roles.len()), "{} roles", c.roles.len());
     assert!(c.roles.iter().any(|r| !r.campaign));
     assert!(c.roles.iter().any(|r| r.priority.is_some()));

@@ -20,8 +20,12 @@ fn placement_problems_name_their_field_and_line() {
         "{found:#?}"
     );
     assert_eq!(found[0].line, Some(2), "{found:#?}");
-    let bad = parse_err("roles:\n  - name: a\n    takeover: sometimes\n");
-    assert_eq!(bad.0, Some(3), "{bad:?}");
+    let bad = one_problem("roles:\n  - name: a\n    takeover: sometimes\n");
+    assert_eq!(
+        (bad.field.as_str(), bad.line, bad.column),
+        ("roles[0].takeover", Some(3), Some(15))
+    );
+    assert!(bad.message.contains("one of `voluntary`, `never`"), "{bad}");
 }
 
 #[test]
@@ -57,9 +61,13 @@ fn zone_capacity_version_and_role_weight_problems_name_their_field_and_line() {
     .expect("valid");
     assert_eq!(ok.roles[0].weight, 3);
     assert_eq!(ok.instance.effective_zone(), Some("eu-west-1a"));
-    // A capacity that is not a number is a parse error with its line.
-    let bad = parse_err("instance:\n  capacity: lots\n");
-    assert_eq!(bad.0, Some(2), "{bad:?}");
+    // A capacity that is not a number is a type error with its field and line.
+    let bad = one_problem("instance:\n  capacity: lots\n");
+    assert_eq!(
+        (bad.field.as_str(), bad.line),
+        ("instance.capacity", Some(2))
+    );
+    assert!(bad.message.contains("a whole number"), "{bad}");
 }
 
 #[test]

@@ -159,6 +159,51 @@ async fn config_errors_exit_2_with_the_field_name_and_no_panic() {
     assert_usage_error(&r, "run: bad --server", &["nats://h:0"]);
 }
 
+/// A file with type errors, unknown fields, a missing name and rule violations: `validate`
+/// and `run` list every problem at once, each with its path, line, column and what is
+/// expected in words, and exit 2.
+#[tokio::test]
+async fn validate_and_run_list_every_problem_with_path_line_column_and_words() {
+    let dir = tempdir();
+    let path = dir.path().join("several.yaml");
+    std::fs::write(
+        &path,
+        "nats:\n  servers: nats://127.0.0.1:1\ntiming:\n  ttl: \"3\"\n  heartbeat: soon\n\
+         bucket:\n  replicas: many\n  auto_create: yes\nroles:\n  - name: a\n    campain: true\n\
+         \x20   priority: high\n  - description: no name\n  - name: b\n    weight: 0\n    \
+         exec:\n      command: python3 job.py\n",
+    )
+    .expect("write config");
+    let path = path.to_str().expect("utf-8 path");
+    let expected = [
+        "timing.ttl: expected a duration such as `3s` or `750ms`, found the string \"3\" \
+         (line 4, column 8)",
+        "timing.heartbeat: expected a duration such as `3s` or `750ms`, found the string \
+         \"soon\" (line 5, column 14)",
+        "bucket.replicas: expected a whole number, 0 or more, found the string \"many\" \
+         (line 7, column 13)",
+        "bucket.auto_create: expected true or false, found the string \"yes\" (line 8, column 16)",
+        "roles[0].campain: unknown field `campain` in roles[0]; did you mean `campaign`? \
+         (line 11, column 5)",
+        "roles[0].priority: expected a whole number from -2147483648 to 2147483647, found the \
+         string \"high\" (line 12, column 15)",
+        "roles[1].name: the required field `name` is missing in roles[1] (expected a role name) \
+         (line 13, column 5)",
+        "roles[2].exec.command: \"python3 job.py\" has spaces: write the program and its \
+         arguments as a list",
+        "(no shell; `[sh, -c, \"…\"]` for one) (line 17, column 16)",
+        "roles[2].weight: 0 is out of range: a role's cost must be between 1 and 1000 \
+         (line 15, column 13)",
+    ];
+    let r = cli(&["validate", path], &[]).await;
+    assert_usage_error(&r, "validate", &expected);
+    assert!(r.text().contains("(9 problems)"), "{}", r.text());
+    assert!(!r.text().contains("panicked"), "{}", r.text());
+    let r = cli(&["run", "--config", path, "--instance-id", "x"], &[]).await;
+    assert_usage_error(&r, "run", &expected);
+    assert!(r.stdout.is_empty(), "run printed transitions: {}", r.stdout);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. 3 instances × 20 roles
 // ---------------------------------------------------------------------------------------------
