@@ -156,6 +156,7 @@ impl ProgramProblem {
     }
 
     /// The exit status a shell gives such a command: 127 (not found) or 126 (not runnable).
+    #[cfg(feature = "cli")]
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             Self::NotFound(_) => 127,
@@ -236,6 +237,7 @@ mod tests {
         assert!(not_exec.contains("not executable"), "{not_exec}");
     }
 
+    #[cfg(feature = "cli")]
     #[test]
     fn programs_that_cannot_start_get_a_shell_s_exit_codes() {
         let code = |p: &str| check_program(p).map(|p| p.exit_code());

@@ -62,8 +62,10 @@ mod wan;
 mod yaml;
 
 pub use error::{ConfigError, ConfigProblem};
+#[cfg(feature = "cli")]
+pub(crate) use exec::check_program;
+pub(crate) use exec::program_problem;
 pub use exec::{ExecConfig, HookConfig, OnExit, StopSignal};
-pub(crate) use exec::{check_program, program_problem};
 pub use instance::InstanceConfig;
 pub use nats::{NatsConfig, TlsConfig};
 pub use otel_env::{
