@@ -122,10 +122,19 @@ Success.
 \fB1\fR
 A runtime failure that retrying cannot change: refused credentials, a missing bucket, a
 permission the NATS user lacks; for the operator commands and \fBexec\fR also a server that
-cannot be reached. \fBexec\fR otherwise exits with its command's status.
+cannot be reached. \fBexec\fR otherwise exits with its command's status (128 + N when signal N
+ended it), and 1 when the role was lost while the command ran.
 .TP
 \fB2\fR
 A usage or configuration error (each problem printed with its field, line and column).
+.TP
+\fB75\fR
+\fBexec\fR: the role was not acquired (\fB\-\-no\-wait\fR and another process holds it, or
+\fB\-\-wait\fR expired); the command never ran. \fB\-\-conflict\-exit\-code\fR changes it.
+.TP
+\fB126\fR, \fB127\fR
+\fBexec\fR: the command cannot be run (not executable, not a file) or was not found; it
+never ran.
 .SH ENVIRONMENT
 .TP
 \fBNATS_URL\fR, \fBNATS_CREDS\fR, \fBNATS_NKEY\fR, \fBNATS_USER\fR, \fBNATS_PASSWORD\fR, \fBNATS_TOKEN\fR, \fBNATS_CA\fR, \fBNATS_CERT\fR, \fBNATS_KEY\fR

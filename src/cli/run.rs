@@ -526,6 +526,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         metrics: crate::exec::metrics::ExecMetrics::new(&meter, id.as_str(), &config.bucket.name),
         bucket: config.bucket.name.clone(),
         lock_dir: crate::exec::lock::dir(),
+        one_shot: None,
     };
     let starting = start(
         &config,

@@ -140,13 +140,43 @@ impl<'de> Deserialize<'de> for StopSignal {
     }
 }
 
-/// Where a program given by name or path would be run from, or why it cannot be: `None` when
-/// it is found and executable. A bare name is looked up in `PATH` (as `execvp` does).
+/// Why a program cannot be started, told apart as a shell does: nothing of that name (127) or
+/// something that cannot be run (126).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ProgramProblem {
+    /// No such program: not found in `PATH`, or no file at the path (a shell's 127).
+    NotFound(String),
+    /// It exists but cannot be run: not a file, not executable, not reachable (a shell's 126).
+    NotRunnable(String),
+}
+
+impl ProgramProblem {
+    /// What is wrong, naming the program as given.
+    pub(crate) fn message(&self) -> &str {
+        match self {
+            Self::NotFound(m) | Self::NotRunnable(m) => m,
+        }
+    }
+
+    /// The exit status a shell gives such a command: 127 (not found) or 126 (not runnable).
+    #[cfg(feature = "cli")]
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            Self::NotFound(_) => 127,
+            Self::NotRunnable(_) => 126,
+        }
+    }
+}
+
+/// Why a program given by name or path cannot be started, or `None` when it is found and
+/// executable. A bare name is looked up in `PATH` (as `execvp` does).
 #[must_use]
-pub(crate) fn program_problem(program: &str) -> Option<String> {
+pub(crate) fn check_program(program: &str) -> Option<ProgramProblem> {
     use std::os::unix::fs::PermissionsExt as _;
     if program.is_empty() {
-        return Some("the program must not be empty".into());
+        return Some(ProgramProblem::NotFound(
+            "the program must not be empty".into(),
+        ));
     }
     let executable = |p: &std::path::Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -154,9 +184,16 @@ pub(crate) fn program_problem(program: &str) -> Option<String> {
     if program.contains('/') {
         let path = std::path::Path::new(program);
         return match std::fs::metadata(path) {
-            Err(e) => Some(format!("{program:?}: {e}")),
-            Ok(m) if !m.is_file() => Some(format!("{program:?} is not a file")),
-            Ok(_) if !executable(path) => Some(format!("{program:?} is not executable")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Some(ProgramProblem::NotFound(format!("{program:?}: {e}")))
+            }
+            Err(e) => Some(ProgramProblem::NotRunnable(format!("{program:?}: {e}"))),
+            Ok(m) if !m.is_file() => Some(ProgramProblem::NotRunnable(format!(
+                "{program:?} is not a file"
+            ))),
+            Ok(_) if !executable(path) => Some(ProgramProblem::NotRunnable(format!(
+                "{program:?} is not executable"
+            ))),
             Ok(_) => None,
         };
     }
@@ -164,8 +201,16 @@ pub(crate) fn program_problem(program: &str) -> Option<String> {
     if std::env::split_paths(&path).any(|dir| executable(&dir.join(program))) {
         None
     } else {
-        Some(format!("{program:?} was not found in PATH"))
+        Some(ProgramProblem::NotFound(format!(
+            "{program:?} was not found in PATH"
+        )))
     }
+}
+
+/// [`check_program`]'s problem in words (for `validate`).
+#[must_use]
+pub(crate) fn program_problem(program: &str) -> Option<String> {
+    check_program(program).map(|p| p.message().to_owned())
 }
 
 #[cfg(test)]
@@ -193,5 +238,21 @@ mod tests {
         let plain = file.path().to_string_lossy().into_owned();
         let not_exec = program_problem(&plain).expect("not executable");
         assert!(not_exec.contains("not executable"), "{not_exec}");
+    }
+
+    #[cfg(feature = "cli")]
+    #[test]
+    fn programs_that_cannot_start_get_a_shell_s_exit_codes() {
+        let code = |p: &str| check_program(p).map(|p| p.exit_code());
+        assert_eq!(code("sh"), None);
+        assert_eq!(code("no-such-program-here"), Some(127));
+        assert_eq!(code("/no/such/program"), Some(127));
+        assert_eq!(code(""), Some(127));
+        assert_eq!(code("/"), Some(126));
+        let file = tempfile::NamedTempFile::new().expect("temp file");
+        assert_eq!(code(&file.path().to_string_lossy()), Some(126));
+        // A path through a file: ENOTDIR, which a shell reports with 126.
+        let through = format!("{}/x", file.path().display());
+        assert_eq!(code(&through), Some(126));
     }
 }

@@ -69,6 +69,8 @@ mod wan;
 mod yaml;
 
 pub use error::{ConfigError, ConfigProblem};
+#[cfg(feature = "cli")]
+pub(crate) use exec::check_program;
 pub(crate) use exec::program_problem;
 pub use exec::{ExecConfig, HookConfig, OnExit, StopSignal};
 pub use instance::InstanceConfig;

@@ -8,12 +8,14 @@
 //! * [`child`] — the manager's side of one watched child;
 //! * [`lock`] — the role lock a restarted manager's child waits for;
 //! * [`metrics`] — runs, restarts and running commands;
+//! * [`one_shot`] — whether `nats-roles exec`'s command starts or `exec` gave up waiting;
 //! * [`seams`] — test-only seams (cargo feature `negative-controls`);
 //! * [`supervisor`] — the role callbacks that run hooks and children term by term.
 
 pub(crate) mod child;
 pub(crate) mod lock;
 pub(crate) mod metrics;
+pub(crate) mod one_shot;
 pub(crate) mod seams;
 pub(crate) mod supervisor;
 pub(crate) mod watchdog;

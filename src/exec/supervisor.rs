@@ -82,6 +82,11 @@ pub(crate) struct ProcessContext {
     /// The directory of the role locks (`super::lock::dir`); `None`: children start without
     /// one.
     pub(crate) lock_dir: Option<PathBuf>,
+    /// `nats-roles exec`: its command starts only if `exec` has not given up waiting, and its
+    /// end (or a failed start) is `exec`'s to act on — `exec` stops the manager, which
+    /// releases the role; the supervisor then neither releases the role nor logs the end as
+    /// a problem. `None` under `run`.
+    pub(crate) one_shot: Option<super::one_shot::OneShot>,
 }
 
 impl ProcessContext {
@@ -257,6 +262,12 @@ async fn supervise(
         if stop.is_cancelled() || !l.is_valid() {
             return;
         }
+        if let Some(one_shot) = &p.context.one_shot
+            && !one_shot.claim(l.term())
+        {
+            info!(%role, term = l.term(), "not starting the command: exec gave up waiting");
+            return;
+        }
         let start = Watched::start(&spec, Some(l.deadline())).await;
         drop(gate);
         let mut child = match start {
@@ -266,8 +277,14 @@ async fn supervise(
                 return;
             }
             Err(exit) => {
-                error!(%role, error = %exit, "cannot start the role's command; releasing the role");
                 p.context.metrics.ended(role.as_str(), &exit, false);
+                if p.context.one_shot.is_some() {
+                    // `exec` reports it (in words of its command line) and stops the manager.
+                    info!(%role, error = %exit, "cannot start the command");
+                    p.context.ended(&exit);
+                    return;
+                }
+                error!(%role, error = %exit, "cannot start the role's command; releasing the role");
                 p.context.ended(&exit);
                 p.context.manager.release(role, START_FAILURE_COOLDOWN);
                 return;
@@ -295,6 +312,12 @@ async fn supervise(
         p.context.ended(&exit);
         if stop.is_cancelled() || !l.is_valid() {
             info!(%role, outcome = %exit, "role command ended with the term");
+            return;
+        }
+        if p.context.one_shot.is_some() {
+            // The normal end of `nats-roles exec`: it stops the manager, which releases the
+            // role (a release here too would race that stop).
+            info!(%role, outcome = %exit, "the command exited");
             return;
         }
         match exec.on_exit {

@@ -12,6 +12,7 @@ mod examples;
 mod exec;
 mod exec_faults;
 mod exec_oneshot;
+mod exec_oneshot_wait;
 mod http_processes;
 mod moves;
 mod observability;

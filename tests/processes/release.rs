@@ -202,6 +202,7 @@ async fn zsh_and_fish_completion() {
             "watch",
             "[nats-roles exec --con]",
             "--config",
+            "--conflict-exit-code",
             "--context",
         ],
         "{completed}"

@@ -1,7 +1,10 @@
 //! `nats-roles exec --role NAME -- cmd args…`: campaign for one role, run the command while
 //! holding it (under a watchdog, like an `exec` role of `run`), release the role when it
-//! exits and exit with its status — `etcdctl lock` / `consul lock`, with the child killed
-//! before the role can pass to another holder (docs/exec.md).
+//! exits and exit with its status — `etcdctl lock` / `consul lock` / `flock`, with the child
+//! killed before the role can pass to another holder (docs/exec.md). `--no-wait` and
+//! `--wait` give up waiting for a role another holds (`wait.rs`).
+
+mod wait;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,17 +15,47 @@ use tracing::info;
 
 use super::conn::ConnArgs;
 use super::outcome::{EXIT_RUNTIME, Failure};
-use crate::config::{Config, ExecConfig, OnExit, RoleConfig, StopSignal};
+use crate::config::{
+    Config, ConfigError, ConfigProblem, ExecConfig, OnExit, RoleConfig, StopSignal, check_program,
+};
 use crate::exec::child::Exit;
+use crate::exec::one_shot::{OneShot, Stage};
 use crate::exec::supervisor::{ManagerSlot, ProcessCallbacks, ProcessContext, RoleProcesses};
 use crate::{InstanceId, RoleEvent, RoleManager, RoleName};
+use wait::{EXIT_NOT_ACQUIRED, Verdict, Wait};
+
+/// The exit statuses, for `--help` and the man page (docs/exec.md has the same table).
+const EXIT_STATUS_HELP: &str = "Exit status:
+  N        the command's own status (it ran and exited with N)
+  128+N    the command was ended by signal N (e.g. 143: SIGTERM)
+  75       the role was not acquired: held by another under --no-wait, or --wait expired
+           (the command never ran; --conflict-exit-code changes it)
+  126      the command cannot be run (not a file, not executable); it never ran
+  127      the command was not found (not in PATH, no such file); it never ran
+  1        the role was lost while the command ran (it was stopped), or a runtime failure
+           (connection, bucket, permission)
+  2        bad usage or configuration";
 
 /// `nats-roles exec`.
 #[derive(clap::Args, Debug)]
+#[command(after_help = EXIT_STATUS_HELP)]
 pub(crate) struct ExecArgs {
     /// The role to hold while the command runs.
     #[arg(long)]
     role: String,
+    /// Wait at most this long for the role (30s, 5m, …; from the start of the campaign), then
+    /// exit with the conflict exit code (75) without running the command [default: wait as
+    /// long as it takes]. (`--timeout` is the connection and request timeout, as for every
+    /// command.)
+    #[arg(long, short = 'w', value_name = "DURATION", value_parser = positive_duration, conflicts_with = "no_wait")]
+    wait: Option<Duration>,
+    /// Do not wait: if another process holds the role, exit at once with the conflict exit
+    /// code (75) without running the command (a vacant role is still contended for once).
+    #[arg(long, short = 'n')]
+    no_wait: bool,
+    /// The exit status when the role was not acquired (--no-wait, --wait).
+    #[arg(long, value_name = "N", default_value_t = EXIT_NOT_ACQUIRED, value_parser = clap::value_parser!(u8).range(1..))]
+    conflict_exit_code: u8,
     #[command(flatten)]
     conn: ConnArgs,
     /// This instance's id [default: instance.id of --config, NATS_ROLES_INSTANCE_ID, or
@@ -51,10 +84,23 @@ pub(crate) struct ExecArgs {
     command: Vec<String>,
 }
 
-/// Runs `nats-roles exec`; exits with the command's status (128 + signal when signalled,
-/// 127 when it cannot be started), 1 when the role was lost while it ran or on a runtime
-/// failure, 2 for bad usage.
+/// A `--wait` value: a positive duration.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("must be positive (--no-wait gives up at once)".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Runs `nats-roles exec`; exits as [`EXIT_STATUS_HELP`] says.
 pub(crate) fn run(args: ExecArgs) -> ExitCode {
+    // A command that cannot start is refused before the role is contended for, as a shell
+    // would refuse it (126, 127).
+    if let Some(problem) = args.command.first().and_then(|p| check_program(p)) {
+        eprintln!("nats-roles: cannot run the command: {}", problem.message());
+        return ExitCode::from(problem.exit_code());
+    }
     let config = match config(&args) {
         Ok(c) => c,
         Err(f) => return f.report(),
@@ -138,10 +184,35 @@ fn config(args: &ExecArgs) -> Result<Config, Failure> {
         restart_backoff: Duration::from_secs(1),
     });
     config.roles = vec![entry];
-    config
-        .validate()
-        .map_err(|e| Failure::Usage(e.to_string()))?;
+    config.validate().map_err(|e| Failure::Usage(in_flags(e)))?;
     Ok(config)
+}
+
+/// A validation error in the words of `exec`'s command line: the fields of the role `exec`
+/// builds are named by the flags that set them.
+fn in_flags(error: ConfigError) -> String {
+    let ConfigError::Invalid(problems) = error else {
+        return error.to_string();
+    };
+    let flags = [
+        ("roles[0].exec.stop_timeout", "--stop-timeout"),
+        ("roles[0].exec.stop_signal", "--stop-signal"),
+        ("roles[0].exec.command", "the command"),
+        ("roles[0].name", "--role"),
+    ];
+    let problems = problems
+        .into_iter()
+        .map(
+            |p| match flags.iter().find(|(f, _)| p.field.starts_with(f)) {
+                Some((_, flag)) => ConfigProblem {
+                    field: (*flag).to_owned(),
+                    ..p
+                },
+                None => p,
+            },
+        )
+        .collect();
+    ConfigError::Invalid(problems).to_string()
 }
 
 /// The host's name (for the default instance id).
@@ -168,6 +239,8 @@ fn hostname() -> String {
 
 /// Why the wait for the command ended.
 enum Ending {
+    /// The role was not acquired (`--no-wait`, `--wait`): the command never ran.
+    NotAcquired(String),
     /// The command ended while the role was held.
     Exited(Exit),
     /// Ctrl-C or SIGTERM.
@@ -200,6 +273,7 @@ async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
         None => None,
     };
     let (exits_tx, mut exits) = mpsc::unbounded_channel();
+    let one_shot = OneShot::default();
     let context = ProcessContext {
         instance: id.clone(),
         history: recorder
@@ -218,26 +292,73 @@ async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
         ),
         bucket: config.bucket.name.clone(),
         lock_dir: crate::exec::lock::dir(),
+        one_shot: Some(one_shot.clone()),
     };
     if let Some(p) = RoleProcesses::for_role(&role, &context) {
         builder.set_callbacks(&role.name, ProcessCallbacks::new(p));
     }
     let mut events = builder.events();
+    let mut wait = Wait::new(role.name.clone(), id.clone(), args.no_wait, args.wait);
+    let mut stage = one_shot.subscribe();
     let manager = std::sync::Arc::new(builder.start().await.map_err(runtime)?);
     context.manager.set(&manager);
     info!(role = %role.name, instance = %id, "campaigning");
+    let mut status = manager.role(&role.name).map(|h| h.watch());
+    let deadline = wait.deadline();
     let signal = super::signal::wait_signal();
     tokio::pin!(signal);
     let ending = loop {
+        let waiting = one_shot.stage() == Stage::Waiting;
         tokio::select! {
             exit = exits.recv() => match exit {
                 Some(exit) => break Ending::Exited(exit),
                 None => break Ending::Lost("the role's processes ended".into()),
             },
-            () = &mut signal => break Ending::Interrupted,
+            () = &mut signal => {
+                // No start during the shutdown that follows.
+                one_shot.give_up();
+                break Ending::Interrupted;
+            }
+            Ok(()) = stage.changed() => {
+                if let Stage::Claimed { term } = *stage.borrow_and_update()
+                    && let Some(line) = wait.got(term)
+                {
+                    eprintln!("nats-roles: {line}");
+                }
+            }
+            changed = async {
+                match status.as_mut() {
+                    Some(rx) => rx.changed().await,
+                    None => std::future::pending().await,
+                }
+            }, if waiting => {
+                let Some(rx) = status.as_mut().filter(|_| changed.is_ok()) else {
+                    status = None;
+                    continue;
+                };
+                let current = rx.borrow_and_update().clone();
+                match wait.observe(&current) {
+                    (Some(line), _) => eprintln!("nats-roles: {line}"),
+                    (None, Verdict::GiveUp(message)) if one_shot.give_up() => {
+                        break Ending::NotAcquired(message);
+                    }
+                    (None, _) => {}
+                }
+            }
+            () = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            }, if waiting => {
+                if one_shot.give_up() {
+                    break Ending::NotAcquired(wait.timed_out());
+                }
+            }
             event = events.recv() => match event {
                 Ok(RoleEvent::Demoted { reason, .. })
-                    if !matches!(reason, crate::DemoteReason::Released(_)) =>
+                    if !matches!(reason, crate::DemoteReason::Released(_))
+                        && one_shot.stage() != Stage::Waiting =>
                 {
                     break Ending::Lost(reason.to_string());
                 }
@@ -255,9 +376,22 @@ async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
     }
     shutdown.map_err(runtime)?;
     match ending {
+        Ending::NotAcquired(message) => {
+            eprintln!("nats-roles: {message}");
+            Ok(i32::from(args.conflict_exit_code))
+        }
         Ending::Exited(Exit::Failed(msg)) => {
-            eprintln!("nats-roles: {msg}");
-            Ok(127)
+            // Checked before the campaign; it changed since (or the watchdog failed).
+            match args.command.first().and_then(|p| check_program(p)) {
+                Some(problem) => {
+                    eprintln!("nats-roles: cannot run the command: {}", problem.message());
+                    Ok(i32::from(problem.exit_code()))
+                }
+                None => {
+                    eprintln!("nats-roles: cannot start the command: {msg}");
+                    Ok(i32::from(EXIT_RUNTIME))
+                }
+            }
         }
         Ending::Exited(exit) => Ok(exit.code()),
         Ending::Interrupted => {
