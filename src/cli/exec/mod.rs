@@ -39,15 +39,16 @@ const EXIT_STATUS_HELP: &str = "Exit status:
 /// `nats-roles exec`.
 #[derive(clap::Args, Debug)]
 #[command(after_help = EXIT_STATUS_HELP)]
+#[command(mut_arg("timeout", |a| a.long("request-timeout")))]
 pub(crate) struct ExecArgs {
     /// The role to hold while the command runs.
     #[arg(long)]
     role: String,
     /// Wait at most this long for the role (30s, 5m, …; from the start of the campaign), then
     /// exit with the conflict exit code (75) without running the command [default: wait as
-    /// long as it takes]. (`--timeout` is the connection and request timeout, as for every
-    /// command.)
-    #[arg(long, short = 'w', value_name = "DURATION", value_parser = positive_duration, conflicts_with = "no_wait")]
+    /// long as it takes]. `--timeout` is the same (as `consul lock -timeout`); the connection
+    /// and request timeout is `--request-timeout` here.
+    #[arg(long, short = 'w', visible_alias = "timeout", value_name = "DURATION", value_parser = positive_duration, conflicts_with = "no_wait")]
     wait: Option<Duration>,
     /// Do not wait: if another process holds the role, exit at once with the conflict exit
     /// code (75) without running the command (a vacant role is still contended for once).
