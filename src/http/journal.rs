@@ -120,7 +120,8 @@ impl EventJournal {
     }
 
     /// An empty journal keeping the last `capacity` events (at least 1).
-    pub(crate) fn with_capacity(capacity: usize) -> Self {
+    #[must_use]
+    pub fn with_capacity(capacity: usize) -> Self {
         Self {
             inner: Arc::new(Inner {
                 ring: Mutex::new(Ring {
