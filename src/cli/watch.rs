@@ -41,6 +41,7 @@ pub(crate) async fn run(args: WatchArgs) -> Result<(), Failure> {
             instance: None,
             bucket: bucket.clone(),
             cursor: None,
+            admin: None,
             at: now.clone(),
         },
         args.json,

@@ -114,6 +114,7 @@ fn stream(
         instance: Some(manager.instance_id().to_string()),
         bucket: manager.bucket().to_owned(),
         cursor: Some(cursor),
+        admin: Some(api.options().admin_token.is_some()),
         at: format_time(SystemTime::now()),
     };
     let first = sse_event(&hello).id(cursor.to_string()).retry(RECONNECT);

@@ -28,6 +28,11 @@ pub enum EventView {
         /// `GET /api/events?since=…`, later ones come on the stream (`None` from the CLI).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cursor: Option<u64>,
+        /// Whether the answering instance has admin actions configured (an admin token),
+        /// so a dashboard can tell "no token typed" from "admin actions are off here"
+        /// (`None` from the CLI).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        admin: Option<bool>,
         /// When.
         at: String,
     },
