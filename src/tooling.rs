@@ -16,10 +16,10 @@ pub mod history {
 /// straight from NATS (what `nats-roles status`, `watch` and `evict` and the HTTP API use).
 pub mod inspect {
     pub use crate::inspect::{
-        EventView, EvictError, Evicted, Expect, HeldRole, HolderState, HolderUpdate, Inspector,
-        InstanceList, InstanceView, LocalView, MAX_SHOWN_KEY, MAX_SHOWN_META, MAX_SHOWN_VALUE,
-        RoleList, RoleView, TransitionTracker, Violation, format_time, instances, redact_token,
-        shown_meta,
+        Candidates, EventView, EvictError, Evicted, Expect, HeldRole, HolderState, HolderUpdate,
+        Inspector, InstanceList, InstanceView, LocalView, MAX_SHOWN_KEY, MAX_SHOWN_META,
+        MAX_SHOWN_VALUE, RoleList, RoleView, TransitionTracker, Violation, format_time, instances,
+        redact_token, shown_meta,
     };
 }
 

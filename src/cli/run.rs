@@ -411,10 +411,15 @@ impl Http {
         print_line(&format!("http url={}", bound.local_url));
     }
 
-    /// The manager has started: its API answers from now on.
-    fn ready(&self, manager: &Arc<RoleManager>) {
+    /// The manager has started: its API answers from now on, with the `journal` that followed
+    /// its start.
+    fn ready(&self, manager: &Arc<RoleManager>, journal: crate::http::EventJournal) {
         if let Some(server) = &self.server {
-            server.ready(crate::http::Api::new(manager.clone(), self.options.clone()));
+            server.ready(crate::http::Api::with_journal(
+                manager.clone(),
+                self.options.clone(),
+                journal,
+            ));
         }
     }
 
@@ -464,7 +469,7 @@ impl Http {
         _config: &Config,
     ) {
     }
-    fn ready(&self, _manager: &Arc<RoleManager>) {}
+    fn ready(&self, _manager: &Arc<RoleManager>, _journal: ()) {}
     fn drain(&self) {}
     async fn stop(self) {}
 }
@@ -475,6 +480,11 @@ struct Started {
     manager: Arc<RoleManager>,
     client: async_nats::Client,
     events: tokio::sync::broadcast::Receiver<RoleEvent>,
+    /// The dashboard's journal, recording since before the start (with timestamps).
+    #[cfg(feature = "http")]
+    journal: crate::http::EventJournal,
+    #[cfg(not(feature = "http"))]
+    journal: (),
 }
 
 async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Result<(), Failure> {
@@ -553,6 +563,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         manager,
         client,
         mut events,
+        journal,
     } = match started {
         Ok(started) => started,
         Err(e) => {
@@ -587,7 +598,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         }
     });
     processes.manager.set(&manager);
-    http.ready(&manager);
+    http.ready(&manager, journal);
     notify.running(&manager, &config);
     check_round_trip(&client, &config).await;
     signals.shutdown().await;
@@ -644,13 +655,27 @@ async fn start(
     if let Some(recorder) = recorder {
         builder = builder.history(recorder.clone());
     }
-    // Subscribed before start: the roles won during start-up are printed too.
+    // Subscribed before start: the roles won during start-up are printed too, and are in
+    // the dashboard's journal.
     let events = builder.events();
+    #[cfg(feature = "http")]
+    let journal = {
+        let journal = crate::http::EventJournal::new();
+        journal.follow(
+            builder.events(),
+            id.clone(),
+            crate::inspect::TransitionTracker::default(),
+        );
+        journal
+    };
+    #[cfg(not(feature = "http"))]
+    let journal = ();
     let manager = Arc::new(builder.start().await?);
     Ok(Started {
         manager,
         client,
         events,
+        journal,
     })
 }
 

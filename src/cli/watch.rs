@@ -40,6 +40,8 @@ pub(crate) async fn run(args: WatchArgs) -> Result<(), Failure> {
         &EventView::Hello {
             instance: None,
             bucket: bucket.clone(),
+            cursor: None,
+            admin: None,
             at: now.clone(),
         },
         args.json,

@@ -6,6 +6,7 @@
   const rows = new Map();      // role -> {tr, cells, term, holder, leader, release, evict}
   const notes = new Map();     // role -> {text, until}
   let me = null;
+  let adminConfigured = null; // from the stream's hello: does this instance have an admin token?
   const here = () => me || "this instance";
 
   const el = (tag, cls, text) => {
@@ -59,11 +60,22 @@
     return r;
   }
 
+  // A vacancy is an alarm only while someone campaigns for the role (`candidates`, from
+  // GET /api/roles): "present" (this instance or a live placement member campaigns), "absent"
+  // (placement knows nobody does), "unknown" (this instance only observes it).
+  const VACANCY = {
+    absent: ["vacancy-quiet", "vacant · nobody campaigns for it"],
+    unknown: ["vacancy-quiet", "vacant · only observed here"],
+  };
+
   function setHolder(r, holder, url, status) {
     const c = r.cells.holder;
     c.textContent = "";
+    c.dataset.vacancy = "";
     if (status === "vacant" || (!holder && status !== "foreign")) {
-      c.appendChild(el("span", "vacant", "— vacant"));
+      const quiet = VACANCY[r.candidates];
+      c.dataset.vacancy = quiet ? r.candidates : "alarm";
+      c.appendChild(quiet ? el("span", quiet[0], quiet[1]) : el("span", "vacant", "— vacant"));
     } else if (!holder) {
       c.appendChild(el("span", "muted", "foreign value"));
     } else {
@@ -82,6 +94,7 @@
 
   function renderRole(v) {
     const r = row(v.role);
+    r.candidates = v.candidates || null;
     setHolder(r, v.holder, v.holder_url, v.status);
     setTerm(r, v.term);
     r.cells.token.textContent = v.token ?? "";
@@ -102,7 +115,10 @@
     r.leader = !!l && l.state === "LEADER";
     updateRoleButtons(r);
     r.cells.local.textContent = "";
-    if (l) {
+    if (l && l.campaign === false) {
+      // Observe-only (campaign: false): never a candidate here.
+      r.cells.local.appendChild(el("span", "muted observer", "observes only"));
+    } else if (l) {
       r.cells.local.appendChild(el("span", "state-" + l.state, l.state.toLowerCase()));
       if (l.error) r.cells.local.appendChild(el("span", "note", "error: " + l.error));
       if (l.health) r.cells.local.appendChild(el("span", "note", l.health));
@@ -132,9 +148,12 @@
       if (body.children[i] !== tr) body.insertBefore(tr, body.children[i] || null);
     });
     $("no-roles").hidden = rows.size > 0;
-    const held = list.roles.filter((v) => v.status !== "vacant").length;
-    $("summary").textContent = list.roles.length + " roles · " + held + " held · " +
-      (list.roles.length - held) + " vacant";
+    const vacant = list.roles.filter((v) => v.status === "vacant");
+    const alarms = vacant.filter((v) => !VACANCY[v.candidates]).length;
+    const held = list.roles.length - vacant.length;
+    let summary = list.roles.length + " roles · " + held + " held · " + alarms + " vacant";
+    if (vacant.length > alarms) summary += " · " + (vacant.length - alarms) + " not campaigned for";
+    $("summary").textContent = summary;
   }
 
   function renderInstances(list) {
@@ -330,15 +349,30 @@
     r.evict.title = r.term === null ? "the role is vacant" : "delete the lease of term " + r.term;
   }
 
+  // What the token field means right now, in words: whether this instance takes admin
+  // actions at all (its hello says), and whether a token was typed (it is checked only when an
+  // action is sent: a refusal says so).
+  let tokenRefused = false;
+  function tokenText(on) {
+    if (adminConfigured === false) {
+      return on
+        ? "token typed, but this instance has no admin token configured: admin actions are off here"
+        : "admin actions are off on this instance (no admin token configured)";
+    }
+    if (!on) return "no token typed: type the admin token to enable the admin actions";
+    if (tokenRefused) return "the token typed was refused (401): check it";
+    return "token typed for this tab; checked when you confirm an action (sent only then)";
+  }
+
   function updateAdmin() {
     const on = token() !== "";
     document.body.dataset.admin = String(on);
     for (const b of document.querySelectorAll("#admin button.admin")) b.disabled = !on;
     for (const r of rows.values()) updateRoleButtons(r);
     $("forget-token").disabled = !on;
-    $("token-state").textContent = on
-      ? "token set for this tab (sent only with an action you confirm)"
-      : "no token: admin actions are off";
+    const state = $("token-state");
+    state.textContent = tokenText(on);
+    state.className = tokenRefused && on ? "bad" : "muted";
   }
 
   function showResult(ok, text) {
@@ -379,6 +413,7 @@
       try { answer = await res.json(); } catch (e) { answer = null; }
       if (res.ok) showResult(true, done(answer || {}, res.status));
       else showResult(false, errorText(action, res.status, answer));
+      if (res.status === 401 || res.ok) { tokenRefused = res.status === 401; updateAdmin(); }
     } catch (e) {
       showResult(false, action + " failed: the request did not get through (" + e.message + ").");
     }
@@ -437,11 +472,12 @@
   function setupAdmin() {
     const input = $("admin-token");
     input.value = storedToken();
-    const changed = () => { storeToken(token()); updateAdmin(); };
+    const changed = () => { tokenRefused = false; storeToken(token()); updateAdmin(); };
     input.addEventListener("input", changed);
     input.addEventListener("change", changed);
     $("forget-token").addEventListener("click", () => {
       input.value = "";
+      tokenRefused = false;
       storeToken("");
       updateAdmin();
     });
@@ -480,14 +516,97 @@
     }
   }
 
-  function log(text, cls, at) {
+  // ---- Transitions: the instance's journal (GET /api/events?since=N), then the live stream ---
+
+  const LOG_MAX = 300;
+  const logged = new Set(); // seq of every line shown
+  let journalCursor = null;  // newest seq read from the journal or the stream
+
+  // One line of the transitions log, kept in seq order (newest first); lines without a seq
+  // (none today) go on top. The same event from the journal and the stream is shown once.
+  function log(text, cls, at, seq) {
+    if (seq !== undefined && seq !== null) {
+      if (logged.has(seq)) return;
+      logged.add(seq);
+      if (journalCursor === null || seq > journalCursor) journalCursor = seq;
+    }
     const li = el("li", cls);
+    if (seq !== undefined && seq !== null) li.dataset.seq = String(seq);
     li.appendChild(el("time", null, clock(at)));
     li.appendChild(document.createTextNode(text));
     const ol = $("log");
-    ol.insertBefore(li, ol.firstChild);
-    while (ol.children.length > 50) ol.removeChild(ol.lastChild);
+    let before = ol.firstChild;
+    if (seq !== undefined && seq !== null) {
+      while (before && before.dataset.seq && Number(before.dataset.seq) > seq) before = before.nextSibling;
+    }
+    ol.insertBefore(li, before);
+    while (ol.children.length > LOG_MAX) {
+      const last = ol.lastChild;
+      if (last.dataset.seq) logged.delete(Number(last.dataset.seq));
+      ol.removeChild(last);
+    }
     $("no-log").hidden = true;
+  }
+
+  // The log line of an event: [text, class], or null for events that are no transition.
+  function describe(ev) {
+    switch (ev.type) {
+      case "holder":
+        if (ev.handover) {
+          return [ev.role + ": handed over from " + ev.previous + " to " + ev.holder + " (term " + ev.term + ")", "handover"];
+        }
+        return [ev.role + ": " + (ev.holder || "a foreign value") + " holds it (term " + ev.term + ")", ""];
+      case "vacant":
+        return [ev.role + ": vacant" + (ev.previous ? " (was " + ev.previous + ")" : ""), ""];
+      case "promoted":
+        return [ev.role + ": " + ev.instance + " (this instance) promoted, term " + ev.term, ""];
+      case "demoted":
+        return [ev.role + ": " + ev.instance + " (this instance) demoted, term " + ev.term + ", " + ev.reason +
+          (ev.reason === "placement" ? " (a placement move)" : ""), ""];
+      case "duplicate_instance":
+        return [ev.role + ": another live process uses the id " + ev.instance + "!", "handover"];
+      case "failed":
+        return [ev.role + ": failed: " + ev.error, "handover"];
+      case "recovered":
+        return [ev.role + ": recovered", ""];
+      case "frozen":
+        return ["placement frozen (" + ev.cause + "): " + ev.detail, "handover"];
+      case "unfrozen":
+        return ["placement unfrozen", ""];
+      case "resync":
+        return ["(" + ev.missed + " events missed by this instance's journal)", "muted"];
+      default:
+        return null;
+    }
+  }
+
+  function logEvent(ev) {
+    const line = describe(ev);
+    if (line) log(line[0], line[1], ev.at, ev.seq);
+  }
+
+  // Reads the journal after `since` (the transitions before the page opened, or those a slow
+  // stream dropped) into the log.
+  let journalLoading = false;
+  async function loadJournal(since) {
+    if (journalLoading) return;
+    journalLoading = true;
+    try {
+      const res = await fetch("api/events?since=" + since, { cache: "no-store" });
+      if (!res.ok) return;
+      const page = await res.json();
+      for (const ev of page.events || []) logEvent(ev);
+      const box = $("log-truncated");
+      box.hidden = !page.truncated;
+      if (page.truncated) {
+        box.textContent = "Older transitions are no longer kept (this instance keeps the last " +
+          page.capacity + ").";
+      }
+    } catch (e) {
+      /* the stream still works; the next hello retries */
+    } finally {
+      journalLoading = false;
+    }
   }
 
   function flash(role) {
@@ -503,16 +622,17 @@
       case "hello":
         $("instance").textContent = ev.instance || "";
         $("bucket").textContent = ev.bucket;
+        if (typeof ev.admin === "boolean") { adminConfigured = ev.admin; updateAdmin(); }
+        // Everything up to the stream's cursor is in the journal; the stream brings the rest.
+        loadJournal(journalCursor === null ? 0 : journalCursor);
         break;
       case "holder": {
         const r = row(ev.role);
         if (ev.handover) {
           const text = "handed over from " + ev.previous + " to " + ev.holder;
           notes.set(ev.role, { text, until: Date.now() + NOTE_MS });
-          log(ev.role + ": " + text + " (term " + ev.term + ")", "handover", ev.at);
-        } else {
-          log(ev.role + ": " + (ev.holder || "a foreign value") + " holds it (term " + ev.term + ")", "", ev.at);
         }
+        logEvent(ev);
         setHolder(r, ev.holder, null, ev.holder ? "held" : "foreign");
         setTerm(r, ev.term);
         r.cells.token.textContent = ev.token ?? "";
@@ -526,25 +646,23 @@
         setHolder(r, null, null, "vacant");
         setTerm(r, null);
         r.cells.token.textContent = "";
-        log(ev.role + ": vacant" + (ev.previous ? " (was " + ev.previous + ")" : ""), "", ev.at);
+        logEvent(ev);
         flash(ev.role);
         refresh();
         break;
       }
-      case "promoted":
-        log(ev.role + ": " + ev.instance + " (this instance) promoted, term " + ev.term, "", ev.at);
-        break;
-      case "demoted":
-        log(ev.role + ": " + ev.instance + " (this instance) demoted, term " + ev.term + ", " + ev.reason, "", ev.at);
-        break;
-      case "duplicate_instance":
-        log(ev.role + ": another live process uses the id " + ev.instance + "!", "handover", ev.at);
-        break;
-      case "failed":
-        log(ev.role + ": failed: " + ev.error, "handover", ev.at);
+      case "frozen":
+      case "unfrozen":
+        logEvent(ev);
+        refresh();
         break;
       case "resync":
+        // This stream fell behind the journal: re-read it and the lists.
+        loadJournal(journalCursor === null ? 0 : journalCursor);
         refresh();
+        break;
+      default:
+        logEvent(ev);
         break;
     }
   }

@@ -1,7 +1,8 @@
 //! `GET /`: the dashboard, one HTML page with its script (`GET /dashboard.js`) and style
 //! (`GET /dashboard.css`), no external assets; it reads `/api/roles`, `/api/instances` and
-//! `/api/members` and follows `/api/events`. Its admin buttons (release, evict, drain, freeze)
-//! send the admin token the operator typed in (kept in `sessionStorage`) after a confirmation.
+//! `/api/members`, lists the recent transitions of the journal (`/api/events?since=0`) and
+//! follows `/api/events`. Its admin buttons (release, evict, drain, freeze) send the admin
+//! token the operator typed in (kept in `sessionStorage`) after a confirmation.
 
 use axum::http::{HeaderValue, header};
 use axum::response::{Html, IntoResponse};

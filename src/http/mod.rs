@@ -11,7 +11,8 @@
 //! | `GET /api/roles/{role}`         | one role ([`RoleView`]); 404 if unknown |
 //! | `GET /api/instances`            | instances and what each holds ([`InstanceList`]) |
 //! | `GET /metrics`                  | Prometheus text, when [`ApiOptions::metrics`] is set (404 otherwise) |
-//! | `GET /api/events`               | server-sent events, one JSON [`EventView`] per transition |
+//! | `GET /api/events`               | server-sent events, one JSON [`EventView`] per transition, numbered by the [`EventJournal`] (SSE `id`) |
+//! | `GET /api/events?since=N`       | the journal's events after `N` ([`EventPage`]): the last [`JOURNAL_CAPACITY`] transitions, `truncated` when some after `N` were dropped; 400 for a malformed cursor |
 //! | `POST /api/roles/{role}/release`| admin: give up a role this instance holds                |
 //! | `POST /api/roles/{role}/evict`  | admin: CAS-delete the role's lease (`{"revision": N}` optional) |
 //!
@@ -38,6 +39,7 @@ mod auth;
 mod dashboard;
 mod error;
 mod events;
+mod journal;
 mod metrics;
 mod options;
 mod placement;
@@ -55,10 +57,11 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 /// The JSON bodies of the API (`docs/http-api.md`).
 pub use crate::inspect::{
-    EventView, HeldRole, HolderState, InstanceList, InstanceView, LocalView, MemberList,
-    MemberView, RoleList, RoleView,
+    Candidates, EventView, HeldRole, HolderState, InstanceList, InstanceView, LocalView,
+    MemberList, MemberView, RoleList, RoleView,
 };
 pub use error::ErrorBody;
+pub use journal::{EventJournal, EventPage, JOURNAL_CAPACITY, JournalEntry, MAX_EVENT_TEXT};
 pub use metrics::PROMETHEUS_CONTENT_TYPE;
 pub use options::{ApiOptions, MetricsText};
 pub use probes::Readiness;
@@ -105,7 +108,7 @@ impl Api {
             .route("/api/self", get(self_view::get))
             .route("/api/placement/freeze", post(placement::freeze))
             .route("/api/plan/simulate", post(placement::simulate))
-            .route("/api/events", get(events::stream))
+            .route("/api/events", get(events::get))
             .route("/metrics", get(metrics::scrape))
             .fallback(error::no_route)
             // After the routes: it applies to the routes present.

@@ -1,6 +1,6 @@
 //! `GET /api/roles`, `GET /api/roles/{role}`, `GET /api/instances`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
 use axum::Json;
@@ -34,10 +34,14 @@ impl Api {
                 view.with_local(&status).with_health(health.as_ref()),
             );
         }
+        let campaigners = campaigners(manager);
         for (role, view) in &mut views {
             let preferred = manager.preferred(role);
-            *view =
-                std::mem::replace(view, RoleView::vacant(role)).with_preferred(preferred.as_ref());
+            let here = view.local.as_ref().is_some_and(|l| l.campaign);
+            let members = campaigners.as_ref().map(|c| c.contains(role));
+            *view = std::mem::replace(view, RoleView::vacant(role))
+                .with_preferred(preferred.as_ref())
+                .with_candidates(here, members);
         }
         RoleList::new(
             manager.bucket(),
@@ -64,9 +68,12 @@ impl Api {
             (held, None) => held,
         };
         let health = manager.health();
+        let members = campaigners(manager).map(|c| c.contains(role));
         view.map(|v| {
+            let here = v.local.as_ref().is_some_and(|l| l.campaign);
             v.with_preferred(preferred.as_ref())
                 .with_health(health.as_ref())
+                .with_candidates(here, members)
         })
     }
 
@@ -83,6 +90,18 @@ impl Api {
             ),
         )
     }
+}
+
+/// With placement on: every role some live member campaigns for (from their membership
+/// records; this instance's own record included). `None` without placement.
+fn campaigners(manager: &crate::RoleManager) -> Option<BTreeSet<RoleName>> {
+    manager.placement_enabled().then(|| {
+        manager
+            .members()
+            .into_iter()
+            .flat_map(|m| m.roles.into_keys())
+            .collect()
+    })
 }
 
 /// A role name from the path, or 400.

@@ -1,11 +1,12 @@
-//! [`Api`]: the state every handler shares (the manager, the options, the shutdown token, the
-//! draining flag and the count of open event streams).
+//! [`Api`]: the state every handler shares (the manager, the options, the event journal, the
+//! shutdown token, the draining flag and the count of open event streams).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
+use super::journal::EventJournal;
 use super::options::ApiOptions;
 use super::server;
 use crate::manager::RoleManager;
@@ -19,6 +20,7 @@ pub struct Api {
 struct Inner {
     manager: Arc<RoleManager>,
     options: ApiOptions,
+    journal: EventJournal,
     shutdown: CancellationToken,
     draining: AtomicBool,
     /// Open `GET /api/events` streams.
@@ -35,13 +37,35 @@ impl std::fmt::Debug for Api {
 }
 
 impl Api {
-    /// The API of `manager`.
+    /// The API of `manager`; its [`EventJournal`] records the manager's transitions from now
+    /// on (call it inside a Tokio runtime: the journal's recorder is a task).
     #[must_use]
     pub fn new(manager: Arc<RoleManager>, options: ApiOptions) -> Self {
+        let journal = EventJournal::new();
+        // Subscribe before reading the holders: nothing falls between the two.
+        let events = manager.events();
+        let tracker = crate::inspect::TransitionTracker::new(&manager.holders());
+        journal.follow(events, manager.instance_id().clone(), tracker);
+        Self::with_journal(manager, options, journal)
+    }
+
+    /// The API of `manager` with a `journal` that already follows its transitions (made
+    /// before the manager started, to keep the roles won while starting:
+    /// [`EventJournal::follow`]). Placement freezes are added to it from now on.
+    #[must_use]
+    pub fn with_journal(
+        manager: Arc<RoleManager>,
+        options: ApiOptions,
+        journal: EventJournal,
+    ) -> Self {
+        if let Some(changes) = manager.freeze_changes() {
+            journal.follow_freezes(changes);
+        }
         Self {
             inner: Arc::new(Inner {
                 manager,
                 options,
+                journal,
                 shutdown: CancellationToken::new(),
                 draining: AtomicBool::new(false),
                 event_streams: AtomicUsize::new(0),
@@ -53,6 +77,12 @@ impl Api {
     #[must_use]
     pub fn manager(&self) -> &Arc<RoleManager> {
         &self.inner.manager
+    }
+
+    /// The journal of recent transitions (`GET /api/events?since=…`).
+    #[must_use]
+    pub fn journal(&self) -> &EventJournal {
+        &self.inner.journal
     }
 
     /// Cancelling this token ends every SSE stream and makes [`Api::serve`] stop accepting

@@ -32,8 +32,8 @@ pub use evict::{EvictError, Evicted, Expect};
 pub use redact::redact_token;
 pub use transitions::{EventView, TransitionTracker};
 pub use view::{
-    HeldRole, HolderState, InstanceList, InstanceView, LocalView, RoleList, RoleView, format_time,
-    instances,
+    Candidates, HeldRole, HolderState, InstanceList, InstanceView, LocalView, RoleList, RoleView,
+    format_time, instances,
 };
 #[cfg(feature = "tooling")]
 pub use view::{MAX_SHOWN_KEY, MAX_SHOWN_META, MAX_SHOWN_VALUE, shown_meta};

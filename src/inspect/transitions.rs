@@ -1,5 +1,5 @@
-//! One JSON event per transition, with the previous holder, for `GET /api/events` and
-//! `nats-roles watch`.
+//! One JSON event per transition, with the previous holder, for `GET /api/events` (its stream
+//! and its journal) and `nats-roles watch`.
 
 use std::collections::HashMap;
 use std::time::SystemTime;
@@ -23,6 +23,16 @@ pub enum EventView {
         instance: Option<String>,
         /// The bucket.
         bucket: String,
+        /// The instance's event journal: the sequence number of the newest event recorded
+        /// when the stream opened (`0`: none yet). Events up to it are in
+        /// `GET /api/events?since=…`, later ones come on the stream (`None` from the CLI).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cursor: Option<u64>,
+        /// Whether the answering instance has admin actions configured (an admin token),
+        /// so a dashboard can tell "no token typed" from "admin actions are off here"
+        /// (`None` from the CLI).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        admin: Option<bool>,
         /// When.
         at: String,
     },
@@ -117,6 +127,22 @@ pub enum EventView {
         /// The answering instance.
         instance: String,
         /// When.
+        at: String,
+    },
+    /// Voluntary placement moves were frozen, or the freeze changed (its cause or details).
+    Frozen {
+        /// `operator` (the freeze record), `member` (a member's configuration) or `storm`
+        /// (the storm breaker).
+        cause: String,
+        /// The freeze in words: the operator's reason and who froze, the members whose
+        /// configuration freezes, or how many members vanished.
+        detail: String,
+        /// When the answering instance saw it.
+        at: String,
+    },
+    /// Voluntary placement moves are no longer frozen.
+    Unfrozen {
+        /// When the answering instance saw it.
         at: String,
     },
     /// Events were lost (a slow reader); re-read `GET /api/roles`.

@@ -70,6 +70,31 @@ pub struct RoleView {
     /// Placement: why (`priority`, `share`, `draining`, `unhealthy`, `pinned`, `only_candidate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preferred_reason: Option<String>,
+    /// Only for a vacant role: whether anyone campaigns for it, as far as the answering
+    /// instance can tell (a vacancy is an alarm only while candidates exist).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<Candidates>,
+}
+
+fn campaigns() -> bool {
+    true
+}
+
+/// Whether anyone campaigns for a vacant role, as far as the answering instance can tell
+/// (`RoleView::candidates`): a vacancy is an alarm only while candidates exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Candidates {
+    /// This instance campaigns for the role, or a live placement member does: the role
+    /// should be held, so the vacancy is an alarm (a hand-over's few milliseconds aside).
+    Present,
+    /// Placement is on here and no live member (this one included) campaigns for the role:
+    /// nobody is meant to hold it.
+    Absent,
+    /// This instance only observes the role and has no placement membership view to tell
+    /// who campaigns: not an alarm here.
+    Unknown,
 }
 
 /// This instance's own state for a role it takes part in.
@@ -78,6 +103,9 @@ pub struct RoleView {
 pub struct LocalView {
     /// `INIT`, `CANDIDATE`, `LEADER`, `FOLLOWER`, `DEMOTED` or `STOPPED`.
     pub state: String,
+    /// Whether this instance campaigns for the role (`false`: it only observes it).
+    #[serde(default = "campaigns")]
+    pub campaign: bool,
     /// Whether this instance holds the role.
     pub leader: bool,
     /// Last promotion or demotion of this instance (RFC 3339).
@@ -285,6 +313,7 @@ impl RoleView {
             local: None,
             preferred: None,
             preferred_reason: None,
+            candidates: None,
         }
     }
 
@@ -320,6 +349,7 @@ impl RoleView {
             local: None,
             preferred: None,
             preferred_reason: None,
+            candidates: None,
         }
     }
 
@@ -336,6 +366,7 @@ impl RoleView {
     pub fn with_local(mut self, status: &RoleStatus) -> Self {
         self.local = Some(LocalView {
             state: status.state.as_str().to_owned(),
+            campaign: status.campaign,
             leader: status.is_leader(),
             last_transition: format_time(status.last_transition),
             last_demote_reason: status.last_demote_reason.map(|r| r.as_str().to_owned()),
@@ -343,6 +374,21 @@ impl RoleView {
             health: None,
             duplicate_instance: status.duplicate_instance,
         });
+        self
+    }
+
+    /// Adds whether anyone campaigns for the role, if it is vacant: `this_campaigns` (this
+    /// instance does), `members` (placement is on here: whether a live member campaigns for
+    /// it; `None` without placement). Nothing for a held or foreign role.
+    #[must_use]
+    pub fn with_candidates(mut self, this_campaigns: bool, members: Option<bool>) -> Self {
+        if self.status == HolderState::Vacant {
+            self.candidates = Some(match (this_campaigns, members) {
+                (true, _) | (false, Some(true)) => Candidates::Present,
+                (false, Some(false)) => Candidates::Absent,
+                (false, None) => Candidates::Unknown,
+            });
+        }
         self
     }
 

@@ -45,6 +45,7 @@ pub use connection::connect;
 pub(crate) use connection::connect_observed;
 pub use events::{HolderInfo, RoleEvent};
 pub use handle::RoleHandle;
+pub(crate) use placement_link::FreezeChanges;
 pub use spec::RoleSpec;
 pub use startup::{StartProgress, StartStep};
 pub use status::RoleStatus;
@@ -180,6 +181,7 @@ impl RoleManager {
         let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
         let (status_tx, status_rx) = watch::channel(RoleStatus::new(
             spec.name.clone(),
+            spec.campaign,
             self.shared.store.ttl_mode(),
         ));
         let (current_tx, current) = watch::channel(None);
@@ -568,6 +570,17 @@ impl RoleManager {
             .filter_map(|h| h.holder.map(|id| (h.role, id)))
             .collect();
         Ok(simulate(&members, &holders, changes))
+    }
+
+    /// Whether placement is enabled on this instance ([`RoleManagerBuilder::placement`]).
+    #[must_use]
+    pub fn placement_enabled(&self) -> bool {
+        self.shared.placement.is_some()
+    }
+
+    /// Placement: follows why voluntary moves are frozen (`None` without placement).
+    pub(crate) fn freeze_changes(&self) -> Option<placement_link::FreezeChanges> {
+        self.shared.placement.as_ref().map(|p| p.freeze_changes())
     }
 
     /// Placement: the membership records of the live members (empty without placement).

@@ -78,6 +78,22 @@ pub(crate) struct PlacementView {
     pub(crate) frozen: Option<Frozen>,
 }
 
+/// Follows why voluntary moves are frozen, view by view ([`PlacementLink::freeze_changes`]).
+#[derive(Debug, Clone)]
+pub(crate) struct FreezeChanges(watch::Receiver<Arc<PlacementView>>);
+
+impl FreezeChanges {
+    /// Waits for the next view; `false` once the placement driver is gone.
+    pub(crate) async fn changed(&mut self) -> bool {
+        self.0.changed().await.is_ok()
+    }
+
+    /// Why voluntary moves are frozen in the latest view (`None`: they are not).
+    pub(crate) fn frozen(&mut self) -> Option<Frozen> {
+        self.0.borrow_and_update().frozen.clone()
+    }
+}
+
 /// The manager's side of placement (see the module documentation).
 #[derive(Debug)]
 pub(crate) struct PlacementLink {
@@ -239,6 +255,11 @@ impl PlacementLink {
     /// The whole view: membership, plan and freeze (API).
     pub(crate) fn view(&self) -> Arc<PlacementView> {
         self.view.borrow().clone()
+    }
+
+    /// Follows the freeze as the driver republishes its view (the API's event journal).
+    pub(crate) fn freeze_changes(&self) -> FreezeChanges {
+        FreezeChanges(self.view.clone())
     }
 
     /// Live members at their capacity (the herd ranking skips them).

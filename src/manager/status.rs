@@ -19,6 +19,9 @@ pub struct RoleStatus {
     pub role: RoleName,
     /// This instance's state for the role.
     pub state: RoleState,
+    /// Whether this instance campaigns for the role (`false`: it only observes it,
+    /// [`RoleSpec::observe_only`](super::RoleSpec::observe_only), `campaign: false`).
+    pub campaign: bool,
     /// The current holder as last observed (this instance when leading).
     pub leader_id: Option<InstanceId>,
     /// Whether the key holds a value nats-roles cannot read (a foreign value).
@@ -61,10 +64,11 @@ pub struct RoleStatus {
 }
 
 impl RoleStatus {
-    pub(crate) fn new(role: RoleName, ttl_mode: TtlMode) -> Self {
+    pub(crate) fn new(role: RoleName, campaign: bool, ttl_mode: TtlMode) -> Self {
         Self {
             role,
             state: RoleState::Init,
+            campaign,
             leader_id: None,
             foreign_holder: false,
             term: None,

@@ -4,17 +4,22 @@
 //! the new holders and the hand-over without a reload; no fencing token appears unredacted;
 //! placement is off there, and the members view says so.
 //!
+//! A page opened after the hand-over lists it from the instance's event journal.
+//!
 //! Another test follows the members view and the admin buttons: three placement members (one
-//! campaigning for no role) listed with planned and held roles; a wrong token refused visibly;
-//! freeze, drain, undrain, unfreeze and an eviction done through the page after a confirmation,
-//! checked in the page and in `GET /api/members`. Its screenshot (frozen, node-c draining) is
-//! `target/tmp/dashboard-members.png`.
+//! campaigning for no role, observing one nobody campaigns for, which is not shown as an alarm)
+//! listed with planned and held roles, the table fitting a 1,400 px window without scrolling
+//! sideways; the token field's messages; a wrong token refused visibly; freeze, drain, undrain,
+//! unfreeze and an eviction done through the page after a confirmation, checked in the page and
+//! in `GET /api/members`.
 //!
 //! Chromium and chromedriver are required: without them these tests fail (they never skip) and
 //! say how to install them (`bash scripts/install-tools.sh --chromium`, which `scripts/test.sh`
-//! runs). The screenshot of the page after the hand-over is written to
-//! `target/tmp/dashboard.png`, and to `docs/dashboard.png` when that file is missing or
-//! `UPDATE_DASHBOARD_SCREENSHOT=1` is set.
+//! runs). The browser window is 1,400 × 1,000 px. The screenshots — the page after the
+//! hand-over (`dashboard.png`) and the members view while frozen with node-c draining
+//! (`dashboard-members.png`) — are written to `target/tmp/`, and to `docs/` (where the
+//! documentation shows them) when `UPDATE_DASHBOARD_SCREENSHOT=1` is set or the file is missing
+//! there.
 #![cfg(feature = "http")]
 
 use std::collections::BTreeMap;
@@ -34,6 +39,9 @@ use testkit::placement::Fleet;
 const INSTALL: &str = "install them with `bash scripts/install-tools.sh --chromium` \
                        (apt-get install chromium chromium-driver), or point CHROMIUM_BIN and \
                        CHROMEDRIVER_BIN at them";
+/// The browser window's width in CSS pixels: the page must fit it without scrolling sideways.
+const WINDOW_WIDTH: u32 = 1400;
+
 const ROLES: [&str; 5] = [
     "scheduler",
     "billing-sweeper",
@@ -148,7 +156,7 @@ async fn browser(driver: &Driver, profile: &Path) -> Client {
                 "--disable-component-update",
                 "--disable-sync",
                 "--disable-dev-shm-usage",
-                "--window-size=1280,1000",
+                format!("--window-size={WINDOW_WIDTH},1000"),
                 format!("--user-data-dir={}", profile.display()),
             ],
         }),
@@ -203,6 +211,33 @@ async fn lease_nonces(kv: &async_nats::jetstream::kv::Store) -> Vec<String> {
         }
     }
     out
+}
+
+/// Writes the screenshot `name` to `target/tmp/`, and to `docs/` when
+/// `UPDATE_DASHBOARD_SCREENSHOT=1` is set or it is missing there.
+fn save_screenshot(name: &str, png: &[u8]) {
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::write(&target, png).expect("write the screenshot");
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs")
+        .join(name);
+    if !docs.exists() || std::env::var_os("UPDATE_DASHBOARD_SCREENSHOT").is_some_and(|v| v == "1") {
+        std::fs::write(&docs, png).unwrap_or_else(|e| panic!("write {}: {e}", docs.display()));
+    }
+}
+
+/// The transitions log as the page shows it: `(seq, text)` per line, top to bottom.
+async fn page_log(page: &Client) -> Vec<(u64, String)> {
+    let v = page
+        .execute(
+            "return [...document.querySelectorAll('#log li')]
+                .map(li => [Number(li.dataset.seq || 0), li.textContent]);",
+            vec![],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("read the log: {e}"));
+    serde_json::from_value(v).expect("log lines")
 }
 
 async fn assert_no_token_in_page(page: &Client, kv: &async_nats::jetstream::kv::Store) {
@@ -371,13 +406,36 @@ async fn the_dashboard_follows_a_hand_over_live() {
     // Let the highlight settle a little, then keep a picture of it.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let png = page.screenshot().await.expect("screenshot");
-    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
-    std::fs::write(&target, &png).expect("write the screenshot");
-    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/dashboard.png");
-    if !docs.exists() || std::env::var_os("UPDATE_DASHBOARD_SCREENSHOT").is_some_and(|v| v == "1") {
-        std::fs::write(&docs, &png).expect("write docs/dashboard.png");
-    }
+    save_screenshot("dashboard.png", &png);
+
+    // A page opened now lists the hand-overs that happened before it, from node-b's journal
+    // (its stream only brings what comes after).
+    page.goto(&d.instances[b].url)
+        .await
+        .expect("open the dashboard again");
+    let lines = eventually(
+        "the hand-overs from before the page opened",
+        Duration::from_secs(10),
+        || async {
+            let lines = page_log(&page).await;
+            let handed = lines
+                .iter()
+                .filter(|(_, t)| t.contains("handed over from node-a to node-"))
+                .count();
+            (handed == ROLES.len()).then_some(lines)
+        },
+    )
+    .await;
+    let marker = page
+        .execute("return window.__noReload === undefined;", vec![])
+        .await
+        .expect("read marker");
+    assert_eq!(marker, json!(true), "a new page");
+    let seqs: Vec<u64> = lines.iter().map(|(s, _)| *s).collect();
+    assert!(
+        seqs.iter().all(|s| *s > 0) && seqs.windows(2).all(|w| w[0] > w[1]),
+        "numbered, newest first: {lines:?}"
+    );
     page.close().await.expect("close the browser");
 }
 
@@ -565,6 +623,21 @@ async fn hostile_metadata_stays_inert_on_the_dashboard() {
     drop(d);
 }
 
+/// Sets a long `instance.version` in the configuration file `path` (which has no `instance`
+/// section yet and ends with its `roles`).
+fn with_version(path: &Path) {
+    let yaml = std::fs::read_to_string(path).expect("read config");
+    let (head, roles) = yaml.split_once("roles:\n").expect("a roles section");
+    std::fs::write(
+        path,
+        format!("{head}instance:\n  version: 2.7.1-rc.3+build.20261122.5f3a9c0e\nroles:\n{roles}"),
+    )
+    .expect("write config");
+}
+
+/// The role node-c observes in the members test; nobody campaigns for it.
+const OBSERVED: &str = "nightly-report";
+
 /// The admin token of the members test's fleet.
 const ADMIN_TOKEN: &str = "dashboard-admin-token-5f3a9c";
 
@@ -724,7 +797,11 @@ async fn the_members_view_and_the_admin_buttons_work_in_the_page() {
     let server = NatsServer::start().await;
     let fleet_dir = testkit::placement::fleet_dir();
     let bucket = testkit::placement::unique_bucket("dash-members");
-    let names = testkit::placement::roles(4);
+    // Long role names, many of them, and a long version: what made the members table scroll
+    // sideways in a 1,400 px window.
+    let names: Vec<String> = (0..16)
+        .map(|i| format!("billing-reconciliation-{i:02}"))
+        .collect();
     let all = testkit::placement::write_config(
         fleet_dir.path(),
         "all",
@@ -732,11 +809,18 @@ async fn the_members_view_and_the_admin_buttons_work_in_the_page() {
         &testkit::placement::without_priority(&names),
     );
     testkit::placement::enable_admin_http(&all, ADMIN_TOKEN);
+    with_version(&all);
     let none = testkit::placement::write_config(fleet_dir.path(), "none", &bucket, &[]);
     testkit::placement::enable_admin_http(&none, ADMIN_TOKEN);
+    with_version(&none);
     let yaml = std::fs::read_to_string(&none).expect("read config");
     let yaml = yaml.strip_suffix("roles:\n").expect("roles last");
-    std::fs::write(&none, format!("{yaml}roles: []\n")).expect("write config");
+    // node-c campaigns for nothing and observes a role nobody campaigns for.
+    std::fs::write(
+        &none,
+        format!("{yaml}roles:\n  - name: {OBSERVED}\n    campaign: false\n"),
+    )
+    .expect("write config");
     let mut fleet = Fleet::new(Path::new(crate::BIN), &server.url(), fleet_dir);
     fleet.start("node-a", &all);
     fleet.start("node-b", &all);
@@ -810,6 +894,83 @@ async fn the_members_view_and_the_admin_buttons_work_in_the_page() {
         json!([true, "false", "none", true]),
         "no token: admin buttons off and hidden"
     );
+    // The instance has an admin token: the field says none was typed (not that there is none).
+    let token_state = eventually("the token message", Duration::from_secs(10), || async {
+        let t = js(
+            &page,
+            "token state",
+            "return document.getElementById('token-state').textContent;",
+        )
+        .await;
+        let t = t.as_str()?.to_owned();
+        t.starts_with("no token typed").then_some(t)
+    })
+    .await;
+    assert!(
+        token_state.contains("type the admin token"),
+        "{token_state}"
+    );
+
+    // The members table fits the 1,400 px window: no sideways scrolling, in the table's box
+    // or the page.
+    let widths = js(
+        &page,
+        "table widths",
+        "const s = document.getElementById('members-section');
+         const d = document.documentElement;
+         return [s.scrollWidth, s.clientWidth, d.scrollWidth, d.clientWidth, window.innerWidth,
+                 document.getElementById('members-table').offsetWidth];",
+    )
+    .await;
+    let w: Vec<u64> = serde_json::from_value(widths.clone()).expect("widths");
+    assert_eq!(w[4], u64::from(WINDOW_WIDTH), "window width: {widths}");
+    assert!(
+        w[0] <= w[1] && w[2] <= w[3],
+        "the members table scrolls sideways at {WINDOW_WIDTH} px (scrollWidth, clientWidth of \
+         its section, then of the page): {widths}"
+    );
+    // It uses the width: the section spans most of the window.
+    assert!(w[1] * 10 >= u64::from(WINDOW_WIDTH) * 9, "{widths}");
+
+    // The observed role nobody campaigns for is vacant, and says so without an alarm.
+    let observed = eventually("the observed role", Duration::from_secs(10), || async {
+        let v = js(
+            &page,
+            "observed row",
+            &format!(
+                "const tr = document.querySelector('#roles tr[data-role=\"{OBSERVED}\"]');
+                 return tr ? [tr.querySelector('td.holder').dataset.vacancy,
+                              tr.querySelector('td.holder').textContent,
+                              tr.querySelectorAll('.vacant').length,
+                              getComputedStyle(tr.querySelector('td.holder span')).color,
+                              getComputedStyle(document.querySelector('#roles .vacant, #no-roles')).color,
+                              tr.querySelector('td.local').textContent,
+                              document.getElementById('summary').textContent] : null;"
+            ),
+        )
+        .await;
+        (!v.is_null() && v[0] == json!("absent")).then_some(v)
+    })
+    .await;
+    assert!(
+        observed[1]
+            .as_str()
+            .is_some_and(|t| t.contains("nobody campaigns")),
+        "{observed}"
+    );
+    assert_eq!(observed[2], json!(0), "rendered as an alarm: {observed}");
+    assert!(
+        observed[5]
+            .as_str()
+            .is_some_and(|t| t.contains("observes only")),
+        "{observed}"
+    );
+    assert!(
+        observed[6]
+            .as_str()
+            .is_some_and(|t| t.contains("0 vacant") && t.contains("1 not campaigned for")),
+        "{observed}"
+    );
 
     // A wrong token: the page says so, nothing is frozen.
     let reason = "maintenance <b>window</b>";
@@ -827,6 +988,18 @@ async fn the_members_view_and_the_admin_buttons_work_in_the_page() {
     assert!(
         !ok && text.contains("401") && text.contains("token"),
         "{text}"
+    );
+    let refused = js(
+        &page,
+        "token state",
+        "return document.getElementById('token-state').textContent;",
+    )
+    .await;
+    assert!(
+        refused
+            .as_str()
+            .is_some_and(|t| t.contains("refused (401)")),
+        "{refused}"
     );
     assert_eq!(api_members(port_a).await["frozen"], Value::Null);
 
@@ -879,9 +1052,14 @@ async fn the_members_view_and_the_admin_buttons_work_in_the_page() {
     )
     .await;
     // A picture of the frozen banner and the draining member.
+    js(
+        &page,
+        "scroll to the members",
+        "document.getElementById('members-section').scrollIntoView(); return true;",
+    )
+    .await;
     let png = page.screenshot().await.expect("screenshot");
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-members.png");
-    std::fs::write(&target, &png).expect("write the screenshot");
+    save_screenshot("dashboard-members.png", &png);
     click_and_confirm(&page, "#undrain", "Undrain node-c", true).await;
     let (ok, last) = admin_result(&page, &last).await;
     assert!(ok && last.contains("no longer draining"), "{last}");
