@@ -170,6 +170,7 @@ mod tests {
     fn status(state: RoleState, holder: Option<&str>, term: Option<u64>) -> RoleStatus {
         let mut s = RoleStatus::new(
             RoleName::new("lock").expect("name"),
+            true,
             crate::store::TtlMode::PerKey,
         );
         s.state = state;
