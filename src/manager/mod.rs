@@ -45,6 +45,7 @@ pub use connection::connect;
 pub(crate) use connection::connect_observed;
 pub use events::{HolderInfo, RoleEvent};
 pub use handle::RoleHandle;
+#[cfg(feature = "http")]
 pub(crate) use placement_link::FreezeChanges;
 pub use spec::RoleSpec;
 pub use startup::{StartProgress, StartStep};
@@ -578,6 +579,7 @@ impl RoleManager {
         self.shared.placement.is_some()
     }
 
+    #[cfg(feature = "http")]
     /// Placement: follows why voluntary moves are frozen (`None` without placement).
     pub(crate) fn freeze_changes(&self) -> Option<placement_link::FreezeChanges> {
         self.shared.placement.as_ref().map(|p| p.freeze_changes())

@@ -78,10 +78,12 @@ pub(crate) struct PlacementView {
     pub(crate) frozen: Option<Frozen>,
 }
 
+#[cfg(feature = "http")]
 /// Follows why voluntary moves are frozen, view by view ([`PlacementLink::freeze_changes`]).
 #[derive(Debug, Clone)]
 pub(crate) struct FreezeChanges(watch::Receiver<Arc<PlacementView>>);
 
+#[cfg(feature = "http")]
 impl FreezeChanges {
     /// Waits for the next view; `false` once the placement driver is gone.
     pub(crate) async fn changed(&mut self) -> bool {
@@ -257,6 +259,7 @@ impl PlacementLink {
         self.view.borrow().clone()
     }
 
+    #[cfg(feature = "http")]
     /// Follows the freeze as the driver republishes its view (the API's event journal).
     pub(crate) fn freeze_changes(&self) -> FreezeChanges {
         FreezeChanges(self.view.clone())
