@@ -15,6 +15,7 @@
 //! | `GET /api/events?since=N`       | the journal's events after `N` ([`EventPage`]): the last [`JOURNAL_CAPACITY`] transitions, `truncated` when some after `N` were dropped; 400 for a malformed cursor |
 //! | `POST /api/roles/{role}/release`| admin: give up a role this instance holds                |
 //! | `POST /api/roles/{role}/evict`  | admin: CAS-delete the role's lease (`{"revision": N}` optional) |
+//! | `POST /api/roles/{role}/move`   | admin: hand the role to the instance `{"to": …}` names, and to nobody else (protocol Q13) |
 //!
 //! Errors are JSON `{"error": "...", "code": "..."}` ([`ErrorBody`]). Admin actions are off
 //! unless an admin token is configured; they need `Authorization: Bearer <token>` and write an

@@ -1,7 +1,7 @@
 //! Targeted moves (docs/protocol.md Q13): an operator asks that a role's holder hand it to a
 //! named instance, and to nobody else. The control record ([`MoveRecord`]), the target's
 //! answer ([`MoveRefusal`]), the hold-back everybody applies at the vacancy the move ends
-//! ([`MoveBook`]), and what a request comes to ([`MoveOutcome`]).
+//! (the manager's book of records), and what a request comes to ([`MoveOutcome`]).
 //!
 //! The requester is [`crate::inspect::Inspector::request_move`] (the CLI's `nats-roles move`),
 //! [`crate::RoleManager::move_role`] (the library and `POST /api/roles/{role}/move`).

@@ -250,6 +250,23 @@ async fn the_documented_operator_and_viewer_sets_are_enough_for_their_commands()
     );
     assert_eq!(violations(&server), Vec::<String>::new(), "evict");
 
+    // Freezes and moves write control records: the operator may.
+    for args in [
+        &["freeze", "--reason", "maintenance"][..],
+        &["unfreeze"][..],
+        &["move", "beta", "--to", "node-z"][..],
+        &["move", "beta", "--cancel"][..],
+    ] {
+        let out = cli(&server, "roles-operator", "operator-pw", args).await;
+        let want = if args[0] == "move" && args.len() == 4 && args[2] == "--to" {
+            3 // node-z is not running: not moved, nothing written
+        } else {
+            0
+        };
+        assert_eq!(out.code, Some(want), "{args:?}: {}", out.text());
+    }
+    assert_eq!(violations(&server), Vec::<String>::new(), "freeze, move");
+
     let denied = cli(
         &server,
         "roles-viewer",

@@ -112,5 +112,6 @@ mod world;
 mod cases;
 mod controls;
 mod coverage;
+mod moves;
 mod props;
 mod strategy;

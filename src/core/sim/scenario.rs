@@ -83,6 +83,11 @@ pub(super) enum FaultKind {
     Stop,
     /// Placement hold-back: `handle_campaign_delay` with this delay.
     CampaignDelay { delay_ms: u64 },
+    /// A targeted move of role 0 (protocol Q13) from its holder to the `to`-th other live
+    /// instance: accepted at once; the holder releases it gracefully (reason `move`); at the
+    /// vacancy that ends the holder's term the target claims at once and everybody else holds
+    /// back `grace_ms` while the target's session lives.
+    Move { to: u64, grace_ms: u64 },
     /// An operator deletes the instance's session key (an eviction: forceful by design, so
     /// only the negative controls use it; the victim's watcher hears of it first).
     EvictSession,
@@ -247,6 +252,8 @@ impl Scenario {
             .iter()
             .filter_map(|f| match f.kind {
                 FaultKind::CampaignDelay { delay_ms } => Some(delay_ms * MS),
+                // A move's grace delays the others when its target fails to claim.
+                FaultKind::Move { grace_ms, .. } => Some(grace_ms * MS),
                 _ => None,
             })
             .max()

@@ -57,6 +57,7 @@ pub(super) fn fault_kind(all: bool) -> BoxedStrategy<FaultKind> {
         2 => (0u64..=3000).prop_map(|cooldown_ms| FaultKind::Release { cooldown_ms }),
         1 => Just(FaultKind::Stop),
         2 => (0u64..=500).prop_map(|delay_ms| FaultKind::CampaignDelay { delay_ms }),
+        2 => (0u64..8, 0u64..=1000).prop_map(|(to, grace_ms)| FaultKind::Move { to, grace_ms }),
     ];
     // Other clients, permissions and the bucket's lifecycle (issue 24).
     let foreign = prop_oneof![

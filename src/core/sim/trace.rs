@@ -97,4 +97,6 @@ pub(super) struct Trace {
     pub(super) created: Vec<Nanos>,
     /// How often the run reached some paths of the drivers (for the coverage test).
     pub(super) counts: std::collections::BTreeMap<&'static str, usize>,
+    /// Targeted moves applied during the run.
+    pub(super) moves: Vec<super::world::MoveApplied>,
 }

@@ -120,6 +120,18 @@ impl Sim {
             Input::Validate => {}
             Input::Drained => m.handle_drained(now),
             Input::Release(cooldown) => m.handle_release(ReleaseReason::Requested, cooldown, now),
+            Input::MoveRelease => {
+                // Q13: only the term the move named (the role task checks it the same way).
+                let named = self
+                    .moves
+                    .iter()
+                    .rev()
+                    .find(|mv| mv.from == n)
+                    .map(|mv| mv.term);
+                if m.term().map(|t| t.token.term()) == named {
+                    m.handle_release(ReleaseReason::Move, std::time::Duration::ZERO, now);
+                }
+            }
             Input::CampaignDelay(d) => m.handle_campaign_delay(d, now),
             Input::Stop => m.handle_stop(now),
             Input::Connection(up) => m.handle_connection(up, now),
@@ -133,6 +145,7 @@ impl Sim {
                 m.handle_session(update, now);
             }
             Input::HolderGone(rev) => {
+                self.nodes[n].last_held = Some(rev);
                 self.rank_for_vacancy(n);
                 self.nodes[n].machine.handle_holder_gone(rev, now);
             }

@@ -97,8 +97,45 @@ impl Sim {
                         .push((end, format!("end of deposed leader {name}")));
                 }
             }
+            FaultKind::Move { to, grace_ms } => self.start_move(i, to, grace_ms),
             FaultKind::ResetBucket { .. } => {}
         }
+    }
+
+    /// A targeted move of role 0 from instance `i` (its holder) to the `to`-th other live
+    /// instance (protocol Q13): the target accepted at once (its record reaches every process
+    /// before the holder's delete, as the stream orders them); the holder releases gracefully
+    /// and holds back like the others from the moment it starts.
+    fn start_move(&mut self, i: usize, to: u64, grace_ms: u64) {
+        let from = self.insts[i].nodes[0];
+        let Some(term) = self.nodes[from].machine.term().map(|t| t.token.term()) else {
+            return; // not the acting holder (its term is releasing or over)
+        };
+        let others: Vec<usize> = (0..self.insts.len())
+            .filter(|&j| {
+                let inst = &self.insts[j];
+                j != i && inst.started && !inst.crashed && !inst.stopping
+            })
+            .collect();
+        let Some(&t) = others.get(usize::try_from(to).unwrap_or(0) % others.len().max(1)) else {
+            return;
+        };
+        let target = self.insts[t].nodes[0];
+        if !self.nodes[target].trace.campaign {
+            return; // the target refuses: it only observes the role
+        }
+        let grace = Duration::from_millis(grace_ms).min(self.timing.ttl);
+        self.moves.push(super::MoveApplied {
+            at: self.now,
+            role: 0,
+            from,
+            to: target,
+            term,
+            grace,
+        });
+        self.nodes[from].last_held = Some(term);
+        self.rank_for_vacancy(from);
+        self.push(self.now, Ev::Node(from, Input::MoveRelease));
     }
 
     /// Queues `input` for every role node of instance `i`, now.

@@ -283,6 +283,11 @@ impl Sim {
             self.insts[i].ignored[key] = true;
         }
         let gone = verdict == Verdict::Gone || ignored;
+        if let KeyState::Held { revision, .. } = &state {
+            // A term: the vacancy (and any move's hold-back) is over (as the role task).
+            self.nodes[n].last_held = Some(*revision);
+            self.nodes[n].machine.handle_move_delay(None);
+        }
         if matches!(state, KeyState::Vacant { .. } | KeyState::Absent) {
             self.rank_for_vacancy(n);
         }
@@ -318,6 +323,33 @@ impl Sim {
             returning,
         );
         self.nodes[n].machine.handle_herd_delay(delay);
+        let delay = self.move_delay(n);
+        self.nodes[n].machine.handle_move_delay(delay);
+    }
+
+    /// A targeted move's hold-back for node `n` at the vacancy that ends its `last_held` term
+    /// (protocol Q13, as `manager::moves::hold_back`): zero for the target, the grace for the
+    /// others, while the target's session is live in this process's book.
+    fn move_delay(&self, n: usize) -> Option<Duration> {
+        if self.flaws.move_no_holdback {
+            return None;
+        }
+        let node = &self.nodes[n];
+        let ended = node.last_held?;
+        let m = self
+            .moves
+            .iter()
+            .rev()
+            .find(|m| m.role == node.role && m.term == ended)?;
+        let target = &self.insts[self.nodes[m.to].inst];
+        if !self.insts[node.inst]
+            .book
+            .live_instances()
+            .contains(&target.id)
+        {
+            return None;
+        }
+        Some(if m.to == n { Duration::ZERO } else { m.grace })
     }
 
     /// A read showed the role key: if it names a session, ask the book whether it is gone.
@@ -333,6 +365,7 @@ impl Sim {
         let name = self.roles[role].clone();
         let holder = Some((v.session_key.as_str(), v.session, v.holder.clone()));
         if self.insts[i].book.role(&name, holder, *revision, now) == Verdict::Gone {
+            self.nodes[n].last_held = Some(*revision);
             self.rank_for_vacancy(n);
             self.nodes[n].machine.handle_holder_gone(*revision, now);
         }

@@ -58,6 +58,8 @@ pub(super) enum Input {
     Validate,
     Drained,
     Release(Duration),
+    /// A targeted move was accepted for the term this node holds: release it (Q13).
+    MoveRelease,
     CampaignDelay(Duration),
     Stop,
     Connection(bool),
@@ -87,7 +89,7 @@ impl Input {
             Self::Validated(state) => Seen::Validated(state.revision()),
             Self::Validate => Seen::Validate,
             Self::Drained => Seen::Drained,
-            Self::Release(_) => Seen::Release,
+            Self::Release(_) | Self::MoveRelease => Seen::Release,
             Self::CampaignDelay(_) => Seen::CampaignDelay,
             Self::Stop => Seen::Stop,
             Self::Connection(up) => Seen::Connection(*up),
@@ -260,6 +262,9 @@ pub(super) struct Node {
     pub(super) sent_seen: Vec<(u64, u64, u64)>,
     /// Bucket resets handed to the machine (`handle_bucket_reset`).
     pub(super) resets: u64,
+    /// Revision of the last term of the role delivered (any holder): the term a vacancy ends,
+    /// for a targeted move's hold-back (as the role task's `last_held`).
+    pub(super) last_held: Option<u64>,
     pub(super) trace: NodeTrace,
 }
 
@@ -340,6 +345,25 @@ pub(super) struct Flaws {
     /// proposed fix F1): a process whose session was not live when the bucket was recreated
     /// enters the new one with what it knew of the old.
     pub(super) no_start_check: bool,
+    /// Targeted moves hold nobody back: the target is not ranked first, the others do not
+    /// wait the grace (the move's own claim, the target is the next holder, breaks).
+    pub(super) move_no_holdback: bool,
+}
+
+/// A targeted move (protocol Q13) as the world applied it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct MoveApplied {
+    /// When.
+    pub(super) at: Nanos,
+    /// The role (key index).
+    pub(super) role: usize,
+    /// The holder's node and the target's node for the role.
+    pub(super) from: usize,
+    pub(super) to: usize,
+    /// The term the move ends.
+    pub(super) term: u64,
+    /// The others' hold-back.
+    pub(super) grace: Duration,
 }
 
 /// A foreign role write waiting for a vacancy
@@ -385,6 +409,8 @@ pub(super) struct Sim {
     pub(super) created: Vec<Nanos>,
     /// How often the run reached some paths (for the coverage test).
     pub(super) counts: BTreeMap<&'static str, usize>,
+    /// Targeted moves applied (their records, as every process sees them at once).
+    pub(super) moves: Vec<MoveApplied>,
 }
 
 impl Sim {
@@ -438,6 +464,7 @@ impl Sim {
             spares_used: 0,
             created: created.into_iter().collect(),
             counts: BTreeMap::new(),
+            moves: Vec::new(),
         };
         for slot in 0..sc.nodes {
             let at = sim.rng.between(0, 5 * MS);
@@ -489,6 +516,7 @@ impl Sim {
             errors: self.errors,
             created: self.created,
             counts: self.counts,
+            moves: self.moves,
         }
     }
 
@@ -565,6 +593,7 @@ impl Sim {
                 session_until: None,
                 sent_seen: Vec::new(),
                 resets: 0,
+                last_held: None,
                 trace: NodeTrace {
                     name,
                     role,
