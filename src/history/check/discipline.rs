@@ -66,7 +66,19 @@ impl<'a> Checker<'a> {
                 // The next start of this process, or of another process with this node name
                 // after this lifetime's last record (a restart: this one is gone by then; a
                 // process that still records after another's start is alive beside it).
-                let last = seg.last().map_or(0, |e| e.t);
+                // A watchdog's record of a child it killed because the manager was gone
+                // (`killed: manager_gone`) is written after the manager's death, by another
+                // process: it does not show the manager alive beside a restart that started
+                // meanwhile (a loaded machine lets the restart's start come first).
+                let posthumous = |e: &&Ev<'_>| {
+                    matches!(&e.rec.event, Event::ChildStop { killed: Some(k), .. } if k == "manager_gone")
+                };
+                let last = seg
+                    .iter()
+                    .rev()
+                    .find(|e| !posthumous(e))
+                    .or(seg.last())
+                    .map_or(0, |e| e.t);
                 let next_own = lives.get(li + 1).map_or(u64::MAX, |&(na, _)| evs[na].t);
                 let next_other = starts.get(&node).and_then(|v| {
                     v.iter()
