@@ -6,6 +6,7 @@
 pub(crate) mod color;
 pub(crate) mod conn;
 mod context;
+pub(crate) mod drain;
 pub(crate) mod evict;
 mod exec;
 mod generate;

@@ -37,7 +37,7 @@ fn stop_bound(config: &Config) -> Duration {
     long_about = "Role elections on NATS JetStream KV: one active holder per role, fenced \
                   terms, graceful hand-over. `run` runs a role manager from a YAML file (with \
                   its dashboard, HTTP API and metrics); `exec` holds one role while a command \
-                  runs; `status`, `watch`, `evict`, `move`, `plan`, `freeze` and `unfreeze` talk to \
+                  runs; `status`, `watch`, `evict`, `move`, `plan`, `drain`, `undrain`, `freeze` and `unfreeze` talk to \
                   the bucket directly; `history check` judges recorded election histories."
 )]
 struct Cli {
@@ -71,6 +71,11 @@ enum Command {
     /// Hand a role to a named instance, and to nobody else (graceful; placement keeps it
     /// there for --hold). Exit 0 moved, 3 not moved (why is printed), 4 timed out.
     Move(super::moves::MoveArgs),
+    /// Make one instance hand every role over and take none (placement), through the bucket's
+    /// drain record. Exit 0 draining, 3 not a placement member, 4 timed out.
+    Drain(super::drain::DrainArgs),
+    /// End the drain `drain` asked for. Exit 0 taking part again, 4 still draining.
+    Undrain(super::drain::UndrainArgs),
     /// Freeze every instance's voluntary placement moves (vacant roles are still taken).
     Freeze(super::plan::FreezeArgs),
     /// End an operator's freeze of voluntary placement moves.
@@ -150,6 +155,8 @@ pub(crate) fn main() -> ExitCode {
         Command::Evict(args) => super::outcome::block_on(super::evict::run(args)),
         Command::Plan(args) => super::outcome::block_on(super::plan::run(args)),
         Command::Move(args) => super::outcome::block_on(super::moves::run(args)),
+        Command::Drain(args) => super::outcome::block_on(super::drain::drain(args)),
+        Command::Undrain(args) => super::outcome::block_on(super::drain::undrain(args)),
         Command::Freeze(args) => super::outcome::block_on(super::plan::freeze(args)),
         Command::Unfreeze(args) => super::outcome::block_on(super::plan::unfreeze(args)),
         Command::History(command) => super::history::run(command),

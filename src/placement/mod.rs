@@ -11,6 +11,7 @@
 mod assign;
 pub(crate) mod controller;
 mod decide;
+mod drain;
 mod freeze;
 mod hash;
 mod member;
@@ -22,6 +23,7 @@ mod settings;
 mod version;
 mod whatif;
 
+pub use drain::{DRAIN_PREFIX, DrainRecord, drain_key};
 pub use freeze::{FREEZE_KEY, FreezeRecord, Frozen};
 pub use member::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
 pub use members_view::{MemberList, MemberView, member_list};

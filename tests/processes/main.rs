@@ -17,6 +17,7 @@ mod http_processes;
 mod moves;
 mod observability;
 mod operator_cli;
+mod operator_drain;
 mod placement;
 mod placement_zones;
 mod release;
