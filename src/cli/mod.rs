@@ -9,6 +9,7 @@ mod context;
 pub(crate) mod drain;
 pub(crate) mod evict;
 mod exec;
+mod frozen;
 mod generate;
 pub(crate) mod history;
 mod identity;

@@ -80,6 +80,9 @@ pub(crate) async fn run(args: PlanArgs) -> Result<(), Failure> {
         println!("{text}");
         return Ok(());
     }
+    if let Some(line) = super::frozen::line(&inspector, &members).await? {
+        println!("{line}\n");
+    }
     println!(
         "bucket {bucket}: {} member{}, {} held role{}; {} hand-over{}, {} vacan{} filled{}",
         members.len(),
@@ -160,11 +163,18 @@ pub(crate) async fn freeze(args: FreezeArgs) -> Result<(), Failure> {
     }
     let inspector = args.conn.open().await?;
     let bucket = inspector.bucket().to_owned();
+    let before = inspector
+        .freeze_state()
+        .await
+        .map_err(|e| bucket_failure(&bucket, e))?;
     let record = FreezeRecord::new(&args.reason, &super::identity::operator());
     inspector
         .set_freeze(Some(&record))
         .await
         .map_err(|e| bucket_failure(&bucket, e))?;
+    if let Some(b) = before {
+        println!("replaced the freeze {}", super::frozen::describe(&b));
+    }
     println!(
         "froze voluntary placement moves in bucket {bucket}{} (vacant roles are still taken; \
          `nats-roles unfreeze` ends it)",
@@ -188,13 +198,14 @@ pub(crate) async fn unfreeze(args: UnfreezeArgs) -> Result<(), Failure> {
         .set_freeze(None)
         .await
         .map_err(|e| bucket_failure(&bucket, e))?;
-    println!(
-        "{} voluntary placement moves in bucket {bucket}",
-        if was.is_some() {
-            "unfroze"
-        } else {
-            "not frozen by an operator; made sure of it for"
-        }
-    );
+    match was {
+        Some(r) => println!(
+            "unfroze voluntary placement moves in bucket {bucket} (the freeze {})",
+            super::frozen::describe(&r)
+        ),
+        None => println!(
+            "not frozen by an operator; made sure of it for voluntary placement moves in bucket {bucket}"
+        ),
+    }
     Ok(())
 }

@@ -18,6 +18,7 @@ mod moves;
 mod observability;
 mod operator_cli;
 mod operator_drain;
+mod operator_freeze;
 mod placement;
 mod placement_zones;
 mod release;
