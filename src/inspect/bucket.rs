@@ -383,10 +383,12 @@ impl Inspector {
         let Some(entry) = entry else {
             return Ok(None);
         };
-        let Some(info) = self.holder_of(role, &entry) else {
+        let Some(mut info) = self.holder_of(role, &entry) else {
             return Ok(None);
         };
-        // Protocol v2 (Q5): a role value whose session is gone is vacant.
+        // Protocol v2 (Q5): a role value whose session is gone is vacant. The holder renews
+        // its session, not the role key (written once per term): the session's last write is
+        // when the holder was last heard of, as in [`Inspector::holders`].
         if let Some((key, uuid)) = session_of(&entry) {
             let session = guarded(&self.denials, async {
                 tokio::time::timeout(self.timeout, self.kv.entry(key.clone()))
@@ -395,9 +397,10 @@ impl Inspector {
                     .map_err(|e| Error::JetStream(Box::new(e)))
             })
             .await?;
-            if session.and_then(|e| live_session(&key, &e)) != Some(uuid) {
+            let Some(session) = session.filter(|e| live_session(&key, e) == Some(uuid)) else {
                 return Ok(None);
-            }
+            };
+            info.renewed_at = Some(SystemTime::from(session.created));
         }
         Ok(Some(info))
     }

@@ -18,6 +18,7 @@ mod moves;
 mod observability;
 mod operator_cli;
 mod operator_drain;
+mod operator_evict;
 mod operator_freeze;
 mod placement;
 mod placement_zones;
