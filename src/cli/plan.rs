@@ -127,14 +127,62 @@ pub(crate) async fn run(args: PlanArgs) -> Result<(), Failure> {
             render(&["ROLE", "FROM", "TO", "REASON"], &[false; 4], &all)
         );
     }
-    if !sim.unplaced.is_empty() {
-        let names: Vec<String> = sim.unplaced.iter().map(ToString::to_string).collect();
+    if !sim.unheld.is_empty() {
+        let names: Vec<String> = sim.unheld.iter().map(ToString::to_string).collect();
         println!(
-            "\nno preferred holder (no eligible candidate with room): {}",
+            "\nleft unheld — no member left campaigns for {}: {}",
+            if names.len() == 1 { "it" } else { "them" },
             names.join(", ")
         );
     }
+    let no_room: Vec<String> = sim
+        .unplaced
+        .iter()
+        .filter(|r| !sim.unheld.contains(r))
+        .map(ToString::to_string)
+        .collect();
+    if !no_room.is_empty() {
+        println!(
+            "\nno preferred holder (no eligible candidate with room): {}",
+            no_room.join(", ")
+        );
+    }
+    if !sim.zones.is_empty() {
+        print!("{}", zones_note(&sim.zones, &changes.join));
+    }
     Ok(())
+}
+
+/// The note saying that zones decided the shares: each zone, its members and its roles, and
+/// a hint for a member joining without a zone among members with zones.
+fn zones_note(zones: &[crate::placement::ZoneShare], join: &[Joining]) -> String {
+    let mut out = format!(
+        "\nnote: zones decided the shares: the plan spreads roles over the {} zones first, then \
+         over the members of each zone (members without a zone count as one zone):\n",
+        zones.len()
+    );
+    for z in zones {
+        let members: Vec<&str> = z.members.iter().map(InstanceId::as_str).collect();
+        out.push_str(&format!(
+            "  {}: {} — {} role{}\n",
+            z.zone
+                .as_deref()
+                .map_or_else(|| "(no zone)".to_owned(), |z| format!("zone {z}")),
+            members.join(", "),
+            z.roles,
+            if z.roles == 1 { "" } else { "s" }
+        ));
+    }
+    if zones.iter().any(|z| z.zone.is_some()) {
+        for j in join.iter().filter(|j| j.zone.is_none()) {
+            out.push_str(&format!(
+                "  {} joins without a zone, so it is a zone of its own; give it its zone with \
+                 --join {}:{}:ZONE\n",
+                j.id, j.id, j.weight
+            ));
+        }
+    }
+    out
 }
 
 /// Arguments of `freeze`.

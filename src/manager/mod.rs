@@ -53,7 +53,8 @@ pub use crate::core::{BucketSettings, StartRetry};
 pub use crate::history::HistoryRecorder;
 pub use crate::placement::{
     DrainRecord, FreezeRecord, Frozen, Joining, MemberList, MemberRecord, MemberView, Move,
-    PlacementSettings, Preferred, PreferredReason, Simulation, Takeover, WhatIf, simulate,
+    PlacementSettings, Preferred, PreferredReason, Simulation, Takeover, WhatIf, ZoneShare,
+    simulate,
 };
 pub use crate::store::TtlMode;
 

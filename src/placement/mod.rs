@@ -33,4 +33,4 @@ pub use plan::{Candidate, plan};
 pub use plan::{Preferred, PreferredReason};
 pub use settings::{PlacementSettings, Takeover, valid_zone};
 pub use version::{Version, VersionError};
-pub use whatif::{Joining, Move, Simulation, WhatIf, simulate};
+pub use whatif::{Joining, Move, Simulation, WhatIf, ZoneShare, simulate};

@@ -20,6 +20,7 @@ mod operator_cli;
 mod operator_drain;
 mod operator_evict;
 mod operator_freeze;
+mod operator_plan;
 mod placement;
 mod placement_zones;
 mod release;
