@@ -476,12 +476,11 @@ impl Http {
     async fn stop(self) {}
 }
 
-/// What the start-up of `run` produced: the manager and the subscription to its transitions
-/// (made before it started, so the roles won while starting are printed too).
+/// What the start-up of `run` produced: the manager (printing its transitions from the
+/// start, so the roles won while starting are printed too) and its connection.
 struct Started {
     manager: Arc<RoleManager>,
     client: async_nats::Client,
-    events: tokio::sync::broadcast::Receiver<RoleEvent>,
 }
 
 async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Result<(), Failure> {
@@ -556,11 +555,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
             return Ok(());
         }
     };
-    let Started {
-        manager,
-        client,
-        mut events,
-    } = match started {
+    let Started { manager, client } = match started {
         Ok(started) => started,
         Err(e) => {
             notify.failed(&e.to_string());
@@ -570,29 +565,6 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
             return Err(Failure::Runtime(e.to_string()));
         }
     };
-    let printing = tokio_util::sync::CancellationToken::new();
-    let stop_printing = printing.clone();
-    // One line per transition on stdout (logs go to stderr), for people and scripts; the
-    // `http url=` line is out already.
-    let printer = tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                biased;
-                event = events.recv() => match event {
-                    Ok(event) => print_event(&event),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                },
-                () = stop_printing.cancelled() => {
-                    // Print what is still queued, then stop.
-                    while let Ok(event) = events.try_recv() {
-                        print_event(&event);
-                    }
-                    return;
-                }
-            }
-        }
-    });
     processes.manager.set(&manager);
     http.ready(&manager);
     notify.running(&manager, &config);
@@ -605,8 +577,6 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     notify.stopped(result.as_ref().map_err(ToString::to_string).copied());
     // After the release, so that dashboards see the hand-over; SSE streams end here.
     http.stop().await;
-    printing.cancel();
-    let _ = printer.await;
     stop_recorder(recorder).await;
     notify.finish().await;
     result.map_err(|e| Failure::Runtime(e.to_string()))
@@ -651,14 +621,13 @@ async fn start(
     if let Some(recorder) = recorder {
         builder = builder.history(recorder.clone());
     }
-    // Subscribed before start: the roles won during start-up are printed too.
-    let events = builder.events();
+    // One line per transition on stdout (logs go to stderr), for people and scripts, written
+    // by the task that makes the transition: a demotion's line is out before its release is
+    // sent, so before any successor's `promoted` (the roles won during start-up are printed
+    // too).
+    builder = builder.on_event(print_event);
     let manager = Arc::new(builder.start().await?);
-    Ok(Started {
-        manager,
-        client,
-        events,
-    })
+    Ok(Started { manager, client })
 }
 
 /// Writes the history's last lines and joins its writer thread (off the async workers).

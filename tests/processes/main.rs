@@ -27,6 +27,7 @@ mod release;
 mod sites;
 mod start_retry;
 mod systemd;
+mod transition_lines;
 
 /// The binary under test (cargo builds it for integration tests).
 pub const BIN: &str = env!("CARGO_BIN_EXE_nats-roles");
