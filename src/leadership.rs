@@ -122,7 +122,8 @@ impl TermBackend for crate::store::LeaseStore {
     }
 }
 
-/// The parts of a term that move with every renewal.
+/// The parts of a term that can move during it: the deadline (every session renewal) and the
+/// role key's revision (only a late commit of the term's own write, P5).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LiveTerm {
     pub(crate) deadline: Instant,

@@ -71,7 +71,7 @@ pub(crate) async fn run(args: EvictArgs) -> Result<(), Failure> {
                 "not confirmed; nothing evicted".to_owned(),
             ));
         }
-        // What was confirmed: this term (renewals move the revision meanwhile).
+        // What was confirmed: this term (a rewrite within it moves the revision).
         if expect.term.is_none() {
             expect.term = holder.term;
         }

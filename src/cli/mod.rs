@@ -6,8 +6,10 @@
 pub(crate) mod color;
 pub(crate) mod conn;
 mod context;
+pub(crate) mod drain;
 pub(crate) mod evict;
 mod exec;
+mod frozen;
 mod generate;
 pub(crate) mod history;
 mod identity;

@@ -80,6 +80,9 @@ pub(crate) async fn run(args: PlanArgs) -> Result<(), Failure> {
         println!("{text}");
         return Ok(());
     }
+    if let Some(line) = super::frozen::line(&inspector, &members).await? {
+        println!("{line}\n");
+    }
     println!(
         "bucket {bucket}: {} member{}, {} held role{}; {} hand-over{}, {} vacan{} filled{}",
         members.len(),
@@ -124,14 +127,62 @@ pub(crate) async fn run(args: PlanArgs) -> Result<(), Failure> {
             render(&["ROLE", "FROM", "TO", "REASON"], &[false; 4], &all)
         );
     }
-    if !sim.unplaced.is_empty() {
-        let names: Vec<String> = sim.unplaced.iter().map(ToString::to_string).collect();
+    if !sim.unheld.is_empty() {
+        let names: Vec<String> = sim.unheld.iter().map(ToString::to_string).collect();
         println!(
-            "\nno preferred holder (no eligible candidate with room): {}",
+            "\nleft unheld — no member left campaigns for {}: {}",
+            if names.len() == 1 { "it" } else { "them" },
             names.join(", ")
         );
     }
+    let no_room: Vec<String> = sim
+        .unplaced
+        .iter()
+        .filter(|r| !sim.unheld.contains(r))
+        .map(ToString::to_string)
+        .collect();
+    if !no_room.is_empty() {
+        println!(
+            "\nno preferred holder (no eligible candidate with room): {}",
+            no_room.join(", ")
+        );
+    }
+    if !sim.zones.is_empty() {
+        print!("{}", zones_note(&sim.zones, &changes.join));
+    }
     Ok(())
+}
+
+/// The note saying that zones decided the shares: each zone, its members and its roles, and
+/// a hint for a member joining without a zone among members with zones.
+fn zones_note(zones: &[crate::placement::ZoneShare], join: &[Joining]) -> String {
+    let mut out = format!(
+        "\nnote: zones decided the shares: the plan spreads roles over the {} zones first, then \
+         over the members of each zone (members without a zone count as one zone):\n",
+        zones.len()
+    );
+    for z in zones {
+        let members: Vec<&str> = z.members.iter().map(InstanceId::as_str).collect();
+        out.push_str(&format!(
+            "  {}: {} — {} role{}\n",
+            z.zone
+                .as_deref()
+                .map_or_else(|| "(no zone)".to_owned(), |z| format!("zone {z}")),
+            members.join(", "),
+            z.roles,
+            if z.roles == 1 { "" } else { "s" }
+        ));
+    }
+    if zones.iter().any(|z| z.zone.is_some()) {
+        for j in join.iter().filter(|j| j.zone.is_none()) {
+            out.push_str(&format!(
+                "  {} joins without a zone, so it is a zone of its own; give it its zone with \
+                 --join {}:{}:ZONE\n",
+                j.id, j.id, j.weight
+            ));
+        }
+    }
+    out
 }
 
 /// Arguments of `freeze`.
@@ -160,11 +211,18 @@ pub(crate) async fn freeze(args: FreezeArgs) -> Result<(), Failure> {
     }
     let inspector = args.conn.open().await?;
     let bucket = inspector.bucket().to_owned();
+    let before = inspector
+        .freeze_state()
+        .await
+        .map_err(|e| bucket_failure(&bucket, e))?;
     let record = FreezeRecord::new(&args.reason, &super::identity::operator());
     inspector
         .set_freeze(Some(&record))
         .await
         .map_err(|e| bucket_failure(&bucket, e))?;
+    if let Some(b) = before {
+        println!("replaced the freeze {}", super::frozen::describe(&b));
+    }
     println!(
         "froze voluntary placement moves in bucket {bucket}{} (vacant roles are still taken; \
          `nats-roles unfreeze` ends it)",
@@ -188,13 +246,14 @@ pub(crate) async fn unfreeze(args: UnfreezeArgs) -> Result<(), Failure> {
         .set_freeze(None)
         .await
         .map_err(|e| bucket_failure(&bucket, e))?;
-    println!(
-        "{} voluntary placement moves in bucket {bucket}",
-        if was.is_some() {
-            "unfroze"
-        } else {
-            "not frozen by an operator; made sure of it for"
-        }
-    );
+    match was {
+        Some(r) => println!(
+            "unfroze voluntary placement moves in bucket {bucket} (the freeze {})",
+            super::frozen::describe(&r)
+        ),
+        None => println!(
+            "not frozen by an operator; made sure of it for voluntary placement moves in bucket {bucket}"
+        ),
+    }
     Ok(())
 }

@@ -37,7 +37,7 @@ fn stop_bound(config: &Config) -> Duration {
     long_about = "Role elections on NATS JetStream KV: one active holder per role, fenced \
                   terms, graceful hand-over. `run` runs a role manager from a YAML file (with \
                   its dashboard, HTTP API and metrics); `exec` holds one role while a command \
-                  runs; `status`, `watch`, `evict`, `move`, `plan`, `freeze` and `unfreeze` talk to \
+                  runs; `status`, `watch`, `evict`, `move`, `plan`, `drain`, `undrain`, `freeze` and `unfreeze` talk to \
                   the bucket directly; `history check` judges recorded election histories."
 )]
 struct Cli {
@@ -71,6 +71,11 @@ enum Command {
     /// Hand a role to a named instance, and to nobody else (graceful; placement keeps it
     /// there for --hold). Exit 0 moved, 3 not moved (why is printed), 4 timed out.
     Move(super::moves::MoveArgs),
+    /// Make one instance hand every role over and take none (placement), through the bucket's
+    /// drain record. Exit 0 draining, 3 not a placement member, 4 timed out.
+    Drain(super::drain::DrainArgs),
+    /// End the drain `drain` asked for. Exit 0 taking part again, 4 still draining.
+    Undrain(super::drain::UndrainArgs),
     /// Freeze every instance's voluntary placement moves (vacant roles are still taken).
     Freeze(super::plan::FreezeArgs),
     /// End an operator's freeze of voluntary placement moves.
@@ -150,6 +155,8 @@ pub(crate) fn main() -> ExitCode {
         Command::Evict(args) => super::outcome::block_on(super::evict::run(args)),
         Command::Plan(args) => super::outcome::block_on(super::plan::run(args)),
         Command::Move(args) => super::outcome::block_on(super::moves::run(args)),
+        Command::Drain(args) => super::outcome::block_on(super::drain::drain(args)),
+        Command::Undrain(args) => super::outcome::block_on(super::drain::undrain(args)),
         Command::Freeze(args) => super::outcome::block_on(super::plan::freeze(args)),
         Command::Unfreeze(args) => super::outcome::block_on(super::plan::unfreeze(args)),
         Command::History(command) => super::history::run(command),
@@ -474,12 +481,11 @@ impl Http {
     async fn stop(self) {}
 }
 
-/// What the start-up of `run` produced: the manager and the subscription to its transitions
-/// (made before it started, so the roles won while starting are printed too).
+/// What the start-up of `run` produced: the manager (printing its transitions from the
+/// start, so the roles won while starting are printed too) and its connection.
 struct Started {
     manager: Arc<RoleManager>,
     client: async_nats::Client,
-    events: tokio::sync::broadcast::Receiver<RoleEvent>,
     /// The dashboard's journal, recording since before the start (with timestamps).
     #[cfg(feature = "http")]
     journal: crate::http::EventJournal,
@@ -562,7 +568,6 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     let Started {
         manager,
         client,
-        mut events,
         journal,
     } = match started {
         Ok(started) => started,
@@ -574,29 +579,6 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
             return Err(Failure::Runtime(e.to_string()));
         }
     };
-    let printing = tokio_util::sync::CancellationToken::new();
-    let stop_printing = printing.clone();
-    // One line per transition on stdout (logs go to stderr), for people and scripts; the
-    // `http url=` line is out already.
-    let printer = tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                biased;
-                event = events.recv() => match event {
-                    Ok(event) => print_event(&event),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                },
-                () = stop_printing.cancelled() => {
-                    // Print what is still queued, then stop.
-                    while let Ok(event) = events.try_recv() {
-                        print_event(&event);
-                    }
-                    return;
-                }
-            }
-        }
-    });
     processes.manager.set(&manager);
     http.ready(&manager, journal);
     notify.running(&manager, &config);
@@ -609,8 +591,6 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     notify.stopped(result.as_ref().map_err(ToString::to_string).copied());
     // After the release, so that dashboards see the hand-over; SSE streams end here.
     http.stop().await;
-    printing.cancel();
-    let _ = printer.await;
     stop_recorder(recorder).await;
     notify.finish().await;
     result.map_err(|e| Failure::Runtime(e.to_string()))
@@ -655,9 +635,12 @@ async fn start(
     if let Some(recorder) = recorder {
         builder = builder.history(recorder.clone());
     }
-    // Subscribed before start: the roles won during start-up are printed too, and are in
-    // the dashboard's journal.
-    let events = builder.events();
+    // One line per transition on stdout (logs go to stderr), for people and scripts, written
+    // by the task that makes the transition: a demotion's line is out before its release is
+    // sent, so before any successor's `promoted` (the roles won during start-up are printed
+    // too).
+    builder = builder.on_event(print_event);
+    // Subscribed before start: the roles won during start-up are in the dashboard's journal.
     #[cfg(feature = "http")]
     let journal = {
         let journal = crate::http::EventJournal::new();
@@ -674,7 +657,6 @@ async fn start(
     Ok(Started {
         manager,
         client,
-        events,
         journal,
     })
 }

@@ -56,6 +56,9 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), Failure> {
         println!("{text}");
         return Ok(());
     }
+    if let Some(line) = super::frozen::line(&inspector, &members).await? {
+        println!("{line}\n");
+    }
     let by_instance = instances(&holders, None);
     println!(
         "bucket {}: {} role{} held by {} instance{}",

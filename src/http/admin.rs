@@ -264,7 +264,12 @@ impl Default for DrainBody {
 #[derive(Debug, Serialize)]
 pub(crate) struct Drained {
     instance: String,
+    /// Whether the instance drains now: the flag just set OR an operator's drain record.
     draining: bool,
+    /// Who asked for the drain record naming this instance (`nats-roles drain`), if there is
+    /// one: `{"draining": false}` does not end that drain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drain_record_by: Option<String>,
 }
 
 /// `POST /api/drain`: placement moves every role of this instance away by graceful hand-over
@@ -283,7 +288,8 @@ pub(crate) async fn drain(
             if manager.set_draining(b.draining) {
                 Ok(Json(Drained {
                     instance: manager.instance_id().to_string(),
-                    draining: b.draining,
+                    draining: manager.is_draining(),
+                    drain_record_by: manager.drain_record().map(|r| r.by),
                 }))
             } else {
                 Err(ApiError::new(

@@ -21,8 +21,14 @@ pub struct Readiness {
     pub connected: bool,
     /// Whether the bucket watcher has delivered the bucket's current state.
     pub caught_up: bool,
-    /// Whether the instance is shutting down.
+    /// Whether the instance drains (placement: it hands its roles over and takes none another
+    /// member is preferred for) — [`RoleManager::is_draining`](crate::RoleManager::is_draining),
+    /// the flag its membership record and `GET /api/members` show. A draining instance is
+    /// still ready: it serves and holds roles until they are handed over.
     pub draining: bool,
+    /// Whether the instance is shutting down ([`Api::drain`]): not ready.
+    #[serde(default)]
+    pub shutting_down: bool,
     /// Whether the manager is still starting (`nats-roles run` and [`ApiServer`](super::ApiServer)
     /// serve `/readyz` before the manager exists; the reason says what it is retrying).
     /// Left out of the JSON when false.
@@ -64,9 +70,10 @@ impl Api {
         let manager = self.manager();
         let connected = manager.is_connected();
         let caught_up = manager.is_caught_up();
-        let draining = self.is_draining();
+        let shutting_down = self.is_draining();
+        let draining = manager.is_draining();
         let mut reasons = Vec::new();
-        if draining {
+        if shutting_down {
             reasons.push("shutting down".to_owned());
         }
         if !connected {
@@ -112,6 +119,7 @@ impl Api {
             connected,
             caught_up,
             draining,
+            shutting_down,
             starting: false,
             healthy: health.map(|h| h.healthy),
             error: (!ready).then(|| reasons.join("; ")),

@@ -168,6 +168,7 @@ fn starting_readiness(progress: Option<&StartProgress>) -> Readiness {
         connected: progress.is_some_and(|p| p.step != StartStep::Connect),
         caught_up: false,
         draining: false,
+        shutting_down: false,
         healthy: None,
         starting: true,
         error: Some(reason.clone()),

@@ -258,6 +258,71 @@ impl Inspector {
         .await
     }
 
+    /// The operator's drain record naming `instance` (`control.drain.<instance>`), if set; a
+    /// foreign value there drains nothing and reads as `None`.
+    ///
+    /// # Errors
+    /// [`Error::JetStream`] when the read fails; [`Error::Timeout`].
+    pub async fn drain_record(
+        &self,
+        instance: &crate::names::InstanceId,
+    ) -> Result<Option<crate::placement::DrainRecord>, Error> {
+        use crate::placement::{DrainRecord, drain_key};
+        let key = drain_key(instance);
+        let read = async {
+            self.kv
+                .entry(key.as_str())
+                .await
+                .map_err(|e| Error::JetStream(Box::new(e)))
+        };
+        let entry = guarded(&self.denials, async {
+            tokio::time::timeout(self.timeout, read)
+                .await
+                .map_err(|_| Error::Timeout(self.timeout))?
+        })
+        .await?;
+        Ok(entry
+            .filter(|e| e.operation == Operation::Put)
+            .and_then(|e| DrainRecord::parse(&key, &e.value)))
+    }
+
+    /// Makes `instance` drain (`Some(record)`, whose `instance` must be it) or ends the drain
+    /// an operator asked for (`None`): writes or deletes `control.drain.<instance>`
+    /// (docs/placement.md). The instance drains while the record exists or its own flag is
+    /// set.
+    ///
+    /// # Errors
+    /// [`Error::JetStream`] when the write fails; [`Error::Timeout`];
+    /// [`Error::PermissionDenied`].
+    pub async fn set_drain(
+        &self,
+        instance: &crate::names::InstanceId,
+        record: Option<&crate::placement::DrainRecord>,
+    ) -> Result<(), Error> {
+        let key = crate::placement::drain_key(instance);
+        let write = async {
+            match record {
+                Some(r) => self
+                    .kv
+                    .put(key.as_str(), r.to_bytes())
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| Error::JetStream(Box::new(e))),
+                None => self
+                    .kv
+                    .delete(key.as_str())
+                    .await
+                    .map_err(|e| Error::JetStream(Box::new(e))),
+            }
+        };
+        guarded(&self.denials, async {
+            tokio::time::timeout(self.timeout, write)
+                .await
+                .map_err(|_| Error::Timeout(self.timeout))?
+        })
+        .await
+    }
+
     /// Lists the bucket's keys, reads those `select` picks (a few reads in flight at once:
     /// one round trip per key adds up over a WAN) and keeps what `parse` makes of their
     /// entries, in key order; the whole is bounded by four read timeouts.
@@ -318,10 +383,12 @@ impl Inspector {
         let Some(entry) = entry else {
             return Ok(None);
         };
-        let Some(info) = self.holder_of(role, &entry) else {
+        let Some(mut info) = self.holder_of(role, &entry) else {
             return Ok(None);
         };
-        // Protocol v2 (Q5): a role value whose session is gone is vacant.
+        // Protocol v2 (Q5): a role value whose session is gone is vacant. The holder renews
+        // its session, not the role key (written once per term): the session's last write is
+        // when the holder was last heard of, as in [`Inspector::holders`].
         if let Some((key, uuid)) = session_of(&entry) {
             let session = guarded(&self.denials, async {
                 tokio::time::timeout(self.timeout, self.kv.entry(key.clone()))
@@ -330,9 +397,10 @@ impl Inspector {
                     .map_err(|e| Error::JetStream(Box::new(e)))
             })
             .await?;
-            if session.and_then(|e| live_session(&key, &e)) != Some(uuid) {
+            let Some(session) = session.filter(|e| live_session(&key, e) == Some(uuid)) else {
                 return Ok(None);
-            }
+            };
+            info.renewed_at = Some(SystemTime::from(session.created));
         }
         Ok(Some(info))
     }

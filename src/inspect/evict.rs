@@ -28,9 +28,10 @@ pub struct Evicted {
 /// What the lease must still be for an eviction to go ahead.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Expect {
-    /// The exact revision of the lease (every renewal moves it).
+    /// The exact revision of the role key (the write that began the term; protocol v2 renews
+    /// the session, not the role key, so it moves only with a new term or a rewrite).
     pub revision: Option<u64>,
-    /// The term (stays the same across renewals: what a person confirms).
+    /// The term (what a person confirms).
     pub term: Option<u64>,
 }
 
@@ -81,7 +82,7 @@ pub enum EvictError {
     /// since the caller looked).
     #[error(
         "role {role} is at revision {current} (holder {}, term {}), not {expected}; nothing \
-         evicted (a renewal moves the revision: read it again)",
+         evicted (a new term or a rewrite moved the revision: read it again)",
         holder.as_deref().unwrap_or("<foreign value>"),
         term.map_or_else(|| "?".to_owned(), |t| t.to_string())
     )]
@@ -157,10 +158,12 @@ pub enum EvictError {
 /// it with a conditional delete at the revision read, which fails if anything was written
 /// since.
 ///
-/// A live holder renews its lease every heartbeat, and a renewal moves the revision but not
-/// the term. When the delete fails because of such a renewal (the lease still holds the term
-/// that was read: same holder, incarnation, term and nonce), the eviction reads again and
-/// deletes at the new revision, until `timeout` has passed. Any other change (a new term,
+/// A live holder renews its session every heartbeat, not the role key (protocol v2: written
+/// once per term), so the revision read normally stays. When the delete fails because the
+/// key was rewritten within the same term (a late commit of the term's own write, P5, or a
+/// version-1 holder renewing its lease: the lease still holds the term that was read — same
+/// holder, incarnation, term and nonce), the eviction reads again and deletes at the new
+/// revision, until `timeout` has passed. Any other change (a new term,
 /// a release, a foreign value) ends it with [`EvictError::Changed`]; with
 /// [`Expect::revision`] a renewal ends it with [`EvictError::RevisionMismatch`].
 ///

@@ -35,7 +35,9 @@ pub struct RoleView {
     pub holder: Option<String>,
     /// The current term (revision of the write that started it).
     pub term: Option<u64>,
-    /// Revision of the role key (moves with every renewal).
+    /// Revision of the role key: the write that began the term (protocol v2 renews the
+    /// holder's session, not the role key, so it stays for the whole term — except a late
+    /// commit of the term's own write, P5).
     pub revision: Option<u64>,
     /// The holder's priority for the role.
     pub priority: Option<i32>,
@@ -45,9 +47,11 @@ pub struct RoleView {
     pub held_since: Option<String>,
     /// How long the term has lasted, in milliseconds.
     pub held_for_ms: Option<u64>,
-    /// Server time of the latest acquire or renewal (RFC 3339).
+    /// Server time the holder was last heard of (RFC 3339): its session's latest renewal
+    /// (protocol v2 renews the session every heartbeat; the role key is written once per
+    /// term), or the role key's write where the session was not read.
     pub renewed_at: Option<String>,
-    /// Milliseconds since the latest acquire or renewal.
+    /// Milliseconds since [`renewed_at`](Self::renewed_at).
     pub renewal_age_ms: Option<u64>,
     /// The holder's lease TTL in milliseconds.
     pub ttl_ms: Option<u64>,

@@ -40,6 +40,7 @@ pub struct RoleManagerBuilder {
     pub(super) health: Option<(Arc<dyn HealthChecker>, HealthPolicy)>,
     pub(super) roles: Vec<RoleSpec>,
     pub(super) events: broadcast::Sender<RoleEvent>,
+    pub(super) observers: Vec<super::shared::EventObserver>,
     pub(super) tap_sinks: Vec<Arc<dyn TapSink>>,
     pub(super) meter: Option<opentelemetry::metrics::Meter>,
     pub(super) placement: Option<PlacementSettings>,
@@ -67,6 +68,7 @@ impl RoleManager {
             health: None,
             roles: Vec::new(),
             events: broadcast::channel(1024).0,
+            observers: Vec::new(),
             tap_sinks: Vec::new(),
             meter: None,
             placement: None,
@@ -168,6 +170,17 @@ impl RoleManagerBuilder {
     #[must_use]
     pub fn events(&self) -> broadcast::Receiver<RoleEvent> {
         self.events.subscribe()
+    }
+
+    /// Calls `observe` with every transition, synchronously, in the task that makes it and
+    /// before [`events`](Self::events) subscribers get it: a role's `Demoted` is observed
+    /// before its release is written (so before any successor can be promoted), its
+    /// `Promoted` before its work starts. `nats-roles run` prints its stdout lines this way.
+    /// Keep it short and non-blocking (a slow observer delays the role's own steps);
+    /// anything else belongs in an [`events`](Self::events) subscriber.
+    pub fn on_event(mut self, observe: impl Fn(&RoleEvent) + Send + Sync + 'static) -> Self {
+        self.observers.push(Arc::new(observe));
+        self
     }
 
     /// The KV bucket (default `roles`).
@@ -408,6 +421,7 @@ impl RoleManagerBuilder {
             drain_timeout: self.drain_timeout,
             connected: connected_rx,
             events: self.events,
+            observers: self.observers,
             roles: Mutex::new(HashMap::new()),
             holders: Mutex::new(BTreeMap::new()),
             caught_up: watch::channel(false).0,

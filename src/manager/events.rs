@@ -19,7 +19,8 @@ pub struct HolderInfo {
     pub foreign: bool,
     /// The holder's term.
     pub term: Option<u64>,
-    /// Revision of the role key.
+    /// Revision of the role key: the write that began the term (protocol v2 does not write
+    /// the role key during a term; renewals go to the session key).
     pub revision: u64,
     /// The holder's priority.
     pub priority: i32,
@@ -29,7 +30,11 @@ pub struct HolderInfo {
     pub since: SystemTime,
     /// The holder's fencing token for the current term (redacted in `Debug`/`Display`).
     pub token: Option<FencingToken>,
-    /// Server time of the latest write of the lease: the acquire or the last renewal.
+    /// Server time the holder was last heard of: its session's latest renewal (protocol v2:
+    /// the session key is renewed every heartbeat, the role key written once per term). The
+    /// manager's watcher and [`Inspector::holders`](crate::tooling::inspect::Inspector::holders)
+    /// / [`Inspector::holder`](crate::tooling::inspect::Inspector::holder) set it from the
+    /// session; until a session renewal is seen it is the role key's write (the acquire).
     pub renewed_at: Option<SystemTime>,
     /// When the holder says the term began (its wall clock; informational, protocol P2).
     pub acquired_at: Option<SystemTime>,

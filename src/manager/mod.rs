@@ -54,8 +54,9 @@ pub use status::RoleStatus;
 pub use crate::core::{BucketSettings, StartRetry};
 pub use crate::history::HistoryRecorder;
 pub use crate::placement::{
-    FreezeRecord, Frozen, Joining, MemberList, MemberRecord, MemberView, Move, PlacementSettings,
-    Preferred, PreferredReason, Simulation, Takeover, WhatIf, simulate,
+    DrainRecord, FreezeRecord, Frozen, Joining, MemberList, MemberRecord, MemberView, Move,
+    PlacementSettings, Preferred, PreferredReason, Simulation, Takeover, WhatIf, ZoneShare,
+    simulate,
 };
 pub use crate::store::TtlMode;
 
@@ -461,10 +462,15 @@ impl RoleManager {
     /// Placement: starts (`true`) or ends draining. A draining instance hands every role over
     /// gracefully, one at a time within the move budget, and takes none another live member
     /// is preferred for. Without placement this does nothing and returns false.
+    ///
+    /// This sets the instance's own flag; an operator's drain record in the bucket
+    /// (`control.drain.<instance>`, `nats-roles drain`) drains it too: it drains while either
+    /// asks ([`RoleManager::is_draining`]), so `set_draining(false)` does not end a drain the
+    /// record asks for (`nats-roles undrain` does).
     pub fn set_draining(&self, draining: bool) -> bool {
         match &self.shared.placement {
             Some(p) => {
-                p.draining.send_replace(draining);
+                p.set_local_draining(draining);
                 true
             }
             None => false,

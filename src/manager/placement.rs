@@ -24,7 +24,7 @@ use crate::names::{InstanceId, RoleName};
 use crate::placement::controller::{
     Action, Controller, ControllerSettings, Input, RecordRoles, RoleView, World,
 };
-use crate::placement::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
+use crate::placement::{Frozen, MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
 use crate::status::RoleState;
 use crate::tap::PlacementEvent;
 
@@ -66,6 +66,7 @@ pub(crate) fn spawn(
         link: link.clone(),
         record_roles,
         view,
+        logged_freeze: std::sync::Mutex::new(None),
     };
     tasks.spawn(driver.run(inbox, cancel.clone()).instrument(span.clone()));
 }
@@ -77,6 +78,8 @@ struct Driver {
     link: Arc<PlacementLink>,
     record_roles: watch::Sender<Option<RecordRoles>>,
     view: watch::Sender<Arc<PlacementView>>,
+    /// The freeze last logged (each freeze and its end are logged once).
+    logged_freeze: std::sync::Mutex<Option<Frozen>>,
 }
 
 impl Driver {
@@ -265,9 +268,39 @@ impl Driver {
                         preferred: self.controller.plan().preferred.clone(),
                         frozen: self.controller.frozen().cloned(),
                     }));
+                    self.log_freeze_change();
                 }
             }
         }
+    }
+
+    /// Logs a freeze, its replacement and its end, once each (info).
+    fn log_freeze_change(&self) {
+        let now = self.controller.frozen().cloned();
+        let Ok(mut logged) = self.logged_freeze.lock() else {
+            return;
+        };
+        if Frozen::same(logged.as_ref(), now.as_ref()) {
+            return;
+        }
+        match (&*logged, &now) {
+            (_, Some(f)) => {
+                let replaced = logged
+                    .as_ref()
+                    .map(|was| format!(" (replaces: {})", was.describe()))
+                    .unwrap_or_default();
+                info!(
+                    "placement: voluntary moves {}{replaced}; vacant roles are still taken",
+                    f.describe()
+                );
+            }
+            (Some(was), None) => info!(
+                "placement: voluntary moves no longer frozen (were {})",
+                was.describe()
+            ),
+            (None, None) => {}
+        }
+        *logged = now;
     }
 
     /// The heartbeat rewrites the record at once (once the driver started).

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::names::RoleName;
 use crate::placement::controller::{OwnRole, RecordRoles};
 use crate::placement::{
-    FreezeRecord, Frozen, MemberRecord, Membership, MembershipTiming, Preferred,
+    DrainRecord, FreezeRecord, Frozen, MemberRecord, Membership, MembershipTiming, Preferred,
 };
 use crate::placement::{PlacementSettings, Takeover};
 
@@ -40,6 +40,21 @@ pub(crate) struct Written {
     pub(crate) draining: bool,
     /// Its healthy flag.
     pub(crate) healthy: bool,
+}
+
+/// What makes this instance drain: its own flag and the bucket's drain record naming it.
+#[derive(Debug, Default)]
+struct DrainSources {
+    /// Config, admin API, library call or a graceful stop.
+    local: bool,
+    /// The operator's drain record (`nats-roles drain`), while it exists.
+    record: Option<DrainRecord>,
+}
+
+impl DrainSources {
+    fn draining(&self) -> bool {
+        self.local || self.record.is_some()
+    }
 }
 
 /// Messages to the placement controller's driver.
@@ -102,8 +117,14 @@ pub(crate) struct PlacementLink {
     pub(crate) settings: Settings,
     /// The driver's inbox.
     inbox: mpsc::UnboundedSender<PlacementInput>,
-    /// Whether this instance is draining (writer: the manager; config or admin action).
+    /// Whether this instance is draining: its own flag (config, `POST /api/drain`,
+    /// [`RoleManager::set_draining`](crate::RoleManager::set_draining), a graceful stop) OR an
+    /// operator's drain record in the bucket (`control.drain.<instance>`). Writer:
+    /// [`PlacementLink::set_local_draining`] and [`PlacementLink::observe_drain`], under
+    /// `drain_sources`.
     pub(crate) draining: watch::Sender<bool>,
+    /// The two sources of `draining`.
+    drain_sources: std::sync::Mutex<DrainSources>,
     /// Whether an operator froze this instance's voluntary moves (writer: the manager; config
     /// or admin action).
     pub(crate) frozen: watch::Sender<bool>,
@@ -153,6 +174,10 @@ impl PlacementLink {
         let (written, written_rx) = watch::channel(None);
         let link = Self {
             draining: watch::channel(settings.config.draining).0,
+            drain_sources: std::sync::Mutex::new(DrainSources {
+                local: settings.config.draining,
+                record: None,
+            }),
             frozen: watch::channel(settings.config.frozen).0,
             settings,
             inbox: inbox_tx,
@@ -286,9 +311,80 @@ impl PlacementLink {
             .collect()
     }
 
+    /// Sets this instance's own draining flag (config, admin API, library call); it drains
+    /// while that flag is set OR a drain record names it. Returns whether it drains now.
+    pub(crate) fn set_local_draining(&self, draining: bool) -> bool {
+        self.update_drain(|s| s.local = draining)
+    }
+
+    /// The drain record naming this instance, if one is in the bucket.
+    pub(crate) fn drain_record(&self) -> Option<DrainRecord> {
+        self.drain_sources
+            .lock()
+            .ok()
+            .and_then(|s| s.record.clone())
+    }
+
+    /// The bucket was recreated: a drain record of the old bucket is gone.
+    pub(crate) fn forget_drain_record(&self) {
+        self.update_drain(|s| s.record = None);
+    }
+
+    /// The watcher saw this instance's drain key (`control.drain.<instance>`) change: the
+    /// instance drains while it holds a valid record (logged once per change).
+    pub(crate) fn observe_drain(&self, entry: &Entry) {
+        use async_nats::jetstream::kv::Operation;
+        let record = match entry.operation {
+            Operation::Put => {
+                let parsed = DrainRecord::parse(&entry.key, &entry.value);
+                if parsed.is_none() {
+                    tracing::warn!(
+                        key = %entry.key,
+                        "ignoring a value that is not a drain record for this instance (it drains nothing)"
+                    );
+                }
+                parsed
+            }
+            Operation::Delete | Operation::Purge => None,
+        };
+        let before = self.drain_record();
+        let local = self
+            .drain_sources
+            .lock()
+            .map(|s| s.local)
+            .unwrap_or_default();
+        match (&before, &record) {
+            (None, Some(r)) => tracing::info!(
+                by = %r.by, reason = %r.reason, since = %r.at,
+                "draining: an operator's drain record names this instance (`nats-roles undrain` ends it)"
+            ),
+            (Some(_), None) if local => tracing::info!(
+                "the drain record was deleted; still draining by this instance's own flag (config or POST /api/drain)"
+            ),
+            (Some(_), None) => tracing::info!("the drain record was deleted: no longer draining"),
+            _ => {}
+        }
+        self.update_drain(|s| s.record = record);
+    }
+
+    /// Changes the drain sources and publishes the resulting flag; returns it.
+    fn update_drain(&self, change: impl FnOnce(&mut DrainSources)) -> bool {
+        let Ok(mut sources) = self.drain_sources.lock() else {
+            return *self.draining.borrow();
+        };
+        change(&mut sources);
+        let draining = sources.draining();
+        self.draining.send_if_modified(|d| {
+            let changed = *d != draining;
+            *d = draining;
+            changed
+        });
+        draining
+    }
+
     /// Writes the draining flag and waits (bounded) until a record saying so is stored.
     pub(crate) async fn drain_and_wait(&self, timeout: Duration) {
-        self.draining.send_replace(true);
+        self.set_local_draining(true);
         let mut written = self.written.clone();
         let _ = tokio::time::timeout(timeout, written.wait_for(|w| w.is_some_and(|w| w.draining)))
             .await;

@@ -30,6 +30,9 @@ pub(crate) struct RoleSlot {
 /// (the manager only adds channels to it for [`RoleManager::observe`](super::RoleManager::observe)),
 /// `caught_up`, `epoch` and `bucket_high_water`; a role's status and term are written by its
 /// task only ([`RoleSlot`]).
+/// A synchronous observer of every [`RoleEvent`].
+pub(crate) type EventObserver = Arc<dyn Fn(&RoleEvent) + Send + Sync>;
+
 pub(crate) struct Shared {
     pub(crate) instance: InstanceId,
     pub(crate) incarnation: Uuid,
@@ -37,6 +40,9 @@ pub(crate) struct Shared {
     pub(crate) drain_timeout: Duration,
     pub(crate) connected: watch::Receiver<bool>,
     pub(crate) events: broadcast::Sender<RoleEvent>,
+    /// Called with every event by the task that emits it, before it is broadcast
+    /// ([`RoleManagerBuilder::on_event`](super::RoleManagerBuilder::on_event)).
+    pub(crate) observers: Vec<EventObserver>,
     pub(crate) roles: Mutex<HashMap<RoleName, RoleSlot>>,
     /// Holders of every role in the bucket, as the watcher sees them.
     pub(crate) holders: Mutex<BTreeMap<RoleName, watch::Sender<Option<HolderInfo>>>>,
@@ -92,7 +98,13 @@ pub(crate) struct SessionClass {
 }
 
 impl Shared {
+    /// Announces a transition: to the synchronous observers first (in the calling task, so
+    /// what they write is out before the caller's next step — a demotion's line before the
+    /// release is sent), then to the broadcast subscribers.
     pub(crate) fn emit(&self, event: RoleEvent) {
+        for observe in &self.observers {
+            observe(&event);
+        }
         // No subscriber is fine.
         let _ = self.events.send(event);
     }

@@ -21,14 +21,26 @@ impl RoleManager {
     }
 
     /// Placement: whether this instance is draining — handing its roles over and taking none
-    /// another live member is preferred for (`placement.draining`, `POST /api/drain`,
-    /// [`RoleManager::set_draining`]). False without placement.
+    /// another live member is preferred for: its own flag (`placement.draining`,
+    /// `POST /api/drain`, [`RoleManager::set_draining`], a graceful stop) OR an operator's
+    /// drain record naming it (`nats-roles drain`). What its membership record publishes and
+    /// `/readyz` and `GET /api/members` show. False without placement.
     #[must_use]
     pub fn is_draining(&self) -> bool {
         self.shared
             .placement
             .as_ref()
             .is_some_and(|p| *p.draining.borrow())
+    }
+
+    /// Placement: the operator's drain record naming this instance, if the bucket holds one
+    /// (`nats-roles drain`; docs/placement.md).
+    #[must_use]
+    pub fn drain_record(&self) -> Option<crate::placement::DrainRecord> {
+        self.shared
+            .placement
+            .as_ref()
+            .and_then(|p| p.drain_record())
     }
 
     /// The bucket epoch read at start-up (creation time of the bucket's stream, ns since the

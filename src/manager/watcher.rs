@@ -176,6 +176,7 @@ async fn check_bucket_once(shared: &Shared, bucket: &BucketRecovery, epoch: u64)
                     tx.send_if_modified(|cur| cur.take().is_some());
                 }
                 if let Some(p) = &shared.placement {
+                    p.forget_drain_record();
                     p.bucket_reset();
                 }
             }
@@ -264,6 +265,14 @@ async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
     }
     if entry.key.starts_with(crate::moves::MOVE_PREFIX) {
         super::moves::observe(shared, entry);
+        return;
+    }
+    if let Some(named) = entry.key.strip_prefix(crate::placement::DRAIN_PREFIX) {
+        if named == shared.instance.as_str()
+            && let Some(p) = &shared.placement
+        {
+            p.observe_drain(entry);
+        }
         return;
     }
     if entry.key.starts_with(crate::placement::MEMBER_PREFIX) {

@@ -68,7 +68,7 @@ impl FreezeRecord {
     }
 }
 
-fn cut(s: &str, max: usize) -> String {
+pub(super) fn cut(s: &str, max: usize) -> String {
     let mut end = s.len().min(max);
     while !s.is_char_boundary(end) {
         end -= 1;
@@ -104,6 +104,46 @@ pub enum Frozen {
         /// Milliseconds until membership counts as stable again (if it stays unchanged).
         stable_in_ms: u64,
     },
+}
+
+impl Frozen {
+    /// Whether `a` and `b` are the same freeze for a person reading the logs: the same
+    /// operator record, the same frozen members, or both the storm breaker (whose countdown
+    /// changes every re-plan).
+    #[must_use]
+    pub fn same(a: Option<&Frozen>, b: Option<&Frozen>) -> bool {
+        match (a, b) {
+            (Some(Frozen::Storm { .. }), Some(Frozen::Storm { .. })) => true,
+            (a, b) => a == b,
+        }
+    }
+
+    /// One line saying why moves are frozen (for logs and the CLI).
+    #[must_use]
+    pub fn describe(&self) -> String {
+        match self {
+            Frozen::Operator { reason, by, at } => format!(
+                "frozen by {} since {}{}",
+                if by.is_empty() { "unknown" } else { by },
+                if at.is_empty() { "unknown" } else { at },
+                if reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (reason {reason:?})")
+                }
+            ),
+            Frozen::Member { members } => {
+                let names: Vec<&str> = members.iter().map(InstanceId::as_str).collect();
+                format!(
+                    "frozen by the configuration or admin API of {} (placement.frozen)",
+                    names.join(", ")
+                )
+            }
+            Frozen::Storm { vanished, of, .. } => format!(
+                "frozen by the storm breaker: {vanished} of {of} members vanished within one TTL"
+            ),
+        }
+    }
 }
 
 /// Trips when at least [`StormBreaker::SHARE`] of the live members (and at least two) vanish
@@ -224,6 +264,29 @@ mod tests {
         for k in 1..6u32 {
             assert_eq!(b.observe(&ids(0..(10 - k as usize)), t0 + 4 * k * s), None);
         }
+    }
+
+    #[test]
+    fn a_storm_countdown_is_the_same_freeze_an_operator_change_is_not() {
+        let storm = |ms| Frozen::Storm {
+            vanished: 2,
+            of: 3,
+            stable_in_ms: ms,
+        };
+        let op = |by: &str| Frozen::Operator {
+            reason: "r".into(),
+            by: by.into(),
+            at: "t".into(),
+        };
+        assert!(Frozen::same(Some(&storm(5)), Some(&storm(4))));
+        assert!(Frozen::same(None, None));
+        assert!(!Frozen::same(None, Some(&storm(4))));
+        assert!(Frozen::same(Some(&op("a")), Some(&op("a"))));
+        assert!(!Frozen::same(Some(&op("a")), Some(&op("b"))));
+        assert_eq!(
+            op("alice@h").describe(),
+            "frozen by alice@h since t (reason \"r\")"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@
 mod assign;
 pub(crate) mod controller;
 mod decide;
+mod drain;
 mod freeze;
 mod hash;
 mod member;
@@ -22,6 +23,9 @@ mod settings;
 mod version;
 mod whatif;
 
+#[cfg(any(feature = "tooling", feature = "http"))]
+pub use drain::drain_key;
+pub use drain::{DRAIN_PREFIX, DrainRecord};
 pub use freeze::{FREEZE_KEY, FreezeRecord, Frozen};
 pub use member::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
 pub use members_view::{MemberList, MemberView, member_list};
@@ -31,4 +35,4 @@ pub use plan::{Candidate, plan};
 pub use plan::{Preferred, PreferredReason};
 pub use settings::{PlacementSettings, Takeover, valid_zone};
 pub use version::{Version, VersionError};
-pub use whatif::{Joining, Move, Simulation, WhatIf, simulate};
+pub use whatif::{Joining, Move, Simulation, WhatIf, ZoneShare, simulate};

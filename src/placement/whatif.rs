@@ -130,6 +130,17 @@ pub struct Move {
     pub reason: PreferredReason,
 }
 
+/// One zone of the simulated members and how many roles the plan gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ZoneShare {
+    /// The zone (`None`: the members without a zone, which count as one zone of their own).
+    pub zone: Option<String>,
+    /// Its members after the changes.
+    pub members: Vec<InstanceId>,
+    /// The roles the plan prefers its members for.
+    pub roles: usize,
+}
+
 /// The outcome of a simulation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Simulation {
@@ -137,8 +148,16 @@ pub struct Simulation {
     pub moves: Vec<Move>,
     /// Vacant roles (now, or whose holder left) and where they would go.
     pub fills: Vec<Move>,
-    /// Roles that would have no preferred holder (no eligible candidate with room).
+    /// Roles that would have no preferred holder: those no remaining member campaigns for
+    /// (listed in [`Simulation::unheld`] too) and those no eligible candidate has room for.
     pub unplaced: Vec<RoleName>,
+    /// Roles no member campaigns for after the changes (e.g. every member leaves): nobody
+    /// would hold them.
+    pub unheld: Vec<RoleName>,
+    /// The zones after the changes, with the roles the plan gives each, when there is more
+    /// than one (members without a zone count as one zone): the plan spreads roles over zones
+    /// first, so these decided the shares. Empty with a single zone.
+    pub zones: Vec<ZoneShare>,
     /// Moves the plan makes already without the changes (placement has not converged).
     pub pending: usize,
 }
@@ -209,18 +228,61 @@ pub fn simulate(
         .collect();
     let p = plan(&after, &held);
     let (moves, fills) = moves_of(&p, holders, &after);
-    let all: BTreeSet<&RoleName> = after.iter().flat_map(|c| c.roles.keys()).collect();
+    let campaigned: BTreeSet<&RoleName> = after.iter().flat_map(|c| c.roles.keys()).collect();
+    let all: BTreeSet<&RoleName> = roles.keys().chain(holders.keys()).collect();
     let unplaced = all
-        .into_iter()
-        .filter(|r| !p.preferred.contains_key(*r))
-        .cloned()
+        .iter()
+        .filter(|r| !p.preferred.contains_key(**r))
+        .map(|r| (*r).clone())
+        .collect();
+    let unheld = all
+        .iter()
+        .filter(|r| !campaigned.contains(**r))
+        .map(|r| (*r).clone())
         .collect();
     Simulation {
         moves,
         fills,
         unplaced,
+        unheld,
+        zones: zone_shares(&after, &p),
         pending,
     }
+}
+
+/// The zones of `members` with the roles `p` gives each, when there are several.
+fn zone_shares(members: &[Candidate], p: &super::plan::Placement) -> Vec<ZoneShare> {
+    let mut zones: BTreeMap<Option<&str>, ZoneShare> = BTreeMap::new();
+    for c in members {
+        zones
+            .entry(c.zone.as_deref())
+            .or_insert_with(|| ZoneShare {
+                zone: c.zone.clone(),
+                members: Vec::new(),
+                roles: 0,
+            })
+            .members
+            .push(c.id.clone());
+    }
+    if zones.len() < 2 {
+        return Vec::new();
+    }
+    let zone_of: BTreeMap<&InstanceId, Option<&str>> =
+        members.iter().map(|c| (&c.id, c.zone.as_deref())).collect();
+    for pref in p.preferred.values() {
+        if let Some(z) = zone_of.get(&pref.instance)
+            && let Some(share) = zones.get_mut(z)
+        {
+            share.roles += 1;
+        }
+    }
+    zones
+        .into_values()
+        .map(|mut z| {
+            z.members.sort();
+            z
+        })
+        .collect()
 }
 
 /// Hand-overs (a live holder loses the role) and fills (no live holder) of a plan.
@@ -312,6 +374,49 @@ mod tests {
             },
         );
         assert_eq!((leave.moves.len(), leave.fills.len()), (0, 3));
+    }
+
+    #[test]
+    fn zones_are_reported_and_leaving_everyone_leaves_every_role_unheld() {
+        let roles: Vec<(String, i32)> = (0..6).map(|i| (format!("r{i}"), 0)).collect();
+        let roles: Vec<(&str, i32)> = roles.iter().map(|(r, p)| (r.as_str(), *p)).collect();
+        let mut a = test_record("a", &roles, 250);
+        a.zone = Some("z1".into());
+        let mut b = test_record("b", &roles, 250);
+        b.zone = Some("z1".into());
+        let members = vec![a, b];
+        let holders: BTreeMap<RoleName, InstanceId> = (0..6)
+            .map(|i| (role(i), id(if i < 3 { "a" } else { "b" })))
+            .collect();
+        assert!(
+            simulate(&members, &holders, &WhatIf::default())
+                .zones
+                .is_empty()
+        );
+        let join = simulate(
+            &members,
+            &holders,
+            &WhatIf {
+                join: vec![Joining::parse("d").expect("valid")],
+                ..WhatIf::default()
+            },
+        );
+        assert_eq!(join.zones.len(), 2, "{join:?}");
+        assert_eq!(join.zones[0].zone, None);
+        assert_eq!(join.zones[0].members, vec![id("d")]);
+        assert_eq!(join.zones[0].roles, 3, "{join:?}");
+        assert_eq!(join.zones[1].roles, 3, "{join:?}");
+        let gone = simulate(
+            &members,
+            &holders,
+            &WhatIf {
+                leave: vec![id("a"), id("b")],
+                ..WhatIf::default()
+            },
+        );
+        assert_eq!(gone.unheld.len(), 6, "{gone:?}");
+        assert_eq!(gone.unplaced.len(), 6, "{gone:?}");
+        assert!(gone.moves.is_empty() && gone.fills.is_empty());
     }
 
     #[test]

@@ -17,12 +17,17 @@ mod http_processes;
 mod moves;
 mod observability;
 mod operator_cli;
+mod operator_drain;
+mod operator_evict;
+mod operator_freeze;
+mod operator_plan;
 mod placement;
 mod placement_zones;
 mod release;
 mod sites;
 mod start_retry;
 mod systemd;
+mod transition_lines;
 
 /// The binary under test (cargo builds it for integration tests).
 pub const BIN: &str = env!("CARGO_BIN_EXE_nats-roles");

@@ -13,13 +13,16 @@ use testkit::cli::CliOutput;
 const LIMIT: Duration = Duration::from_secs(20);
 
 /// The subcommands a user sees (`watchdog` is internal and hidden).
-const VISIBLE: [&str; 13] = [
+const VISIBLE: [&str; 16] = [
     "run",
     "validate",
     "status",
     "watch",
     "evict",
     "plan",
+    "move",
+    "drain",
+    "undrain",
     "freeze",
     "unfreeze",
     "history",

@@ -70,9 +70,7 @@ impl<'a> Checker<'a> {
                 // (`killed: manager_gone`) is written after the manager's death, by another
                 // process: it does not show the manager alive beside a restart that started
                 // meanwhile (a loaded machine lets the restart's start come first).
-                let posthumous = |e: &&Ev<'_>| {
-                    matches!(&e.rec.event, Event::ChildStop { killed: Some(k), .. } if k == "manager_gone")
-                };
+                let posthumous = |e: &&Ev<'_>| matches!(&e.rec.event, Event::ChildStop { killed: Some(k), .. } if k == "manager_gone");
                 let last = seg
                     .iter()
                     .rev()

@@ -14,7 +14,12 @@ async fn readyz_fails_when_draining_or_disconnected() {
     let r = get(&app, &mut seen, "/readyz").await;
     r.assert_error(StatusCode::SERVICE_UNAVAILABLE, "not_ready");
     assert_eq!(r.json()["reasons"][0], "shutting down");
-    assert_eq!(r.json()["draining"], true);
+    assert_eq!(r.json()["shutting_down"], true);
+    assert_eq!(
+        r.json()["draining"],
+        false,
+        "placement draining is another flag"
+    );
 
     let app = api(&a, false).router();
     assert_eq!(get(&app, &mut seen, "/readyz").await.status, StatusCode::OK);
