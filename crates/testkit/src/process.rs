@@ -116,6 +116,36 @@ pub fn set_stopped(pid: Option<u32>, name: &str, stopped: bool) {
         panic!("{what}: {name} is not running");
     };
     signal(pid, sig);
+    // The signal is sent at once but takes effect when the kernel next handles the process's
+    // threads: on a loaded machine a thread may still answer a request after `kill` returned.
+    // Wait (bounded) until every thread is stopped, or none is.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while all_stopped(pid) != Some(stopped) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Whether every thread of `pid` is stopped (state `T`), `Some(false)` when none is, `None`
+/// when some are (or `/proc` cannot say).
+fn all_stopped(pid: u32) -> Option<bool> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let states: Vec<bool> = tasks
+        .filter_map(|t| {
+            let stat = std::fs::read_to_string(t.ok()?.path().join("stat")).ok()?;
+            let state = stat.rsplit_once(')')?.1.split_whitespace().next()?.to_owned();
+            Some(state == "T" || state == "t")
+        })
+        .collect();
+    if states.is_empty() {
+        return None;
+    }
+    if states.iter().all(|s| *s) {
+        Some(true)
+    } else if states.iter().all(|s| !*s) {
+        Some(false)
+    } else {
+        None
+    }
 }
 
 /// Resident set size of `pid` in KiB (`VmRSS` of `/proc/<pid>/status`).
