@@ -32,6 +32,11 @@ export NATS_SERVER_BIN="$ROOT/.tools/bin/nats-server"
 # the threads, .config/nextest.toml), so its timing bounds are not shared with other tests.
 export NEXTEST_TEST_THREADS="${NEXTEST_TEST_THREADS:-4}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# A clean clone builds everything once: incremental compilation only adds work, and full debug
+# info makes the ~20 test and example binaries slow to compile and link. Line tables keep file
+# and line in backtraces. (Override either by setting it.)
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
 
 section "toolchain"
 cargo --version
@@ -52,9 +57,9 @@ section "cargo clippy (-D warnings)"
 # --workspace: the test kit (crates/testkit) too.
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
-section "cargo clippy --lib --bins (default features)"
-# What `cargo install` builds: the default features, without the test-only ones.
-cargo clippy --lib --bins -- -D warnings
+# (No separate pass with the default features: `default = ["cli"]` turns on every feature but
+# the test-only `testing` and `negative-controls`, whose code is test seams; the pass above and
+# the one below bracket it.)
 
 section "cargo clippy --lib --no-default-features (the library an application embeds)"
 # `default-features = false`: the manager alone, without the binary, HTTP, OTel SDK or tooling.
