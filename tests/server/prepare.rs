@@ -1,21 +1,25 @@
 //! Warm hand-over (docs/placement.md): before a voluntary move the chosen receiver runs its
 //! `on_prepare`, announces it in its membership record, and only then does the holder release
-//! the role; a receiver that never gets ready is waited for `prepare_timeout` at most.
+//! the role; a receiver that never gets ready is waited for `prepare_timeout` at most, and one
+//! whose preparation fails says so and gets the role at once (cold).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nats_roles::callbacks::BoxFuture;
+use nats_roles::callbacks::{BoxFuture, PrepareFuture};
 use nats_roles::manager::PlacementSettings;
-use nats_roles::{Demotion, InstanceId, Leadership, RoleCallbacks, RoleManager, RoleSpec};
+use nats_roles::{
+    Demotion, InstanceId, Leadership, PrepareError, RoleCallbacks, RoleManager, RoleSpec,
+};
 use testkit::NatsServer;
 use testkit::roles::*;
 use tokio::time::Instant;
 
 /// Records when `on_prepare` started and returned and when the role was promoted; prepares
-/// for `takes` (forever when `None`).
+/// for `takes` (forever when `None`), then succeeds, or fails when `fails`.
 struct Warm {
     takes: Option<Duration>,
+    fails: bool,
     log: Arc<Mutex<Vec<(&'static str, Instant)>>>,
 }
 
@@ -33,9 +37,9 @@ impl RoleCallbacks for Warm {
     fn prepares(&self) -> bool {
         true
     }
-    fn on_prepare(&self, _role: nats_roles::RoleName) -> BoxFuture<'_> {
+    fn on_prepare(&self, _role: nats_roles::RoleName) -> PrepareFuture<'_> {
         let log = self.log.clone();
-        let takes = self.takes;
+        let (takes, fails) = (self.takes, self.fails);
         Box::pin(async move {
             log.lock()
                 .expect("log")
@@ -45,6 +49,10 @@ impl RoleCallbacks for Warm {
                 None => std::future::pending().await,
             }
             log.lock().expect("log").push(("prepared", Instant::now()));
+            if fails {
+                return Err(PrepareError::new("the cache cannot be loaded"));
+            }
+            Ok(())
         })
     }
 }
@@ -100,7 +108,7 @@ fn at(log: &Mutex<Vec<(&'static str, Instant)>>, what: &str) -> Option<Instant> 
 async fn drain_to_a_preparing_receiver(
     url: &str,
     bucket: &str,
-    takes: Option<Duration>,
+    (takes, fails): (Option<Duration>, bool),
 ) -> (
     RoleManager,
     RoleManager,
@@ -115,6 +123,7 @@ async fn drain_to_a_preparing_receiver(
     let log = Arc::new(Mutex::new(Vec::new()));
     let warm = Warm {
         takes,
+        fails,
         log: log.clone(),
     };
     let b = manager(url, bucket, "node-b", false, Some(warm)).await;
@@ -137,7 +146,7 @@ async fn the_holder_releases_only_once_the_receiver_prepared() {
     let (a, b, log) = drain_to_a_preparing_receiver(
         &server.url(),
         "prepare-ready",
-        Some(Duration::from_millis(500)),
+        (Some(Duration::from_millis(500)), false),
     )
     .await;
     let started = at(&log, "prepare started").expect("b prepared");
@@ -162,13 +171,45 @@ async fn the_holder_releases_only_once_the_receiver_prepared() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receiver_that_never_gets_ready_is_waited_for_the_prepare_timeout_only() {
     let server = NatsServer::start().await;
-    let (a, b, log) = drain_to_a_preparing_receiver(&server.url(), "prepare-timeout", None).await;
+    let (a, b, log) =
+        drain_to_a_preparing_receiver(&server.url(), "prepare-timeout", (None, false)).await;
     let started = at(&log, "prepare started").expect("b started preparing");
     let promoted = at(&log, "promoted").expect("promoted");
     let waited = promoted - started;
     eprintln!("prepare started → promoted {waited:?} (prepare_timeout 2 s)");
     assert!(waited >= Duration::from_millis(1900), "{waited:?}");
     assert!(waited < Duration::from_secs(4), "{waited:?}");
+    b.shutdown(Duration::from_secs(5)).await.expect("b stops");
+    a.shutdown(Duration::from_secs(5)).await.expect("a stops");
+}
+
+/// A receiver whose `on_prepare` fails says so (`prepare_failed`) and the holder hands the role
+/// over at once instead of waiting out `prepare_timeout` (2 s here) for a readiness that will
+/// not come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_preparation_is_not_ready_and_is_not_waited_for() {
+    let server = NatsServer::start().await;
+    let (a, b, log) = drain_to_a_preparing_receiver(
+        &server.url(),
+        "prepare-fails",
+        (Some(Duration::from_millis(300)), true),
+    )
+    .await;
+    let started = at(&log, "prepare started").expect("b started preparing");
+    let failed = at(&log, "prepared").expect("b's preparation ended");
+    let promoted = at(&log, "promoted").expect("promoted");
+    assert!(promoted >= failed, "promoted before the preparation ended");
+    // A record write and a hand-over (≈ 6 ms, bound 100 ms as above), far from the 2 s the
+    // holder would wait for a receiver that does not answer.
+    let waited = promoted - failed;
+    eprintln!(
+        "failed → promoted {waited:?}; started → promoted {:?}",
+        promoted - started
+    );
+    assert!(
+        waited < Duration::from_millis(100),
+        "failed → promoted took {waited:?} (bound 100 ms)"
+    );
     b.shutdown(Duration::from_secs(5)).await.expect("b stops");
     a.shutdown(Duration::from_secs(5)).await.expect("a stops");
 }
