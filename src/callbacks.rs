@@ -194,3 +194,86 @@ pub(crate) async fn run_callbacks(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::names::RoleName;
+
+    /// `on_prepare` answers `answer` after `takes` (never when `None`).
+    struct Prep {
+        takes: Option<Duration>,
+        answer: Result<(), PrepareError>,
+    }
+
+    impl RoleCallbacks for Prep {
+        fn on_promote(&self, _l: Leadership) -> BoxFuture<'_> {
+            Box::pin(async {})
+        }
+        fn on_demote(&self, _d: Demotion) -> BoxFuture<'_> {
+            Box::pin(async {})
+        }
+        fn on_prepare(&self, _role: RoleName) -> PrepareFuture<'_> {
+            Box::pin(async move {
+                match self.takes {
+                    Some(t) => tokio::time::sleep(t).await,
+                    None => std::future::pending().await,
+                }
+                self.answer.clone()
+            })
+        }
+    }
+
+    /// Runs one preparation of `callbacks` (limit 1 s); `cancel_after` cancels it then.
+    async fn prepare(callbacks: Prep, cancel_after: Option<Duration>) -> PrepareOutcome {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run_callbacks(Arc::new(callbacks), rx));
+        let cancel = CancellationToken::new();
+        let (done, answer) = oneshot::channel();
+        let call = CallbackCall::Prepare {
+            role: RoleName::new("r").expect("valid"),
+            limit: Duration::from_secs(1),
+            cancel: cancel.clone(),
+            done,
+        };
+        assert!(tx.send(call).is_ok());
+        if let Some(after) = cancel_after {
+            tokio::time::sleep(after).await;
+            cancel.cancel();
+        }
+        answer.await.expect("answered")
+    }
+
+    /// Ready, failed, timed out (the limit) and abandoned (a promotion) are told apart: only
+    /// `Ok` is ready.
+    #[tokio::test(start_paused = true)]
+    async fn a_preparation_ends_ready_failed_timed_out_or_abandoned() {
+        let ms = Duration::from_millis;
+        let ok = || Ok(());
+        let fails = || Err(PrepareError::new("no cache"));
+        let prep = |takes, answer| Prep { takes, answer };
+        assert_eq!(
+            prepare(prep(Some(ms(10)), ok()), None).await,
+            PrepareOutcome::Ready
+        );
+        assert_eq!(
+            prepare(prep(Some(ms(10)), fails()), None).await,
+            PrepareOutcome::Failed("no cache".into())
+        );
+        assert_eq!(
+            prepare(prep(None, ok()), None).await,
+            PrepareOutcome::TimedOut
+        );
+        assert_eq!(
+            prepare(prep(None, ok()), Some(ms(100))).await,
+            PrepareOutcome::Abandoned
+        );
+        // Cancelled at once (queued or just started): abandoned too.
+        assert_eq!(
+            prepare(prep(Some(ms(10)), ok()), Some(Duration::ZERO)).await,
+            PrepareOutcome::Abandoned
+        );
+    }
+}
