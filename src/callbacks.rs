@@ -5,12 +5,37 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use crate::core::DemoteReason;
 use crate::leadership::Leadership;
 
 /// A boxed future returned by callbacks.
 pub type BoxFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// The future of [`RoleCallbacks::on_prepare`]: `Ok` once the role is prepared.
+pub type PrepareFuture<'a> = Pin<Box<dyn Future<Output = Result<(), PrepareError>> + Send + 'a>>;
+
+/// [`RoleCallbacks::on_prepare`] could not prepare the role. The receiver's membership record
+/// says so (`prepare_failed`) and the holder hands the role over at once, without waiting for
+/// a readiness that will not come: the receiver starts the role cold, as it would without a
+/// warm hand-over (docs/placement.md).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot prepare the role: {reason}")]
+#[non_exhaustive]
+pub struct PrepareError {
+    /// Why (logged by the manager).
+    pub reason: String,
+}
+
+impl PrepareError {
+    /// A preparation that failed for `reason`.
+    pub fn new(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+        }
+    }
+}
 
 /// What ended a term, given to [`RoleCallbacks::on_demote`].
 #[derive(Debug, Clone)]
@@ -37,19 +62,22 @@ pub trait RoleCallbacks: Send + Sync + 'static {
 
     /// Warm hand-over (placement, docs/placement.md): whether [`RoleCallbacks::on_prepare`]
     /// does something. When `true`, a holder moving the role here voluntarily waits until this
-    /// instance prepared it (or `placement.prepare_timeout` passed) before releasing it.
-    /// Default: `false`.
+    /// instance prepared it, or said its preparation failed, or `placement.prepare_timeout`
+    /// passed, before releasing it. Default: `false`.
     fn prepares(&self) -> bool {
         false
     }
 
     /// Warm hand-over: placement chose this instance to receive `role` by a voluntary move;
-    /// load state, warm caches, then return. Runs in order with the other callbacks of the
-    /// role (a promotion that follows waits for it), at most `placement.prepare_timeout`.
-    /// Default: nothing.
-    fn on_prepare(&self, role: crate::names::RoleName) -> BoxFuture<'_> {
+    /// load state, warm caches, then return `Ok` (ready) or a [`PrepareError`] (not ready:
+    /// the holder hands over without waiting). Runs in order with the other callbacks of the
+    /// role, at most `placement.prepare_timeout` (running out of it counts as failed). It is
+    /// never called while this instance holds the role, and a promotion abandons it: the
+    /// future is dropped and `on_promote` runs at once (the term has started; its work must
+    /// not wait for a preparation). Default: ready at once.
+    fn on_prepare(&self, role: crate::names::RoleName) -> PrepareFuture<'_> {
         let _ = role;
-        Box::pin(async {})
+        Box::pin(async { Ok(()) })
     }
 }
 
@@ -105,12 +133,26 @@ impl RoleCallbacks for NoCallbacks {
 pub(crate) enum CallbackCall {
     Promote(Leadership),
     Demote(Demotion, Option<oneshot::Sender<()>>),
-    /// Prepare the role (at most this long), then answer.
-    Prepare(
-        crate::names::RoleName,
-        std::time::Duration,
-        oneshot::Sender<()>,
-    ),
+    /// Prepare the role (at most `limit`; abandoned once `cancel` is cancelled), then answer.
+    Prepare {
+        role: crate::names::RoleName,
+        limit: std::time::Duration,
+        cancel: CancellationToken,
+        done: oneshot::Sender<PrepareOutcome>,
+    },
+}
+
+/// How one `on_prepare` call ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PrepareOutcome {
+    /// It returned `Ok`.
+    Ready,
+    /// It returned an error.
+    Failed(String),
+    /// It ran out of its time limit (dropped).
+    TimedOut,
+    /// A promotion abandoned it (dropped, or never started).
+    Abandoned,
 }
 
 /// Runs the callbacks of one role, one at a time, in the order queued.
@@ -127,10 +169,111 @@ pub(crate) async fn run_callbacks(
                     let _ = done.send(());
                 }
             }
-            CallbackCall::Prepare(role, limit, done) => {
-                let _ = tokio::time::timeout(limit, callbacks.on_prepare(role)).await;
-                let _ = done.send(());
+            CallbackCall::Prepare {
+                role,
+                limit,
+                cancel,
+                done,
+            } => {
+                // A promotion cancels the preparation (queued or running): the promotion
+                // queued behind it must not wait.
+                let outcome = if cancel.is_cancelled() {
+                    PrepareOutcome::Abandoned
+                } else {
+                    tokio::select! {
+                        () = cancel.cancelled() => PrepareOutcome::Abandoned,
+                        r = tokio::time::timeout(limit, callbacks.on_prepare(role)) => match r {
+                            Ok(Ok(())) => PrepareOutcome::Ready,
+                            Ok(Err(e)) => PrepareOutcome::Failed(e.reason),
+                            Err(_) => PrepareOutcome::TimedOut,
+                        },
+                    }
+                };
+                let _ = done.send(outcome);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::names::RoleName;
+
+    /// `on_prepare` answers `answer` after `takes` (never when `None`).
+    struct Prep {
+        takes: Option<Duration>,
+        answer: Result<(), PrepareError>,
+    }
+
+    impl RoleCallbacks for Prep {
+        fn on_promote(&self, _l: Leadership) -> BoxFuture<'_> {
+            Box::pin(async {})
+        }
+        fn on_demote(&self, _d: Demotion) -> BoxFuture<'_> {
+            Box::pin(async {})
+        }
+        fn on_prepare(&self, _role: RoleName) -> PrepareFuture<'_> {
+            Box::pin(async move {
+                match self.takes {
+                    Some(t) => tokio::time::sleep(t).await,
+                    None => std::future::pending().await,
+                }
+                self.answer.clone()
+            })
+        }
+    }
+
+    /// Runs one preparation of `callbacks` (limit 1 s); `cancel_after` cancels it then.
+    async fn prepare(callbacks: Prep, cancel_after: Option<Duration>) -> PrepareOutcome {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run_callbacks(Arc::new(callbacks), rx));
+        let cancel = CancellationToken::new();
+        let (done, answer) = oneshot::channel();
+        let call = CallbackCall::Prepare {
+            role: RoleName::new("r").expect("valid"),
+            limit: Duration::from_secs(1),
+            cancel: cancel.clone(),
+            done,
+        };
+        assert!(tx.send(call).is_ok());
+        if let Some(after) = cancel_after {
+            tokio::time::sleep(after).await;
+            cancel.cancel();
+        }
+        answer.await.expect("answered")
+    }
+
+    /// Ready, failed, timed out (the limit) and abandoned (a promotion) are told apart: only
+    /// `Ok` is ready.
+    #[tokio::test(start_paused = true)]
+    async fn a_preparation_ends_ready_failed_timed_out_or_abandoned() {
+        let ms = Duration::from_millis;
+        let ok = || Ok(());
+        let fails = || Err(PrepareError::new("no cache"));
+        let prep = |takes, answer| Prep { takes, answer };
+        assert_eq!(
+            prepare(prep(Some(ms(10)), ok()), None).await,
+            PrepareOutcome::Ready
+        );
+        assert_eq!(
+            prepare(prep(Some(ms(10)), fails()), None).await,
+            PrepareOutcome::Failed("no cache".into())
+        );
+        assert_eq!(
+            prepare(prep(None, ok()), None).await,
+            PrepareOutcome::TimedOut
+        );
+        assert_eq!(
+            prepare(prep(None, ok()), Some(ms(100))).await,
+            PrepareOutcome::Abandoned
+        );
+        // Cancelled at once (queued or just started): abandoned too.
+        assert_eq!(
+            prepare(prep(Some(ms(10)), ok()), Some(Duration::ZERO)).await,
+            PrepareOutcome::Abandoned
+        );
     }
 }

@@ -70,7 +70,7 @@ mod tap;
 mod value;
 mod while_leader;
 
-pub use callbacks::{Demotion, FnCallbacks, NoCallbacks, RoleCallbacks};
+pub use callbacks::{Demotion, FnCallbacks, NoCallbacks, PrepareError, RoleCallbacks};
 pub use core::{
     DemoteReason, FailureClass, FailureKind, ReleaseReason, RetryPolicy, ServerCode, StartRetry,
     Timing, TimingOverrides,

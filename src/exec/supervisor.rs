@@ -22,7 +22,7 @@ use tracing::{error, info, warn};
 
 use super::child::{ChildSpec, Exit, HistoryTarget, Watched};
 use crate::RoleManager;
-use crate::callbacks::{BoxFuture, Demotion, RoleCallbacks};
+use crate::callbacks::{BoxFuture, Demotion, PrepareError, PrepareFuture, RoleCallbacks};
 use crate::config::{ExecConfig, HookConfig, OnExit, RoleConfig};
 use crate::core::DemoteReason;
 use crate::leadership::Leadership;
@@ -168,13 +168,15 @@ impl RoleProcesses {
     }
 
     /// Runs a hook to its end (at most its timeout, and `deadline` when given).
+    /// Runs one hook under a watchdog; returns how it ended unless it exited 0 (logged as
+    /// `hook failed`).
     async fn run_hook(
         &self,
         event: &str,
         hook: &HookConfig,
         mut env: Vec<(String, String)>,
         deadline: Option<Instant>,
-    ) {
+    ) -> Result<(), Exit> {
         env.push(("NATS_ROLES_EVENT".into(), event.into()));
         let limit = Instant::now() + hook.timeout;
         let deadline = Some(deadline.map_or(limit, |d| d.min(limit + super::child::KILL_LEAD)));
@@ -193,8 +195,11 @@ impl RoleProcesses {
             Err(exit) => exit,
         };
         match exit {
-            Exit::Ended { code: 0, .. } => {}
-            other => warn!(role = %self.role, hook = event, outcome = %other, "hook failed"),
+            Exit::Ended { code: 0, .. } => Ok(()),
+            other => {
+                warn!(role = %self.role, hook = event, outcome = %other, "hook failed");
+                Err(other)
+            }
         }
     }
 
@@ -407,7 +412,9 @@ impl RoleCallbacks for ProcessCallbacks {
         Box::pin(async move {
             let p = &self.0;
             if let Some(hook) = &p.on_promote {
-                p.run_hook("promote", hook, p.term_env(&l), Some(l.deadline()))
+                // A failing hook changes nothing else (docs/exec.md): logged by `run_hook`.
+                let _ = p
+                    .run_hook("promote", hook, p.term_env(&l), Some(l.deadline()))
                     .await;
             }
             let Some(exec) = p.exec.clone() else {
@@ -433,7 +440,7 @@ impl RoleCallbacks for ProcessCallbacks {
                 let mut env = p.term_env(&d.leadership);
                 env.retain(|(k, _)| k != "NATS_ROLES_DEADLINE_MS");
                 env.push(("NATS_ROLES_REASON".into(), d.reason.as_str().to_owned()));
-                p.run_hook("demote", hook, env, None).await;
+                let _ = p.run_hook("demote", hook, env, None).await;
             }
         })
     }
@@ -442,12 +449,18 @@ impl RoleCallbacks for ProcessCallbacks {
         self.0.on_prepare.is_some()
     }
 
-    fn on_prepare(&self, role: RoleName) -> BoxFuture<'_> {
+    /// The `on_prepare` hook: ready when it exits 0; any other end (a non-zero status, a
+    /// signal, its own `timeout`, a command that cannot start) is a failed preparation.
+    fn on_prepare(&self, role: RoleName) -> PrepareFuture<'_> {
         let _ = role;
         Box::pin(async move {
             let p = &self.0;
-            if let Some(hook) = &p.on_prepare {
-                p.run_hook("prepare", hook, p.role_env(), None).await;
+            match &p.on_prepare {
+                Some(hook) => p
+                    .run_hook("prepare", hook, p.role_env(), None)
+                    .await
+                    .map_err(|exit| PrepareError::new(format!("on_prepare hook: {exit}"))),
+                None => Ok(()),
             }
         })
     }

@@ -215,6 +215,7 @@ impl RoleManager {
             reported: crate::status::RoleState::Init,
             resets: 0,
             last_held: None,
+            preparing: None,
         };
         let handle = tokio::spawn(task.run());
         roles.insert(

@@ -152,7 +152,7 @@ impl Driver {
                 let _ = done.send(());
             }
             PlacementInput::BucketReset => self.step(Input::BucketReset, now),
-            PlacementInput::Prepared(role) => self.step(Input::Prepared(role), now),
+            PlacementInput::Prepared(role, end) => self.step(Input::Prepared(role, end), now),
             PlacementInput::Kept(roles) => self.step(Input::Kept(roles), now),
             PlacementInput::Freeze(record) => {
                 self.step(Input::Freeze(record), now);
@@ -378,6 +378,7 @@ fn record(shared: &Shared, p: &PlacementLink, roles: RecordRoles) -> MemberRecor
         parked: roles.parked,
         prepares: roles.prepares,
         prepared: roles.prepared,
+        prepare_failed: roles.prepare_failed,
         frozen: *p.frozen.borrow(),
         heartbeat_ms: u64::try_from(heartbeat(p.settings.member_ttl).as_millis())
             .unwrap_or(u64::MAX),

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::names::RoleName;
-use crate::placement::controller::{OwnRole, RecordRoles};
+use crate::placement::controller::{OwnRole, PrepareEnd, RecordRoles};
 use crate::placement::{
     DrainRecord, FreezeRecord, Frozen, MemberRecord, Membership, MembershipTiming, Preferred,
 };
@@ -70,8 +70,8 @@ pub(crate) enum PlacementInput {
     BucketReset,
     /// The freeze record was written (`Some`) or deleted or unreadable (`None`).
     Freeze(Option<FreezeRecord>),
-    /// A role's `on_prepare` returned.
-    Prepared(RoleName),
+    /// A role's preparation ended (ready, failed or abandoned).
+    Prepared(RoleName, PrepareEnd),
     /// The roles targeted moves keep on this instance now (Q13).
     Kept(std::collections::BTreeSet<RoleName>),
     /// This instance takes part in one more role.
@@ -245,9 +245,9 @@ impl PlacementLink {
         let _ = replanned.await;
     }
 
-    /// A role's `on_prepare` returned: the record says it is ready.
-    pub(crate) fn prepared(&self, role: RoleName) {
-        self.send(PlacementInput::Prepared(role));
+    /// A role's preparation ended: the record says it is ready, or that it failed.
+    pub(crate) fn prepared(&self, role: RoleName, end: PrepareEnd) {
+        self.send(PlacementInput::Prepared(role, end));
     }
 
     /// The roles targeted moves keep on this instance now (protocol Q13).

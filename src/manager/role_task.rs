@@ -17,12 +17,13 @@ use super::events::RoleEvent;
 use super::role_input::RoleInput;
 use super::shared::Shared;
 use super::status::RoleStatus;
-use crate::callbacks::{CallbackCall, Demotion, RoleCallbacks, run_callbacks};
+use crate::callbacks::{CallbackCall, Demotion, PrepareOutcome, RoleCallbacks, run_callbacks};
 use crate::core::{
     Action, DemoteReason, FailureKind, KeyState, Notice, RoleMachine, WriteKind, WriteOutcome,
 };
 use crate::leadership::{Leadership, LiveTerm, TermShared};
 use crate::names::RoleName;
+use crate::placement::controller::PrepareEnd;
 use crate::status::RoleState;
 use crate::store::ROLE_PREFIX;
 use crate::tap::TapEvent;
@@ -73,6 +74,9 @@ pub(crate) struct RoleTask {
     /// Revision of the last term of the role seen (any holder): the term a vacancy ends, for
     /// a targeted move's hold-back (Q13).
     pub(crate) last_held: Option<u64>,
+    /// Cancels the preparation asked for last (warm hand-over), queued or running: a promotion
+    /// abandons it.
+    pub(crate) preparing: Option<CancellationToken>,
 }
 
 impl RoleTask {
@@ -405,6 +409,11 @@ impl RoleTask {
                     role: self.role.clone(),
                     term: term.token.term(),
                 });
+                // The term has started: a preparation still queued or running is abandoned, so
+                // that `on_promote` (and an exec child) does not wait for it.
+                if let Some(preparing) = self.preparing.take() {
+                    preparing.cancel();
+                }
                 let _ = calls.send(CallbackCall::Promote(leadership));
             }
             Action::Renewed { term, revision } => {
@@ -735,19 +744,48 @@ impl RoleTask {
     }
 
     /// Reports `event` to the manager's tap sinks.
-    /// Runs the role's `on_prepare` in order with its other callbacks; tells placement when
-    /// it returned (or timed out).
-    fn prepare(&self, calls: &mpsc::UnboundedSender<CallbackCall>, limit: Duration) {
+    /// Runs the role's `on_prepare` in order with its other callbacks; tells placement how
+    /// it ended: ready, failed (an error or `limit` ran out: not ready), or abandoned by a
+    /// promotion. A role this instance holds is not prepared (nobody would wait for it, and
+    /// the term's callbacks would wait behind it).
+    fn prepare(&mut self, calls: &mpsc::UnboundedSender<CallbackCall>, limit: Duration) {
         let Some(link) = self.shared.placement.clone() else {
             return;
         };
-        let (done, finished) = oneshot::channel();
-        let _ = calls.send(CallbackCall::Prepare(self.role.clone(), limit, done));
         let role = self.role.clone();
+        if self.current.borrow().is_some() {
+            debug!(%role, "placement: not preparing a role held here");
+            link.prepared(role, PrepareEnd::Abandoned);
+            return;
+        }
+        let (done, finished) = oneshot::channel();
+        let cancel = CancellationToken::new();
+        if let Some(previous) = self.preparing.replace(cancel.clone()) {
+            previous.cancel();
+        }
+        let _ = calls.send(CallbackCall::Prepare {
+            role: role.clone(),
+            limit,
+            cancel,
+            done,
+        });
         tokio::spawn(async move {
-            if finished.await.is_ok() {
-                link.prepared(role);
-            }
+            let end = match finished.await {
+                Ok(PrepareOutcome::Ready) => PrepareEnd::Ready,
+                Ok(PrepareOutcome::Failed(reason)) => {
+                    warn!(%role, %reason, "on_prepare failed: not ready (the holder hands the role over without waiting)");
+                    PrepareEnd::Failed
+                }
+                Ok(PrepareOutcome::TimedOut) => {
+                    warn!(%role, ?limit, "on_prepare ran out of placement.prepare_timeout: not ready");
+                    PrepareEnd::Failed
+                }
+                Ok(PrepareOutcome::Abandoned) | Err(_) => {
+                    debug!(%role, "placement: preparation abandoned (promoted)");
+                    PrepareEnd::Abandoned
+                }
+            };
+            link.prepared(role, end);
         });
     }
 

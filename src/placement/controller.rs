@@ -98,13 +98,27 @@ pub enum Input {
     RoleRemoved(RoleName),
     /// The operator's freeze record: set (`Some`) or deleted/unreadable (`None`).
     Freeze(Option<FreezeRecord>),
-    /// This instance's `on_prepare` of a role returned (or timed out).
-    Prepared(RoleName),
+    /// This instance's preparation of a role ended, and how.
+    Prepared(RoleName, PrepareEnd),
     /// The roles targeted moves keep on this instance now (protocol Q13): it never hands
     /// them over voluntarily and its record lists them as pinned.
     Kept(BTreeSet<RoleName>),
     /// Compute the plan and act on it.
     Replan(World),
+}
+
+/// How this instance's preparation of a role ended (warm hand-over, docs/placement.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrepareEnd {
+    /// `on_prepare` succeeded: the record lists the role in `prepared`.
+    Ready,
+    /// `on_prepare` failed or ran out of `prepare_timeout`: the record lists the role in
+    /// `prepare_failed`, so that the holder hands it over at once (a cold hand-over, as
+    /// without a preparation) instead of waiting for a readiness that will not come.
+    Failed,
+    /// The preparation was abandoned: this instance was promoted meanwhile (the term has
+    /// started and does not wait for a preparation). The record lists it nowhere.
+    Abandoned,
 }
 
 /// What the driver has to do.
@@ -160,6 +174,9 @@ pub struct RecordRoles {
     pub prepares: BTreeSet<RoleName>,
     /// Of those, the ones it has prepared (ready to receive).
     pub prepared: BTreeSet<RoleName>,
+    /// Of those, the ones whose preparation failed or timed out (not ready; hand them over
+    /// without waiting).
+    pub prepare_failed: BTreeSet<RoleName>,
     /// Roles it holds only because their previous holder left: role → that holder.
     pub parked: BTreeMap<RoleName, InstanceId>,
 }
@@ -202,8 +219,12 @@ pub struct Controller {
     preparing: BTreeSet<RoleName>,
     /// Roles this instance has prepared (announced in its record).
     prepared: BTreeSet<RoleName>,
-    /// The voluntary move waiting for its receiver to prepare: role, receiver, since when.
-    awaiting: Option<(RoleName, InstanceId, Instant)>,
+    /// Roles whose preparation failed or timed out here (announced in its record).
+    prepare_failed: BTreeSet<RoleName>,
+    /// Held roles the plan gives to a member that prepares them: (role, receiver) → since
+    /// when. Each role's wait for its receiver counts from when a plan first gave it there,
+    /// so roles moving to one receiver wait for it at the same time, not one after another.
+    awaiting: BTreeMap<(RoleName, InstanceId), Instant>,
     /// The last holder seen of every role (kept through vacancies).
     last_holder: BTreeMap<RoleName, InstanceId>,
     /// Roles this instance holds because their previous holder left (published as `parked`).
@@ -240,7 +261,8 @@ impl Controller {
             full: BTreeSet::new(),
             preparing: BTreeSet::new(),
             prepared: BTreeSet::new(),
-            awaiting: None,
+            prepare_failed: BTreeSet::new(),
+            awaiting: BTreeMap::new(),
             last_holder: BTreeMap::new(),
             parked: BTreeMap::new(),
             plans: PlanCache::default(),
@@ -290,6 +312,7 @@ impl Controller {
                 .map(|(n, _)| n.clone())
                 .collect(),
             prepared: self.prepared.clone(),
+            prepare_failed: self.prepare_failed.clone(),
             parked: self.parked.clone(),
             costs: campaigned()
                 .filter(|(_, o)| o.role.cost != 1)
@@ -342,13 +365,16 @@ impl Controller {
                 self.operator_freeze = record;
                 Vec::new()
             }
-            Input::Prepared(role) => {
-                if self.preparing.remove(&role) {
-                    self.prepared.insert(role);
-                    vec![Action::RecordChanged]
-                } else {
-                    Vec::new()
+            Input::Prepared(role, end) => {
+                if !self.preparing.remove(&role) {
+                    return Vec::new();
                 }
+                match end {
+                    PrepareEnd::Ready => self.prepared.insert(role),
+                    PrepareEnd::Failed => self.prepare_failed.insert(role),
+                    PrepareEnd::Abandoned => return Vec::new(),
+                };
+                vec![Action::RecordChanged]
             }
             Input::Kept(kept) => {
                 if kept == self.kept {
@@ -497,6 +523,13 @@ impl Controller {
         // itself. An unhealthy instance releases nothing here: its health check releases every
         // role at once, with the health cooldown (a placement release first would run without
         // it).
+        track_awaiting(
+            &mut self.awaiting,
+            &self.membership,
+            me,
+            (&placement, holders, &live_ids),
+            now,
+        );
         let mut pick = None;
         if i_count
             && world.healthy
@@ -504,17 +537,38 @@ impl Controller {
             && self.in_flight.is_none()
             && self.budget.1 < cfg.move_budget
         {
+            // Releases are planned as if every stuck vacancy were taken by the member it goes
+            // to, so a role no one takes delays no move of another role.
+            let filled = vacancies_filled(holders, &placement, live_plan.as_ref(), is_live, |r| {
+                stuck.contains(r)
+            });
+            let filled_plan =
+                (filled.len() != holders.len()).then(|| self.plans.plan(&members, &filled));
+            // Roles moving to a receiver that prepares them wait for it (from when either plan
+            // first gave it the role).
+            let chosen_plan = filled_plan.as_ref().unwrap_or(&placement);
+            track_awaiting(
+                &mut self.awaiting,
+                &self.membership,
+                me,
+                (chosen_plan, holders, &live_ids),
+                now,
+            );
             let held: Vec<Held<'_>> = world
                 .roles
                 .iter()
                 .filter(|(_, v)| v.leader)
                 .map(|(n, _)| Held {
                     role: n,
+                    // A role whose receiver is still preparing it is not released yet; the
+                    // choice goes to another role (one whose receiver is ready, or does
+                    // not prepare) meanwhile.
                     voluntary: !self.kept.contains(n)
                         && self
                             .roles
                             .get(n)
-                            .is_some_and(|o| o.role.takeover == Takeover::Voluntary),
+                            .is_some_and(|o| o.role.takeover == Takeover::Voluntary)
+                        && !self.waits_for_prepare(n, chosen_plan, now),
                     moved_at: self.moved_at.get(n).copied(),
                 })
                 .collect();
@@ -523,38 +577,11 @@ impl Controller {
                 cooldown: cfg.cooldown,
                 spread_settled,
             };
-            // Releases are planned as if every stuck vacancy were taken by the member it goes
-            // to, so a role no one takes delays no move of another role.
-            let filled = vacancies_filled(holders, &placement, live_plan.as_ref(), is_live, |r| {
-                stuck.contains(r)
-            });
-            let filled_plan =
-                (filled.len() != holders.len()).then(|| self.plans.plan(&members, &filled));
-            pick = choose_release(
-                me,
-                &held,
-                filled_plan.as_ref().unwrap_or(&placement),
-                is_live,
-                rules,
-                now,
-            )
-            .map(|(role, to)| (role.clone(), to.clone()));
-        }
-        // Warm hand-over: a receiver that prepares the role gets `prepare_timeout` to say it is
-        // ready before the role is released to it.
-        if let Some((role, to)) = &pick
-            && waits_for_prepare(
-                &self.membership,
-                &mut self.awaiting,
-                self.settings.config.prepare_timeout,
-                (role, &to.instance),
-                now,
-            )
-        {
-            pick = None;
+            pick = choose_release(me, &held, chosen_plan, is_live, rules, now)
+                .map(|(role, to)| (role.clone(), to.clone()));
         }
         if let Some((role, to)) = pick {
-            self.awaiting = None;
+            self.awaiting.retain(|(r, _), _| r != &role);
             self.moved_at.insert(role.clone(), now);
             self.in_flight = Some((role.clone(), now, false));
             self.budget.1 += 1;
@@ -581,6 +608,18 @@ impl Controller {
             actions.push(Action::ViewChanged);
         }
         actions
+    }
+
+    /// Whether the release of held `role` waits for the receiver `plan` gives it to prepare
+    /// it: that receiver has not answered (neither ready nor failed) and `prepare_timeout` has
+    /// not passed since a plan first gave it the role.
+    fn waits_for_prepare(&self, role: &RoleName, plan: &Placement, now: Instant) -> bool {
+        let Some(to) = plan.preferred.get(role) else {
+            return false;
+        };
+        self.awaiting
+            .get(&(role.clone(), to.instance.clone()))
+            .is_some_and(|since| now < *since + self.settings.config.prepare_timeout)
     }
 
     /// Roles this instance took over because their holder left (draining, stopped, crashed —
@@ -645,44 +684,63 @@ impl Controller {
             .filter(|(r, _)| holders.get(*r).is_some_and(|h| h != me && live.contains(h)))
             .map(|(r, _)| r.clone())
             .collect();
-        let before = self.prepared.len();
+        let before = (self.prepared.len(), self.prepare_failed.len());
         self.prepared.retain(|r| wanted.contains(r));
+        self.prepare_failed.retain(|r| wanted.contains(r));
         self.preparing.retain(|r| wanted.contains(r));
+        // Every role the plan gives here is prepared at once (each role runs its own
+        // `on_prepare`): a receiver taking several roles is ready for all of them after one
+        // preparation, not one after another.
         for r in &wanted {
-            if !self.prepared.contains(r) && self.preparing.insert(r.clone()) {
+            if !self.prepared.contains(r)
+                && !self.prepare_failed.contains(r)
+                && self.preparing.insert(r.clone())
+            {
                 actions.push(Action::Prepare(r.clone()));
             }
         }
-        if self.prepared.len() != before {
+        if (self.prepared.len(), self.prepare_failed.len()) != before {
             actions.push(Action::RecordChanged);
         }
     }
 }
 
-/// Whether the voluntary move of `role` to `to` waits for `to` to prepare it: `to`'s record
-/// says it prepares the role and not yet that it is ready, and `timeout` has not passed since
-/// the move was first chosen (`awaiting` remembers when).
-fn waits_for_prepare(
+/// Starts the wait of every role `me` holds that `plan` gives to another live member that
+/// prepares it (the receiver starts preparing it on the same plan), and forgets the waits
+/// that are over: the role is no longer held by `me`, or its receiver answered, left or no
+/// longer prepares it.
+fn track_awaiting(
+    awaiting: &mut BTreeMap<(RoleName, InstanceId), Instant>,
     membership: &Membership,
-    awaiting: &mut Option<(RoleName, InstanceId, Instant)>,
-    timeout: Duration,
-    (role, to): (&RoleName, &InstanceId),
+    me: &InstanceId,
+    (plan, holders, live): (
+        &Placement,
+        &BTreeMap<RoleName, InstanceId>,
+        &BTreeSet<InstanceId>,
+    ),
     now: Instant,
-) -> bool {
-    let Some(record) = membership.record(to) else {
-        return false;
-    };
-    if !record.prepares.contains(role) || record.prepared.contains(role) {
-        return false;
-    }
-    let since = match awaiting {
-        Some((r, t, since)) if r == role && t == to => *since,
-        _ => {
-            *awaiting = Some((role.clone(), to.clone(), now));
-            now
+) {
+    awaiting.retain(|(role, to), _| {
+        holders.get(role) == Some(me) && live.contains(to) && prepares(membership, role, to)
+    });
+    for (role, holder) in holders {
+        if holder == me
+            && let Some(to) = plan.preferred.get(role).map(|p| &p.instance)
+            && to != me
+            && live.contains(to)
+            && prepares(membership, role, to)
+        {
+            awaiting.entry((role.clone(), to.clone())).or_insert(now);
         }
-    };
-    now < since + timeout
+    }
+}
+
+/// Whether `to`'s record says it prepares `role` and has not answered yet (neither ready nor
+/// failed): a holder moving the role there waits for the answer (at most `prepare_timeout`).
+fn prepares(membership: &Membership, role: &RoleName, to: &InstanceId) -> bool {
+    membership.record(to).is_some_and(|r| {
+        r.prepares.contains(role) && !r.prepared.contains(role) && !r.prepare_failed.contains(role)
+    })
 }
 
 /// The live members that cannot take one more role: they hold `max_roles` roles, or

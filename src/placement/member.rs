@@ -73,6 +73,10 @@ pub struct MemberRecord {
     /// Roles it has prepared and is ready to receive.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub prepared: BTreeSet<RoleName>,
+    /// Roles whose preparation failed or ran out of `prepare_timeout`: not ready, and a holder
+    /// does not wait for them (it hands them over at once, cold).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub prepare_failed: BTreeSet<RoleName>,
     /// Roles it holds only because their previous holder left (stopped, drained or crashed):
     /// role → that holder ("home"). When the home member is back, placement moves the role
     /// home first when the member needs roles, so a restarted member gets its own roles back
@@ -149,6 +153,7 @@ pub(crate) fn test_record(id: &str, roles: &[(&str, i32)], heartbeat_ms: u64) ->
         parked: BTreeMap::new(),
         prepares: BTreeSet::new(),
         prepared: BTreeSet::new(),
+        prepare_failed: BTreeSet::new(),
         frozen: false,
         heartbeat_ms,
     }

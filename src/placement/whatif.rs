@@ -215,6 +215,7 @@ pub fn simulate(
             parked: BTreeMap::new(),
             prepares: BTreeSet::new(),
             prepared: BTreeSet::new(),
+            prepare_failed: BTreeSet::new(),
             frozen: false,
             heartbeat_ms: 0,
         });

@@ -13,6 +13,7 @@ mod exec;
 mod exec_faults;
 mod exec_oneshot;
 mod exec_oneshot_wait;
+mod exec_prepare;
 mod http_processes;
 mod moves;
 mod observability;
