@@ -132,7 +132,12 @@ fn all_stopped(pid: u32) -> Option<bool> {
     let states: Vec<bool> = tasks
         .filter_map(|t| {
             let stat = std::fs::read_to_string(t.ok()?.path().join("stat")).ok()?;
-            let state = stat.rsplit_once(')')?.1.split_whitespace().next()?.to_owned();
+            let state = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()?
+                .to_owned();
             Some(state == "T" || state == "t")
         })
         .collect();
