@@ -16,14 +16,27 @@ use crate::status::RoleState;
 
 /// The watcher saw a move key change.
 pub(crate) fn observe(shared: &std::sync::Arc<Shared>, entry: &Entry) {
-    let value = (entry.operation == Operation::Put).then_some(&entry.value[..]);
-    let Some((role, record)) = shared.moves().observe(&entry.key, entry.revision, value) else {
+    let Some(role) = entry
+        .key
+        .strip_prefix(crate::moves::MOVE_PREFIX)
+        .and_then(|r| RoleName::new(r).ok())
+    else {
         debug!(key = %entry.key, "ignoring a key that is not a move key");
         return;
     };
+    let value = (entry.operation == Operation::Put).then_some(&entry.value[..]);
+    let record = value.and_then(|v| MoveRecord::parse(&entry.key, v));
     if value.is_some() && record.is_none() {
         warn!(key = %entry.key, revision = entry.revision, "ignoring a value that is not a move record (it moves nothing)");
     }
+    // Only records of roles this instance manages are kept (only they are read by its
+    // hold-backs, releases and placement pins): move records of other roles cost no memory
+    // here. A request naming this instance is answered either way (`not_configured`).
+    let managed = shared.roles().contains_key(&role);
+    let kept = record.as_ref().filter(|_| managed).map(|r| r.to_bytes());
+    shared
+        .moves()
+        .observe(&entry.key, entry.revision, kept.as_deref());
     report_kept(shared);
     let Some(record) = record else {
         return;
@@ -32,7 +45,7 @@ pub(crate) fn observe(shared: &std::sync::Arc<Shared>, entry: &Entry) {
         MoveState::Requested if record.to == shared.instance => {
             answer(shared, &role, entry.revision, record);
         }
-        MoveState::Accepted => {
+        MoveState::Accepted if managed => {
             // The holder of the named term hands it over (its role task checks the term).
             shared.send(&role, RoleInput::MoveAccepted(record.term));
         }
