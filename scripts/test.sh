@@ -16,8 +16,8 @@ STARTED=$SECONDS
 section "install tools"
 # --chromium: Debian's chromium + chromium-driver for the dashboard's browser test;
 # --faketime: libfaketime for the chaos suite's clock test (tests/chaos/main.rs);
-# --nextest: cargo-nextest, the only test runner here (.config/nextest.toml runs every chaos test
-# alone and terminates hung tests; `cargo test` would drop both);
+# --nextest: cargo-nextest, the only test runner here (.config/nextest.toml keeps the chaos tests
+# apart from each other and terminates hung tests; `cargo test` would drop both);
 # --systemd: systemd-analyze and systemd-sysusers for deploy/systemd/ (tests/processes/systemd.rs);
 # --containers: podman + buildah for the container image test, --kubectl: kubectl for rendering
 # the Kubernetes manifests (tests/processes/deploy/);
@@ -28,8 +28,9 @@ export NATS_SERVER_BIN="$ROOT/.tools/bin/nats-server"
 
 # Four test threads on the 2 cores: the integration tests spend most of their time waiting for
 # TTLs, heartbeats and hand-overs, not computing (measured: the nextest run takes 548 s with 2
-# threads, 424 s with 4, with the same results). Every chaos test still runs alone (it takes all
-# the threads, .config/nextest.toml), so its timing bounds are not shared with other tests.
+# threads, 424 s with 4, with the same results). The chaos tests held to tight timing bounds
+# still run alone (they take all the threads); those with roomy bounds take two
+# (.config/nextest.toml says which and why).
 export NEXTEST_TEST_THREADS="${NEXTEST_TEST_THREADS:-4}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 # A clean clone builds everything once: incremental compilation only adds work, and full debug
