@@ -437,6 +437,7 @@ impl RoleManagerBuilder {
             sessions: Mutex::new(HashMap::new()),
             vacancies: super::vacancy::VacancyClock::default(),
             moves: Mutex::new(crate::moves::MoveBook::new()),
+            stopping_roles: Mutex::new(std::collections::HashSet::new()),
             book: Mutex::new(crate::core::SessionBook::new(
                 crate::core::Timing::MIN_TTL,
                 crate::core::Timing::MAX_TTL,

@@ -291,16 +291,21 @@ impl RoleManager {
     /// # Errors
     /// [`Error::UnknownRole`] if the role is not managed.
     pub async fn remove_role(&self, role: &RoleName) -> Result<(), Error> {
-        let slot = self
-            .shared
-            .roles()
-            .remove(role)
-            .ok_or_else(|| Error::UnknownRole(role.clone()))?;
+        let slot = {
+            let mut roles = self.shared.roles();
+            let slot = roles
+                .remove(role)
+                .ok_or_else(|| Error::UnknownRole(role.clone()))?;
+            // Under the `roles` lock: the watcher always finds the role in one set or the other.
+            self.shared.stopping_roles().insert(role.clone());
+            slot
+        };
         if let Some(p) = &self.shared.placement {
             p.remove_role(role);
         }
         let _ = slot.inbox.send(RoleInput::Stop);
         let _ = slot.task.await;
+        self.shared.stopping_roles().remove(role);
         self.shared.vacancies.forget(role);
         Ok(())
     }
@@ -637,7 +642,13 @@ impl RoleManager {
             let wait = p.settings.operation_timeout.min(timeout / 4);
             p.drain_and_wait(wait).await;
         }
-        let slots: Vec<(RoleName, RoleSlot)> = self.shared.roles().drain().collect();
+        let slots: Vec<(RoleName, RoleSlot)> = {
+            let mut roles = self.shared.roles();
+            // Still stopping (they may hold terms): not "nobody's" for the watcher until the
+            // sessions end below.
+            self.shared.stopping_roles().extend(roles.keys().cloned());
+            roles.drain().collect()
+        };
         for (_, slot) in &slots {
             let _ = slot.inbox.send(RoleInput::Stop);
         }

@@ -88,6 +88,11 @@ pub(crate) struct Shared {
     /// The move records of the bucket (protocol Q13). The watcher is its writer; role tasks
     /// read it at vacancies.
     pub(crate) moves: Mutex<crate::moves::MoveBook>,
+    /// Roles removed from `roles` whose tasks have not stopped yet (`remove_role`, shutdown):
+    /// they may still hold a term, so a value of theirs naming this instance's session is not
+    /// "nobody's" (the watcher must not release it through the session, Q5 rule 5). The
+    /// manager is its only writer.
+    pub(crate) stopping_roles: Mutex<std::collections::HashSet<RoleName>>,
 }
 
 /// One of this instance's sessions.
@@ -228,6 +233,13 @@ impl Shared {
 
     pub(crate) fn moves(&self) -> MutexGuard<'_, crate::moves::MoveBook> {
         self.moves
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Roles being stopped (see [`Shared::stopping_roles`]).
+    pub(crate) fn stopping_roles(&self) -> MutexGuard<'_, std::collections::HashSet<RoleName>> {
+        self.stopping_roles
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }

@@ -347,6 +347,11 @@ fn release_foreign_value(
     if !live || shared.roles().get(role).and_then(|s| s.class) == Some(class) {
         return;
     }
+    if shared.stopping_roles().contains(role) {
+        // Its task is stopping and may still hold this very term (an acquire that completed
+        // during a shutdown): it releases the term itself, and the session ends after it.
+        return;
+    }
     warn!(
         %role,
         revision,
