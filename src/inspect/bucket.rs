@@ -504,11 +504,7 @@ impl Inspector {
         to: &crate::names::InstanceId,
         options: &crate::moves::MoveOptions,
     ) -> Result<crate::moves::MoveOutcome, Error> {
-        let bucket = crate::moves::request::MoveBucket {
-            kv: &self.kv,
-            store: &self.store,
-            op_timeout: self.timeout,
-        };
+        let bucket = self.move_bucket();
         guarded(
             &self.denials,
             crate::moves::request::request_move(&bucket, role, to, options),
@@ -525,11 +521,7 @@ impl Inspector {
         &self,
         role: &RoleName,
     ) -> Result<Option<crate::moves::MoveRecord>, Error> {
-        let bucket = crate::moves::request::MoveBucket {
-            kv: &self.kv,
-            store: &self.store,
-            op_timeout: self.timeout,
-        };
+        let bucket = self.move_bucket();
         guarded(
             &self.denials,
             crate::moves::request::cancel_move(&bucket, role),
@@ -545,14 +537,19 @@ impl Inspector {
         &self,
         role: &RoleName,
     ) -> Result<Option<crate::moves::MoveRecord>, Error> {
-        let bucket = crate::moves::request::MoveBucket {
-            kv: &self.kv,
-            store: &self.store,
-            op_timeout: self.timeout,
-        };
+        let bucket = self.move_bucket();
         guarded(&self.denials, bucket.record(role))
             .await
             .map(|(_, r)| r)
+    }
+
+    /// The bucket as move requests read and write it.
+    fn move_bucket(&self) -> crate::moves::request::MoveBucket<'_> {
+        crate::moves::request::MoveBucket {
+            kv: &self.kv,
+            store: &self.store,
+            op_timeout: self.timeout,
+        }
     }
 
     fn holder_of(&self, role: &RoleName, entry: &Entry) -> Option<HolderInfo> {

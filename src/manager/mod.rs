@@ -353,11 +353,7 @@ impl RoleManager {
         if options.by.is_empty() {
             options.by = self.shared.instance.to_string();
         }
-        let bucket = crate::moves::request::MoveBucket {
-            kv: &self.kv,
-            store: &self.shared.store,
-            op_timeout: self.freeze_timeout(),
-        };
+        let bucket = self.move_bucket();
         crate::moves::request::request_move(&bucket, role, to, &options).await
     }
 
@@ -370,11 +366,7 @@ impl RoleManager {
         &self,
         role: &RoleName,
     ) -> Result<Option<crate::moves::MoveRecord>, Error> {
-        let bucket = crate::moves::request::MoveBucket {
-            kv: &self.kv,
-            store: &self.shared.store,
-            op_timeout: self.freeze_timeout(),
-        };
+        let bucket = self.move_bucket();
         crate::moves::request::cancel_move(&bucket, role).await
     }
 
@@ -520,6 +512,15 @@ impl RoleManager {
     #[must_use]
     pub fn frozen(&self) -> Option<crate::placement::Frozen> {
         self.shared.placement.as_ref()?.frozen()
+    }
+
+    /// The bucket as move requests read and write it.
+    fn move_bucket(&self) -> crate::moves::request::MoveBucket<'_> {
+        crate::moves::request::MoveBucket {
+            kv: &self.kv,
+            store: &self.shared.store,
+            op_timeout: self.freeze_timeout(),
+        }
     }
 
     fn freeze_timeout(&self) -> Duration {
