@@ -64,6 +64,25 @@ impl TermShared {
         }
     }
 
+    /// A renewal of the term's session that arrived at `arrived_at` moves the term's deadline
+    /// to `deadline`, unless the deadline had passed by then (a lapsed term is never extended)
+    /// or is already later. Wakes whatever waits for a change of the term; returns the new
+    /// deadline when it moved.
+    pub(crate) fn extend(&self, arrived_at: Instant, deadline: Instant) -> Option<Instant> {
+        {
+            let mut live = match self.live.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            if arrived_at >= live.deadline || deadline <= live.deadline {
+                return None;
+            }
+            live.deadline = deadline;
+        }
+        self.live_changed.notify_waiters();
+        Some(deadline)
+    }
+
     /// Ends the term for `reason`: the reason first, then the cancellation (and a wake-up of
     /// whatever waits for a change of the term). Later calls change nothing.
     pub(crate) fn end(&self, reason: DemoteReason) {

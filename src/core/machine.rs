@@ -321,12 +321,24 @@ impl RoleMachine {
 
     /// The next time at which [`RoleMachine::handle_timeout`] must be called.
     #[must_use]
+    #[cfg(test)]
     pub fn poll_timeout(&self) -> Option<Instant> {
+        self.poll_timeout_with(false)
+    }
+
+    /// [`RoleMachine::poll_timeout`], leaving out a held term's deadline when
+    /// `session_ends_term` says the driver delivers the end of the term's session (its
+    /// [`SessionUpdate::Lost`]) no later than that deadline: the session's own deadline is no
+    /// later than the term's (docs/protocol.md Q4, "one deadline per session").
+    #[must_use]
+    pub fn poll_timeout_with(&self, session_ends_term: bool) -> Option<Instant> {
         let mut t: Option<Instant> = None;
         let mut consider = |i: Instant| t = Some(t.map_or(i, |c| c.min(i)));
         match &self.phase {
             Phase::Leader(l) => {
-                consider(l.term.deadline);
+                if !session_ends_term || l.release.is_some() {
+                    consider(l.term.deadline);
+                }
                 if let Some(d) = l.disconnected_since {
                     consider(d + self.timing.disconnect_grace);
                 }
@@ -514,6 +526,53 @@ impl RoleMachine {
             self.leave_leadership(term, DemoteReason::Expired, released, now);
         }
         self.step(now);
+    }
+
+    /// Renewals of this instance's session `uuid` handed over late: the driver reads them from
+    /// the session's clock when it wakes for something else (docs/protocol.md Q4, "one
+    /// deadline per session"). `acked_sent_at` is the send time of the session's latest
+    /// acknowledged write (a new term's deadline starts from it); `term_sent_at` the send time
+    /// of the last renewal the clock applied to the held term **in time** — each one arrived
+    /// before the term's deadline as the previous ones had moved it, the rule
+    /// [`RoleMachine::handle_session`] applies when renewals come one by one. The held term's
+    /// deadline becomes `term_sent_at` plus the local lease; then it is checked against `now`.
+    pub fn handle_session_renewed(
+        &mut self,
+        uuid: Uuid,
+        acked_sent_at: Instant,
+        term_sent_at: Option<Instant>,
+        now: Instant,
+    ) {
+        if let Some((live, sent)) = &mut self.session
+            && *live == uuid
+            && acked_sent_at > *sent
+        {
+            *sent = acked_sent_at;
+        }
+        let local_lease = self.timing.local_lease();
+        if let Phase::Leader(l) = &mut self.phase
+            && l.session == uuid
+            && let Some(term_sent_at) = term_sent_at
+        {
+            let deadline = term_sent_at + local_lease;
+            if deadline > l.term.deadline {
+                l.term.deadline = deadline;
+                let (term, revision) = (l.term.clone(), l.rev);
+                self.actions.push_back(Action::Renewed { term, revision });
+            }
+        }
+        self.check_deadline(now);
+        self.step(now);
+    }
+
+    /// The session this machine's held term rests on (its uuid), while it holds one (a release
+    /// in progress included).
+    #[must_use]
+    pub fn held_session(&self) -> Option<Uuid> {
+        match &self.phase {
+            Phase::Leader(l) => Some(l.session),
+            _ => None,
+        }
     }
 
     /// The session the role's holder (at `revision` of the role key) rests on is gone

@@ -1192,3 +1192,59 @@ fn an_absent_key_is_acquired_only_after_a_ttl() {
         "a marker is a vacancy at once"
     );
 }
+
+/// Q4, one deadline per session: renewals handed over late from the session's clock move the
+/// held term's deadline to the last one applied to it in time, even when the machine's own
+/// (stale) deadline passed meanwhile; without such a renewal the stale deadline ends the term.
+#[test]
+fn renewals_handed_over_late_extend_the_term_the_clock_kept_alive() {
+    let (mut m, t0) = machine();
+    promote(&mut m, t0, 2);
+    drain(&mut m);
+    let lease = Timing::default().local_lease();
+    let first = m.term().expect("a term").deadline;
+    // The clock applied renewals in time up to one sent at t0 + 2 × lease; the role task wakes
+    // at t0 + 2.5 × lease, well after the machine's own deadline.
+    let sent = t0 + lease * 2;
+    let now = t0 + lease * 5 / 2;
+    assert!(now > first, "the machine's own deadline has passed");
+    m.handle_session_renewed(SESSION, sent, Some(sent), now);
+    let actions = drain(&mut m);
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Renewed { .. })),
+        "{actions:?}"
+    );
+    assert!(!actions.iter().any(|a| matches!(a, Action::Demote { .. })));
+    assert_eq!(m.term().expect("still held").deadline, sent + lease);
+    // No renewal applied in time to the term (the chain stopped: `None`): the stale deadline
+    // ends it, whatever the session's latest write.
+    let later = sent + lease + Duration::from_millis(1);
+    m.handle_session_renewed(SESSION, later, Some(sent), later);
+    let actions = drain(&mut m);
+    assert!(
+        actions.iter().any(|a| matches!(
+            a,
+            Action::Demote {
+                reason: DemoteReason::DeadlineExpired,
+                ..
+            }
+        )),
+        "{actions:?}"
+    );
+}
+
+/// A renewal of another session never moves the term's deadline.
+#[test]
+fn a_renewal_of_another_session_moves_nothing() {
+    let (mut m, t0) = machine();
+    promote(&mut m, t0, 2);
+    drain(&mut m);
+    let first = m.term().expect("a term").deadline;
+    let other = Uuid::from_u64_pair(7, 7);
+    let at = t0 + Duration::from_millis(500);
+    m.handle_session_renewed(other, at, Some(at), at);
+    assert_eq!(m.term().expect("still held").deadline, first);
+    // And the held term's deadline is not a timer while its session ends it.
+    assert_eq!(m.poll_timeout_with(true), None);
+    assert_eq!(m.poll_timeout_with(false), Some(first));
+}

@@ -13,7 +13,7 @@
 //! every role resting on it gone by rule 2 — the decision rests on the stream leader's CAS,
 //! never on a read.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -110,7 +110,7 @@ struct Interest {
 pub struct SessionBook {
     sessions: HashMap<String, Track>,
     roles: HashMap<RoleName, Interest>,
-    by_key: HashMap<String, BTreeSet<RoleName>>,
+    by_key: HashMap<String, BTreeMap<RoleName, Uuid>>,
     /// This instance's own TTL and heartbeat (the backstop waits for the longer TTL).
     own_ttl: Duration,
     own_heartbeat: Duration,
@@ -217,7 +217,7 @@ impl SessionBook {
         self.by_key
             .entry(key.to_string())
             .or_default()
-            .insert(role.clone());
+            .insert(role.clone(), uuid);
         self.roles.insert(role.clone(), interest);
         verdict
     }
@@ -250,8 +250,19 @@ impl SessionBook {
         let Some(roles) = self.by_key.get(key) else {
             return Vec::new();
         };
+        // A value of session `live` that releases nothing: every role resting on `live` is
+        // live (rule 5 lists nothing), so only values naming another uuid need a verdict.
+        let live = match self.sessions.get(key).map(|t| &t.state) {
+            Some(SessionKeyState::Value { value: Some(v), .. }) if v.released.is_empty() => {
+                Some(v.session)
+            }
+            _ => None,
+        };
         let mut out = Vec::new();
-        for role in roles {
+        for (role, uuid) in roles {
+            if live == Some(*uuid) {
+                continue;
+            }
             let Some(i) = self.roles.get(role) else {
                 continue;
             };
@@ -303,7 +314,12 @@ impl SessionBook {
                 {
                     continue;
                 }
-                let waiting = roles.iter().any(|r| {
+                // Nothing rests on this revision for a period yet (the common case: a live
+                // session renewed every heartbeat): no role to look at.
+                if now < track.seen_at + period {
+                    continue;
+                }
+                let waiting = roles.keys().any(|r| {
                     self.roles.get(r).is_some_and(|i| {
                         !i.gone
                             && self.verdict_of(r, i) != Verdict::Gone

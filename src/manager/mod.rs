@@ -190,7 +190,10 @@ impl RoleManager {
         self.shared
             .book()
             .note_timing(spec.timing.ttl, spec.timing.heartbeat);
-        let session = spec.campaign.then(|| self.session_for(&spec.timing, seed));
+        let (session, clock) = match spec.campaign.then(|| self.session_for(&spec.timing, seed)) {
+            Some((view, clock)) => (Some(view), Some(clock)),
+            None => (None, None),
+        };
         let session_class = spec
             .campaign
             .then(|| u64::try_from(spec.timing.ttl.as_millis()).unwrap_or(u64::MAX));
@@ -199,6 +202,8 @@ impl RoleManager {
         machine.handle_bucket_age(Some(self.shared.bucket_age(now)), now);
         let task = RoleTask {
             session,
+            clock,
+            synced: (None, None),
             session_class,
             draining: None,
             role: spec.name.clone(),
@@ -249,12 +254,16 @@ impl RoleManager {
         &self,
         timing: &crate::core::Timing,
         seed: u64,
-    ) -> watch::Receiver<session_link::SessionView> {
+    ) -> (
+        watch::Receiver<session_link::SessionView>,
+        Arc<session_link::SessionClock>,
+    ) {
         let ttl_ms = u64::try_from(timing.ttl.as_millis()).unwrap_or(u64::MAX);
         let mut sessions = self.shared.sessions();
         if let Some(class) = sessions.get(&ttl_ms) {
-            return class.view.clone();
+            return (class.view.clone(), class.clock.clone());
         }
+        let clock = Arc::new(session_link::SessionClock::new(timing.local_lease()));
         let key = crate::value::session_key(&self.shared.instance, ttl_ms);
         let machine = crate::core::SessionMachine::new(
             self.shared.instance.clone(),
@@ -272,6 +281,7 @@ impl RoleManager {
             shared: self.shared.clone(),
             inbox: inbox_rx,
             view: view_tx,
+            clock: clock.clone(),
         };
         let handle = tokio::spawn(task.run());
         sessions.insert(
@@ -279,10 +289,11 @@ impl RoleManager {
             shared::SessionClass {
                 inbox: inbox_tx,
                 view: view_rx.clone(),
+                clock: clock.clone(),
                 task: handle,
             },
         );
-        view_rx
+        (view_rx, clock)
     }
 
     /// Stops taking part in a role: releases it gracefully if held and waits until the demote

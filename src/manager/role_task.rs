@@ -63,6 +63,12 @@ pub(crate) struct RoleTask {
     pub(crate) reported: RoleState,
     /// This instance's session for the role's TTL class (`None` for an observer).
     pub(crate) session: Option<watch::Receiver<super::session_link::SessionView>>,
+    /// That session's clock: its renewals and the deadline of a term held here (Q4, one
+    /// deadline per session).
+    pub(crate) clock: Option<Arc<super::session_link::SessionClock>>,
+    /// What was handed to the machine from the clock last: the latest renewal's send time and
+    /// that of the last one applied to the held term.
+    pub(crate) synced: (Option<Instant>, Option<Instant>),
     /// That session's TTL class (ms).
     pub(crate) session_class: Option<u64>,
     /// The term whose graceful release is draining (demoted, its work stopping): told when it
@@ -132,11 +138,16 @@ impl RoleTask {
             } else {
                 next_validation = None;
             }
-            let timer = self.machine.poll_timeout();
+            let session_ends_term = self
+                .clock
+                .as_ref()
+                .is_some_and(|c| c.ends_terms_of(self.machine.timing().local_lease()));
+            let timer = self.machine.poll_timeout_with(session_ends_term);
             tokio::select! {
                 biased;
                 Some((op, result)) = ops.next(), if !ops.is_empty() => {
                     let now = Instant::now();
+                    self.sync_session(now);
                     match result {
                         OpResult::Write(kind, o, elapsed, seen_before, resets_before) => {
                             if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
@@ -179,6 +190,7 @@ impl RoleTask {
                         None => std::future::pending().await,
                     }
                 } => {
+                    self.sync_session(Instant::now());
                     match session.as_mut().map(|s| *s.borrow_and_update()) {
                         Some(view) if changed => self.session_changed(view, &mut session_failure),
                         // The session task ended (shutdown): nothing more will come.
@@ -187,11 +199,15 @@ impl RoleTask {
                 }
                 () = async { if let Some(d) = drain.as_mut() { d.await } }, if drain.is_some() => {
                     drain = None;
-                    self.draining = None;
+                    if self.draining.take().is_some() {
+                        self.let_go();
+                    }
+                    self.sync_session(Instant::now());
                     self.machine.handle_drained(Instant::now());
                 }
                 input = self.inbox.recv(), if inbox_open => {
                     let now = Instant::now();
+                    self.sync_session(now);
                     match input {
                         Some(RoleInput::Observed(state)) => {
                             if let KeyState::Held { revision, .. } = &state {
@@ -271,6 +287,7 @@ impl RoleTask {
                 }
                 () = sleep_until_opt(next_validation) => {
                     next_validation = None;
+                    self.sync_session(Instant::now());
                     let store = self.shared.store.clone();
                     let (k, t) = (key.clone(), self.operation_timeout);
                     let span = self.kv_span("read", "validate", 0);
@@ -279,7 +296,11 @@ impl RoleTask {
                             .instrument(span),
                     ));
                 }
-                () = sleep_until_opt(timer) => self.machine.handle_timeout(Instant::now()),
+                () = sleep_until_opt(timer) => {
+                    let now = Instant::now();
+                    self.sync_session(now);
+                    self.machine.handle_timeout(now);
+                }
             }
         }
     }
@@ -394,6 +415,15 @@ impl RoleTask {
                     deadline: term.deadline,
                 });
                 self.current.send_replace(Some(leadership.clone()));
+                // From now on the session's renewals move the term's deadline (Q4).
+                if let (Some(clock), Some(session)) = (&self.clock, self.machine.held_session()) {
+                    clock.hold(
+                        &self.role,
+                        session,
+                        leadership.clone(),
+                        self.machine.timing().local_lease(),
+                    );
+                }
                 self.status.send_modify(|s| {
                     // The term is in `current` before the status says LEADER.
                     s.state = RoleState::Leader;
@@ -417,12 +447,10 @@ impl RoleTask {
                 let _ = calls.send(CallbackCall::Promote(leadership));
             }
             Action::Renewed { term, revision } => {
-                self.tap(TapEvent::Renewed {
-                    token: term.token,
-                    deadline: term.deadline,
-                });
-                // The current term, or the one whose release drains: its session is still
-                // renewed, so its deadline (and its exec child's kill deadline) moves on.
+                // The machine caught up with renewals the session task already handed to the
+                // term (deadline, tap record) when they arrived (Q4, one deadline per
+                // session); a term outside the clock (an observer's, a test backend's) gets
+                // them here.
                 let current = self
                     .current
                     .borrow()
@@ -430,16 +458,34 @@ impl RoleTask {
                     .or_else(|| self.draining.clone())
                     .filter(|l| l.token() == term.token);
                 if let Some(l) = current {
-                    if let Ok(mut live) = l.inner.live.lock() {
+                    let deadline = self.handed_deadline(term.deadline);
+                    let moved = if let Ok(mut live) = l.inner.live.lock() {
+                        let moved = deadline > live.deadline;
                         *live = LiveTerm {
-                            deadline: self.handed_deadline(term.deadline),
+                            deadline: deadline.max(live.deadline),
                             revision,
                         };
+                        moved
+                    } else {
+                        false
+                    };
+                    if moved {
+                        l.inner.live_changed.notify_waiters();
                     }
-                    l.inner.live_changed.notify_waiters();
+                    if self.clock.is_none() {
+                        self.tap(TapEvent::Renewed {
+                            token: term.token,
+                            deadline: term.deadline,
+                        });
+                    }
                 }
+                let renewed = self
+                    .clock
+                    .as_ref()
+                    .and_then(|c| c.renewed(&self.role))
+                    .unwrap_or_else(SystemTime::now);
                 self.status
-                    .send_modify(|s| s.last_heartbeat = Some(SystemTime::now()));
+                    .send_modify(|s| s.last_heartbeat = Some(renewed));
             }
             Action::Demote {
                 term,
@@ -449,6 +495,7 @@ impl RoleTask {
                 if !self.shared.backend.carries_out(reason) {
                     // The term stays open for the application and the history (only the
                     // test-only negative controls do not carry demotions out).
+                    self.let_go();
                     self.current.send_replace(None);
                     self.promoted_at = None;
                     if wait {
@@ -461,6 +508,12 @@ impl RoleTask {
                 // (`end_term` did so already; the reason stays the first one stored).
                 if let Some(l) = &leadership {
                     l.inner.end(reason);
+                }
+                // A term whose release does not drain follows no more renewals (before its
+                // demotion is recorded: no renewal record after it); a draining one does,
+                // until the drain ends.
+                if !wait {
+                    self.let_go();
                 }
                 let held = self
                     .promoted_at
@@ -559,6 +612,37 @@ impl RoleTask {
             }
             Action::Stopped => debug!("stopped"),
         }
+    }
+
+    /// Hands the machine the session's latest renewal from the clock, as of its arrival
+    /// (Q4, one deadline per session), before any other input at `now`.
+    fn sync_session(&mut self, now: Instant) {
+        let Some((renewal, term_sent)) = self.clock.as_ref().and_then(|c| c.sync(&self.role))
+        else {
+            return;
+        };
+        let synced = (Some(renewal.acked_sent_at), term_sent);
+        if self.synced == synced {
+            return;
+        }
+        self.synced = synced;
+        self.machine
+            .handle_session_renewed(renewal.uuid, renewal.acked_sent_at, term_sent, now);
+    }
+
+    /// The term held here no longer follows the session's renewals; the status keeps the
+    /// time of the last one that moved its deadline.
+    fn let_go(&mut self) {
+        let Some(renewed) = self.clock.as_ref().and_then(|c| c.let_go(&self.role)) else {
+            return;
+        };
+        self.status.send_if_modified(|s| {
+            let newer = s.last_heartbeat.is_none_or(|at| at < renewed);
+            if newer {
+                s.last_heartbeat = Some(renewed);
+            }
+            newer
+        });
     }
 
     /// Before a demotion is recorded or announced: ends the current term (its reason stored,

@@ -40,3 +40,148 @@ pub(crate) struct SessionView {
     /// the session cannot campaign and report it.
     pub(crate) failure: Option<FailureKind>,
 }
+
+/// A renewal of a session as the session task acknowledged it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Renewal {
+    /// The session's uuid.
+    pub(crate) uuid: uuid::Uuid,
+    /// Send time of the acknowledged write.
+    pub(crate) acked_sent_at: tokio::time::Instant,
+    /// When its acknowledgement arrived.
+    pub(crate) acked_at: tokio::time::Instant,
+    /// The same moment on the wall clock (a role's `last_heartbeat`).
+    pub(crate) wall: std::time::SystemTime,
+}
+
+/// A term resting on a session: the session task moves its deadline at every renewal.
+#[derive(Debug)]
+struct HeldTerm {
+    session: uuid::Uuid,
+    term: crate::leadership::Leadership,
+    /// The role's local lease: the term's deadline is a renewal's send time plus it.
+    local_lease: std::time::Duration,
+    /// Wall-clock time of the last renewal that moved the term's deadline.
+    renewed: Option<std::time::SystemTime>,
+    /// Send time of that renewal: the term's deadline is it plus `local_lease` (every renewal
+    /// since the promotion arrived in time, or the chain stopped there).
+    sent: Option<tokio::time::Instant>,
+}
+
+/// The shared deadline of one session (docs/protocol.md Q4, "one deadline per session"): the
+/// session task publishes each acknowledged renewal here and moves the deadline of every term
+/// registered on it in the same step, so that a renewal wakes no role task. Role tasks read
+/// the latest renewal when they wake for something else.
+#[derive(Debug)]
+pub(crate) struct SessionClock {
+    /// The session's local lease (its own deadline after a write's send time).
+    local_lease: std::time::Duration,
+    inner: std::sync::Mutex<ClockState>,
+}
+
+#[derive(Debug, Default)]
+struct ClockState {
+    renewal: Option<Renewal>,
+    terms: std::collections::HashMap<crate::names::RoleName, HeldTerm>,
+}
+
+impl SessionClock {
+    /// The clock of a session whose own deadline is a write's send time plus `local_lease`.
+    pub(crate) fn new(local_lease: std::time::Duration) -> Self {
+        Self {
+            local_lease,
+            inner: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Whether the session ends no later than a term of local lease `term_lease` resting on
+    /// it: then the session's loss (delivered to the role tasks) ends the term in time, and
+    /// the role needs no timer of its own for the term's deadline.
+    pub(crate) fn ends_terms_of(&self, term_lease: std::time::Duration) -> bool {
+        self.local_lease <= term_lease
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, ClockState> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `term` of `role` rests on `session` from now on (its promotion); `local_lease` is the
+    /// role's.
+    pub(crate) fn hold(
+        &self,
+        role: &crate::names::RoleName,
+        session: uuid::Uuid,
+        term: crate::leadership::Leadership,
+        local_lease: std::time::Duration,
+    ) {
+        self.state().terms.insert(
+            role.clone(),
+            HeldTerm {
+                session,
+                term,
+                local_lease,
+                renewed: None,
+                sent: None,
+            },
+        );
+    }
+
+    /// The term of `role` no longer follows renewals (it ended and is not draining). Returns
+    /// the wall-clock time of the last renewal that moved its deadline.
+    pub(crate) fn let_go(&self, role: &crate::names::RoleName) -> Option<std::time::SystemTime> {
+        self.state().terms.remove(role).and_then(|t| t.renewed)
+    }
+
+    /// Wall-clock time of the last renewal that moved the deadline of `role`'s term.
+    pub(crate) fn renewed(&self, role: &crate::names::RoleName) -> Option<std::time::SystemTime> {
+        self.state().terms.get(role).and_then(|t| t.renewed)
+    }
+
+    /// What a role task hands its machine when it wakes: the latest renewal, and the send time
+    /// of the last renewal applied in time to `role`'s held term.
+    pub(crate) fn sync(
+        &self,
+        role: &crate::names::RoleName,
+    ) -> Option<(Renewal, Option<tokio::time::Instant>)> {
+        let state = self.state();
+        let latest = state.renewal?;
+        Some((latest, state.terms.get(role).and_then(|t| t.sent)))
+    }
+
+    /// A renewal was acknowledged: published for the role tasks, and every term of that
+    /// session whose deadline had not passed when it arrived gets its new deadline (`hand`
+    /// turns a term's deadline into the one handed to the application); `moved` is told of
+    /// each term moved (the tap's record), under the clock's lock, so that a term let go is
+    /// never reported renewed after it was let go.
+    pub(crate) fn renewed_session(
+        &self,
+        renewal: Renewal,
+        hand: impl Fn(tokio::time::Instant) -> tokio::time::Instant,
+        mut moved: impl FnMut(
+            &crate::names::RoleName,
+            &crate::leadership::Leadership,
+            tokio::time::Instant,
+        ),
+    ) {
+        let mut state = self.state();
+        state.renewal = Some(renewal);
+        for (role, held) in &mut state.terms {
+            if held.session != renewal.uuid {
+                continue;
+            }
+            let deadline = renewal.acked_sent_at + held.local_lease;
+            if held
+                .term
+                .inner
+                .extend(renewal.acked_at, hand(deadline))
+                .is_some()
+            {
+                held.renewed = Some(renewal.wall);
+                held.sent = Some(renewal.acked_sent_at);
+                moved(role, &held.term, deadline);
+            }
+        }
+    }
+}

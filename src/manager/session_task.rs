@@ -35,6 +35,8 @@ pub(crate) struct SessionTask {
     pub(crate) shared: Arc<Shared>,
     pub(crate) inbox: mpsc::UnboundedReceiver<SessionInput>,
     pub(crate) view: watch::Sender<SessionView>,
+    /// The session's renewals and the terms resting on it (Q4, one deadline per session).
+    pub(crate) clock: Arc<super::session_link::SessionClock>,
 }
 
 impl SessionTask {
@@ -226,13 +228,12 @@ impl SessionTask {
                 revision,
             } => {
                 info!(%uuid, revision, "session started");
-                self.publish(
-                    SessionUpdate::Live {
-                        uuid,
-                        acked_sent_at,
-                    },
-                    None,
-                );
+                let live = SessionUpdate::Live {
+                    uuid,
+                    acked_sent_at,
+                };
+                self.publish(live, None);
+                self.renewed(live);
             }
             SessionAction::Renewed {
                 uuid,
@@ -240,13 +241,11 @@ impl SessionTask {
                 revision,
             } => {
                 tracing::trace!(revision, "session renewed");
-                self.publish(
-                    SessionUpdate::Live {
-                        uuid,
-                        acked_sent_at,
-                    },
-                    None,
-                );
+                // Wakes no role task: the clock moves the terms' deadlines (Q4).
+                self.renewed(SessionUpdate::Live {
+                    uuid,
+                    acked_sent_at,
+                });
             }
             SessionAction::Lost { uuid, reason } => {
                 self.publish_released();
@@ -290,6 +289,40 @@ impl SessionTask {
 }
 
 impl SessionTask {
+    /// An acknowledged write of the session (as the backend lets the roles hear it): published
+    /// in the session's clock, and every held term of the session gets its new deadline and a
+    /// renewal record (tap) in the same step (Q4, one deadline per session).
+    fn renewed(&self, update: SessionUpdate) {
+        let Some(SessionUpdate::Live {
+            uuid,
+            acked_sent_at,
+        }) = self.shared.backend.session_update(&self.key, update, None)
+        else {
+            return;
+        };
+        let renewal = super::session_link::Renewal {
+            uuid,
+            acked_sent_at,
+            acked_at: Instant::now(),
+            wall: std::time::SystemTime::now(),
+        };
+        let (shared, backend) = (&self.shared, &self.shared.backend);
+        self.clock.renewed_session(
+            renewal,
+            |deadline| backend.handed_deadline(deadline),
+            |role, term, deadline| {
+                shared.tap.record(
+                    &shared.instance,
+                    role,
+                    crate::tap::TapEvent::Renewed {
+                        token: term.token(),
+                        deadline,
+                    },
+                );
+            },
+        );
+    }
+
     /// Tells the role tasks of this session about `update` (through the backend: only the
     /// test-only `renew-after-loss` negative control changes what they hear).
     fn publish(&self, update: SessionUpdate, loss: Option<SessionLoss>) {

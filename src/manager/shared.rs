@@ -99,6 +99,8 @@ pub(crate) struct Shared {
 pub(crate) struct SessionClass {
     pub(crate) inbox: mpsc::UnboundedSender<super::session_link::SessionInput>,
     pub(crate) view: watch::Receiver<super::session_link::SessionView>,
+    /// The session's renewals and the terms resting on it (Q4, one deadline per session).
+    pub(crate) clock: Arc<super::session_link::SessionClock>,
     pub(crate) task: tokio::task::JoinHandle<()>,
 }
 

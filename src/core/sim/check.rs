@@ -87,6 +87,8 @@ pub(super) struct Walk<'a> {
     pub(super) draining: Option<Uuid>,
     pub(super) stopped: bool,
     pub(super) stop_asked: Option<Nanos>,
+    /// Arrival (server time) of the renewal the driver handed over last (`Rec::Synced`).
+    pub(super) arrived: Option<Nanos>,
     /// The input the current records follow.
     pub(super) last_input: Option<Seen>,
     pub(super) tenures: Vec<Tenure>,
@@ -110,6 +112,7 @@ impl<'a> Walk<'a> {
             draining: None,
             stopped: false,
             stop_asked: None,
+            arrived: None,
             last_input: None,
             tenures: Vec::new(),
         }
@@ -137,8 +140,18 @@ impl<'a> Walk<'a> {
                     pending,
                     stopped,
                     waiting,
+                    covered,
                 } => {
-                    self.idle(*g, *now, *timeout, *pending, *stopped || *waiting);
+                    self.idle(*g, *now, *timeout, *pending, *stopped || *waiting, *covered);
+                }
+                Rec::Synced { arrived, .. } => self.arrived = Some(*arrived),
+                Rec::Extended { g, deadline } => {
+                    let until = self.clock.global(*deadline);
+                    if let Some(l) = &mut self.lead
+                        && *g < l.until
+                    {
+                        l.until = l.until.max(until);
+                    }
                 }
                 Rec::Crash { g } => {
                     self.close(*g);
@@ -154,6 +167,7 @@ impl<'a> Walk<'a> {
 
     pub(super) fn input(&mut self, g: Nanos, what: Seen) {
         self.last_input = Some(what);
+        self.arrived = None;
         if what == Seen::Stop && self.stop_asked.is_none() && !self.stopped {
             self.stop_asked = Some(g);
         }
@@ -182,7 +196,13 @@ impl<'a> Walk<'a> {
     pub(super) fn action(&mut self, g: Nanos, now: Instant, action: &Action) {
         match action {
             Action::Promote { term, revision } => self.promote(g, term, *revision),
-            Action::Renewed { term, revision } => self.renewed(g, now, term, *revision),
+            Action::Renewed { term, revision } => match self.arrived.take() {
+                // Renewals handed over from the session's clock: the application's deadline
+                // moved when each arrived (`Rec::Extended`, judged there); the machine only
+                // catches up, never past it.
+                Some(_) => self.caught_up(g, term, *revision),
+                None => self.renewed(g, now, term, *revision),
+            },
             Action::Demote { term, drain, .. } => {
                 self.demote(g, term);
                 self.draining = drain.then_some(term.nonce);
@@ -301,6 +321,39 @@ impl<'a> Walk<'a> {
         self.check_renew_rev(g, term, revision);
     }
 
+    /// A machine caught up with renewals of its session from the session's clock (Q4): the
+    /// deadline it reports is one the application was handed (no later), for its own term.
+    pub(super) fn caught_up(&mut self, g: Nanos, term: &Term, revision: u64) {
+        let Some(l) = &mut self.lead else {
+            return self.check_renew_rev(g, term, revision);
+        };
+        if l.term.nonce != term.nonce || l.term.token != term.token {
+            return self.flag(
+                Invariant::S6,
+                g,
+                format!("Renewed (rev {revision}) for another term"),
+            );
+        }
+        let old = l.term.deadline;
+        l.term.deadline = term.deadline;
+        let past = self.clock.global(term.deadline) > l.until;
+        if term.deadline < old {
+            self.flag(
+                Invariant::S5,
+                g,
+                format!("Renewed moved the deadline back (rev {revision})"),
+            );
+        }
+        if past && !self.opts.ignore_deadline {
+            self.flag(
+                Invariant::S5,
+                g,
+                format!("Renewed (rev {revision}) past the deadline the session's renewals set"),
+            );
+        }
+        self.check_renew_rev(g, term, revision);
+    }
+
     /// S3: a renewal reports a revision this machine stored for the term.
     pub(super) fn check_renew_rev(&mut self, g: Nanos, term: &Term, revision: u64) {
         let role = self.trace.nodes[self.node].role;
@@ -347,6 +400,7 @@ impl<'a> Walk<'a> {
         timeout: Option<Instant>,
         pending: bool,
         stopped: bool,
+        covered: bool,
     ) {
         if let Some(l) = &self.lead {
             // An ignored input (a stale acknowledgement) may leave the deadline overdue: the
@@ -358,7 +412,7 @@ impl<'a> Walk<'a> {
                     g,
                     format!("term {term}: deadline passed, timer fired, no Demote"),
                 );
-            } else if timeout.is_none_or(|t| t > deadline) {
+            } else if !covered && timeout.is_none_or(|t| t > deadline) {
                 self.flag(
                     Invariant::S5,
                     g,

@@ -102,6 +102,17 @@ pub(super) fn render(trace: &Trace, from: Nanos, to: Nanos) -> String {
                     ),
                 ),
                 Rec::Crash { g } => (*g, "CRASH".into()),
+                Rec::Extended { g, deadline } => (
+                    *g,
+                    format!("   deadline moved to {}", secs(n.clock.global(*deadline))),
+                ),
+                Rec::Synced { g, arrived } => (
+                    *g,
+                    format!(
+                        "<- session renewal from the clock (arrived {})",
+                        secs(*arrived)
+                    ),
+                ),
                 Rec::Hold { g, until } => (
                     *g,
                     format!("   young bucket: no acquire before {}", secs(*until)),

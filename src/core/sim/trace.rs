@@ -55,9 +55,24 @@ pub(super) enum Rec {
         stopped: bool,
         /// The machine has no live session (it waits for one: no timer needed).
         waiting: bool,
+        /// The session's own deadline ends a held term in time (the driver arms no timer for
+        /// the term's deadline: the session's loss comes as an input).
+        covered: bool,
     },
     Crash {
         g: Nanos,
+    },
+    /// The driver hands the machine a renewal from the session's clock that arrived at server
+    /// time `arrived` (the next `Renewed` action, if any, is that renewal's).
+    Synced {
+        g: Nanos,
+        arrived: Nanos,
+    },
+    /// A renewal of the held term's session moved the deadline the application acts on (the
+    /// session task does it in the renewal's own step, without the role machine: Q4).
+    Extended {
+        g: Nanos,
+        deadline: Instant,
     },
     /// The machine may not acquire before server time `until` (a young bucket, Q6).
     Hold {

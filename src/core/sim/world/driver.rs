@@ -89,6 +89,22 @@ impl Sim {
             g,
             what: input_seen,
         });
+        // As the role task: the session's latest renewal first (Q4, one deadline per session).
+        if !matches!(input, Input::Start)
+            && let Some((uuid, sent, _, _)) = self.insts[i].renewal
+            && node.synced != (Some(sent), node.term_sent.map(|t| t.0))
+        {
+            node.synced = (Some(sent), node.term_sent.map(|t| t.0));
+            if let Some((_, arrived)) = node.term_sent {
+                node.trace.recs.push(Rec::Synced { g, arrived });
+            }
+            if node.session_until.is_some() {
+                node.session_until = Some(sent + self.timing.local_lease());
+            }
+            let term_sent = node.term_sent.map(|t| t.0);
+            node.machine
+                .handle_session_renewed(uuid, sent, term_sent, now);
+        }
         let m = &mut node.machine;
         let mut read_state = None;
         match input {
@@ -223,21 +239,33 @@ impl Sim {
                     let key = self.nodes[n].role;
                     self.send_read(Who::Role(n), key, op, timeout, false);
                 }
-                Action::Promote { term, .. } => self.nodes[n].leading = Some(term.deadline),
+                Action::Promote { term, .. } => {
+                    self.nodes[n].leading = Some(term.deadline);
+                    self.nodes[n].app_deadline = Some(term.deadline);
+                    self.nodes[n].term_sent = None;
+                }
                 Action::Renewed { term, .. } => {
                     let node = &mut self.nodes[n];
                     if node.leading.is_some() {
                         node.leading = Some(term.deadline);
                     }
+                    node.app_deadline = node.app_deadline.map(|d| d.max(term.deadline));
                 }
                 Action::Demote { drain, .. } => {
                     self.nodes[n].leading = None;
+                    if !drain {
+                        self.nodes[n].app_deadline = None;
+                        self.nodes[n].term_sent = None;
+                    }
                     if drain {
                         let delay = self.drain_delay();
                         self.push(g + delay, Ev::Node(n, Input::Drained));
                     }
                 }
-                Action::Stopped => self.nodes[n].leading = None,
+                Action::Stopped => {
+                    self.nodes[n].leading = None;
+                    self.nodes[n].app_deadline = None;
+                }
                 Action::ReleaseTerm { revision, session } => {
                     let i = self.nodes[n].inst;
                     let role = self.roles[self.nodes[n].role].clone();
@@ -284,7 +312,8 @@ impl Sim {
         let g = self.now;
         let clock = self.insts[self.nodes[n].inst].clock;
         let node = &mut self.nodes[n];
-        let timeout = node.machine.poll_timeout();
+        // Same timing for sessions and roles here: the session's deadline ends a term in time.
+        let timeout = node.machine.poll_timeout_with(true);
         let (pending, stopped) = (node.machine.has_pending(), node.machine.is_stopped());
         // Waiting for news from elsewhere, no timer needed: for a live session (none, or its
         // deadline passed: its loss is on the way), or for the
@@ -304,6 +333,7 @@ impl Sim {
             pending,
             stopped,
             waiting,
+            covered: true,
         });
         let Some(t) = timeout else {
             node.timer = None;

@@ -269,10 +269,14 @@ impl Sim {
         inst.crashed = true;
         inst.timer = None;
         inst.live = None;
+        inst.renewal = None;
         for n in inst.nodes.clone() {
             let node = &mut self.nodes[n];
             node.timer = None;
             node.leading = None;
+            node.app_deadline = None;
+            node.synced = (None, None);
+            node.term_sent = None;
             node.trace.recs.push(Rec::Crash { g: self.now });
         }
     }

@@ -419,15 +419,11 @@ impl Sim {
                     uuid,
                     acked_sent_at,
                     ..
-                }
-                | SessionAction::Renewed {
-                    uuid,
-                    acked_sent_at,
-                    ..
                 } => {
                     self.insts[i].live = Some(uuid);
                     // Flaw `renew_after_loss`: the new session's writes extend the lost one.
                     let uuid = self.insts[i].lost.unwrap_or(uuid);
+                    self.insts[i].renewal = Some((uuid, acked_sent_at, g, now));
                     self.send_to_roles(
                         i,
                         SessionUpdate::Live {
@@ -435,6 +431,32 @@ impl Sim {
                             acked_sent_at,
                         },
                     );
+                }
+                SessionAction::Renewed {
+                    uuid,
+                    acked_sent_at,
+                    ..
+                } => {
+                    self.insts[i].live = Some(uuid);
+                    let uuid = self.insts[i].lost.unwrap_or(uuid);
+                    // Wakes no role machine: they read it when they next wake (Q4). The
+                    // deadline the applications of the session's terms act on moves now.
+                    self.insts[i].renewal = Some((uuid, acked_sent_at, g, now));
+                    let deadline = acked_sent_at + self.timing.local_lease();
+                    for n in self.insts[i].nodes.clone() {
+                        let node = &mut self.nodes[n];
+                        if node.machine.held_session() == Some(uuid)
+                            && let Some(d) = node.app_deadline
+                            && now < d
+                            && deadline > d
+                        {
+                            node.app_deadline = Some(deadline);
+                            node.term_sent = Some((acked_sent_at, g));
+                            node.trace
+                                .recs
+                                .push(crate::core::sim::trace::Rec::Extended { g, deadline });
+                        }
+                    }
                 }
                 SessionAction::Lost { uuid, reason } => {
                     if self.insts[i].live == Some(uuid) {

@@ -257,6 +257,14 @@ pub(super) struct Node {
     /// The deadline of the live session, per the last session update fed (an acquire can go
     /// out before it).
     pub(super) session_until: Option<Instant>,
+    /// What was handed over from the session's clock last (as the role task's `synced`).
+    pub(super) synced: (Option<Instant>, Option<Instant>),
+    /// The last renewal applied in time to the held term (send time, arrival in server time),
+    /// as the session's clock keeps it.
+    pub(super) term_sent: Option<(Instant, Nanos)>,
+    /// The deadline the application of the held term acts on (moved by the session's
+    /// renewals as they arrive, like `Leadership::deadline`).
+    pub(super) app_deadline: Option<Instant>,
     /// Writes in flight: op, the process's bucket high-water mark when it was sent (the role
     /// task seeds the machine with it before the outcome, P6) and `resets` then.
     pub(super) sent_seen: Vec<(u64, u64, u64)>,
@@ -277,6 +285,11 @@ pub(super) struct Inst {
     pub(super) epoch: u64,
     /// The session's uuid while it is live (per its last `Up` / `Lost`).
     pub(super) live: Option<Uuid>,
+    /// The session's clock (as `manager::session_link::SessionClock`): its latest
+    /// acknowledged write as the roles hear it — uuid, send time, arrival (server time and the
+    /// process's clock). Renewals reach the role machines only through it, when they wake for
+    /// something else (Q4, one deadline per session).
+    pub(super) renewal: Option<(Uuid, Instant, Nanos, Instant)>,
     /// The highest revision the process saw in its bucket (watcher entries, its session's
     /// acknowledged writes: `Shared::bucket_high_water`); 0 again with a new epoch.
     pub(super) seen_high: u64,
@@ -591,6 +604,9 @@ impl Sim {
                 leading: None,
                 validating: false,
                 session_until: None,
+                synced: (None, None),
+                term_sent: None,
+                app_deadline: None,
                 sent_seen: Vec::new(),
                 resets: 0,
                 last_held: None,
@@ -618,6 +634,7 @@ impl Sim {
             incarnation,
             epoch,
             live: None,
+            renewal: None,
             seen_high: 0,
             clock,
             campaign,
