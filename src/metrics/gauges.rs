@@ -83,7 +83,9 @@ fn with(base: &[KeyValue], extra: [KeyValue; 2]) -> Vec<KeyValue> {
     labels
 }
 
-/// The observable gauges; kept so that their callbacks live as long as the sink.
+/// The observable gauges; kept so that their callbacks live as long as the sink. Their
+/// descriptions are those of the per-role series (what `all` exported before the setting
+/// existed); the instance's series are described in `docs/observability.md`.
 pub(super) struct Gauges {
     _u64: Vec<ObservableGauge<u64>>,
     _f64: ObservableGauge<f64>,
@@ -149,8 +151,7 @@ impl Gauges {
                 .u64_observable_gauge(names::ROLE_BLOCKED)
                 .with_description(
                     "1 while the role cannot campaign or renew because of a server condition or \
-                     a persistent failure (error_type, code), else 0; without role: how many \
-                     roles without series of their own are blocked",
+                     a persistent failure (error_type, code), else 0",
                 )
                 .with_callback(move |o: &dyn AsyncInstrument<u64>| {
                     // The instance's series: blocked roles without series, by kind, and the
@@ -195,10 +196,7 @@ impl Gauges {
             let (current, instance) = (current.clone(), instance.to_vec());
             meter
                 .f64_observable_gauge(names::SECONDS_SINCE_RENEWAL)
-                .with_description(
-                    "seconds since the held role's lease was last written; without role: the \
-                     largest over the held roles without series of their own",
-                )
+                .with_description("seconds since the held role's lease was last written")
                 .with_unit("s")
                 .with_callback(move |o: &dyn AsyncInstrument<f64>| {
                     let mut others: Option<f64> = None;
