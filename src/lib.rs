@@ -82,6 +82,7 @@ pub use manager::{
     HolderInfo, RoleEvent, RoleHandle, RoleManager, RoleManagerBuilder, RoleSpec, RoleStatus,
     connect,
 };
+pub use metrics::RoleSeries;
 pub use names::{InstanceId, RoleName};
 pub use status::RoleState;
 pub use token::FencingToken;

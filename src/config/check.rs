@@ -227,6 +227,29 @@ impl Checked {
                 Some(text) if words.contains(&text.as_str()) => Some(Json::String(text)),
                 _ => self.mismatch(path, kind, node),
             },
+            Kind::WordOrList(words, list) => match &node.value {
+                Value::Seq(_) => self.value(node, list, path),
+                _ => match node.text() {
+                    Some(text) if words.contains(&text.as_str()) => Some(Json::String(text)),
+                    Some(text) => {
+                        let hint = nearest(&text, words.iter().copied())
+                            .map(|near| format!("; did you mean `{near}`?"))
+                            .unwrap_or_default();
+                        self.report(
+                            path,
+                            format!(
+                                "expected {}, found {}{hint}",
+                                kind.words(),
+                                node.value.describe()
+                            ),
+                            node.pos,
+                        );
+                        self.bad.push(path.to_owned());
+                        None
+                    }
+                    None => self.mismatch(path, kind, node),
+                },
+            },
             Kind::Servers => match &node.value {
                 Value::Str(s) => Some(Json::Array(
                     s.split(',')

@@ -40,6 +40,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 pub use crate::core::{RetryPolicy, Timing, TimingOverrides};
 pub use crate::health::HealthPolicy;
+pub use crate::metrics::RoleSeries;
 use crate::names::{InstanceId, RoleName};
 pub use crate::placement::{PlacementSettings, Takeover, Version, VersionError};
 use inline::{Extra, MainPart};

@@ -22,6 +22,8 @@ pub(super) enum Kind {
     Text,
     /// One of these words.
     Choice(&'static [&'static str]),
+    /// One of these words, or a list of these items (`role_metrics`: `all` or `[a, b]`).
+    WordOrList(&'static [&'static str], &'static Kind),
     /// NATS server URLs: a list, or one string of comma-separated URLs (like `NATS_URL`).
     Servers,
     /// A command: the program and its arguments as a list, or the program alone as a string.
@@ -181,6 +183,13 @@ pub(super) const TELEMETRY: &[Field] = &[
     opt("service_name", Kind::Text),
     f("resource_attributes", Kind::Table),
     opt("otlp", Kind::Section(OTLP)),
+    f(
+        "role_metrics",
+        Kind::WordOrList(
+            &crate::metrics::RoleSeries::WORDS,
+            &Kind::List(&Kind::RoleName, "a list of role names"),
+        ),
+    ),
 ];
 
 pub(super) const OTLP: &[Field] = &[
@@ -260,6 +269,10 @@ impl Kind {
             Kind::Choice(words) => {
                 let quoted: Vec<String> = words.iter().map(|w| format!("`{w}`")).collect();
                 format!("one of {}", quoted.join(", "))
+            }
+            Kind::WordOrList(words, list) => {
+                let quoted: Vec<String> = words.iter().map(|w| format!("`{w}`")).collect();
+                format!("one of {}, or {}", quoted.join(", "), list.words())
             }
             Kind::Servers => {
                 "a list of server URLs such as `[nats://nats-1:4222, nats://nats-2:4222]` \

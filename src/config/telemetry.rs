@@ -1,4 +1,5 @@
-//! The `telemetry:` section: log format and OTLP export of metrics and traces.
+//! The `telemetry:` section: log format, OTLP export of metrics and traces, and which roles
+//! get metric series of their own.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::message::shorten;
+use crate::metrics::RoleSeries;
 
 /// Default `service.name` resource attribute of exported telemetry.
 pub const DEFAULT_SERVICE_NAME: &str = "nats-roles";
@@ -33,6 +35,10 @@ pub struct TelemetryConfig {
     /// OTLP/HTTP export to a collector. Default: `None` (no export).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub otlp: Option<OtlpConfig>,
+    /// Which roles get metric series of their own (label `role`): `auto`, `all`, `none` or a
+    /// list of role names ([`RoleSeries`]). Default: `auto` (every role while the instance
+    /// has at most [`RoleSeries::AUTO_LIMIT`] roles when it starts, else none).
+    pub role_metrics: RoleSeries,
 }
 
 impl TelemetryConfig {
@@ -265,6 +271,65 @@ mod tests {
         let debug = format!("{o:?}");
         assert!(!debug.contains("s3cret"), "{debug}");
         assert!(debug.contains("authorization"), "{debug}");
+    }
+
+    #[test]
+    fn role_metrics_words_lists_and_typos() {
+        use crate::config::RoleSeries;
+        use crate::names::RoleName;
+        let read = |yaml: &str| Config::from_yaml_str(yaml).map(|c| c.telemetry.role_metrics);
+        let ok = |yaml: &str| read(yaml).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ok(""), RoleSeries::Auto);
+        assert_eq!(ok("telemetry:\n  role_metrics: none\n"), RoleSeries::None);
+        assert_eq!(ok("telemetry:\n  role_metrics: all\n"), RoleSeries::All);
+        assert_eq!(
+            ok("telemetry:\n  role_metrics: \"auto\"\n"),
+            RoleSeries::Auto
+        );
+        let names = |names: &[&str]| {
+            names
+                .iter()
+                .map(|n| RoleName::new(*n).expect("valid"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ok("telemetry:\n  role_metrics: [a, b]\n"),
+            RoleSeries::Only(names(&["a", "b"]))
+        );
+        assert_eq!(
+            ok("telemetry:\n  role_metrics:\n    - scheduler\n"),
+            RoleSeries::Only(names(&["scheduler"]))
+        );
+        // A typo'd word: the field, its line, what is expected, and the nearest word.
+        let err =
+            read("telemetry:\n  log_format: json\n  role_metrics: nonne\n").expect_err("typo");
+        let problems = err.problems();
+        assert_eq!(problems.len(), 1, "{err}");
+        let p = &problems[0];
+        assert_eq!(p.field, "telemetry.role_metrics", "{err}");
+        assert_eq!(p.line, Some(3), "{err}");
+        for part in [
+            "`auto`, `all`, `none`",
+            "a list of role names",
+            "did you mean `none`?",
+        ] {
+            assert!(p.message.contains(part), "{part}: {err}");
+        }
+        // A list with a name that is not a role name, and a mapping.
+        let err = read("telemetry:\n  role_metrics: [a, \"b.c\"]\n").expect_err("bad name");
+        assert_eq!(
+            err.problems()[0].field,
+            "telemetry.role_metrics[1]",
+            "{err}"
+        );
+        let err = read("telemetry:\n  role_metrics: {a: 1}\n").expect_err("mapping");
+        assert!(err.to_string().contains("a list of role names"), "{err}");
+        // A misspelt field name is suggested too.
+        let err = read("telemetry:\n  role_metric: all\n").expect_err("field");
+        assert!(
+            err.to_string().contains("did you mean `role_metrics`?"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::core::{RetryPolicy, StartRetry, Timing};
 use crate::error::Error;
 use crate::health::{HealthChecker, HealthPolicy, HealthState};
+use crate::metrics::{PerRole, RoleSeries};
 use crate::names::{InstanceId, RoleName};
 use crate::placement::PlacementSettings;
 use crate::store::ServerErrors;
@@ -43,6 +44,7 @@ pub struct RoleManagerBuilder {
     pub(super) observers: Vec<super::shared::EventObserver>,
     pub(super) tap_sinks: Vec<Arc<dyn TapSink>>,
     pub(super) meter: Option<opentelemetry::metrics::Meter>,
+    pub(super) role_series: RoleSeries,
     pub(super) placement: Option<PlacementSettings>,
     pub(super) start_retry: StartRetry,
     pub(super) start_progress: watch::Sender<Option<StartProgress>>,
@@ -71,6 +73,7 @@ impl RoleManager {
             observers: Vec::new(),
             tap_sinks: Vec::new(),
             meter: None,
+            role_series: RoleSeries::default(),
             placement: None,
             start_retry: StartRetry::default(),
             start_progress: watch::channel(None).0,
@@ -97,7 +100,8 @@ impl RoleManager {
             .meta(config.instance.meta.clone())
             .retry(config.retry)
             .drain_timeout(config.shutdown.drain_timeout)
-            .validation_interval(config.fencing.validation_interval);
+            .validation_interval(config.fencing.validation_interval)
+            .role_metrics(config.telemetry.role_metrics.clone());
         builder.bucket = config.bucket_settings();
         builder = builder
             .priority(config.instance.priority)
@@ -132,6 +136,16 @@ impl RoleManagerBuilder {
     /// application installs a global meter provider).
     pub fn meter(mut self, meter: opentelemetry::metrics::Meter) -> Self {
         self.meter = Some(meter);
+        self
+    }
+
+    /// Which roles get metric series of their own, labelled `role` ([`RoleSeries`];
+    /// `telemetry.role_metrics` in the configuration). The others are recorded on the
+    /// instance's series (the same names without `role`). Default: [`RoleSeries::Auto`]:
+    /// every role while the manager has at most [`RoleSeries::AUTO_LIMIT`] roles when it
+    /// starts, else none.
+    pub fn role_metrics(mut self, series: RoleSeries) -> Self {
+        self.role_series = series;
         self
     }
 
@@ -408,11 +422,23 @@ impl RoleManagerBuilder {
         let meter = self
             .meter
             .unwrap_or_else(|| opentelemetry::global::meter("nats-roles"));
+        let per_role = self.role_series.resolve(self.roles.len());
+        if self.role_series == RoleSeries::Auto && per_role == PerRole::None {
+            info!(
+                roles = self.roles.len(),
+                limit = RoleSeries::AUTO_LIMIT,
+                "metrics: no per-role series (role_metrics: auto, more roles than the limit at \
+                 start); every role is measured on the instance's series (no `role` label). \
+                 For per-role series set telemetry.role_metrics to `all` or a list of roles \
+                 (RoleManagerBuilder::role_metrics)"
+            );
+        }
         let mut sinks = self.tap_sinks;
         sinks.push(Arc::new(crate::metrics::RoleMetrics::new(
             &meter,
             &self.instance,
             &self.bucket.name,
+            per_role,
         )));
         let shared = Arc::new(Shared {
             instance: self.instance.clone(),

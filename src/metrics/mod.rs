@@ -9,12 +9,17 @@
 //! when configured).
 //!
 //! The instrument names are the names Prometheus shows ([`names`]); every series carries the
-//! labels `role` (except the per-instance ones), `instance_id` and `bucket`. The list with
-//! units, labels and meaning is in `docs/observability.md`.
+//! labels `instance_id` and `bucket`, and the series of a role that has series of its own
+//! ([`RoleSeries`]) also `role`. The list with units, labels and meaning is in
+//! `docs/observability.md`.
 
+mod gauges;
 mod labels;
+mod series;
 mod sink;
 
+pub(crate) use series::PerRole;
+pub use series::RoleSeries;
 pub(crate) use sink::RoleMetrics;
 
 /// `Content-Type` of the Prometheus text exposition format (version 0.0.4), as served on

@@ -1,49 +1,18 @@
 //! [`RoleMetrics`]: the tap sink that turns driver events into OpenTelemetry measurements.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{
-    AsyncInstrument, BoundHistogram, Counter, Gauge, Histogram, Meter, ObservableGauge,
-};
+use opentelemetry::metrics::{BoundHistogram, Counter, Gauge, Histogram, Meter};
 use tokio::time::Instant;
 
+use super::gauges::{Gauges, RoleGauges, Shared, lock};
 use super::labels::{ERROR_TYPES, outcome_status};
-use super::{LATENCY_BUCKETS, TERM_BUCKETS, names};
-use crate::core::{FailureKind, WriteKind, WriteOutcome};
+use super::{LATENCY_BUCKETS, PerRole, TERM_BUCKETS, names};
+use crate::core::{WriteKind, WriteOutcome};
 use crate::names::{InstanceId, RoleName};
 use crate::status::RoleState;
 use crate::tap::{FencedRefusal, PlacementEvent, SessionEvent, TapEvent, TapSink, WatcherEvent};
-
-/// What the observable gauges read for one role.
-struct RoleGauges {
-    /// `role`, `instance_id`, `bucket`.
-    labels: Vec<KeyValue>,
-    leader: bool,
-    connected: bool,
-    /// When the held term's lease was last written (acquire or renewal).
-    last_renewal: Option<Instant>,
-    /// The reported failure that keeps the role from campaigning or renewing.
-    failure: Option<FailureKind>,
-}
-
-/// The current state of every role, read by the observable gauges at collection time.
-#[derive(Default)]
-struct Current {
-    roles: HashMap<RoleName, RoleGauges>,
-    /// Roles whose counters and histograms have their zero series, with the histogram
-    /// bindings that keep those series (never removed: like counters, histograms stay).
-    zeroed: HashMap<RoleName, [BoundHistogram<f64>; 2]>,
-    /// The manager stopped: the gauges observe nothing and no role is added back.
-    closed: bool,
-}
-
-type Shared = Arc<Mutex<Current>>;
-
-fn lock(current: &Mutex<Current>) -> MutexGuard<'_, Current> {
-    current.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// A counter named `name` on `meter`.
 fn counter(meter: &Meter, name: &'static str, description: &'static str) -> Counter<u64> {
@@ -74,7 +43,8 @@ fn seconds_histogram(
 }
 
 /// Records one manager's events as metrics. The gauges observe a shared map; a stopped role
-/// is removed from it, so its gauge series disappear.
+/// is removed from it, so its gauge series disappear. A role without series of its own
+/// ([`PerRole`]) is recorded on the instance's series: the same names without `role`.
 pub(crate) struct RoleMetrics {
     instance: InstanceId,
     bucket: String,
@@ -96,94 +66,28 @@ pub(crate) struct RoleMetrics {
     members_seen: Gauge<u64>,
     voluntary_moves: Counter<u64>,
     role_vacancy: Histogram<f64>,
+    /// Which roles have series of their own (label `role`); the others are recorded on the
+    /// instance's series.
+    per_role: PerRole,
     /// Kept so the callbacks live as long as the sink.
-    _observed: Vec<ObservableGauge<u64>>,
-    _observed_f64: ObservableGauge<f64>,
+    _gauges: Gauges,
 }
 
 impl RoleMetrics {
-    /// The instruments of one manager (`instance` on `bucket`) on `meter`.
-    pub(crate) fn new(meter: &Meter, instance: &InstanceId, bucket: &str) -> Self {
+    /// The instruments of one manager (`instance` on `bucket`) on `meter`; `per_role` says
+    /// which roles have series of their own.
+    pub(crate) fn new(
+        meter: &Meter,
+        instance: &InstanceId,
+        bucket: &str,
+        per_role: PerRole,
+    ) -> Self {
         let current: Shared = Arc::default();
         let instance_labels = vec![
             KeyValue::new("instance_id", instance.to_string()),
             KeyValue::new("bucket", bucket.to_owned()),
         ];
-        let observe =
-            |name: &'static str, description: &'static str, read: fn(&RoleGauges) -> u64| {
-                let current = current.clone();
-                meter
-                    .u64_observable_gauge(name)
-                    .with_description(description)
-                    .with_callback(move |o: &dyn AsyncInstrument<u64>| {
-                        for g in lock(&current).roles.values() {
-                            o.observe(read(g), &g.labels);
-                        }
-                    })
-                    .build()
-            };
-        let is_leader = observe(
-            names::IS_LEADER,
-            "1 while this instance holds the role, else 0",
-            |g| u64::from(g.leader),
-        );
-        let connection = observe(
-            names::CONNECTION_STATUS,
-            "1 while the NATS connection is up, else 0",
-            |g| u64::from(g.connected),
-        );
-        let held = {
-            let current = current.clone();
-            let labels = instance_labels.clone();
-            meter
-                .u64_observable_gauge(names::ROLES_HELD)
-                .with_description("roles this instance holds")
-                .with_callback(move |o: &dyn AsyncInstrument<u64>| {
-                    let current = lock(&current);
-                    if current.closed {
-                        return;
-                    }
-                    let n = current.roles.values().filter(|g| g.leader).count();
-                    o.observe(u64::try_from(n).unwrap_or(u64::MAX), &labels);
-                })
-                .build()
-        };
-        let blocked = {
-            let current = current.clone();
-            meter
-                .u64_observable_gauge(names::ROLE_BLOCKED)
-                .with_description(
-                    "1 while the role cannot campaign or renew because of a server condition or \
-                     a persistent failure (error_type, code), else 0",
-                )
-                .with_callback(move |o: &dyn AsyncInstrument<u64>| {
-                    for g in lock(&current).roles.values() {
-                        let (error_type, code) = g.failure.map_or(("none", 0), |f| {
-                            (f.as_str(), f.server_code().map_or(0, |c| c.0))
-                        });
-                        let mut labels = g.labels.clone();
-                        labels.push(KeyValue::new("error_type", error_type));
-                        labels.push(KeyValue::new("code", i64::from(code).to_string()));
-                        o.observe(u64::from(g.failure.is_some()), &labels);
-                    }
-                })
-                .build()
-        };
-        let since_renewal = {
-            let current = current.clone();
-            meter
-                .f64_observable_gauge(names::SECONDS_SINCE_RENEWAL)
-                .with_description("seconds since the held role's lease was last written")
-                .with_unit("s")
-                .with_callback(move |o: &dyn AsyncInstrument<f64>| {
-                    for g in lock(&current).roles.values() {
-                        if let (true, Some(at)) = (g.leader, g.last_renewal) {
-                            o.observe(at.elapsed().as_secs_f64(), &g.labels);
-                        }
-                    }
-                })
-                .build()
-        };
+        let gauges = Gauges::new(meter, &current, &instance_labels);
         let watcher_lag = seconds_histogram(
             meter,
             names::WATCHER_LAG,
@@ -261,15 +165,18 @@ impl RoleMetrics {
                 "time a role spent without a holder, by cause",
                 &LATENCY_BUCKETS,
             ),
-            _observed: vec![is_leader, connection, held, blocked],
-            _observed_f64: since_renewal,
+            per_role,
+            _gauges: gauges,
         }
     }
 
-    /// `labels` of `role` plus `extra`.
+    /// `labels` of `role` plus `extra`: with `role` when the role has series of its own,
+    /// else the instance's labels plus `extra`.
     fn labels(&self, role: &RoleName, extra: &[KeyValue]) -> Vec<KeyValue> {
         let mut v = Vec::with_capacity(3 + extra.len());
-        v.push(KeyValue::new("role", role.to_string()));
+        if self.per_role.has_series(role) {
+            v.push(KeyValue::new("role", role.to_string()));
+        }
         v.extend(self.instance_labels.iter().cloned());
         v.extend(extra.iter().cloned());
         v
@@ -280,16 +187,13 @@ impl RoleMetrics {
         if current.closed {
             return;
         }
-        let g = current
-            .roles
-            .entry(role.clone())
-            .or_insert_with(|| RoleGauges {
-                labels: self.labels(role, &[]),
-                leader: false,
-                connected: true,
-                last_renewal: None,
-                failure: None,
-            });
+        let g = current.roles.entry(role.clone()).or_insert_with(|| {
+            RoleGauges::new(
+                self.per_role
+                    .has_series(role)
+                    .then(|| self.labels(role, &[])),
+            )
+        });
         f(g);
     }
 
@@ -298,10 +202,17 @@ impl RoleMetrics {
     /// (`failures_total` per error type, `acquire_attempts_total` per status,
     /// `token_validation_failures_total`, `heartbeat_duration_seconds{status="ok"}`,
     /// `leader_duration_seconds`), so that dashboards and `rate()` have a series from the
-    /// start (Prometheus practice).
+    /// start (Prometheus practice). The roles without series of their own share one set of
+    /// zero series on the instance's series, made when the first of them is seen.
     fn zero_series(&self, role: &RoleName) {
+        let own = self.per_role.has_series(role);
         let mut current = lock(&self.current);
-        if current.closed || current.zeroed.contains_key(role) {
+        let done = if own {
+            current.zeroed.contains_key(role)
+        } else {
+            current.instance_zeroed.is_some()
+        };
+        if current.closed || done {
             return;
         }
         for error_type in ERROR_TYPES {
@@ -321,7 +232,11 @@ impl RoleMetrics {
             self.heartbeat
                 .bind(&self.labels(role, &[KeyValue::new("status", "ok")])),
         ];
-        current.zeroed.insert(role.clone(), bound);
+        if own {
+            current.zeroed.insert(role.clone(), bound);
+        } else {
+            current.instance_zeroed = Some(bound);
+        }
     }
 
     fn failure(&self, role: &RoleName, error_type: &'static str) {
@@ -499,18 +414,27 @@ mod tests {
     use opentelemetry_sdk::metrics::SdkMeterProvider;
     use uuid::Uuid;
 
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::core::{DemoteReason, FailureKind, ReleaseReason};
+    use crate::metrics::RoleSeries;
     use crate::telemetry::PrometheusReader;
     use crate::token::FencingToken;
 
     fn setup() -> (SdkMeterProvider, PrometheusReader, RoleMetrics, InstanceId) {
+        setup_with(PerRole::All)
+    }
+
+    fn setup_with(
+        per_role: PerRole,
+    ) -> (SdkMeterProvider, PrometheusReader, RoleMetrics, InstanceId) {
         let reader = PrometheusReader::new();
         let provider = SdkMeterProvider::builder()
             .with_reader(reader.clone())
             .build();
         let instance = InstanceId::new("node-a").expect("valid");
-        let metrics = RoleMetrics::new(&provider.meter("test"), &instance, "roles");
+        let metrics = RoleMetrics::new(&provider.meter("test"), &instance, "roles", per_role);
         (provider, reader, metrics, instance)
     }
 
@@ -905,6 +829,446 @@ mod tests {
         assert!(!text.contains("nats_roles_roles_held{"), "{text}");
         assert!(
             !text.contains("nats_roles_election_connection_status{"),
+            "{text}"
+        );
+    }
+
+    /// The events of role number `i` of a busy instance: every instrument of a role moves
+    /// (won and lost acquires, terms that end, fenced refusals, failures that block the role
+    /// and recover, vacancies, a lost connection, late renewals).
+    fn busy_role(m: &RoleMetrics, i: &InstanceId, n: usize, at: Instant) {
+        let r = RoleName::new(format!("shard-{n:04}")).expect("valid");
+        let token = FencingToken::new(1, 10 + n as u64, Uuid::nil());
+        let change = |from, to, reason| TapEvent::StateChanged { from, to, reason };
+        let write = |kind, outcome, ms| TapEvent::WriteCompleted {
+            op: 1,
+            kind,
+            outcome,
+            elapsed: Duration::from_millis(ms),
+        };
+        m.record(
+            i,
+            &r,
+            &change(RoleState::Init, RoleState::Candidate, None),
+            at,
+        );
+        if !n.is_multiple_of(2) {
+            m.record(
+                i,
+                &r,
+                &write(WriteKind::Acquire, WriteOutcome::Conflict, 1),
+                at,
+            );
+            m.record(
+                i,
+                &r,
+                &change(RoleState::Candidate, RoleState::Follower, None),
+                at,
+            );
+        } else {
+            m.record(
+                i,
+                &r,
+                &write(WriteKind::Acquire, WriteOutcome::Ok { revision: 3 }, 2),
+                at,
+            );
+            let renewed = at
+                .checked_sub(Duration::from_millis(n as u64))
+                .unwrap_or(at);
+            m.record(
+                i,
+                &r,
+                &TapEvent::Promoted {
+                    token,
+                    deadline: at,
+                },
+                renewed,
+            );
+            m.record(
+                i,
+                &r,
+                &change(RoleState::Candidate, RoleState::Leader, None),
+                at,
+            );
+            m.record(
+                i,
+                &r,
+                &TapEvent::Renewed {
+                    token,
+                    deadline: at,
+                },
+                renewed,
+            );
+            m.record(
+                i,
+                &r,
+                &write(WriteKind::Renew, WriteOutcome::Unknown, 1_000),
+                at,
+            );
+        }
+        if n.is_multiple_of(3) {
+            m.record(
+                i,
+                &r,
+                &TapEvent::FencedWrite {
+                    token,
+                    key: format!("data.{r}.x"),
+                    stored: Err(FencedRefusal::Fenced),
+                },
+                at,
+            );
+        }
+        if n.is_multiple_of(4) {
+            let reason = DemoteReason::Released(ReleaseReason::Shutdown);
+            let held = Duration::from_millis(100 * n as u64 + 50);
+            m.record(
+                i,
+                &r,
+                &TapEvent::Demoted {
+                    token,
+                    reason,
+                    held,
+                },
+                at,
+            );
+            m.record(
+                i,
+                &r,
+                &change(RoleState::Leader, RoleState::Demoted, Some(reason)),
+                at,
+            );
+            let took = Duration::from_micros(700 * n as u64 + 300);
+            m.record(
+                i,
+                &r,
+                &TapEvent::VacancyEnded {
+                    cause: "hand_over",
+                    took,
+                },
+                at,
+            );
+        }
+        if n.is_multiple_of(5) {
+            let kind = if n.is_multiple_of(10) {
+                FailureKind::Unavailable
+            } else {
+                FailureKind::Server(crate::core::ServerCode(10077))
+            };
+            m.record(
+                i,
+                &r,
+                &write(WriteKind::Acquire, WriteOutcome::Failed(kind), 3),
+                at,
+            );
+            m.record(i, &r, &TapEvent::Failed(kind), at);
+        }
+        if n.is_multiple_of(15) {
+            m.record(i, &r, &TapEvent::Recovered, at);
+        }
+        if n == 7 {
+            m.record(i, &r, &TapEvent::Connection(false), at);
+        }
+    }
+
+    /// The Prometheus text of an instance with `roles` busy roles and `per_role`.
+    fn busy_instance(per_role: PerRole, roles: usize) -> String {
+        let (_provider, reader, m, i) = setup_with(per_role);
+        let at = Instant::now();
+        for n in 0..roles {
+            busy_role(&m, &i, n, at);
+        }
+        reader.render().expect("render")
+    }
+
+    /// The sample lines of `text` as (name, labels without `role`, value).
+    fn samples(text: &str) -> Vec<(String, Vec<String>, f64)> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| {
+                let (series, value) = l.rsplit_once(' ').expect("a sample line");
+                let (name, labels) = match series.split_once('{') {
+                    Some((name, labels)) => (name, labels.trim_end_matches('}')),
+                    None => (series, ""),
+                };
+                let labels = labels
+                    .split(',')
+                    .filter(|kv| !kv.is_empty() && !kv.starts_with("role="))
+                    .map(str::to_owned)
+                    .collect();
+                (name.to_owned(), labels, value.parse().expect("a number"))
+            })
+            .collect()
+    }
+
+    /// The lines of `text`, sorted, without the values of the gauge that moves with the clock.
+    fn steady(text: &str) -> Vec<&str> {
+        let mut lines: Vec<&str> = text
+            .lines()
+            .map(
+                |l| match l.starts_with("nats_roles_election_seconds_since_last_renewal{") {
+                    true => l.rsplit_once(' ').map_or(l, |(series, _)| series),
+                    false => l,
+                },
+            )
+            .collect();
+        lines.sort_unstable();
+        lines
+    }
+
+    /// The sum of every series of each name and label set, the `role` label left out.
+    fn sums(text: &str) -> BTreeMap<(String, Vec<String>), f64> {
+        let mut sums = BTreeMap::new();
+        for (name, labels, value) in samples(text) {
+            *sums.entry((name, labels)).or_insert(0.0) += value;
+        }
+        sums
+    }
+
+    /// With `auto` and more roles than its limit at start, the number of exported lines does
+    /// not depend on the number of roles; with `all` it does (the test can tell).
+    #[test]
+    fn auto_above_the_limit_exports_as_many_lines_for_150_roles_as_for_300() {
+        let lines =
+            |series: RoleSeries, roles| busy_instance(series.resolve(roles), roles).lines().count();
+        let (auto_150, auto_300) = (lines(RoleSeries::Auto, 150), lines(RoleSeries::Auto, 300));
+        assert_eq!(auto_150, auto_300);
+        let (all_150, all_300) = (lines(RoleSeries::All, 150), lines(RoleSeries::All, 300));
+        assert!(all_300 > all_150 + 150 * 30, "{all_150} {all_300}");
+        assert!(auto_150 < 300, "{auto_150} lines for 150 roles");
+        let text = busy_instance(RoleSeries::Auto.resolve(150), 150);
+        assert!(!text.contains("role=\""), "{text}");
+        assert!(!text.contains("nats_roles_election_is_leader{"), "{text}");
+        // At the limit, auto is all.
+        let auto_100 = busy_instance(RoleSeries::Auto.resolve(100), 100);
+        let all_100 = busy_instance(PerRole::All, 100);
+        assert!(
+            steady(&auto_100) == steady(&all_100),
+            "auto at its limit differs from all"
+        );
+    }
+
+    /// For the same events, every counter and histogram of `auto` above its limit (no `role`
+    /// label) equals the sum over the roles' series of `all`, and so do `roles_held` and
+    /// `role_blocked` by `error_type` and `code`; nothing is counted twice.
+    #[test]
+    fn sums_without_role_equal_the_per_role_sums_of_all() {
+        let all = busy_instance(PerRole::All, 150);
+        let auto = busy_instance(RoleSeries::Auto.resolve(150), 150);
+        let per_role_gauges = [
+            "nats_roles_election_is_leader",
+            "nats_roles_election_connection_status",
+            "nats_roles_election_seconds_since_last_renewal",
+        ];
+        let keep = |sums: BTreeMap<(String, Vec<String>), f64>| -> BTreeMap<_, f64> {
+            sums.into_iter()
+                .filter(|((name, _), _)| !per_role_gauges.contains(&name.as_str()))
+                .collect()
+        };
+        let (all_sums, auto_sums) = (keep(sums(&all)), keep(sums(&auto)));
+        let names = |sums: &BTreeMap<(String, Vec<String>), f64>| -> Vec<String> {
+            sums.keys()
+                .map(|(name, labels)| format!("{name}{labels:?}"))
+                .collect()
+        };
+        assert_eq!(names(&all_sums), names(&auto_sums));
+        for ((key, want), got) in all_sums.iter().zip(auto_sums.values()) {
+            assert!(
+                (want - got).abs() <= 1e-9 * want.abs().max(1.0),
+                "{key:?}: all {want}, auto {got}"
+            );
+        }
+        // Measured at all: the comparison covers every instrument that moved.
+        for (series, want) in [
+            (
+                r#"nats_roles_election_acquire_attempts_total{bucket="roles",instance_id="node-a",status="won"}"#,
+                75.0,
+            ),
+            (
+                r#"nats_roles_election_acquire_attempts_total{bucket="roles",instance_id="node-a",status="lost"}"#,
+                75.0,
+            ),
+            (
+                r#"nats_roles_election_token_validation_failures_total{bucket="roles",instance_id="node-a"}"#,
+                50.0,
+            ),
+            (
+                r#"nats_roles_election_leader_duration_seconds_count{bucket="roles",instance_id="node-a"}"#,
+                38.0,
+            ),
+            (
+                r#"nats_roles_role_vacancy_seconds_count{bucket="roles",cause="hand_over",instance_id="node-a"}"#,
+                38.0,
+            ),
+            (
+                r#"nats_roles_election_heartbeat_duration_seconds_count{bucket="roles",instance_id="node-a",status="unknown"}"#,
+                75.0,
+            ),
+            (
+                r#"nats_roles_election_transitions_total{bucket="roles",from_state="INIT",instance_id="node-a",reason="none",to_state="CANDIDATE"}"#,
+                150.0,
+            ),
+            (
+                r#"nats_roles_election_failures_total{bucket="roles",error_type="timeout",instance_id="node-a"}"#,
+                75.0,
+            ),
+            (
+                r#"nats_roles_election_failures_total{bucket="roles",error_type="role_failed",instance_id="node-a"}"#,
+                30.0,
+            ),
+            (
+                r#"nats_roles_election_role_blocked{bucket="roles",code="0",error_type="unavailable",instance_id="node-a"}"#,
+                10.0,
+            ),
+            (
+                r#"nats_roles_election_role_blocked{bucket="roles",code="10077",error_type="server_error",instance_id="node-a"}"#,
+                10.0,
+            ),
+            (
+                r#"nats_roles_election_role_blocked{bucket="roles",code="0",error_type="none",instance_id="node-a"}"#,
+                0.0,
+            ),
+            (
+                r#"nats_roles_roles_held{bucket="roles",instance_id="node-a"}"#,
+                37.0,
+            ),
+        ] {
+            assert_eq!(sample(&auto, series), Some(want), "{series}\n{auto}");
+        }
+        // The per-role gauges: is_leader only per role; one connection series, 0 because
+        // one role saw the connection down; the oldest renewal of the held roles.
+        assert!(!auto.contains("nats_roles_election_is_leader"), "{auto}");
+        assert_eq!(
+            sample(
+                &auto,
+                r#"nats_roles_election_connection_status{bucket="roles",instance_id="node-a"}"#
+            ),
+            Some(0.0),
+            "{auto}"
+        );
+        let since = sample(
+            &auto,
+            r#"nats_roles_election_seconds_since_last_renewal{bucket="roles",instance_id="node-a"}"#,
+        )
+        .expect("since renewal");
+        // Role 146 is the held role renewed longest ago (146 ms before the others).
+        assert!(since >= 0.146, "{since}");
+    }
+
+    #[test]
+    fn a_listed_role_has_series_an_unlisted_one_has_not() {
+        let listed = RoleName::new("shard-0000").expect("valid");
+        let per_role = RoleSeries::Only(vec![listed]).resolve(1_000);
+        let text = busy_instance(per_role, 3);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(r#"nats_roles_election_is_leader{bucket="roles",instance_id="node-a",role="shard-0000"}"#)),
+            "{text}"
+        );
+        for unlisted in ["shard-0001", "shard-0002"] {
+            assert!(!text.contains(unlisted), "{unlisted}\n{text}");
+        }
+        // The listed role's acquire is on its own series, the two others' on the instance's.
+        for (series, want) in [
+            (
+                r#"nats_roles_election_acquire_attempts_total{bucket="roles",instance_id="node-a",role="shard-0000",status="won"}"#,
+                1.0,
+            ),
+            (
+                r#"nats_roles_election_acquire_attempts_total{bucket="roles",instance_id="node-a",role="shard-0000",status="lost"}"#,
+                0.0,
+            ),
+            (
+                r#"nats_roles_election_acquire_attempts_total{bucket="roles",instance_id="node-a",status="won"}"#,
+                1.0,
+            ),
+            (
+                r#"nats_roles_election_acquire_attempts_total{bucket="roles",instance_id="node-a",status="lost"}"#,
+                1.0,
+            ),
+            (
+                r#"nats_roles_election_failures_total{bucket="roles",error_type="gave_up",instance_id="node-a"}"#,
+                0.0,
+            ),
+            (
+                r#"nats_roles_election_connection_status{bucket="roles",instance_id="node-a"}"#,
+                1.0,
+            ),
+            (
+                r#"nats_roles_roles_held{bucket="roles",instance_id="node-a"}"#,
+                1.0,
+            ),
+        ] {
+            assert_eq!(sample(&text, series), Some(want), "{series}\n{text}");
+        }
+    }
+
+    /// The instance's gauge series of the roles without series of their own go with the last
+    /// of those roles, as a role's own series go with it.
+    #[test]
+    fn stopped_roles_take_the_instance_gauge_series_with_them() {
+        let (_provider, reader, m, i) = setup_with(PerRole::None);
+        let at = Instant::now();
+        let (a, b) = (
+            RoleName::new("a").expect("valid"),
+            RoleName::new("b").expect("valid"),
+        );
+        let change = |from, to| TapEvent::StateChanged {
+            from,
+            to,
+            reason: None,
+        };
+        for r in [&a, &b] {
+            m.record(&i, r, &change(RoleState::Init, RoleState::Candidate), at);
+        }
+        m.record(&i, &a, &TapEvent::Failed(FailureKind::PermissionDenied), at);
+        let gauges = [
+            "nats_roles_election_connection_status{",
+            "nats_roles_election_role_blocked{",
+        ];
+        let text = reader.render().expect("render");
+        assert_eq!(
+            sample(
+                &text,
+                r#"nats_roles_election_role_blocked{bucket="roles",code="0",error_type="permission_denied",instance_id="node-a"}"#
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        m.record(
+            &i,
+            &a,
+            &change(RoleState::Candidate, RoleState::Stopped),
+            at,
+        );
+        let text = reader.render().expect("render");
+        assert!(
+            !text.contains(
+                r#"nats_roles_election_role_blocked{bucket="roles",code="0",error_type="permission_denied""#
+            ),
+            "{text}"
+        );
+        for gauge in gauges {
+            assert!(text.contains(gauge), "{gauge}\n{text}");
+        }
+        m.record(
+            &i,
+            &b,
+            &change(RoleState::Candidate, RoleState::Stopped),
+            at,
+        );
+        let text = reader.render().expect("render");
+        for gauge in gauges {
+            assert!(!text.contains(gauge), "{gauge}\n{text}");
+        }
+        // The counters stay, on the instance's series.
+        assert_eq!(
+            sample(
+                &text,
+                r#"nats_roles_election_transitions_total{bucket="roles",from_state="CANDIDATE",instance_id="node-a",reason="none",to_state="STOPPED"}"#
+            ),
+            Some(2.0),
             "{text}"
         );
     }

@@ -2,6 +2,8 @@
 //! - `GET /metrics` before and after a fail-over (and a server stall) moves the gauges and
 //!   counters as it should;
 //! - every metric the Grafana dashboard queries is in a real scrape;
+//! - `telemetry.role_metrics`: no `role` label above 100 roles with `auto`, series for a
+//!   listed role only;
 //! - no fencing token (nonce) of any term appears in logs, stdout or scrapes;
 //! - OTLP/HTTP export to an in-test receiver: a span per transition, metrics too.
 #![cfg(all(feature = "http", feature = "otel"))]
@@ -340,6 +342,69 @@ async fn a_fresh_instance_exports_every_metric_the_dashboard_queries() {
     }
     d.terminate(a);
     d.wait_exit(a, WAIT).await;
+}
+
+/// `telemetry.role_metrics`: above 100 roles at start, `auto` gives no role series of its own
+/// (says so in the log), the dashboard's metrics are still exported (all but `is_leader`, the
+/// per-role panels) and the instance's counters count every role; a listed role has series,
+/// an unlisted one has not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn role_series_follow_role_metrics() {
+    let server = NatsServer::start().await;
+    let names: Vec<String> = (0..101).map(|i| format!("r{i:03}")).collect();
+    let roles: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut d = Deployment::new(&server.url(), "obs-auto", &roles, FAST);
+    let a = d.start("node-a").await;
+    let port = d.instances[a].port;
+    let held = |s: &Scrape| s.sum("nats_roles_roles_held", &[]) == Some(101.0);
+    let s = scrape_until("node-a holds the 101 roles", port, held).await;
+    assert!(!s.body.contains("role=\""), "{}", s.body);
+    let exported = s.names();
+    let missing: Vec<String> = dashboard_metrics()
+        .into_iter()
+        .filter(|name| name != "nats_roles_election_is_leader" && !exported.contains(name))
+        .collect();
+    assert!(missing.is_empty(), "{missing:?} missing:\n{}", s.body);
+    assert_eq!(
+        s.sum(
+            "nats_roles_election_acquire_attempts_total",
+            &[("status", "won")]
+        ),
+        Some(101.0),
+        "{}",
+        s.body
+    );
+    assert_eq!(
+        s.sum("nats_roles_election_connection_status", &[]),
+        Some(1.0),
+        "{}",
+        s.body
+    );
+    d.terminate(a);
+    d.wait_exit(a, WAIT).await;
+    let log = d.instances[a].stderr();
+    assert!(log.contains("metrics: no per-role series"), "{log}");
+
+    let extra = format!("{FAST}telemetry:\n  role_metrics: [alpha]\n");
+    let mut d = Deployment::new(&server.url(), "obs-list", &["alpha", "beta"], &extra);
+    let a = d.start("node-a").await;
+    let port = d.instances[a].port;
+    let both = |s: &Scrape| s.sum("nats_roles_roles_held", &[]) == Some(2.0);
+    let s = scrape_until("node-a holds alpha and beta", port, both).await;
+    assert_eq!(is_leader(&s, "alpha"), Some(1.0), "{}", s.body);
+    assert!(!s.body.contains("beta"), "{}", s.body);
+    assert_eq!(
+        s.sum(
+            "nats_roles_election_acquire_attempts_total",
+            &[("status", "won")]
+        ),
+        Some(2.0),
+        "alpha on its own series, beta on the instance's:\n{}",
+        s.body
+    );
+    d.terminate(a);
+    d.wait_exit(a, WAIT).await;
+    assert!(!d.instances[a].stderr().contains("no per-role series"));
 }
 
 /// The metric names in every `expr` of the Grafana dashboard.
