@@ -126,6 +126,36 @@ fn config_yaml(bucket: &str, replicas: usize, roles: usize, placement: bool) -> 
     yaml
 }
 
+/// Longest wait for placement to spread the roles before the steady window.
+const CONVERGE_LIMIT: Duration = Duration::from_secs(240);
+/// Quiet required after the spread (two stability windows of the bench's 2 s).
+const QUIET_AFTER_SPREAD: Duration = Duration::from_secs(4);
+
+/// Waits until each of `instances` holds `share` roles ± 10 % and no holder changed for
+/// [`QUIET_AFTER_SPREAD`]; returns when, or `None` after `limit`.
+async fn wait_spread(
+    observer: &Observer,
+    instances: usize,
+    share: usize,
+    limit: Duration,
+) -> Option<Instant> {
+    let end = Instant::now() + limit;
+    let slack = share.div_ceil(10);
+    while Instant::now() < end {
+        let load = by_load(observer);
+        let spread =
+            load.len() == instances && load.iter().all(|(_, r)| r.len().abs_diff(share) <= slack);
+        let quiet = observer
+            .changes_since(Instant::now() - QUIET_AFTER_SPREAD)
+            .is_empty();
+        if spread && quiet {
+            return Some(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    None
+}
+
 /// Per-instance role counts, busiest first.
 fn by_load(observer: &Observer) -> Vec<(String, Vec<String>)> {
     let mut per: std::collections::BTreeMap<String, Vec<String>> = Default::default();
@@ -180,9 +210,19 @@ async fn run_cell(cell: Cell, cluster: bool, placement: bool) {
         .wait_held(cell.roles, Duration::from_secs(120))
         .await
         .map(|t| t.duration_since(t0));
-    observer
-        .wait_quiet(Duration::from_secs(3), Duration::from_secs(60))
-        .await;
+    // With placement the roles spread after the start: wait until every instance holds its
+    // share (± 10 %) and nothing moved for two stability windows, at most `CONVERGE_LIMIT`.
+    let converged = if placement && cell.instances > 1 {
+        let share = cell.roles / cell.instances;
+        let t = wait_spread(&observer, cell.instances, share, CONVERGE_LIMIT).await;
+        let counts: Vec<usize> = by_load(&observer).iter().map(|(_, r)| r.len()).collect();
+        Some((t.map(|t| t.duration_since(t0)), counts))
+    } else {
+        observer
+            .wait_quiet(Duration::from_secs(3), Duration::from_secs(60))
+            .await;
+        None
+    };
 
     // Steady state.
     let mut pids: Vec<u32> = dep.instances.iter().map(|i| i.pid()).collect();
@@ -212,6 +252,20 @@ async fn run_cell(cell: Cell, cluster: bool, placement: bool) {
         started.as_millis(),
         secs
     );
+    if let Some((at, counts)) = &converged {
+        match at {
+            Some(at) => println!(
+                "Spread converged {:.1} s after the first start (every instance within ± 10 % of \
+                 its share, then no holder change for {} s); roles per instance: {counts:?}.\n",
+                at.as_secs_f64(),
+                QUIET_AFTER_SPREAD.as_secs()
+            ),
+            None => println!(
+                "Spread NOT converged within {} s; roles per instance: {counts:?}.\n",
+                CONVERGE_LIMIT.as_secs()
+            ),
+        }
+    }
     let (inst, srv) = usage.split_at(dep.instances.len());
     let cpu: Vec<f64> = inst.iter().map(|u| u.0).collect();
     let rss: Vec<f64> = inst.iter().map(|u| u.1).collect();

@@ -450,6 +450,7 @@ impl RoleManagerBuilder {
             observers: self.observers,
             roles: Mutex::new(HashMap::new()),
             holders: Mutex::new(BTreeMap::new()),
+            renewals: Mutex::new(HashMap::new()),
             caught_up: watch::channel(false).0,
             bucket_check: tokio::sync::Notify::new(),
             bucket_checks: watch::channel((0, 0)).0,
@@ -510,6 +511,9 @@ impl RoleManagerBuilder {
         }
         for spec in self.roles {
             manager.add_role(spec)?;
+        }
+        if let Some((link, _)) = &placement {
+            manager.ensure_member_session(link.settings.member_ttl);
         }
         let span =
             tracing::info_span!("manager", instance = %self.instance, bucket = %self.bucket.name);

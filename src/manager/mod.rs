@@ -248,6 +248,29 @@ impl RoleManager {
         Ok(())
     }
 
+    /// With placement, an instance is a member, and a member is live while its session is
+    /// (protocol Q9): an instance that campaigns for no role starts a session of the member TTL
+    /// class all the same (one renewal per heartbeat, what its heartbeated record cost before).
+    pub(crate) fn ensure_member_session(&self, member_ttl: Duration) {
+        if !self.shared.sessions().is_empty() {
+            return;
+        }
+        let timing = crate::core::Timing {
+            ttl: member_ttl,
+            heartbeat: member_ttl / 4,
+            ..crate::core::Timing::default()
+        };
+        let seed = {
+            let mut s = self
+                .seed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *s = s.wrapping_add(1);
+            *s
+        };
+        let _ = self.session_for(&timing, seed);
+    }
+
     /// The view of this instance's session for roles of `timing`'s TTL class, starting the
     /// session (its task) with the first such role (protocol Q1: one session per TTL).
     fn session_for(
@@ -458,13 +481,29 @@ impl RoleManager {
             .subscribe()
     }
 
-    /// Holders of every role seen in the bucket.
+    /// Holders of every role seen in the bucket, each with the latest renewal of its
+    /// holder's session seen (`renewed_at`; the receivers of [`RoleManager::observe`] carry
+    /// the time of the term's own last write there, and change only when the role does).
     #[must_use]
     pub fn holders(&self) -> Vec<HolderInfo> {
+        let renewals = self
+            .shared
+            .renewals
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default();
         self.shared
             .holders()
             .values()
             .filter_map(|h| h.borrow().clone())
+            .map(|mut info| {
+                if let Some(at) = info.holder.as_ref().and_then(|h| renewals.get(h))
+                    && info.renewed_at.is_none_or(|r| r < *at)
+                {
+                    info.renewed_at = Some(*at);
+                }
+                info
+            })
             .collect()
     }
 

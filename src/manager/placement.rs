@@ -13,7 +13,7 @@ use async_nats::jetstream::kv::{Entry, Operation};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, info, warn};
 
 use super::placement_link::{PlacementEnds, PlacementInput, PlacementLink, PlacementView, Written};
 use super::role_input::RoleInput;
@@ -28,7 +28,9 @@ use crate::placement::{Frozen, MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
 use crate::status::RoleState;
 use crate::tap::PlacementEvent;
 
-/// How often the driver re-plans without news (silence of members, windows, budget).
+/// How often the driver re-plans without news while something time-dependent is pending
+/// (`Controller::busy`: a move in flight, windows, the budget); otherwise it re-plans only on
+/// events (protocol Q9).
 const TICK: Duration = Duration::from_millis(100);
 
 /// Runs the placement tasks of a manager: the controller driver and the heartbeat.
@@ -67,6 +69,7 @@ pub(crate) fn spawn(
         record_roles,
         view,
         logged_freeze: std::sync::Mutex::new(None),
+        deleting: std::collections::BTreeSet::new(),
     };
     tasks.spawn(driver.run(inbox, cancel.clone()).instrument(span.clone()));
 }
@@ -80,10 +83,13 @@ struct Driver {
     view: watch::Sender<Arc<PlacementView>>,
     /// The freeze last logged (each freeze and its end are logged once).
     logged_freeze: std::sync::Mutex<Option<Frozen>>,
+    /// Stale records of other members this driver is deleting (instance, revision).
+    deleting: std::collections::BTreeSet<(InstanceId, u64)>,
 }
 
 impl Driver {
-    /// Handles messages until `cancel`; a [`PlacementInput::Tick`] every [`TICK`].
+    /// Handles messages until `cancel`; a [`PlacementInput::Tick`] every [`TICK`] while the
+    /// controller has something time-dependent pending (`Controller::busy`), none otherwise.
     async fn run(
         mut self,
         mut inbox: mpsc::UnboundedReceiver<PlacementInput>,
@@ -93,19 +99,48 @@ impl Driver {
         self.handle_queued(None, &mut inbox);
         self.record_roles
             .send_replace(Some(self.controller.record_roles()));
-        let mut tick = tokio::time::interval(TICK);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut next_tick = Some(Instant::now() + TICK);
         loop {
             let input = tokio::select! {
                 biased;
                 () = cancel.cancelled() => return,
-                _ = tick.tick() => PlacementInput::Tick,
+                () = sleep_until_opt(next_tick) => PlacementInput::Tick,
                 input = inbox.recv() => match input {
                     Some(input) => input,
                     None => return,
                 },
             };
+            let ticked = matches!(input, PlacementInput::Tick);
             self.handle_queued(Some(input), &mut inbox);
+            let now = Instant::now();
+            self.delete_stale(now);
+            next_tick = match next_tick {
+                _ if !self.controller.busy() => None,
+                Some(at) if !ticked && at > now => Some(at),
+                _ => Some(now + TICK),
+            };
+        }
+    }
+
+    /// Deletes the records of members whose sessions are gone for the leave delay and a
+    /// stability window (protocol Q9: any member may; a CAS on the record's revision, so a
+    /// record rewritten meanwhile stays).
+    fn delete_stale(&mut self, now: Instant) {
+        let stale = self.controller.stale_records(now);
+        self.deleting.retain(|d| stale.contains(d));
+        for (id, revision) in stale {
+            if !self.deleting.insert((id.clone(), revision)) {
+                continue;
+            }
+            let store = self.shared.store.clone();
+            let timeout = self.link.settings.operation_timeout;
+            tokio::spawn(async move {
+                let key = format!("{MEMBER_PREFIX}{id}");
+                let outcome = store
+                    .cas(&key, revision, None, bytes::Bytes::new(), true, timeout)
+                    .await;
+                debug!(instance = %id, ?outcome, "deleted the record of a member without a session");
+            });
         }
     }
 
@@ -137,7 +172,7 @@ impl Driver {
         let mut replanned = false;
         match input {
             PlacementInput::Member { entry, done } => {
-                match member_change(&self.shared, &entry) {
+                match member_change(&self.shared, &self.link, &entry) {
                     MemberChange::NotAnInstance => {}
                     change => {
                         if let MemberChange::Input(input) = change {
@@ -152,6 +187,11 @@ impl Driver {
                 let _ = done.send(());
             }
             PlacementInput::BucketReset => self.step(Input::BucketReset, now),
+            PlacementInput::Sessions(live) => {
+                self.step(Input::Sessions(live), now);
+                self.replan(now);
+                replanned = true;
+            }
             PlacementInput::Prepared(role, end) => self.step(Input::Prepared(role, end), now),
             PlacementInput::Kept(roles) => self.step(Input::Kept(roles), now),
             PlacementInput::Freeze(record) => {
@@ -321,7 +361,7 @@ enum MemberChange {
     Input(Input),
 }
 
-fn member_change(shared: &Shared, entry: &Entry) -> MemberChange {
+fn member_change(shared: &Shared, p: &PlacementLink, entry: &Entry) -> MemberChange {
     let Some(id) = entry
         .key
         .strip_prefix(MEMBER_PREFIX)
@@ -338,6 +378,8 @@ fn member_change(shared: &Shared, entry: &Entry) -> MemberChange {
             };
             if record.instance == shared.instance && record.incarnation != shared.incarnation {
                 debug!(other = %record.incarnation, "member record of another incarnation of this instance id");
+                // Written once per change (Q9): ours must be written again.
+                p.rewrite.notify_one();
             }
             return MemberChange::Input(Input::MemberPut {
                 record: Box::new(record),
@@ -347,6 +389,11 @@ fn member_change(shared: &Shared, entry: &Entry) -> MemberChange {
         Operation::Delete => (false, entry.revision),
         Operation::Purge => (true, entry.revision),
     };
+    if id == shared.instance {
+        // Our record was deleted (by another member that took us for gone, an operator, or
+        // our own graceful stop — then the writer has stopped): written again (Q9).
+        p.rewrite.notify_one();
+    }
     MemberChange::Input(Input::MemberGone {
         id,
         expired,
@@ -399,9 +446,11 @@ fn heartbeat(ttl: Duration) -> Duration {
     ttl / 4
 }
 
-/// Writes and heartbeats this instance's membership record by CAS on its own revision, with
-/// the member TTL (P9); rewrites it at once when draining, health or the roles change;
-/// deletes it on cancel.
+/// Writes this instance's membership record (format 2, protocol Q9) by CAS on its own
+/// revision, without a TTL and only when it changes: draining, health, the freeze flag or the
+/// roles; and again when another process deleted or replaced it (`PlacementLink::rewrite`, at
+/// most once per [`heartbeat`] period so that two processes with one instance id do not
+/// rewrite in a loop). A member is live while its session is. Deletes the record on cancel.
 async fn run_heartbeat(
     shared: Arc<Shared>,
     p: Arc<PlacementLink>,
@@ -409,8 +458,8 @@ async fn run_heartbeat(
     cancel: CancellationToken,
 ) {
     let key = format!("{MEMBER_PREFIX}{}", shared.instance);
-    let ttl = p.settings.member_ttl;
-    let timeout = p.settings.operation_timeout.min(heartbeat(ttl));
+    let period = heartbeat(p.settings.member_ttl);
+    let timeout = p.settings.operation_timeout.min(period);
     let mut draining = p.draining.subscribe();
     let mut healthy = p.healthy.subscribe();
     let mut frozen = p.frozen.subscribe();
@@ -418,7 +467,11 @@ async fn run_heartbeat(
     // Revision of our last write; `None`: read the key first.
     let mut rev: Option<u64> = None;
     let mut adopted = false;
-    let mut next = Instant::now();
+    // The record as last stored (nothing to write while it is unchanged).
+    let mut stored: Option<MemberRecord> = None;
+    // A retry after a failed write, or a rewrite held back to one per period.
+    let mut retry_at: Option<Instant> = Some(Instant::now());
+    let mut last_rewrite: Option<Instant> = None;
     loop {
         tokio::select! {
             biased;
@@ -428,13 +481,29 @@ async fn run_heartbeat(
             _ = frozen.changed() => {}
             // Not after the driver stopped (a dropped sender answers at once, forever).
             Ok(()) = roles.changed() => {}
-            () = tokio::time::sleep_until(next) => {}
+            () = p.rewrite.notified() => {
+                let now = Instant::now();
+                let at = last_rewrite.map_or(now, |t| (t + period).max(now));
+                last_rewrite = Some(at);
+                rev = None;
+                stored = None;
+                retry_at = Some(at);
+                continue;
+            }
+            () = sleep_until_opt(retry_at) => { retry_at = None; }
+        }
+        if retry_at.is_some_and(|t| t > Instant::now()) {
+            continue;
         }
         // Not before the driver took in the roles this manager started with.
         let Some(record_roles) = roles.borrow_and_update().clone() else {
-            next = Instant::now() + heartbeat(ttl);
+            retry_at = Some(Instant::now() + period);
             continue;
         };
+        let record = record(&shared, &p, record_roles);
+        if rev.is_some() && stored.as_ref() == Some(&record) {
+            continue;
+        }
         let expected = match rev {
             Some(r) => r,
             None => match shared.store.read(&key, timeout).await {
@@ -442,9 +511,9 @@ async fn run_heartbeat(
                 Ok(KeyState::Vacant { revision, .. }) => revision,
                 Ok(KeyState::Held { revision, .. }) => {
                     if adopted {
-                        error!(
-                            "the member record of this instance id was rewritten by another \
-                             process; instance ids must be unique"
+                        warn!(
+                            "the member record of this instance id was deleted or rewritten by \
+                             another process; writing it again (instance ids must be unique)"
                         );
                     }
                     revision
@@ -455,36 +524,35 @@ async fn run_heartbeat(
                         error = kind.as_str(),
                         "cannot read the member record; retrying"
                     );
-                    next = Instant::now() + heartbeat(ttl) / 2;
+                    retry_at = Some(Instant::now() + period / 2);
                     continue;
                 }
             },
         };
-        let record = record(&shared, &p, record_roles);
         let flags = Written {
             draining: record.draining,
             healthy: record.healthy,
         };
         let outcome = shared
             .store
-            .cas(&key, expected, Some(ttl), record.to_bytes(), false, timeout)
+            .cas(&key, expected, None, record.to_bytes(), false, timeout)
             .await;
         match outcome {
             WriteOutcome::Ok { revision } => {
                 rev = Some(revision);
                 adopted = true;
+                stored = Some(record);
                 written.send_replace(Some(flags));
-                next = Instant::now() + heartbeat(ttl);
             }
             WriteOutcome::Conflict => {
                 warn!("member record changed under us; re-reading it");
                 rev = None;
-                next = Instant::now() + heartbeat(ttl) / 2;
+                retry_at = Some(Instant::now() + period / 2);
             }
             other => {
                 debug!(outcome = ?other, "member record write failed; retrying");
                 rev = None;
-                next = Instant::now() + heartbeat(ttl) / 4;
+                retry_at = Some(Instant::now() + period / 4);
             }
         }
     }
@@ -495,5 +563,12 @@ async fn run_heartbeat(
             .cas(&key, r, None, bytes::Bytes::new(), true, timeout)
             .await;
         debug!(?outcome, "member record deleted");
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

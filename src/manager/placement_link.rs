@@ -68,6 +68,8 @@ pub(crate) enum PlacementInput {
     },
     /// The bucket was recreated.
     BucketReset,
+    /// The instances with a live session (protocol Q9), at every change once caught up.
+    Sessions(std::collections::BTreeSet<crate::names::InstanceId>),
     /// The freeze record was written (`Some`) or deleted or unreadable (`None`).
     Freeze(Option<FreezeRecord>),
     /// A role's preparation ended (ready, failed or abandoned).
@@ -142,6 +144,12 @@ pub(crate) struct PlacementLink {
     written: watch::Receiver<Option<Written>>,
     /// When this manager started (RFC 3339), for the record.
     pub(crate) started_at: String,
+    /// The live-session set last sent to the driver (writer: the watcher), so that only
+    /// changes are sent.
+    sessions_sent: std::sync::Mutex<Option<std::collections::BTreeSet<crate::names::InstanceId>>>,
+    /// Asks the record writer to read its key and write the record again (another process
+    /// deleted or replaced it: records are written only on change, protocol Q9).
+    pub(crate) rewrite: tokio::sync::Notify,
 }
 
 /// The writing ends of the link's channels, owned by the placement tasks.
@@ -187,6 +195,8 @@ impl PlacementLink {
             written: written_rx,
             full: std::sync::Mutex::default(),
             started_at: crate::value::now_rfc3339(),
+            sessions_sent: std::sync::Mutex::new(None),
+            rewrite: tokio::sync::Notify::new(),
         };
         let ends = PlacementEnds {
             inbox,
@@ -230,6 +240,19 @@ impl PlacementLink {
     /// A role changed hands or state: the driver re-plans.
     pub(crate) fn changed(&self) {
         self.send(PlacementInput::Changed);
+    }
+
+    /// The instances with a live session now, as the watcher's session book has them
+    /// (protocol Q9): sent to the driver when the set changed.
+    pub(crate) fn sessions(&self, live: std::collections::BTreeSet<crate::names::InstanceId>) {
+        let mut sent = self
+            .sessions_sent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if sent.as_ref() != Some(&live) {
+            *sent = Some(live.clone());
+            self.send(PlacementInput::Sessions(live));
+        }
     }
 
     /// The bucket was recreated: the membership table accepts the new bucket's revisions.

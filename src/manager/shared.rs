@@ -46,6 +46,10 @@ pub(crate) struct Shared {
     pub(crate) roles: Mutex<HashMap<RoleName, RoleSlot>>,
     /// Holders of every role in the bucket, as the watcher sees them.
     pub(crate) holders: Mutex<BTreeMap<RoleName, watch::Sender<Option<HolderInfo>>>>,
+    /// When each instance's session was last renewed, as the watcher saw it (the renewal age
+    /// of its holders: `RoleManager::holders`). The watcher is its writer: one entry per
+    /// renewal instead of a visit to every role the instance holds.
+    pub(crate) renewals: Mutex<HashMap<InstanceId, std::time::SystemTime>>,
     /// Whether the watcher delivered the bucket's current state at least once.
     pub(crate) caught_up: watch::Sender<bool>,
     /// Asks the watcher to check the bucket's existence and epoch now (a role saw revisions go

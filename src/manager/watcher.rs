@@ -55,9 +55,12 @@ pub(crate) async fn run(
                     .await
                     .is_ok_and(|i| i.state.messages == 0)
                 {
-                    shared
+                    let first = shared
                         .caught_up
                         .send_if_modified(|c| !std::mem::replace(c, true));
+                    if first {
+                        sessions_to_placement(&shared);
+                    }
                 }
                 backoff = Duration::from_millis(100);
                 loop {
@@ -102,9 +105,12 @@ pub(crate) async fn run(
                             dispatch(&shared, &entry, epoch).await;
                             report_delivery(&shared, &entry);
                             if entry.seen_current || entry.delta == 0 {
-                                shared
+                                let first = shared
                                     .caught_up
                                     .send_if_modified(|c| !std::mem::replace(c, true));
+                                if first {
+                                    sessions_to_placement(&shared);
+                                }
                             }
                         }
                         Some(Err(err)) => {
@@ -428,22 +434,31 @@ fn dispatch_session(shared: &Shared, entry: &Entry) {
         .book()
         .observe(&entry.key, state, tokio::time::Instant::now());
     holders_gone(shared, gone);
+    if *shared.caught_up.borrow() {
+        sessions_to_placement(shared);
+    }
+}
+
+/// Placement learns which instances have a live session (protocol Q9: a member is live while
+/// its session is); only changes go out.
+fn sessions_to_placement(shared: &Shared) {
+    if let Some(p) = &shared.placement {
+        p.sessions(shared.book().live_instances());
+    }
 }
 
 /// A session of `instance` was renewed at `at`: in protocol v2 that, not a role key write, is
 /// when its holders were last heard of (`HolderInfo::renewed_at`, the renewal ages of the API
-/// and dashboard). Updated in place without waking anyone (nothing changed hands).
+/// and dashboard, filled in by `RoleManager::holders`). One entry per instance: a renewal
+/// costs the same whatever the instance holds (issue 27).
 fn session_renewed(shared: &Shared, instance: &InstanceId, at: SystemTime) {
-    for tx in shared.holders().values() {
-        tx.send_if_modified(|cur| {
-            if let Some(info) = cur.as_mut()
-                && info.holder.as_ref() == Some(instance)
-                && info.renewed_at.is_none_or(|r| r < at)
-            {
-                info.renewed_at = Some(at);
-            }
-            false
-        });
+    let mut renewals = shared
+        .renewals
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let last = renewals.entry(instance.clone()).or_insert(at);
+    if *last < at {
+        *last = at;
     }
 }
 

@@ -74,6 +74,9 @@ pub struct World {
 /// What happens to the controller.
 #[derive(Debug, Clone)]
 pub enum Input {
+    /// The instances with a live session now (protocol Q9: a member is live while its session
+    /// is), once the watcher delivered the bucket's state, then at every change.
+    Sessions(BTreeSet<InstanceId>),
     /// A member record was written (the watcher saw it at `revision`).
     MemberPut {
         /// The record.
@@ -233,6 +236,8 @@ pub struct Controller {
     plans: PlanCache,
     /// Roles targeted moves keep on this instance (Q13): pinned while they last.
     kept: BTreeSet<RoleName>,
+    /// The last re-plan left roles held here that the plan gives to another live member.
+    moves_left: bool,
 }
 
 impl Controller {
@@ -267,6 +272,7 @@ impl Controller {
             parked: BTreeMap::new(),
             plans: PlanCache::default(),
             kept: BTreeSet::new(),
+            moves_left: false,
         }
     }
 
@@ -346,6 +352,10 @@ impl Controller {
                 self.membership.bucket_reset();
                 vec![Action::ViewChanged]
             }
+            Input::Sessions(live) => {
+                self.membership.set_sessions(live, now);
+                vec![Action::ViewChanged]
+            }
             Input::RoleAdded(role, own) => {
                 self.roles.insert(
                     role,
@@ -385,6 +395,35 @@ impl Controller {
             }
             Input::Replan(world) => self.replan(&world, now),
         }
+    }
+
+    /// Whether re-plans are due on a timer now (placement is event-driven otherwise, protocol
+    /// Q9): a move in flight, vacancies or receivers being waited for, membership that time
+    /// alone changes, roles held here that the last plan gives elsewhere (the move budget,
+    /// a cooldown or a freeze holds them back), roles being prepared, roles this instance
+    /// will not take now (a cooldown ends with time).
+    #[must_use]
+    pub fn busy(&self) -> bool {
+        self.in_flight.is_some()
+            || !self.vacant_since.is_empty()
+            || !self.awaiting.is_empty()
+            || !self.preparing.is_empty()
+            // A cooldown or an eviction's wait ends with time (the record then says so).
+            || !self.unavailable.is_empty()
+            || self.moves_left
+            || matches!(self.frozen, Some(Frozen::Storm { .. }))
+            || self.membership.settling()
+    }
+
+    /// Records of members whose sessions are gone for the leave delay and a stability window
+    /// (protocol Q9): `(instance, revision)`, for the driver to delete by CAS.
+    #[must_use]
+    pub fn stale_records(&self, now: Instant) -> Vec<(InstanceId, u64)> {
+        self.membership
+            .stale_records(now, self.settings.config.stability_window)
+            .into_iter()
+            .filter(|(id, _)| id != &self.settings.instance)
+            .collect()
     }
 
     /// Computes the plan and acts on it: hold-backs, declined roles, at most one voluntary
@@ -601,6 +640,15 @@ impl Controller {
             }
             actions.push(Action::Release { role, to });
         }
+        // Roles held here that the plan gives elsewhere: re-plans stay due on a timer until
+        // they moved (the budget, a cooldown, the hysteresis or a freeze may hold them).
+        self.moves_left = world.roles.iter().any(|(n, v)| {
+            v.leader
+                && placement
+                    .preferred
+                    .get(n)
+                    .is_some_and(|p| &p.instance != me && is_live(&p.instance))
+        });
         self.receive_prepared(&placement, holders, &live_ids, &mut actions);
         self.track_parked(holders, &live_ids, &mut actions);
         if placement != self.last {

@@ -11,7 +11,10 @@ use crate::names::{InstanceId, RoleName};
 pub const MEMBER_PREFIX: &str = "member.";
 
 /// Version of the membership record written by this crate.
-pub const MEMBER_VERSION: u32 = 1;
+pub const MEMBER_VERSION: u32 = 2;
+
+/// The earlier format (heartbeated with a per-key TTL, live while rewritten), still read.
+pub const MEMBER_VERSION_HEARTBEATED: u32 = 1;
 
 /// What one instance says about itself, heartbeated with a per-key TTL.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,7 +109,9 @@ impl MemberRecord {
     pub fn parse(key: &str, bytes: &[u8]) -> Option<Self> {
         let id = key.strip_prefix(MEMBER_PREFIX)?;
         let record: Self = serde_json::from_slice(bytes).ok()?;
-        (record.v == MEMBER_VERSION && record.instance.as_str() == id && record.weight >= 1)
+        ((record.v == MEMBER_VERSION || record.v == MEMBER_VERSION_HEARTBEATED)
+            && record.instance.as_str() == id
+            && record.weight >= 1)
             .then_some(record)
     }
 
@@ -196,9 +201,16 @@ mod tests {
         assert_eq!(MemberRecord::parse("member.node-b", &r.to_bytes()), None);
         assert_eq!(MemberRecord::parse("role.node-a", &r.to_bytes()), None);
         assert_eq!(MemberRecord::parse("member.node-a", b"not json"), None);
-        let mut v2 = r.clone();
-        v2.v = 2;
-        assert_eq!(MemberRecord::parse("member.node-a", &v2.to_bytes()), None);
+        let mut v3 = r.clone();
+        v3.v = 3;
+        assert_eq!(MemberRecord::parse("member.node-a", &v3.to_bytes()), None);
+        // The heartbeated format 1 is still read.
+        let mut v1 = r.clone();
+        v1.v = MEMBER_VERSION_HEARTBEATED;
+        assert_eq!(
+            MemberRecord::parse("member.node-a", &v1.to_bytes()),
+            Some(v1)
+        );
         let mut w0 = r;
         w0.weight = 0;
         assert_eq!(MemberRecord::parse("member.node-a", &w0.to_bytes()), None);

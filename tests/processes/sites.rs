@@ -404,7 +404,13 @@ async fn sites_as_zones_keep_their_roles_and_only_a_cut_site_s_roles_move() {
         }
     }
     eprintln!("moved after {:?}: {moved:?}", cut.elapsed());
-    // The link returns: site A gets its share back.
+    // The link returns: site A gets its share back — once its session is live again and a
+    // stability window later (protocol Q9: a member is live while its session is, and one whose
+    // session comes back joins again), each role moving once, straight to it: before issue 27
+    // its heartbeated record came back ~1.3 s before its session, the plan handed it its roles
+    // at once, and a role it could not take stayed unheld and moved twice more.
+    let (rec, _watch) = testkit::placement::Recorder::start(&sites.hub.url(), bucket).await;
+    let healed = tokio::time::Instant::now();
     sites.link_a.set_mode(Mode::Pass);
     sites.wait_leaves(2, Duration::from_secs(15)).await;
     until_holders(
@@ -421,6 +427,52 @@ async fn sites_as_zones_keep_their_roles_and_only_a_cut_site_s_roles_move() {
         },
     )
     .await;
+    let changes: Vec<_> = rec
+        .changes()
+        .into_iter()
+        .filter(|c| c.at >= healed)
+        .collect();
+    for role in &roles {
+        // The holders the role had after the link healed, vacancies left out.
+        let mut holders: Vec<&str> = changes
+            .iter()
+            .filter(|c| &c.role == role)
+            .filter_map(|c| c.holder.as_deref())
+            .collect();
+        holders.dedup();
+        let moves = holders.len().saturating_sub(1)
+            + usize::from(
+                holders
+                    .first()
+                    .is_some_and(|h| moved.get(role).map(String::as_str) != Some(*h)),
+            );
+        assert!(
+            moves <= 1,
+            "{role} moved {moves} times after the link healed: {holders:?} ({changes:?})"
+        );
+        // A role handed to site A is taken within a claim grace and a round trip of its
+        // release: never left unheld waiting for an instance without a session.
+        let mut vacant_since = None;
+        for c in changes.iter().filter(|c| &c.role == role) {
+            match (&c.holder, vacant_since) {
+                (None, None) => vacant_since = Some(c.at),
+                (Some(_), Some(since)) => {
+                    let unheld = c.at.duration_since(since);
+                    assert!(
+                        unheld < Duration::from_millis(250),
+                        "{role} unheld for {unheld:?} after the link healed ({changes:?})"
+                    );
+                    vacant_since = None;
+                }
+                _ => {}
+            }
+        }
+    }
+    eprintln!(
+        "after the link healed: {} holder changes, site A's share back {:?} after it",
+        changes.len(),
+        healed.elapsed()
+    );
     for i in [a, b, hub] {
         d.terminate(i);
     }
