@@ -143,11 +143,17 @@ pub(super) fn assign(slots: &[Slot<'_>], open: &[Open<'_>]) -> Vec<Option<usize>
     // Improve along augmenting paths until nothing improves.
     let mut guard = 0usize;
     let limit = 4 * open.len() * slots.len().max(1) + 16;
-    while let Some(path) = best_path(slots, open, &loads, &at) {
+    let mut scores = Scores::new(open.len());
+    let mut held = Held::new(slots, open, &at, &mut scores);
+    let mut costs: Vec<u64> = open.iter().map(|o| o.cost).collect();
+    costs.sort_unstable();
+    costs.dedup();
+    while let Some(path) = best_path(slots, open, &loads, &at, &held, &costs, &mut scores) {
         for (role, to) in path {
             let from = at[role].unwrap_or(to);
             unplace(&mut loads, slots, from, open[role].cost);
             place(&mut loads, slots, &mut at, role, to, open[role].cost);
+            held.moved(slots, open, role, from, to, &mut scores);
         }
         guard += 1;
         if guard > limit {
@@ -279,6 +285,103 @@ fn shift(loads: &Loads, slots: &[Slot<'_>], a: usize, b: usize, cost: u64) -> De
     }
 }
 
+/// The rendezvous score of each role for the slot it was last asked for (the slot that holds
+/// it in the assignment, nearly always): [`best_path`] orders every slot's roles by it at every
+/// improvement step, and hashing them again each time made a plan that moves hundreds of roles
+/// quadratic in hashes (issue 27: 460 ms for 1,000 roles held by one of 10 members).
+struct Scores(Vec<Option<(usize, u64)>>);
+
+impl Scores {
+    fn new(roles: usize) -> Self {
+        Self(vec![None; roles])
+    }
+
+    /// `score(role r, slot s)`.
+    fn get(&mut self, slots: &[Slot<'_>], open: &[Open<'_>], r: usize, s: usize) -> u64 {
+        match self.0[r] {
+            Some((slot, v)) if slot == s => v,
+            _ => {
+                let v = score(open[r].role.as_str(), slots[s].id.as_str());
+                self.0[r] = Some((s, v));
+                v
+            }
+        }
+    }
+}
+
+/// The roles each slot holds in the assignment, least liked first, roles it does not hold now
+/// (free to move) before those it does: kept sorted as roles move, one at a time, instead of
+/// sorted again at every improvement step.
+struct Held(Vec<Vec<usize>>, Vec<usize>);
+
+impl Held {
+    fn new(
+        slots: &[Slot<'_>],
+        open: &[Open<'_>],
+        at: &[Option<usize>],
+        scores: &mut Scores,
+    ) -> Self {
+        let mut held: Vec<Vec<usize>> = vec![Vec::new(); slots.len()];
+        for (i, a) in at.iter().enumerate() {
+            if let Some(a) = a {
+                held[*a].push(i);
+            }
+        }
+        for (s, roles) in held.iter_mut().enumerate() {
+            roles.sort_by_cached_key(|&r| Self::key(slots, open, r, s, scores));
+        }
+        let homes = held
+            .iter()
+            .map(|roles| roles.iter().filter(|&&r| open[r].home.is_some()).count())
+            .collect();
+        Self(held, homes)
+    }
+
+    fn key(
+        slots: &[Slot<'_>],
+        open: &[Open<'_>],
+        r: usize,
+        s: usize,
+        scores: &mut Scores,
+    ) -> (bool, u64, usize) {
+        (open[r].holder == Some(s), scores.get(slots, open, r, s), r)
+    }
+
+    /// Role `r` moved from slot `from` to slot `to`.
+    fn moved(
+        &mut self,
+        slots: &[Slot<'_>],
+        open: &[Open<'_>],
+        r: usize,
+        from: usize,
+        to: usize,
+        scores: &mut Scores,
+    ) {
+        if let Some(i) = self.0[from].iter().position(|&x| x == r) {
+            self.0[from].remove(i);
+            if open[r].home.is_some() {
+                self.1[from] -= 1;
+            }
+        }
+        if open[r].home.is_some() {
+            self.1[to] += 1;
+        }
+        let key = Self::key(slots, open, r, to, scores);
+        let list = &self.0[to];
+        // The keys of a slot's roles are its own scores, cached for every role it holds.
+        let (mut lo, mut hi) = (0, list.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if Self::key(slots, open, list[mid], to, scores) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        self.0[to].insert(lo, r);
+    }
+}
+
 /// A candidate path: its potential change, whether it sends a role home, real moves,
 /// length, and hops.
 type Candidate = (Delta, bool, usize, usize, Vec<(usize, usize)>);
@@ -289,24 +392,12 @@ fn best_path(
     open: &[Open<'_>],
     loads: &Loads,
     at: &[Option<usize>],
+    held: &Held,
+    costs: &[u64],
+    scores: &mut Scores,
 ) -> Option<Vec<(usize, usize)>> {
-    // Roles each slot holds in the assignment, least liked first, roles it does not hold now
-    // (free to move) before those it does.
-    let mut held: Vec<Vec<usize>> = vec![Vec::new(); slots.len()];
-    for (i, a) in at.iter().enumerate() {
-        if let Some(a) = a {
-            held[*a].push(i);
-        }
-    }
-    for (s, roles) in held.iter_mut().enumerate() {
-        roles.sort_by_key(|&r| {
-            (
-                open[r].holder == Some(s),
-                score(open[r].role.as_str(), slots[s].id.as_str()),
-                r,
-            )
-        });
-    }
+    let homes = &held.1;
+    let held = &held.0;
     let mut sources: Vec<usize> = (0..slots.len()).filter(|&s| !held[s].is_empty()).collect();
     sources.sort_by(|&x, &y| {
         overflow(loads, slots, y)
@@ -323,11 +414,11 @@ fn best_path(
     // shortest; ties by source order.
     let mut best: Option<Candidate> = None;
     for a in sources {
-        let mut costs: Vec<u64> = held[a].iter().map(|&r| open[r].cost).collect();
-        costs.sort_unstable();
-        costs.dedup();
-        for cost in costs {
-            for (b, mut path) in reachable(slots, open, &held, a, cost) {
+        for &cost in costs {
+            if !held[a].iter().any(|&r| open[r].cost == cost) {
+                continue;
+            }
+            for (b, mut path) in reachable(slots, open, held, a, cost) {
                 if !room(loads, slots, b, cost) {
                     continue;
                 }
@@ -335,7 +426,7 @@ fn best_path(
                 if !d.improves() {
                     continue;
                 }
-                prefer_for_receiver(slots, open, &held, &mut path, cost);
+                prefer_for_receiver(slots, open, (held, homes, at), &mut path, cost, scores);
                 let home = path.last().is_some_and(|&(r, to)| open[r].home == Some(to));
                 let real = path
                     .iter()
@@ -367,9 +458,10 @@ fn best_path(
 fn prefer_for_receiver(
     slots: &[Slot<'_>],
     open: &[Open<'_>],
-    held: &[Vec<usize>],
+    (held, homes, at): (&[Vec<usize>], &[usize], &[Option<usize>]),
     path: &mut [(usize, usize)],
     cost: u64,
+    scores: &mut Scores,
 ) {
     let n = path.len();
     let Some(&(current, to)) = path.last() else {
@@ -379,22 +471,49 @@ fn prefer_for_receiver(
         path[n - 2].1
     } else {
         // The source: whoever holds `current` in the assignment.
-        match held.iter().position(|rs| rs.contains(&current)) {
+        match at[current] {
             Some(g) => g,
             None => return,
         }
     };
     let on_path: Vec<usize> = path.iter().map(|(r, _)| *r).collect();
+    let eligible = |r: usize| {
+        open[r].cost == cost
+            && open[r].tied.contains(&to)
+            && (r == current || !on_path.contains(&r))
+    };
+    if homes[giver] == 0 {
+        // No role of the giver goes home anywhere: the choice is the first of its roles in
+        // their order (free ones first, then the lowest score), the last of equal keys as
+        // below — found without looking at every role.
+        let mut found: Option<(usize, (bool, u64))> = None;
+        for &r in &held[giver] {
+            if !eligible(r) {
+                continue;
+            }
+            let key = (
+                open[r].holder == Some(giver),
+                scores.get(slots, open, r, giver),
+            );
+            match found {
+                Some((_, k)) if k != key => break,
+                _ => found = Some((r, key)),
+            }
+        }
+        if let Some((r, _)) = found {
+            path[n - 1].0 = r;
+        }
+        return;
+    }
     let best = held[giver]
         .iter()
         .copied()
-        .filter(|&r| open[r].cost == cost && open[r].tied.contains(&to))
-        .filter(|r| *r == current || !on_path.contains(r))
+        .filter(|&r| eligible(r))
         .max_by_key(|&r| {
             (
                 open[r].home == Some(to),
                 open[r].holder != Some(giver),
-                std::cmp::Reverse(score(open[r].role.as_str(), slots[giver].id.as_str())),
+                std::cmp::Reverse(scores.get(slots, open, r, giver)),
             )
         });
     if let Some(r) = best {
@@ -414,8 +533,15 @@ fn reachable(
     let mut parent: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
     let mut queue = VecDeque::from([a]);
     let mut found = Vec::new();
+    // Once every slot that can receive was reached, no role can add a path.
+    let targets = (0..slots.len())
+        .filter(|&y| y != a && slots[y].receives)
+        .count();
     while let Some(x) = queue.pop_front() {
         for &r in held[x].iter().filter(|&&r| open[r].cost == cost) {
+            if parent.len() == targets {
+                return found;
+            }
             for &y in &open[r].tied {
                 if y == a || parent.contains_key(&y) || !slots[y].receives {
                     continue;
