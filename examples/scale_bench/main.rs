@@ -210,6 +210,7 @@ async fn run_cell(cell: Cell, cluster: bool, placement: bool) {
         .wait_held(cell.roles, Duration::from_secs(120))
         .await
         .map(|t| t.duration_since(t0));
+    let at_all_held: Vec<usize> = by_load(&observer).iter().map(|(_, r)| r.len()).collect();
     // With placement the roles spread after the start: wait until every instance holds its
     // share (± 10 %) and nothing moved for two stability windows, at most `CONVERGE_LIMIT`.
     let converged = if placement && cell.instances > 1 {
@@ -256,12 +257,14 @@ async fn run_cell(cell: Cell, cluster: bool, placement: bool) {
         match at {
             Some(at) => println!(
                 "Spread converged {:.1} s after the first start (every instance within ± 10 % of \
-                 its share, then no holder change for {} s); roles per instance: {counts:?}.\n",
+                 its share, then no holder change for {} s); roles per instance: {counts:?} \
+                 (when all were first held: {at_all_held:?}).\n",
                 at.as_secs_f64(),
                 QUIET_AFTER_SPREAD.as_secs()
             ),
             None => println!(
-                "Spread NOT converged within {} s; roles per instance: {counts:?}.\n",
+                "Spread NOT converged within {} s; roles per instance: {counts:?} (when all \
+                 were first held: {at_all_held:?}).\n",
                 CONVERGE_LIMIT.as_secs()
             ),
         }

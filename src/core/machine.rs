@@ -1491,7 +1491,12 @@ impl RoleMachine {
                 let delay = self
                     .move_delay
                     .unwrap_or_else(|| self.campaign_delay.max(self.herd_delay));
-                let hold = k.seen_at + delay.max(absent);
+                // The hold-back counts from when the role could first be taken (after the
+                // absent key's wait and a young bucket's): otherwise it would have passed
+                // during those waits, and at their end every candidate would claim at once,
+                // the first one to start taking nearly every role of a new bucket (issue 27).
+                let open = (k.seen_at + absent).max(self.young_until.unwrap_or(k.seen_at));
+                let hold = open + delay;
                 if now < hold {
                     // The jitter is added here: when `not_before` passes, the acquire goes
                     // out at once, and held-back candidates must not all fire together.

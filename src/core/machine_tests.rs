@@ -1248,3 +1248,35 @@ fn a_renewal_of_another_session_moves_nothing() {
     assert_eq!(m.poll_timeout_with(true), None);
     assert_eq!(m.poll_timeout_with(false), Some(first));
 }
+
+/// A placement hold-back counts from when the role could first be taken: for an absent key
+/// (a new bucket) after its TTL + heartbeat wait, not from when the key was read. Before issue
+/// 27 the hold-back passed during that wait, every candidate claimed at its end, and the first
+/// instance to start took nearly every role of a new bucket.
+#[test]
+fn a_hold_back_counts_from_when_an_absent_key_can_be_taken() {
+    let timing = Timing::default();
+    let (mut m, t0) = machine();
+    m.handle_campaign_delay(Duration::from_millis(500), t0);
+    start_on(&mut m, t0, KeyState::Absent);
+    drain(&mut m);
+    let open = t0 + timing.ttl + timing.heartbeat;
+    let t1 = open + Duration::from_millis(5);
+    session_at(&mut m, SESSION, t1);
+    m.handle_timeout(t1);
+    assert!(
+        write_of(&drain(&mut m)).is_none(),
+        "claimed at the end of the absent wait although another member is preferred"
+    );
+    assert!(
+        m.poll_timeout()
+            .is_some_and(|t| t >= open + Duration::from_millis(500)),
+        "{:?}",
+        m.poll_timeout()
+    );
+    let t2 = open + Duration::from_millis(510);
+    session_at(&mut m, SESSION, t2);
+    m.handle_timeout(t2);
+    let (_, kind, _) = write_of(&drain(&mut m)).expect("an acquire after the hold-back");
+    assert_eq!(kind, WriteKind::Acquire);
+}
