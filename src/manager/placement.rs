@@ -497,7 +497,8 @@ async fn run_heartbeat(
         }
         // Not before the driver took in the roles this manager started with.
         let Some(record_roles) = roles.borrow_and_update().clone() else {
-            retry_at = Some(Instant::now() + period);
+            // Written as soon as the driver publishes them (`roles.changed()`).
+            retry_at = None;
             continue;
         };
         let record = record(&shared, &p, record_roles);
