@@ -920,8 +920,9 @@ impl RoleTask {
                     match obs {
                         KeyState::Held { value, .. } => {
                             if let Some(version) = value.other_protocol()
-                                && !s.foreign_holder
+                                && s.incompatible_version != Some(version)
                             {
+                                s.incompatible_version = Some(version);
                                 let text = format!(
                                     "incompatible protocol v{version} in {ROLE_PREFIX}{}: this \
                                      instance speaks version {} and never takes it over (one \
@@ -988,10 +989,7 @@ impl RoleTask {
 
 /// The role's key no longer holds a lease of another protocol: its mismatch report is over.
 fn clear_incompatible(s: &mut RoleStatus) {
-    if s.last_error
-        .as_deref()
-        .is_some_and(|e| e.starts_with("incompatible protocol"))
-    {
+    if s.incompatible_version.take().is_some() {
         s.last_error = None;
     }
 }

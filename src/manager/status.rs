@@ -61,6 +61,10 @@ pub struct RoleStatus {
     /// cooling down). Placement publishes it so no member hands the role to this instance
     /// meanwhile (docs/placement.md).
     pub cooldown_until: Option<tokio::time::Instant>,
+    /// The protocol version of the lease in the role's key when it is one this instance does
+    /// not speak and never takes over (protocol Q10; `last_error` says so in words). `None`
+    /// once the key holds no such lease.
+    pub incompatible_version: Option<u64>,
 }
 
 impl RoleStatus {
@@ -85,6 +89,7 @@ impl RoleStatus {
             duplicate_instance: false,
             preferred: None,
             cooldown_until: None,
+            incompatible_version: None,
         }
     }
 
