@@ -442,6 +442,16 @@ impl Controller {
         // for: vacancies they are preferred for go to whom the plan without them prefers.
         let live: Vec<Candidate> = members.iter().filter(|c| is_live(&c.id)).cloned().collect();
         let live_plan = (live.len() != members.len()).then(|| self.plans.plan(&live, holders));
+        // Vacancies go where the plan with the live members that are still joining puts them
+        // (a vacant role moves nothing): a fleet that starts together is spread from the first
+        // claims, not first planned without its late starters and then moved within the move
+        // budget. Held roles follow the stable plan only.
+        let joining = membership.joining(now);
+        let vacancy_plan = (!joining.is_empty()).then(|| {
+            let mut with: Vec<Candidate> = live.clone();
+            with.extend(joining);
+            self.plans.plan(&with, holders)
+        });
         actions.push(Action::LiveMembers(live.len()));
         let live_ids: BTreeSet<InstanceId> = live.iter().map(|c| c.id.clone()).collect();
         let storm = self.breaker.observe(&live_ids, now);
@@ -498,7 +508,11 @@ impl Controller {
             // While members are silent (crashed, not yet gone), vacancies go where the plan
             // without them puts them: that is where they belong once the silent members are
             // gone, and what `nats-roles plan --leave` predicts.
-            let live_choice = live_plan.as_ref().and_then(|lp| lp.preferred.get(name));
+            let live_choice = vacancy_plan
+                .as_ref()
+                .filter(|_| !holders.contains_key(name))
+                .and_then(|vp| vp.preferred.get(name))
+                .or_else(|| live_plan.as_ref().and_then(|lp| lp.preferred.get(name)));
             let mut delay = match live_choice {
                 Some(lp) => hold_back(me, Some(lp), preferred.as_ref(), is_live, cfg.claim_grace),
                 None => hold_back(me, preferred.as_ref(), None, is_live, cfg.claim_grace),

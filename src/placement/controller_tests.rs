@@ -514,3 +514,73 @@ fn an_abandoned_preparation_is_announced_nowhere() {
     let record = c.record_roles();
     assert!(record.prepared.is_empty() && record.prepare_failed.is_empty());
 }
+
+/// Vacancies go where the plan with the members still within their stability window puts
+/// them (a vacant role moves nothing): `a` alone counts in the stable plan, `b` joined a moment
+/// ago; of the two vacant roles `a` holds one back for `b` instead of claiming both at once
+/// (issue 27: a fleet starting together was first planned without its late starters, and the
+/// first instance took nearly every role, to be moved within the move budget).
+#[test]
+fn vacancies_go_to_members_still_joining() {
+    let t0 = Instant::now();
+    let config = PlacementSettings {
+        enabled: true,
+        stability_window: 10 * SECOND,
+        leave_delay: Duration::ZERO,
+        claim_grace: SECOND,
+        ..PlacementSettings::default()
+    };
+    let mut c = Controller::new(
+        ControllerSettings {
+            instance: id("a"),
+            config,
+            operation_timeout: SECOND,
+            move_timeout: 10 * SECOND,
+            storm_window: 3 * SECOND,
+        },
+        t0,
+    );
+    let own = OwnRole {
+        priority: 0,
+        takeover: Takeover::Voluntary,
+        campaign: true,
+        cost: 1,
+        prepares: false,
+    };
+    for r in ["r1", "r2"] {
+        c.step(Input::RoleAdded(role(r), own), t0);
+    }
+    let hour = 3_600_000;
+    let roles = [("r1", 0), ("r2", 0)];
+    let put = |c: &mut Controller, who: &str, revision: u64, at: Instant| {
+        c.step(
+            Input::MemberPut {
+                record: Box::new(test_record(who, &roles, hour)),
+                revision,
+            },
+            at,
+        );
+    };
+    put(&mut c, "a", 1, t0);
+    let t1 = t0 + 10 * SECOND;
+    c.step(Input::Replan(world(&[])), t1);
+    let t2 = t1 + SECOND;
+    put(&mut c, "b", 2, t2);
+    let delays: Vec<Duration> = c
+        .step(Input::Replan(world(&[])), t2 + SECOND)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::HoldBack { delay, .. } => Some(delay),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        delays.contains(&SECOND),
+        "a claims every vacancy although b joined: {delays:?}"
+    );
+    assert_eq!(
+        c.membership().effective().len(),
+        1,
+        "b is not counted by the stable plan yet"
+    );
+}

@@ -250,6 +250,18 @@ impl Membership {
             .collect()
     }
 
+    /// Live members that joined within the stability window (not counted by the plan yet):
+    /// vacancies may go to them at once — giving a vacant role to a member moves nothing — so
+    /// that a fleet starting together is not first planned without its late starters.
+    #[must_use]
+    pub fn joining(&self, now: Instant) -> Vec<Candidate> {
+        self.present
+            .iter()
+            .filter(|(id, _)| !self.effective.contains(*id) && self.is_live(id, now))
+            .map(|(_, s)| Candidate::from(&s.record))
+            .collect()
+    }
+
     /// Members the plan counts (stability window and leave delay applied).
     #[must_use]
     pub fn effective(&self) -> Vec<Candidate> {
