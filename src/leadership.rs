@@ -64,6 +64,14 @@ impl TermShared {
         }
     }
 
+    /// The deadline handed to the application now.
+    pub(crate) fn deadline_now(&self) -> Instant {
+        match self.live.lock() {
+            Ok(g) => g.deadline,
+            Err(poisoned) => poisoned.into_inner().deadline,
+        }
+    }
+
     /// A renewal of the term's session that arrived at `arrived_at` moves the term's deadline
     /// to `deadline`, unless the deadline had passed by then (a lapsed term is never extended)
     /// or is already later. Wakes whatever waits for a change of the term; returns the new

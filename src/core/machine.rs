@@ -197,6 +197,9 @@ pub struct RoleMachine {
     /// This instance's live session: its uuid and the send time of its last acknowledged
     /// write (protocol Q4). No acquire is sent without one.
     session: Option<(Uuid, Instant)>,
+    /// An acquire waits for a renewal newer than `session`'s (see
+    /// [`RoleMachine::wants_session_renewal`]).
+    wants_renewal: bool,
     /// This role's session key (`session.<instance>.<ttl_ms>`).
     session_key: String,
     /// Herd ranking (Q7): contend for the current vacancy only this long after seeing it.
@@ -236,6 +239,7 @@ impl RoleMachine {
             herd_delay: Duration::ZERO,
             move_delay: None,
             young_until: None,
+            wants_renewal: false,
             absent_hold: true,
             handed_over: None,
             id,
@@ -484,6 +488,7 @@ impl RoleMachine {
     /// the deadline of a term resting on it ([`Action::Renewed`]), a loss ends that term at
     /// once; a candidate acquires only while a session is live.
     pub fn handle_session(&mut self, update: SessionUpdate, now: Instant) {
+        self.wants_renewal = false;
         // P4: a term whose deadline passed is over before any renewal can move it.
         self.check_deadline(now);
         let local_lease = self.timing.local_lease();
@@ -543,6 +548,7 @@ impl RoleMachine {
         term_sent_at: Option<Instant>,
         now: Instant,
     ) {
+        self.wants_renewal = false;
         if let Some((live, sent)) = &mut self.session
             && *live == uuid
             && acked_sent_at > *sent
@@ -563,6 +569,14 @@ impl RoleMachine {
         }
         self.check_deadline(now);
         self.step(now);
+    }
+
+    /// Whether an acquire waits for a newer renewal of the session than the machine has (the
+    /// last one is older than the role's local lease): the driver hands it the next renewal as
+    /// soon as there is one (docs/protocol.md Q4, "one deadline per session").
+    #[must_use]
+    pub fn wants_session_renewal(&self) -> bool {
+        self.wants_renewal
     }
 
     /// The session this machine's held term rests on (its uuid), while it holds one (a release
@@ -1333,8 +1347,11 @@ impl RoleMachine {
             return;
         };
         if now >= acked + self.timing.local_lease() {
-            // The session's deadline passed (its loss is on its way): a term on it could not
-            // be promoted. Wait for the next session update.
+            // The session's last renewal known here is older than this role's local lease (the
+            // session's loss is on its way, or the session's lease is longer than the role's):
+            // a term on it could not be promoted. Wait for the next session update — which the
+            // driver must deliver even while renewals wake no role (Q4).
+            self.wants_renewal = true;
             return;
         }
         let nonce = Uuid::from_u64_pair(self.rng.next_u64(), self.rng.next_u64());

@@ -202,6 +202,7 @@ impl RoleManager {
         machine.handle_bucket_age(Some(self.shared.bucket_age(now)), now);
         let task = RoleTask {
             session,
+            renewals: clock.as_ref().map(|c| c.subscribe()),
             clock,
             synced: (None, None),
             session_class,
@@ -305,6 +306,7 @@ impl RoleManager {
             inbox: inbox_rx,
             view: view_tx,
             clock: clock.clone(),
+            input_at: tokio::time::Instant::now(),
         };
         let handle = tokio::spawn(task.run());
         sessions.insert(

@@ -374,6 +374,10 @@ fn member_change(shared: &Shared, p: &PlacementLink, entry: &Entry) -> MemberCha
         Operation::Put => {
             let Some(record) = MemberRecord::parse(&entry.key, &entry.value) else {
                 warn!(key = %entry.key, "ignoring an invalid or foreign member record");
+                if id == shared.instance {
+                    // Our key no longer holds our record: written again (Q9).
+                    p.rewrite.notify_one();
+                }
                 return MemberChange::Unreadable;
             };
             if record.instance == shared.instance && record.incarnation != shared.incarnation {

@@ -66,6 +66,8 @@ pub(crate) struct RoleTask {
     /// That session's clock: its renewals and the deadline of a term held here (Q4, one
     /// deadline per session).
     pub(crate) clock: Option<Arc<super::session_link::SessionClock>>,
+    /// The clock's renewals, followed only while the machine's acquire waits for a newer one.
+    pub(crate) renewals: Option<watch::Receiver<u64>>,
     /// What was handed to the machine from the clock last: the latest renewal's send time and
     /// that of the last one applied to the held term.
     pub(crate) synced: (Option<Instant>, Option<Instant>),
@@ -138,10 +140,12 @@ impl RoleTask {
             } else {
                 next_validation = None;
             }
-            let session_ends_term = self
-                .clock
-                .as_ref()
-                .is_some_and(|c| c.ends_terms_of(self.machine.timing().local_lease()));
+            // The session's deadline ends a held term in time unless the term's lease is the
+            // shorter one, or a renewal the session accepted came too late for the term.
+            let session_ends_term = self.clock.as_ref().is_some_and(|c| {
+                c.ends_terms_of(self.machine.timing().local_lease()) && !c.term_behind(&self.role)
+            });
+            let wants_renewal = self.machine.wants_session_renewal();
             let timer = self.machine.poll_timeout_with(session_ends_term);
             tokio::select! {
                 biased;
@@ -195,6 +199,18 @@ impl RoleTask {
                         Some(view) if changed => self.session_changed(view, &mut session_failure),
                         // The session task ended (shutdown): nothing more will come.
                         _ => session = None,
+                    }
+                }
+                changed = async {
+                    match self.renewals.as_mut() {
+                        Some(r) => r.changed().await.is_ok(),
+                        None => std::future::pending().await,
+                    }
+                }, if wants_renewal => {
+                    if changed {
+                        self.sync_session(Instant::now());
+                    } else {
+                        self.renewals = None;
                     }
                 }
                 () = async { if let Some(d) = drain.as_mut() { d.await } }, if drain.is_some() => {
@@ -417,11 +433,13 @@ impl RoleTask {
                 self.current.send_replace(Some(leadership.clone()));
                 // From now on the session's renewals move the term's deadline (Q4).
                 if let (Some(clock), Some(session)) = (&self.clock, self.machine.held_session()) {
+                    let backend = self.shared.backend.clone();
                     clock.hold(
                         &self.role,
                         session,
                         leadership.clone(),
                         self.machine.timing().local_lease(),
+                        |d| backend.handed_deadline(d),
                     );
                 }
                 self.status.send_modify(|s| {

@@ -77,6 +77,9 @@ pub(crate) struct SessionClock {
     /// The session's local lease (its own deadline after a write's send time).
     local_lease: std::time::Duration,
     inner: std::sync::Mutex<ClockState>,
+    /// Counts renewals: a role task whose acquire waits for a newer renewal than it has
+    /// (`RoleMachine::wants_session_renewal`) waits for a change (nobody else is woken).
+    renewals: tokio::sync::watch::Sender<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -91,6 +94,25 @@ impl SessionClock {
         Self {
             local_lease,
             inner: std::sync::Mutex::default(),
+            renewals: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
+    /// Follows the renewals (see `renewals`).
+    pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.renewals.subscribe()
+    }
+
+    /// Whether the session's latest renewal of `session` was not applied to `role`'s held term
+    /// (it arrived after the term's deadline): the term's deadline no longer follows the
+    /// session's, and the role needs its own timer for it.
+    pub(crate) fn term_behind(&self, role: &crate::names::RoleName) -> bool {
+        let state = self.state();
+        match (state.renewal, state.terms.get(role)) {
+            (Some(latest), Some(held)) if latest.uuid == held.session => {
+                held.sent.is_none_or(|sent| sent < latest.acked_sent_at)
+            }
+            _ => false,
         }
     }
 
@@ -115,17 +137,33 @@ impl SessionClock {
         session: uuid::Uuid,
         term: crate::leadership::Leadership,
         local_lease: std::time::Duration,
+        hand: impl Fn(tokio::time::Instant) -> tokio::time::Instant,
     ) {
-        self.state().terms.insert(
-            role.clone(),
-            HeldTerm {
-                session,
-                term,
-                local_lease,
-                renewed: None,
-                sent: None,
-            },
-        );
+        let mut state = self.state();
+        let mut held = HeldTerm {
+            session,
+            term,
+            local_lease,
+            renewed: None,
+            sent: None,
+        };
+        // A renewal published between the role task's last look at the clock and now belongs
+        // to the new term too, if it arrived before the term's deadline.
+        if let Some(latest) = state.renewal.filter(|r| r.uuid == session) {
+            let deadline = latest.acked_sent_at + local_lease;
+            if held
+                .term
+                .inner
+                .extend(latest.acked_at, hand(deadline))
+                .is_some()
+            {
+                held.renewed = Some(latest.wall);
+            }
+            if held.term.inner.deadline_now() > latest.acked_at {
+                held.sent = Some(latest.acked_sent_at);
+            }
+        }
+        state.terms.insert(role.clone(), held);
     }
 
     /// The term of `role` no longer follows renewals (it ended and is not draining). Returns
@@ -167,6 +205,7 @@ impl SessionClock {
     ) {
         let mut state = self.state();
         state.renewal = Some(renewal);
+        self.renewals.send_modify(|n| *n = n.wrapping_add(1));
         for (role, held) in &mut state.terms {
             if held.session != renewal.uuid {
                 continue;

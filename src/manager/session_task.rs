@@ -37,6 +37,9 @@ pub(crate) struct SessionTask {
     pub(crate) view: watch::Sender<SessionView>,
     /// The session's renewals and the terms resting on it (Q4, one deadline per session).
     pub(crate) clock: Arc<super::session_link::SessionClock>,
+    /// When the machine took its last input: the arrival of what it acknowledges in the
+    /// actions that follow (a renewal is judged against a term's deadline as of then).
+    pub(crate) input_at: Instant,
 }
 
 impl SessionTask {
@@ -79,6 +82,7 @@ impl SessionTask {
                 biased;
                 Some((op, result)) = ops.next(), if !ops.is_empty() => {
                     let now = Instant::now();
+                    self.input_at = now;
                     match result {
                         OpResult::Write(kind, o, elapsed) => {
                             self.shared.tap.session(
@@ -105,6 +109,7 @@ impl SessionTask {
                 }
                 input = self.inbox.recv(), if inbox_open => {
                     let now = Instant::now();
+                    self.input_at = now;
                     match input {
                         Some(SessionInput::Observed(state)) => self.machine.handle_observed(state, now),
                         Some(SessionInput::ReleaseTerm { uuid, role, revision }) => {
@@ -124,7 +129,10 @@ impl SessionTask {
                         }
                     }
                 }
-                () = sleep_until_opt(timer) => self.machine.handle_timeout(Instant::now()),
+                () = sleep_until_opt(timer) => {
+                    self.input_at = Instant::now();
+                    self.machine.handle_timeout(self.input_at);
+                }
             }
         }
     }
@@ -303,7 +311,7 @@ impl SessionTask {
         let renewal = super::session_link::Renewal {
             uuid,
             acked_sent_at,
-            acked_at: Instant::now(),
+            acked_at: self.input_at,
             wall: std::time::SystemTime::now(),
         };
         let (shared, backend) = (&self.shared, &self.shared.backend);
