@@ -25,6 +25,7 @@ mod operator_plan;
 mod placement;
 mod placement_zones;
 mod release;
+mod session_clock;
 mod sites;
 mod start_retry;
 mod systemd;
