@@ -15,6 +15,7 @@ mod exec_oneshot;
 mod exec_oneshot_wait;
 mod exec_prepare;
 mod http_processes;
+mod member_records;
 mod moves;
 mod observability;
 mod operator_cli;
