@@ -444,6 +444,20 @@ impl Sim {
                     self.insts[i].renewal = Some((uuid, acked_sent_at, g, now));
                     let deadline = acked_sent_at + self.timing.local_lease();
                     for n in self.insts[i].nodes.clone() {
+                        if self.nodes[n].machine.wants_session_renewal() {
+                            // As the role task: an acquire waiting for a newer renewal is
+                            // woken by this one.
+                            self.push(
+                                self.now,
+                                Ev::Node(
+                                    n,
+                                    Input::Session(SessionUpdate::Live {
+                                        uuid,
+                                        acked_sent_at,
+                                    }),
+                                ),
+                            );
+                        }
                         let node = &mut self.nodes[n];
                         if node.machine.held_session() == Some(uuid)
                             && let Some(d) = node.app_deadline
