@@ -427,15 +427,37 @@ async fn bucket_recreate(sys: &mut System) {
 /// holder's session was sent. The holder's session is live throughout: no follower may take
 /// its roles (S4), and every role must be held within the bound of the step-down.
 async fn backstop_leader(sys: &mut System, rng: &mut StdRng) {
+    // After the followers continue, their backstop task and their watcher (which delivers the
+    // holder's renewals buffered meanwhile) race: when the watcher wins, the books are current
+    // again before a reap is due and no backstop read goes out. Such an attempt tests nothing;
+    // it is repeated (at most three times) before the round counts as a harness problem.
+    for attempt in 1..=3 {
+        match backstop_leader_once(sys, rng).await {
+            Some(0) if attempt < 3 => eprintln!(
+                "chaos: {} round {}: no backstop read this time (the watcher was first); again",
+                sys.kind.name(),
+                sys.note.round
+            ),
+            Some(0) => sys.problem(
+                "no backstop read of the holder's session was sent after the followers \
+                 continued, in three attempts: the round tested nothing"
+                    .to_owned(),
+            ),
+            _ => return,
+        }
+    }
+}
+
+/// One attempt of [`backstop_leader`]: the number of leader reads of the holder's session
+/// sent after the followers continued (`None`: the round could not start).
+async fn backstop_leader_once(sys: &mut System, rng: &mut StdRng) -> Option<usize> {
     if !sys
         .expect_all_held(Duration::from_secs(20), "before the followers stopped")
         .await
     {
-        return;
+        return None;
     }
-    let Some((h, _)) = sys.holder_target(rng).await else {
-        return;
-    };
+    let (h, _) = sys.holder_target(rng).await?;
     let holder = sys.nodes[h].id().to_owned();
     let followers: Vec<usize> = (0..sys.nodes.len())
         .filter(|&f| f != h && sys.nodes[f].is_running() && !sys.nodes[f].is_paused())
@@ -496,12 +518,7 @@ async fn backstop_leader(sys: &mut System, rng: &mut StdRng) {
         seen,
         ended - resumed
     );
-    if seen == 0 {
-        sys.problem(format!(
-            "no backstop read of {holder}'s session was sent after the followers continued: the \
-             round tested nothing"
-        ));
-    }
+    Some(seen)
 }
 
 /// The `renew-after-loss` negative control's round: a foreign client deletes the holder's
