@@ -126,7 +126,10 @@ impl Driver {
     /// stability window (protocol Q9: any member may; a CAS on the record's revision, so a
     /// record rewritten meanwhile stays).
     fn delete_stale(&mut self, now: Instant) {
-        let stale = self.controller.stale_records(now);
+        // Two member TTLs more than the rule's minimum (housekeeping has no hurry).
+        let stale = self
+            .controller
+            .stale_records(now, self.link.settings.member_ttl * 2);
         self.deleting.retain(|d| stale.contains(d));
         for (id, revision) in stale {
             if !self.deleting.insert((id.clone(), revision)) {

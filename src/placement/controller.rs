@@ -415,12 +415,14 @@ impl Controller {
             || self.membership.settling()
     }
 
-    /// Records of members whose sessions are gone for the leave delay and a stability window
-    /// (protocol Q9): `(instance, revision)`, for the driver to delete by CAS.
+    /// Records of members whose sessions are gone for the leave delay, a stability window and
+    /// `grace` (protocol Q9): `(instance, revision)`, for the driver to delete by CAS. Deleting
+    /// is housekeeping: `grace` keeps a session that is only being started again (a loss, a
+    /// restart) from costing its member a record rewrite.
     #[must_use]
-    pub fn stale_records(&self, now: Instant) -> Vec<(InstanceId, u64)> {
+    pub fn stale_records(&self, now: Instant, grace: Duration) -> Vec<(InstanceId, u64)> {
         self.membership
-            .stale_records(now, self.settings.config.stability_window)
+            .stale_records(now, self.settings.config.stability_window + grace)
             .into_iter()
             .filter(|(id, _)| id != &self.settings.instance)
             .collect()
