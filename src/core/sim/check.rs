@@ -196,13 +196,11 @@ impl<'a> Walk<'a> {
     pub(super) fn action(&mut self, g: Nanos, now: Instant, action: &Action) {
         match action {
             Action::Promote { term, revision } => self.promote(g, term, *revision),
-            Action::Renewed { term, revision } => match self.arrived.take() {
-                // Renewals handed over from the session's clock: the application's deadline
-                // moved when each arrived (`Rec::Extended`, judged there); the machine only
-                // catches up, never past it.
-                Some(_) => self.caught_up(g, term, *revision),
-                None => self.renewed(g, now, term, *revision),
-            },
+            Action::Renewed { term, revision } => {
+                // Renewals handed over from the session's clock: the machine only catches up.
+                let caught_up = self.arrived.take().is_some();
+                self.renewed(g, now, term, *revision, caught_up);
+            }
             Action::Demote { term, drain, .. } => {
                 self.demote(g, term);
                 self.draining = drain.then_some(term.nonce);
@@ -278,7 +276,19 @@ impl<'a> Walk<'a> {
         }
     }
 
-    pub(super) fn renewed(&mut self, g: Nanos, now: Instant, term: &Term, revision: u64) {
+    /// A `Renewed` of the machine at `g` (its clock `now`). `caught_up`: the machine caught up
+    /// with renewals of its session from the session's clock (Q4) — the application's
+    /// deadline moved when each arrived (`Rec::Extended`, judged there), so the deadline it
+    /// reports must be one the application was handed, no later; otherwise the renewal is
+    /// judged as it arrives.
+    pub(super) fn renewed(
+        &mut self,
+        g: Nanos,
+        now: Instant,
+        term: &Term,
+        revision: u64,
+        caught_up: bool,
+    ) {
         let Some(l) = &mut self.lead else {
             // A term demoted with a drain keeps its lease renewed until the release (P8);
             // such renewals do not extend acting.
@@ -300,43 +310,17 @@ impl<'a> Walk<'a> {
         }
         let old = l.term.deadline;
         l.term.deadline = term.deadline;
-        let acting = g < l.until;
-        if acting || self.opts.ignore_deadline {
-            l.until = l.until.max(self.clock.global(term.deadline));
-        }
-        if term.deadline < old {
-            self.flag(
-                Invariant::S5,
-                g,
-                format!("Renewed moved the deadline back (rev {revision})"),
-            );
-        }
-        if now >= old {
-            self.flag(
-                Invariant::S5,
-                g,
-                format!("Renewed (rev {revision}) after the deadline passed"),
-            );
-        }
-        self.check_renew_rev(g, term, revision);
-    }
-
-    /// A machine caught up with renewals of its session from the session's clock (Q4): the
-    /// deadline it reports is one the application was handed (no later), for its own term.
-    pub(super) fn caught_up(&mut self, g: Nanos, term: &Term, revision: u64) {
-        let Some(l) = &mut self.lead else {
-            return self.check_renew_rev(g, term, revision);
+        let until = self.clock.global(term.deadline);
+        let late = if caught_up {
+            (until > l.until && !self.opts.ignore_deadline).then(|| {
+                format!("Renewed (rev {revision}) past the deadline the session's renewals set")
+            })
+        } else {
+            if g < l.until || self.opts.ignore_deadline {
+                l.until = l.until.max(until);
+            }
+            (now >= old).then(|| format!("Renewed (rev {revision}) after the deadline passed"))
         };
-        if l.term.nonce != term.nonce || l.term.token != term.token {
-            return self.flag(
-                Invariant::S6,
-                g,
-                format!("Renewed (rev {revision}) for another term"),
-            );
-        }
-        let old = l.term.deadline;
-        l.term.deadline = term.deadline;
-        let past = self.clock.global(term.deadline) > l.until;
         if term.deadline < old {
             self.flag(
                 Invariant::S5,
@@ -344,12 +328,8 @@ impl<'a> Walk<'a> {
                 format!("Renewed moved the deadline back (rev {revision})"),
             );
         }
-        if past && !self.opts.ignore_deadline {
-            self.flag(
-                Invariant::S5,
-                g,
-                format!("Renewed (rev {revision}) past the deadline the session's renewals set"),
-            );
+        if let Some(detail) = late {
+            self.flag(Invariant::S5, g, detail);
         }
         self.check_renew_rev(g, term, revision);
     }
