@@ -19,20 +19,9 @@ fn role(s: &str) -> RoleName {
     RoleName::new(s).expect("valid")
 }
 
-/// A controller of `a` with roles r1 and r2 (voluntary, campaigned for), members `a`
-/// (draining if `draining`) and `b`; claim grace 1 s, one operation 1 s, a move in flight
-/// at most 10 s, `budget` moves a minute, cooldown 30 s.
-fn controller(budget: u32, draining: bool, t0: Instant) -> Controller {
-    let config = PlacementSettings {
-        enabled: true,
-        stability_window: Duration::ZERO,
-        leave_delay: Duration::ZERO,
-        claim_grace: SECOND,
-        cooldown: 30 * SECOND,
-        move_budget: budget,
-        move_interval: 60 * SECOND,
-        ..PlacementSettings::default()
-    };
+/// A controller of `a` with `config` and roles r1 and r2 (voluntary, campaigned for); one
+/// operation 1 s, a move in flight at most 10 s.
+fn controller_of_a(config: PlacementSettings, t0: Instant) -> Controller {
     let mut c = Controller::new(
         ControllerSettings {
             instance: id("a"),
@@ -56,6 +45,24 @@ fn controller(budget: u32, draining: bool, t0: Instant) -> Controller {
             [Action::RecordChanged]
         );
     }
+    c
+}
+
+/// A controller of `a` with roles r1 and r2 (voluntary, campaigned for), members `a`
+/// (draining if `draining`) and `b`; claim grace 1 s, one operation 1 s, a move in flight
+/// at most 10 s, `budget` moves a minute, cooldown 30 s.
+fn controller(budget: u32, draining: bool, t0: Instant) -> Controller {
+    let config = PlacementSettings {
+        enabled: true,
+        stability_window: Duration::ZERO,
+        leave_delay: Duration::ZERO,
+        claim_grace: SECOND,
+        cooldown: 30 * SECOND,
+        move_budget: budget,
+        move_interval: 60 * SECOND,
+        ..PlacementSettings::default()
+    };
+    let mut c = controller_of_a(config, t0);
     // Heartbeats every hour: nobody falls silent within a test.
     let hour = 3_600_000;
     let roles = [("r1", 0), ("r2", 0)];
@@ -530,26 +537,7 @@ fn vacancies_go_to_members_still_joining() {
         claim_grace: SECOND,
         ..PlacementSettings::default()
     };
-    let mut c = Controller::new(
-        ControllerSettings {
-            instance: id("a"),
-            config,
-            operation_timeout: SECOND,
-            move_timeout: 10 * SECOND,
-            storm_window: 3 * SECOND,
-        },
-        t0,
-    );
-    let own = OwnRole {
-        priority: 0,
-        takeover: Takeover::Voluntary,
-        campaign: true,
-        cost: 1,
-        prepares: false,
-    };
-    for r in ["r1", "r2"] {
-        c.step(Input::RoleAdded(role(r), own), t0);
-    }
+    let mut c = controller_of_a(config, t0);
     let hour = 3_600_000;
     let roles = [("r1", 0), ("r2", 0)];
     let put = |c: &mut Controller, who: &str, revision: u64, at: Instant| {
