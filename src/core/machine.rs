@@ -855,6 +855,7 @@ impl RoleMachine {
             seen_at: now,
         });
         self.first_seen_rev.get_or_insert(rev);
+        self.notice_duplicate(&state);
         self.confirmed = None;
         self.high_water = self.high_water.max(rev);
         if matches!(self.pending, Some(Pending::Read { .. })) {
@@ -891,6 +892,36 @@ impl RoleMachine {
         };
         let (term, released) = (l.term.clone(), l.release.is_some());
         self.leave_leadership(term, reason, released, now);
+    }
+
+    /// A lease naming this instance but another process (another incarnation, not our live
+    /// session), written after this process first looked at the key, is a live duplicate's
+    /// (P5): reported once per incarnation, as soon as it is seen — whatever this machine is
+    /// doing (an initial read in flight, no live session yet, leading). Only a notice: the
+    /// value is then treated like any other holder's (its session decides when it is gone),
+    /// and waiting to report it until a candidate step finds it would miss it whenever the
+    /// session book declares the value gone first.
+    fn notice_duplicate(&mut self, state: &KeyState) {
+        let KeyState::Held {
+            value: HolderValue::Lease(v),
+            revision,
+        } = state
+        else {
+            return;
+        };
+        let ours = v.incarnation == self.id.incarnation
+            || self.session.is_some_and(|(u, _)| u == v.session);
+        let written_later = self.first_seen_rev.is_some_and(|first| *revision > first);
+        if v.holder != self.id.instance || ours || !written_later {
+            return;
+        }
+        if !self.duplicates.contains(&v.incarnation) {
+            self.duplicates.push(v.incarnation);
+            self.actions
+                .push_back(Action::Notice(Notice::DuplicateInstance {
+                    other_incarnation: v.incarnation,
+                }));
+        }
     }
 
     fn acquire_done(

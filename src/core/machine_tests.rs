@@ -803,6 +803,56 @@ fn adoption_waits_for_the_session() {
     assert_eq!((kind, expected), (WriteKind::Acquire, 4));
 }
 
+/// P5: a duplicate's lease is reported as soon as it is seen, also before this process's
+/// session is live — when the session book declares the value gone before the session is up
+/// (its first write is above the value), a candidate step never meets it as held.
+#[test]
+fn a_duplicate_is_reported_before_the_session_is_live() {
+    let mut m = RoleMachine::new(
+        identity(1),
+        Timing::default(),
+        RetryPolicy::default(),
+        true,
+        EPOCH,
+        7,
+    );
+    let t0 = Instant::now();
+    start_on(
+        &mut m,
+        t0,
+        KeyState::Held {
+            revision: 2,
+            value: lease("other", 2, 2, None),
+        },
+    );
+    drain(&mut m);
+    m.handle_observed(
+        KeyState::Held {
+            revision: 5,
+            value: lease("solo", 9, 9, None),
+        },
+        t0 + Duration::from_millis(10),
+    );
+    m.handle_holder_gone(5, t0 + Duration::from_millis(11));
+    let actions = drain(&mut m);
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Notice(Notice::DuplicateInstance { .. }))),
+        "{actions:?}"
+    );
+    assert!(write_of(&actions).is_none(), "{actions:?}");
+    // Seen again (a read's answer): not reported twice.
+    session_at(&mut m, SESSION, t0 + Duration::from_millis(20));
+    let actions = drain(&mut m);
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::Notice(Notice::DuplicateInstance { .. }))),
+        "{actions:?}"
+    );
+}
+
 /// P6: a role added to a manager that has already seen revision 50 in the bucket (any key)
 /// and whose acquire is acknowledged at revision 5 wrote into a recreated bucket the manager
 /// has not noticed yet: never promoted with the old epoch; the driver is asked to check it.

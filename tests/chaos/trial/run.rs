@@ -63,6 +63,11 @@ pub async fn run(spec: Spec) -> Outcome {
         Kind::Herd => (HERD_NODES, 1),
         Kind::Clock(_) => (2, 1),
         Kind::Endurance => (3, 3),
+        // The missing CAS shows only where two claims of one vacancy overlap (about one
+        // vacancy in five on this machine): eight roles give each trial some forty vacancies,
+        // so that a single trial (the CI run) is flagged whatever the load spreads apart —
+        // with two roles a loaded CI run once had none (issue 27).
+        Kind::Negative("plain-put") => (3, 8),
         // Three running nodes and a spare (the fresh process of a bucket recreation).
         k if k.protocol() => (4, 3),
         _ => (3, 2),
