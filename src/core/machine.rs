@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::attempts::Attempts;
 use super::backoff::{RetryPolicy, SplitMix64};
 use super::types::{
     Action, DemoteReason, FailureKind, KeyState, Notice, ReleaseReason, Term, Timing, WriteKind,
@@ -157,7 +158,7 @@ enum Phase {
 pub struct RoleMachine {
     id: Identity,
     timing: Timing,
-    retry: RetryPolicy,
+    attempts: Attempts,
     campaign: bool,
     epoch: u64,
     rng: SplitMix64,
@@ -166,8 +167,6 @@ pub struct RoleMachine {
     pending: Option<Pending>,
     /// Earliest time the next operation may be sent (backoff, jitter, re-read delay).
     not_before: Option<Instant>,
-    /// Consecutive failed attempts (for backoff and `max_attempts`).
-    failures: u32,
     /// Nonce of an acquire whose outcome is unknown (P5 own late write).
     unknown_nonce: Option<Uuid>,
     /// Whether this process already wrote this role's key, or adopted a predecessor's lease.
@@ -187,9 +186,6 @@ pub struct RoleMachine {
     /// Placement hold-back: contend for a vacancy only this long after first seeing it
     /// (another live instance is preferred for the role and should acquire first).
     campaign_delay: Duration,
-    /// The failure last reported with [`Action::Failed`] and not yet followed by
-    /// [`Action::Recovered`].
-    reported_failure: Option<FailureKind>,
     /// Revision of the first state of the key this process observed (the bucket as it was
     /// when the process started): only a lease seen there can be a predecessor's (P5
     /// restart adoption).
@@ -244,7 +240,7 @@ impl RoleMachine {
             handed_over: None,
             id,
             timing,
-            retry,
+            attempts: Attempts::new(retry),
             campaign,
             epoch,
             rng: SplitMix64::new(seed),
@@ -252,7 +248,6 @@ impl RoleMachine {
             known: None,
             pending: None,
             not_before: None,
-            failures: 0,
             unknown_nonce: None,
             adopted_or_wrote: false,
             duplicates: Vec::new(),
@@ -262,7 +257,6 @@ impl RoleMachine {
             high_water: 0,
             observed_during_read: false,
             campaign_delay: Duration::ZERO,
-            reported_failure: None,
             first_seen_rev: None,
             actions: VecDeque::new(),
         }
@@ -464,7 +458,7 @@ impl RoleMachine {
         self.check_deadline(now);
         match result {
             Ok(state) => {
-                self.failures = 0;
+                self.attempts.succeeded();
                 self.recovered();
                 self.read_done(state, now);
             }
@@ -608,7 +602,7 @@ impl RoleMachine {
             };
             k.seen_at = now;
             self.confirmed = None;
-            if self.failures == 0 {
+            if self.attempts.clear() {
                 self.not_before = None;
             }
         }
@@ -663,7 +657,7 @@ impl RoleMachine {
         if shorter
             && matches!(self.phase, Phase::Candidate)
             && self.pending.is_none()
-            && self.failures == 0
+            && self.attempts.clear()
             && vacancy
         {
             // The wait for the hold-back (or jitter) is recomputed from the new delay.
@@ -861,7 +855,7 @@ impl RoleMachine {
         if matches!(self.pending, Some(Pending::Read { .. })) {
             self.observed_during_read = true;
         }
-        if self.failures == 0 {
+        if self.attempts.clear() {
             // New information ends a wait for the watcher (not a backoff after errors).
             self.not_before = None;
         }
@@ -949,7 +943,7 @@ impl RoleMachine {
                 // restarted. Either way a term from this write would carry a token smaller
                 // than one already issued: never promote it. What we know (the newer entry)
                 // stays; the driver checks the bucket's epoch (a reset re-enables us).
-                self.failures = 0;
+                self.attempts.succeeded();
                 self.unknown_nonce = None;
                 self.actions
                     .push_back(Action::Notice(Notice::RevisionRegressed {
@@ -968,7 +962,7 @@ impl RoleMachine {
                 // term after newer terms may have been promoted elsewhere (P6 order). Treat
                 // the put as our own late write instead (P5): re-acquire over it if it is
                 // still the key's last entry.
-                self.failures = 0;
+                self.attempts.succeeded();
                 self.unknown_nonce = None;
                 self.adopted_or_wrote = true;
                 let value = HolderValue::Lease(Box::new(self.value_with(nonce, session)));
@@ -976,7 +970,7 @@ impl RoleMachine {
             }
             WriteOutcome::Ok { revision } => {
                 self.high_water = self.high_water.max(revision);
-                self.failures = 0;
+                self.attempts.succeeded();
                 self.unknown_nonce = None;
                 self.adopted_or_wrote = true;
                 let acked = self.session.map_or(now, |(_, acked)| acked);
@@ -1010,7 +1004,7 @@ impl RoleMachine {
                 // than the one the CAS expected (the watcher showed it meanwhile) already
                 // explains the conflict: keep it, so that the backstop counts from its first
                 // sighting (P5).
-                self.failures = 0;
+                self.attempts.succeeded();
                 if self.known.as_ref().is_none_or(|k| k.rev() <= expected) {
                     self.mark_stale(now);
                 }
@@ -1218,13 +1212,8 @@ impl RoleMachine {
     }
 
     fn back_off(&mut self, now: Instant) {
-        self.failures = self.failures.saturating_add(1);
-        let delay = self.retry.delay(self.failures, &mut self.rng);
-        self.not_before = Some(now + delay);
-        if matches!(self.phase, Phase::Candidate)
-            && self.retry.max_attempts > 0
-            && self.failures >= self.retry.max_attempts
-        {
+        self.not_before = Some(self.attempts.back_off(now, &mut self.rng));
+        if matches!(self.phase, Phase::Candidate) && self.attempts.gave_up() {
             // `retry.max_attempts` bounds the fast retries only: from now on the role retries
             // at the slow cadence until an attempt succeeds (never stopped for good).
             self.report_failure(FailureKind::GaveUp);
@@ -1240,34 +1229,26 @@ impl RoleMachine {
             self.leave_leadership(term, DemoteReason::Failed(kind), released, now);
         }
         self.report_failure(kind);
-        self.failures = self.failures.saturating_add(1);
+        self.attempts.failed_persistently();
         self.slow_retry(now);
     }
 
     fn slow_retry(&mut self, now: Instant) {
-        // Slow, so a misconfigured deployment does not hammer the server, yet never a state
-        // only a restart leaves (P3); spread so that many roles do not retry together.
-        let interval = self.retry.persistent_interval;
-        let spread = self.rng.below(interval / 5);
-        self.not_before = Some(now + interval + spread);
+        self.not_before = Some(self.attempts.slow_retry_at(now, &mut self.rng));
     }
 
     /// Reports a failure that keeps the role from campaigning or renewing: persistent ones and
     /// every refusal with a server error code (full storage, lost quorum...). Connection-level
     /// trouble is reported by the connection state instead. Once per condition.
     fn report_failure(&mut self, kind: FailureKind) {
-        if !(kind.is_permanent() || kind.server_code().is_some()) {
-            return;
-        }
-        if self.reported_failure != Some(kind) {
-            self.reported_failure = Some(kind);
+        if self.attempts.report(kind) {
             self.actions.push_back(Action::Failed(kind));
         }
     }
 
     /// The server answered normally: a reported failure is over.
     fn recovered(&mut self) {
-        if self.reported_failure.take().is_some() {
+        if self.attempts.recover() {
             self.actions.push_back(Action::Recovered);
         }
     }
@@ -1289,7 +1270,7 @@ impl RoleMachine {
     #[must_use]
     #[cfg(test)]
     pub fn failure(&self) -> Option<FailureKind> {
-        self.reported_failure
+        self.attempts.reported()
     }
 
     /// Earliest time a follower may act on what it knows without news (P5 backstop).
@@ -1452,7 +1433,10 @@ impl RoleMachine {
         }
         let unserved = match &self.phase {
             Phase::Cooldown { .. } => true,
-            Phase::Candidate => self.reported_failure.is_some_and(FailureKind::is_permanent),
+            Phase::Candidate => self
+                .attempts
+                .reported()
+                .is_some_and(FailureKind::is_permanent),
             _ => false,
         };
         let Some(Known {

@@ -1,5 +1,6 @@
 //! The pure (sans-I/O) election core: one state machine per role.
 
+mod attempts;
 pub mod backoff;
 pub mod bucket_settings;
 pub mod machine;

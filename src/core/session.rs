@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::attempts::Attempts;
 use super::backoff::{RetryPolicy, SplitMix64};
 use super::machine::BACKSTOP_GRACE;
 use super::types::{FailureKind, Timing, WriteOutcome};
@@ -93,13 +94,11 @@ pub struct SessionMachine {
     instance: InstanceId,
     incarnation: Uuid,
     timing: Timing,
-    retry: RetryPolicy,
+    attempts: Attempts,
     rng: SplitMix64,
     phase: Phase,
     pending: Option<Pending>,
     not_before: Option<Instant>,
-    failures: u32,
-    reported_failure: Option<FailureKind>,
     /// Whether this process already wrote the key (a later write by another incarnation is a
     /// live duplicate's, not a predecessor's).
     wrote: bool,
@@ -136,13 +135,11 @@ impl SessionMachine {
             instance,
             incarnation,
             timing,
-            retry,
+            attempts: Attempts::new(retry),
             rng: SplitMix64::new(seed),
             phase: Phase::Init,
             pending: None,
             not_before: None,
-            failures: 0,
-            reported_failure: None,
             wrote: false,
             duplicates: Vec::new(),
             high_water: 0,
@@ -250,7 +247,7 @@ impl SessionMachine {
                 uuid,
                 unknown_sent_at,
             } => {
-                if self.pending.is_none() && self.failures == 0 {
+                if self.pending.is_none() && self.attempts.clear() {
                     self.not_before = None;
                 }
                 if unknown_sent_at.is_some() && state.uuid() != Some(*uuid) {
@@ -330,7 +327,7 @@ impl SessionMachine {
         self.check_deadline(now);
         match result {
             Ok(state) => {
-                self.failures = 0;
+                self.attempts.succeeded();
                 self.recovered();
                 self.read_done(state, now);
             }
@@ -529,7 +526,7 @@ impl SessionMachine {
         };
         match outcome {
             WriteOutcome::Ok { revision } => {
-                self.failures = 0;
+                self.attempts.succeeded();
                 self.wrote = true;
                 self.high_water = self.high_water.max(revision);
                 self.go_live(uuid, revision, sent_at, now);
@@ -602,7 +599,7 @@ impl SessionMachine {
         }
         match outcome {
             WriteOutcome::Ok { revision } => {
-                self.failures = 0;
+                self.attempts.succeeded();
                 self.high_water = self.high_water.max(revision);
                 l.rev = l.rev.max(revision);
                 l.acked_sent_at = l.acked_sent_at.max(sent_at);
@@ -634,7 +631,7 @@ impl SessionMachine {
 
     fn end_done(&mut self, outcome: WriteOutcome, now: Instant) {
         match outcome {
-            WriteOutcome::Retry | WriteOutcome::Unknown if self.failures < 3 => {
+            WriteOutcome::Retry | WriteOutcome::Unknown if self.attempts.failures() < 3 => {
                 // Try again shortly: a session left behind only delays the others by its TTL.
                 self.back_off(now);
                 self.ending_retry = true;
@@ -853,29 +850,21 @@ impl SessionMachine {
     }
 
     fn back_off(&mut self, now: Instant) {
-        self.failures = self.failures.saturating_add(1);
-        let delay = self.retry.delay(self.failures, &mut self.rng);
-        self.not_before = Some(now + delay);
+        self.not_before = Some(self.attempts.back_off(now, &mut self.rng));
     }
 
     fn slow_retry(&mut self, now: Instant) {
-        let interval = self.retry.persistent_interval;
-        let spread = self.rng.below(interval / 5);
-        self.not_before = Some(now + interval + spread);
+        self.not_before = Some(self.attempts.slow_retry_at(now, &mut self.rng));
     }
 
     fn report_failure(&mut self, kind: FailureKind) {
-        if !(kind.is_permanent() || kind.server_code().is_some()) {
-            return;
-        }
-        if self.reported_failure != Some(kind) {
-            self.reported_failure = Some(kind);
+        if self.attempts.report(kind) {
             self.actions.push_back(SessionAction::Failed(kind));
         }
     }
 
     fn recovered(&mut self) {
-        if self.reported_failure.take().is_some() {
+        if self.attempts.recover() {
             self.actions.push_back(SessionAction::Recovered);
         }
     }
