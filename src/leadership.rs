@@ -44,6 +44,37 @@ pub(crate) struct TermShared {
 }
 
 impl TermShared {
+    /// A term of `role` held by `instance` that just started: valid until `deadline`, won at
+    /// `revision`; fenced writes go through `store` (each bounded by `operation_timeout`) and
+    /// are reported to `tap`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn started(
+        role: RoleName,
+        instance: InstanceId,
+        token: FencingToken,
+        deadline: Instant,
+        revision: u64,
+        store: Arc<dyn TermBackend>,
+        operation_timeout: Duration,
+        tap: crate::tap::Tap,
+    ) -> Self {
+        Self {
+            role,
+            instance,
+            token,
+            cancel: CancellationToken::new(),
+            live: Mutex::new(LiveTerm { deadline, revision }),
+            live_changed: tokio::sync::Notify::new(),
+            store,
+            operation_timeout,
+            tap,
+            end_reason: std::sync::OnceLock::new(),
+            start_gate: tokio::sync::Mutex::new(()),
+            lost: std::sync::OnceLock::new(),
+            lost_notify: tokio::sync::Notify::new(),
+        }
+    }
+
     /// The term, already ended for a release, was lost (`reason`) before the release went
     /// through: wakes work that drains gracefully, so that it stops at once.
     pub(crate) fn lose(&self, reason: DemoteReason) {

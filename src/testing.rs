@@ -36,7 +36,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::callbacks::{Demotion, RoleCallbacks};
@@ -205,24 +204,16 @@ impl FakeRole {
         let nonce = Uuid::new_v4();
         let revision = self.kv.write_lease(Some(nonce));
         let leadership = Leadership {
-            inner: Arc::new(TermShared {
-                role: self.role.clone(),
-                instance: self.instance.clone(),
-                token: FencingToken::new(1, revision, nonce),
-                cancel: CancellationToken::new(),
-                live: Mutex::new(LiveTerm {
-                    deadline: Instant::now() + self.lease,
-                    revision,
-                }),
-                live_changed: tokio::sync::Notify::new(),
-                store: self.kv.clone(),
-                operation_timeout: Duration::from_secs(1),
-                tap: crate::tap::Tap::default(),
-                end_reason: std::sync::OnceLock::new(),
-                start_gate: tokio::sync::Mutex::new(()),
-                lost: std::sync::OnceLock::new(),
-                lost_notify: tokio::sync::Notify::new(),
-            }),
+            inner: Arc::new(TermShared::started(
+                self.role.clone(),
+                self.instance.clone(),
+                FencingToken::new(1, revision, nonce),
+                Instant::now() + self.lease,
+                revision,
+                self.kv.clone(),
+                Duration::from_secs(1),
+                crate::tap::Tap::default(),
+            )),
         };
         *self.slot() = Some(leadership.clone());
         self.callbacks.on_promote(leadership.clone()).await;

@@ -16,6 +16,7 @@ mod placement;
 mod placement_link;
 mod probe;
 mod role_input;
+mod role_report;
 mod role_task;
 mod session_link;
 mod session_task;
@@ -67,6 +68,7 @@ use crate::leadership::Leadership;
 use crate::names::{InstanceId, RoleName};
 pub use crate::store::ServerErrors;
 use role_input::RoleInput;
+use role_report::RoleReport;
 use role_task::RoleTask;
 use shared::{RoleSlot, Shared};
 
@@ -211,14 +213,11 @@ impl RoleManager {
             machine,
             shared: self.shared.clone(),
             inbox: inbox_rx,
-            status: status_tx,
+            report: RoleReport::new(spec.name.clone(), self.shared.clone(), status_tx),
             callbacks: spec.callbacks,
             current: current_tx,
             operation_timeout: spec.timing.operation_timeout,
             validation_interval: self.validation_interval,
-            promoted_at: None,
-            term_span: None,
-            reported: crate::status::RoleState::Init,
             resets: 0,
             last_held: None,
             preparing: None,

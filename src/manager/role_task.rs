@@ -1,7 +1,7 @@
 //! The driver of one role: runs a [`RoleMachine`], performs the I/O it asks for, runs the
 //! callbacks in order and publishes the role's status.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures_util::StreamExt;
@@ -10,13 +10,12 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, error, info, warn};
+use tracing::{Instrument, debug, info, warn};
 
 use super::backend::LeaseWrite;
-use super::events::RoleEvent;
 use super::role_input::RoleInput;
+use super::role_report::{RoleReport, Snapshot};
 use super::shared::Shared;
-use super::status::RoleStatus;
 use crate::callbacks::{CallbackCall, Demotion, PrepareOutcome, RoleCallbacks, run_callbacks};
 use crate::core::{
     Action, DemoteReason, FailureKind, KeyState, Notice, RoleMachine, WriteKind, WriteOutcome,
@@ -24,7 +23,6 @@ use crate::core::{
 use crate::leadership::{Leadership, LiveTerm, TermShared};
 use crate::names::RoleName;
 use crate::placement::controller::PrepareEnd;
-use crate::status::RoleState;
 use crate::store::ROLE_PREFIX;
 use crate::tap::TapEvent;
 use crate::value::now_rfc3339;
@@ -47,20 +45,13 @@ pub(crate) struct RoleTask {
     pub(crate) machine: RoleMachine,
     pub(crate) shared: Arc<Shared>,
     pub(crate) inbox: mpsc::UnboundedReceiver<RoleInput>,
-    pub(crate) status: watch::Sender<RoleStatus>,
+    /// Everything that shows the role's changes: tap, log and spans, status, events.
+    pub(crate) report: RoleReport,
     pub(crate) callbacks: Arc<dyn RoleCallbacks>,
     /// The current term: this task is its only writer; handles and the manager read it.
     pub(crate) current: watch::Sender<Option<Leadership>>,
     pub(crate) operation_timeout: Duration,
     pub(crate) validation_interval: Option<Duration>,
-    /// When the current term was promoted (for the term's duration).
-    pub(crate) promoted_at: Option<Instant>,
-    /// The span of the current term (open from promotion to demotion); KV operations of the
-    /// term are its children.
-    pub(crate) term_span: Option<tracing::Span>,
-    /// The state last reported to the tap and the log (the status channel may be ahead: the
-    /// promotion and demotion actions write it directly).
-    pub(crate) reported: RoleState,
     /// This instance's session for the role's TTL class (`None` for an observer).
     pub(crate) session: Option<watch::Receiver<super::session_link::SessionView>>,
     /// That session's clock: its renewals and the deadline of a term held here (Q4, one
@@ -98,7 +89,7 @@ impl RoleTask {
             drop(calls_tx);
             // Wait for queued callbacks (the last demote) to finish.
             let _ = runner.await;
-            self.status.send_modify(|s| s.state = RoleState::Stopped);
+            self.report.stopped();
         }
         .instrument(span)
         .await;
@@ -115,7 +106,7 @@ impl RoleTask {
         let mut acquired: Option<(uuid::Uuid, String)> = None;
         // The connection's state now (later only changes are sent to the role).
         let connected = *self.shared.connected.borrow();
-        self.tap(TapEvent::Connection(connected));
+        self.report.tap(TapEvent::Connection(connected));
         self.machine.start(Instant::now());
         let mut session = self.session.take();
         let mut session_failure = None;
@@ -160,7 +151,7 @@ impl RoleTask {
                             if let (WriteKind::Release, WriteOutcome::Ok { revision }) = (kind, o) {
                                 self.release_stored(revision, now);
                             }
-                            self.tap(TapEvent::WriteCompleted { op, kind, outcome: o, elapsed });
+                            self.report.tap(TapEvent::WriteCompleted { op, kind, outcome: o, elapsed });
                             if resets_before == self.resets {
                                 // P6: the highest revision seen in this bucket (any key: the
                                 // session's writes move it most) before the write was sent
@@ -241,14 +232,9 @@ impl RoleTask {
                             self.rank_for_vacancy();
                             self.machine.handle_holder_gone(revision, now);
                         }
-                        Some(RoleInput::DuplicateInstance) => {
-                            self.status.send_modify(|s| s.duplicate_instance = true);
-                            self.shared.emit(RoleEvent::DuplicateInstance {
-                                role: self.role.clone(),
-                            });
-                        }
+                        Some(RoleInput::DuplicateInstance) => self.report.duplicate(None),
                         Some(RoleInput::Connection(up)) => {
-                            self.tap(TapEvent::Connection(up));
+                            self.report.tap(TapEvent::Connection(up));
                             self.machine.handle_connection(up, now);
                         }
                         Some(RoleInput::Release(reason, cooldown)) => {
@@ -278,11 +264,7 @@ impl RoleTask {
                             self.machine.handle_bucket_reset(epoch, Some(age), now);
                         }
                         Some(RoleInput::Placement { delay, preferred }) => {
-                            self.status.send_if_modified(|s| {
-                                let changed = s.preferred != preferred;
-                                s.preferred = preferred;
-                                changed
-                            });
+                            self.report.preferred(preferred);
                             self.machine.handle_campaign_delay(delay, now);
                         }
                         Some(RoleInput::Stop) => self.machine.handle_stop(now),
@@ -306,7 +288,7 @@ impl RoleTask {
                     self.sync_session(Instant::now());
                     let store = self.shared.store.clone();
                     let (k, t) = (key.clone(), self.operation_timeout);
-                    let span = self.kv_span("read", "validate", 0);
+                    let span = self.report.kv_span("read", "validate", 0);
                     ops.push(Box::pin(
                         async move { (0, OpResult::Validate(store.read(&k, t).await)) }
                             .instrument(span),
@@ -354,12 +336,12 @@ impl RoleTask {
                 });
                 let kind = req.kind;
                 debug!(?kind, expected = req.expected, "write");
-                self.tap(TapEvent::WriteInvoked {
+                self.report.tap(TapEvent::WriteInvoked {
                     op,
                     kind,
                     expected: req.expected,
                 });
-                let span = self.kv_span("cas", kind.as_str(), req.expected);
+                let span = self.report.kv_span("cas", kind.as_str(), req.expected);
                 let seen_before = self.shared.bucket_high_water();
                 let resets_before = self.resets;
                 ops.push(Box::pin(
@@ -390,7 +372,7 @@ impl RoleTask {
             Action::Read { op, timeout } => {
                 let store = self.shared.store.clone();
                 let key = key.to_string();
-                let span = self.kv_span("read", "read", 0);
+                let span = self.report.kv_span("read", "read", 0);
                 ops.push(Box::pin(
                     async move { (op, OpResult::Read(store.read(&key, timeout).await)) }
                         .instrument(span),
@@ -398,38 +380,17 @@ impl RoleTask {
             }
             Action::Promote { term, revision } => {
                 let leadership = Leadership {
-                    inner: Arc::new(TermShared {
-                        role: self.role.clone(),
-                        instance: self.shared.instance.clone(),
-                        token: term.token,
-                        cancel: CancellationToken::new(),
-                        live: Mutex::new(LiveTerm {
-                            deadline: self.handed_deadline(term.deadline),
-                            revision,
-                        }),
-                        live_changed: tokio::sync::Notify::new(),
-                        store: Arc::new(self.shared.store.clone()),
-                        operation_timeout: self.operation_timeout,
-                        tap: self.shared.tap.clone(),
-                        end_reason: std::sync::OnceLock::new(),
-                        start_gate: tokio::sync::Mutex::new(()),
-                        lost: std::sync::OnceLock::new(),
-                        lost_notify: tokio::sync::Notify::new(),
-                    }),
+                    inner: Arc::new(TermShared::started(
+                        self.role.clone(),
+                        self.shared.instance.clone(),
+                        term.token,
+                        self.handed_deadline(term.deadline),
+                        revision,
+                        Arc::new(self.shared.store.clone()),
+                        self.operation_timeout,
+                        self.shared.tap.clone(),
+                    )),
                 };
-                info!(term = term.token.term(), "promoted");
-                self.promoted_at = Some(Instant::now());
-                self.term_span = Some(tracing::info_span!(
-                    "term",
-                    role = %self.role,
-                    instance = %self.shared.instance,
-                    term = term.token.term(),
-                    reason = tracing::field::Empty,
-                ));
-                self.tap(TapEvent::Promoted {
-                    token: term.token,
-                    deadline: term.deadline,
-                });
                 self.current.send_replace(Some(leadership.clone()));
                 // From now on the session's renewals move the term's deadline (Q4).
                 if let (Some(clock), Some(session)) = (&self.clock, self.machine.held_session()) {
@@ -442,21 +403,7 @@ impl RoleTask {
                         |d| backend.handed_deadline(d),
                     );
                 }
-                self.status.send_modify(|s| {
-                    // The term is in `current` before the status says LEADER.
-                    s.state = RoleState::Leader;
-                    s.last_transition = SystemTime::now();
-                    s.term = Some(term.token.term());
-                    s.token = Some(term.token);
-                    s.leader_id = Some(self.shared.instance.clone());
-                    s.held_since = Some(SystemTime::now());
-                    s.last_heartbeat = Some(SystemTime::now());
-                });
-                self.report_state(RoleState::Leader, None);
-                self.shared.emit(RoleEvent::Promoted {
-                    role: self.role.clone(),
-                    term: term.token.term(),
-                });
+                self.report.promoted(term.token, term.deadline);
                 // The term has started: a preparation still queued or running is abandoned, so
                 // that `on_promote` (and an exec child) does not wait for it.
                 if let Some(preparing) = self.preparing.take() {
@@ -491,7 +438,7 @@ impl RoleTask {
                         l.inner.live_changed.notify_waiters();
                     }
                     if self.clock.is_none() {
-                        self.tap(TapEvent::Renewed {
+                        self.report.tap(TapEvent::Renewed {
                             token: term.token,
                             deadline: term.deadline,
                         });
@@ -502,8 +449,7 @@ impl RoleTask {
                     .as_ref()
                     .and_then(|c| c.renewed(&self.role))
                     .unwrap_or_else(SystemTime::now);
-                self.status
-                    .send_modify(|s| s.last_heartbeat = Some(renewed));
+                self.report.renewed(renewed);
             }
             Action::Demote {
                 term,
@@ -515,7 +461,7 @@ impl RoleTask {
                     // test-only negative controls do not carry demotions out).
                     self.let_go();
                     self.current.send_replace(None);
-                    self.promoted_at = None;
+                    self.report.demotion_skipped();
                     if wait {
                         *drain = Some(Box::pin(async {}));
                     }
@@ -533,37 +479,7 @@ impl RoleTask {
                 if !wait {
                     self.let_go();
                 }
-                let held = self
-                    .promoted_at
-                    .take()
-                    .map_or(Duration::ZERO, |at| at.elapsed());
-                self.tap(TapEvent::Demoted {
-                    token: term.token,
-                    reason,
-                    held,
-                });
-                if let Some(span) = self.term_span.take() {
-                    span.record("reason", reason.as_str());
-                }
-                let level_warn = !matches!(reason, DemoteReason::Released(_));
-                if level_warn {
-                    warn!(term = term.token.term(), %reason, "demoted");
-                } else {
-                    info!(term = term.token.term(), %reason, "demoted");
-                }
-                self.status.send_modify(|s| {
-                    s.state = RoleState::Demoted;
-                    s.last_transition = SystemTime::now();
-                    s.token = None;
-                    s.held_since = None;
-                    s.last_demote_reason = Some(reason);
-                });
-                self.report_state_of_term(RoleState::Demoted, Some(reason), term.token.term());
-                self.shared.emit(RoleEvent::Demoted {
-                    role: self.role.clone(),
-                    term: term.token.term(),
-                    reason,
-                });
+                self.report.demoted(term.token, reason);
                 if let Some(l) = leadership {
                     // P9: the token is cancelled before on_demote runs (above).
                     let demotion = Demotion {
@@ -585,17 +501,10 @@ impl RoleTask {
                     *drain = Some(Box::pin(async {}));
                 }
             }
-            Action::Failed(kind) => self.report_failed(kind),
-            Action::Recovered => self.report_recovered(),
+            Action::Failed(kind) => self.report.failed(kind),
+            Action::Recovered => self.report.recovered(),
             Action::Notice(Notice::DuplicateInstance { other_incarnation }) => {
-                error!(
-                    %other_incarnation,
-                    "another live process uses this instance id; instance ids must be unique"
-                );
-                self.status.send_modify(|s| s.duplicate_instance = true);
-                self.shared.emit(RoleEvent::DuplicateInstance {
-                    role: self.role.clone(),
-                });
+                self.report.duplicate(Some(other_incarnation));
             }
             Action::Notice(Notice::RevisionRegressed {
                 revision,
@@ -654,13 +563,7 @@ impl RoleTask {
         let Some(renewed) = self.clock.as_ref().and_then(|c| c.let_go(&self.role)) else {
             return;
         };
-        self.status.send_if_modified(|s| {
-            let newer = s.last_heartbeat.is_none_or(|at| at < renewed);
-            if newer {
-                s.last_heartbeat = Some(renewed);
-            }
-            newer
-        });
+        self.report.last_renewal(renewed);
     }
 
     /// Before a demotion is recorded or announced: ends the current term (its reason stored,
@@ -695,49 +598,9 @@ impl RoleTask {
         }
         *reported = view.failure;
         match view.failure {
-            Some(kind) => self.report_failed(kind),
-            None => self.report_recovered(),
+            Some(kind) => self.report.failed(kind),
+            None => self.report.recovered(),
         }
-    }
-
-    /// The role cannot campaign or renew: reported once per condition (tap, log, status, event).
-    fn report_failed(&mut self, kind: FailureKind) {
-        self.tap(TapEvent::Failed(kind));
-        if kind.is_permanent() {
-            error!(
-                error = %self.shared.store.describe(kind),
-                class = kind.class().as_str(),
-                "role cannot campaign or renew; retrying slowly until fixed"
-            );
-        } else {
-            warn!(
-                error = %self.shared.store.describe(kind),
-                class = kind.class().as_str(),
-                "role cannot campaign or renew; retrying with backoff"
-            );
-        }
-        let text = self.shared.store.describe(kind);
-        self.status.send_modify(|s| {
-            s.last_error = Some(text);
-            s.failure = Some(kind);
-        });
-        self.shared.emit(RoleEvent::Failed {
-            role: self.role.clone(),
-            kind,
-        });
-    }
-
-    /// The server answers normally again.
-    fn report_recovered(&mut self) {
-        self.tap(TapEvent::Recovered);
-        info!("the server answers normally again");
-        self.status.send_modify(|s| {
-            s.last_error = None;
-            s.failure = None;
-        });
-        self.shared.emit(RoleEvent::Recovered {
-            role: self.role.clone(),
-        });
     }
 
     /// Herd ranking (Q7) for the vacancy about to be delivered: the rank of this instance
@@ -806,46 +669,11 @@ impl RoleTask {
         }
     }
 
-    /// A span for one KV operation: a child of the term's span while a term is open.
-    fn kv_span(&self, op: &'static str, kind: &'static str, expected: u64) -> tracing::Span {
-        let parent = self.term_span.as_ref().and_then(tracing::Span::id);
-        tracing::debug_span!(
-            parent: parent.or_else(|| tracing::Span::current().id()),
-            "kv",
-            op,
-            kind,
-            expected,
-            outcome = tracing::field::Empty,
-        )
-    }
-
-    /// One span and one log event per state change (role, instance, term, reason).
-    fn trace_transition(
-        &self,
-        from: RoleState,
-        to: RoleState,
-        reason: Option<DemoteReason>,
-        term: Option<u64>,
-    ) {
-        let reason = reason.map_or("none", DemoteReason::as_str);
-        let (role, instance, from, to) = (
-            &self.role,
-            &self.shared.instance,
-            from.as_str(),
-            to.as_str(),
-        );
-        // A span per transition for trace backends (closed at once: it marks the moment), and
-        // the log event beside it, so that log lines do not repeat the fields.
-        drop(tracing::info_span!("transition", %role, %instance, from, to, term, reason));
-        info!(%role, %instance, from, to, term, reason, "transition");
-    }
-
     /// The deadline handed to the application (the term's; see [`super::backend::RoleBackend`]).
     fn handed_deadline(&self, deadline: Instant) -> Instant {
         self.shared.backend.handed_deadline(deadline)
     }
 
-    /// Reports `event` to the manager's tap sinks.
     /// Runs the role's `on_prepare` in order with its other callbacks; tells placement how
     /// it ended: ready, failed (an error or `limit` ran out: not ready), or abandoned by a
     /// promotion. A role this instance holds is not prepared (nobody would wait for it, and
@@ -895,7 +723,7 @@ impl RoleTask {
     /// watcher shows the next holder).
     fn release_stored(&self, revision: u64, now: Instant) {
         use super::vacancy::VacancyCause;
-        let cause = match self.status.borrow().last_demote_reason {
+        let cause = match self.report.status().last_demote_reason {
             Some(DemoteReason::Released(crate::core::ReleaseReason::Placement)) => {
                 VacancyCause::Move
             }
@@ -910,105 +738,15 @@ impl RoleTask {
         }
     }
 
-    fn tap(&self, event: TapEvent) {
-        self.shared
-            .tap
-            .record(&self.shared.instance, &self.role, event);
-    }
-
     fn publish_status(&mut self) {
-        let state = self.machine.state();
-        let observed = self.machine.observed().cloned();
-        let connected = *self.shared.connected.borrow();
-        let cooldown_until = self.machine.cooldown_until();
-        let placement = self.shared.placement.as_deref();
-        self.status.send_if_modified(|s| {
-            let before = s.clone();
-            s.state = state;
-            s.connected = connected;
-            s.cooldown_until = cooldown_until;
-            if let Some(p) = placement
-                .filter(|_| (s.cooldown_until, s.state) != (before.cooldown_until, before.state))
-            {
-                p.changed(); // placement publishes the roles this instance will not take
-            }
-            if let Some(obs) = &observed {
-                s.revision = obs.revision();
-                if state != RoleState::Leader {
-                    match obs {
-                        KeyState::Held { value, .. } => {
-                            if let Some(version) = value.other_protocol()
-                                && s.incompatible_version != Some(version)
-                            {
-                                s.incompatible_version = Some(version);
-                                let text = format!(
-                                    "incompatible protocol v{version} in {ROLE_PREFIX}{}: this \
-                                     instance speaks version {} and never takes it over (one \
-                                     protocol version per bucket; upgrade by a new bucket or \
-                                     stop-the-world: docs/protocol.md, Q10)",
-                                    self.role,
-                                    crate::value::VALUE_VERSION
-                                );
-                                error!(role = %self.role, version, "{text}");
-                                s.last_error = Some(text);
-                            }
-                            if value.other_protocol().is_none() {
-                                clear_incompatible(s);
-                            }
-                            s.leader_id = obs.lease().map(|l| l.holder.clone());
-                            s.term = obs.lease().map(|l| l.term.unwrap_or(obs.revision()));
-                            s.foreign_holder = obs.lease().is_none();
-                        }
-                        KeyState::Vacant { .. } | KeyState::Absent => {
-                            clear_incompatible(s);
-                            s.leader_id = None;
-                            s.term = None;
-                            s.foreign_holder = false;
-                        }
-                        KeyState::Unknown { .. } => {}
-                    }
-                }
-            }
-            *s != before
-        });
-        let reason = if self.reported == RoleState::Leader {
-            self.status.borrow().last_demote_reason
-        } else {
-            None
+        let snapshot = Snapshot {
+            state: self.machine.state(),
+            observed: self.machine.observed().cloned(),
+            connected: *self.shared.connected.borrow(),
+            cooldown_until: self.machine.cooldown_until(),
+            term: self.machine.term().map(|t| t.token.term()),
         };
-        self.report_state(state, reason);
-    }
-
-    /// Reports a change of state (tap event, span and log event), once per change.
-    fn report_state(&mut self, to: RoleState, reason: Option<DemoteReason>) {
-        let term = self
-            .machine
-            .term()
-            .map(|t| t.token.term())
-            .or_else(|| self.status.borrow().term);
-        self.report_state_of_term(to, reason, term);
-    }
-
-    fn report_state_of_term(
-        &mut self,
-        to: RoleState,
-        reason: Option<DemoteReason>,
-        term: impl Into<Option<u64>>,
-    ) {
-        let from = std::mem::replace(&mut self.reported, to);
-        if from == to {
-            return;
-        }
-        let reason = (from == RoleState::Leader).then_some(reason).flatten();
-        self.trace_transition(from, to, reason, term.into());
-        self.tap(TapEvent::StateChanged { from, to, reason });
-    }
-}
-
-/// The role's key no longer holds a lease of another protocol: its mismatch report is over.
-fn clear_incompatible(s: &mut RoleStatus) {
-    if s.incompatible_version.take().is_some() {
-        s.last_error = None;
+        self.report.publish(snapshot);
     }
 }
 
