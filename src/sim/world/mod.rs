@@ -380,7 +380,7 @@ pub(super) struct MoveApplied {
 }
 
 /// A foreign role write waiting for a vacancy
-/// ([`crate::core::sim::scenario::FaultKind::ForeignRole`]).
+/// ([`crate::sim::scenario::FaultKind::ForeignRole`]).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ForeignRole {
     /// The instance whose live session the value names.
