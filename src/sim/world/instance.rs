@@ -14,6 +14,7 @@ use crate::core::session_book::Verdict;
 use crate::core::types::{FailureKind, KeyState, WriteKind, WriteOutcome};
 use crate::sim::clock::{MS, Nanos, nanos};
 use crate::sim::kv::{EntryKind, KvWrite};
+use crate::sim::scenario::BACKSTOP_TICK;
 use crate::value::HolderValue;
 
 use super::{Ev, Input, SInput, SessionMsg, Sim, Who};
@@ -21,8 +22,6 @@ use super::{Ev, Input, SInput, SessionMsg, Sim, Who};
 /// Herd ranking: the longest wait of any rank (as the role task; a returning holder's
 /// grace comes on top, only where the previous holder restarted).
 pub(in crate::sim) const HERD_CAP: Duration = crate::core::Herd::DEFAULT.cap;
-/// How often the watcher looks for sessions due for a reap.
-pub(in crate::sim) const BACKSTOP_TICK: Duration = Duration::from_millis(250);
 /// The watcher's first backoff after it failed (`manager::watcher`).
 const WATCHER_BACKOFF: Duration = Duration::from_millis(100);
 /// Timeout of one reap or backstop read.
