@@ -1,19 +1,25 @@
 #!/usr/bin/env python3
-"""Import cycles among the modules of src/ (test code excluded).
+"""Import cycles among the modules of src/ (test code excluded unless --with-tests).
 
 Resolves every path a file names (`use` trees, `crate::`/`super::`/`self::` paths, paths through
 imported names or child modules) to the file that *defines* the item, following re-exports
 (`pub use`), so a facade `mod.rs` that only re-exports a sibling's type is not mistaken for the
-owner of that type. Code under a cfg that is false without `test` (`#[cfg(test)]`,
+owner of that type. By default code under a cfg that is false without `test` (`#[cfg(test)]`,
 `#[cfg(all(test, ..))]`) is skipped, as are modules declared under such a cfg.
 
-usage: scripts/import-cycles.py [1|2|all] [-v]
+usage: scripts/import-cycles.py [1|2|all] [-v] [--with-tests] [--reexports] [--root DIR]
   1    strongly connected components of the top-level module graph
   2    also the components among the entries of every folder (src/X/*.rs and src/X/*/,
        collapsed, plus the folder's mod.rs)
   -v   print the references that make up each component's edges
+  --with-tests  also the test code: `test` is left undecided, like a cargo feature, so code
+       under `#[cfg(test)]` and under `#[cfg(not(test))]` both count. The graph is then a
+       superset of the default one: a run with it also finds every cycle of a run without.
   --reexports  count a module-level `use`/`pub use` as a dependency even where no code names
        it (by default a re-export is the folder's interface, not a dependency of its code)
+  --root DIR  the crate's source folder (default src; e.g. crates/testkit/src)
+
+CI (scripts/test.sh) runs `all --with-tests` on src/ and on crates/testkit/src.
 """
 import os
 import re
@@ -81,7 +87,8 @@ def lex(src):
 
 def cfg_value(toks, k):
     """Evaluate the cfg predicate starting at toks[k]; returns (value, next index).
-    value: True, False or None (unknown). `test` is false; features are unknown."""
+    value: True, False or None (unknown). `test` is false (unknown with --with-tests); features
+    are unknown."""
     kind, text, _ = toks[k]
     if text in ('all', 'any', 'not') and toks[k + 1][1] == '(':
         k += 2
@@ -107,7 +114,7 @@ def cfg_value(toks, k):
         k += 2
         return None, k
     if text == 'test':
-        return False, k
+        return TEST, k
     if text == 'unix':
         return True, k
     return None, k
@@ -129,6 +136,10 @@ class Module:
 
 modules = {}
 REEXPORTS = '--reexports' in sys.argv
+# The value of the `test` cfg: false (test code skipped), or unknown with --with-tests (code
+# under `cfg(test)` and under `cfg(not(test))` both kept: only what is false either way is
+# skipped).
+TEST = None if '--with-tests' in sys.argv else False
 
 
 def skip_balanced(toks, k):
@@ -488,9 +499,24 @@ def report(title, refs, key, verbose):
 
 
 def main():
+    global ROOT
     args = sys.argv[1:]
     verbose = '-v' in args
+    if '--root' in args:
+        i = args.index('--root')
+        if i + 1 >= len(args):
+            print('--root needs a folder', file=sys.stderr)
+            return 2
+        ROOT = args[i + 1].rstrip('/')
+        del args[i:i + 2]
+    unknown = [a for a in args if a.startswith('-') and a not in ('-v', '--with-tests', '--reexports')]
     args = [a for a in args if not a.startswith('-')]
+    if unknown or len(args) > 1 or (args and args[0] not in ('1', '2', 'all')):
+        print(__doc__, file=sys.stderr)
+        return 2
+    if not os.path.exists(os.path.join(ROOT, 'lib.rs')):
+        print(f'{ROOT}/lib.rs not found', file=sys.stderr)
+        return 2
     level = args[0] if args else '1'
     refs = build()
     files = {m.file for m in modules.values()}

@@ -64,6 +64,8 @@ mod inspect;
 mod leadership;
 mod metrics;
 mod placement;
+#[cfg(test)]
+mod sim;
 mod status;
 mod store;
 mod tap;

@@ -30,5 +30,3 @@ mod machine_tests;
 mod session_book_tests;
 #[cfg(test)]
 mod session_tests;
-#[cfg(test)]
-mod sim;

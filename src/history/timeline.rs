@@ -171,3 +171,93 @@ pub fn render_html(report: &Report) -> String {
     html.push_str("</pre></body></html>\n");
     html
 }
+
+#[cfg(test)]
+mod tests {
+    use super::render_html;
+    use crate::history::check::{Invariant, check};
+    use crate::history::event::{Event, OpKind, OpResult, Record, TrialInfo};
+
+    /// Mono ns of `ms` milliseconds after the trial's start.
+    fn at(ms: u64) -> u64 {
+        1_000_000_000_000 + ms * 1_000_000
+    }
+
+    #[test]
+    fn reports_render_as_html_with_the_violation() {
+        // n1 acquires term 2 with a deadline at 910 ms and acts at 1200 ms: S5.
+        let role = Some("r");
+        let records = [
+            Record::harness(
+                at(0),
+                None,
+                Event::Trial(TrialInfo {
+                    seed: 1,
+                    kind: "test".into(),
+                    ttl_ms: 1000,
+                    margin: 0.1,
+                    clock: 1.0,
+                    ..TrialInfo::default()
+                }),
+            ),
+            Record::node(
+                at(0),
+                "n1",
+                None,
+                Event::Start {
+                    roles: vec!["r".into()],
+                    clock_rate: 1.0,
+                    real_mono_ns: None,
+                },
+            ),
+            Record::node(
+                at(9),
+                "n1",
+                role,
+                Event::Invoke {
+                    op: 1,
+                    kind: OpKind::Acquire,
+                    expected: 1,
+                },
+            ),
+            Record::node(
+                at(10),
+                "n1",
+                role,
+                Event::Complete {
+                    op: 1,
+                    kind: OpKind::Acquire,
+                    result: OpResult::Ok,
+                    revision: Some(2),
+                    error: None,
+                    elapsed_us: None,
+                },
+            ),
+            Record::node(
+                at(10),
+                "n1",
+                role,
+                Event::Promote {
+                    epoch: 7,
+                    term: 2,
+                    deadline_ns: at(910),
+                },
+            ),
+            Record::node(
+                at(1200),
+                "n1",
+                role,
+                Event::Act {
+                    epoch: 7,
+                    term: 2,
+                    write_id: 99,
+                },
+            ),
+        ];
+        let r = check(&records);
+        assert!(r.has(Invariant::S5), "{}", r.render_text());
+        let html = render_html(&r);
+        assert!(html.contains("<svg") && html.contains("role r") && html.contains("S5"));
+        assert!(!html.contains("src=\"http"), "no external assets");
+    }
+}

@@ -5,7 +5,7 @@ use crate::core::{FailureKind, WriteKind, WriteOutcome};
 
 /// Every `error_type` of `failures_total`: `timeout` (an unknown outcome), each
 /// [`FailureKind`], and `role_failed` (a failure was reported for the role).
-pub(super) const ERROR_TYPES: [&str; 8] = [
+pub(crate) const ERROR_TYPES: [&str; 8] = [
     "timeout",
     kind_label(FailureKind::PermissionDenied),
     kind_label(FailureKind::BucketNotFound),

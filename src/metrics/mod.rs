@@ -18,6 +18,8 @@ mod labels;
 mod series;
 mod sink;
 
+#[cfg(all(test, feature = "otel"))]
+pub(crate) use labels::ERROR_TYPES;
 pub(crate) use series::PerRole;
 pub use series::RoleSeries;
 pub(crate) use sink::RoleMetrics;

@@ -28,6 +28,8 @@
 mod otlp;
 pub mod prometheus;
 #[cfg(test)]
+mod role_metrics_tests;
+#[cfg(test)]
 mod test_support;
 
 use opentelemetry::KeyValue;

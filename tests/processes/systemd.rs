@@ -783,8 +783,8 @@ fn the_unit_s_timeouts_cover_the_binary_and_its_variables_are_read() {
     let sources = rust_sources(&testkit::repo_root().join("src"));
     for name in &names {
         assert!(
-            testkit::instances::ENV.contains(&name.as_str()),
-            "{name} is not among the variables the binary reads (testkit::instances::ENV)"
+            testkit::cli::ENV.contains(&name.as_str()),
+            "{name} is not among the variables the binary reads (testkit::cli::ENV)"
         );
         // RUST_LOG is read by tracing-subscriber (`EnvFilter::try_from_default_env`).
         assert!(

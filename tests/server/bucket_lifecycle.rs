@@ -495,7 +495,7 @@ impl Run {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        for var in testkit::instances::ENV {
+        for var in testkit::cli::ENV {
             cmd.env_remove(var);
         }
         let mut child = cmd

@@ -1,5 +1,6 @@
 //! Running `nats-roles` commands (`validate`, `status`, `evict`, ...) to completion and
-//! capturing what they print.
+//! capturing what they print; [`command`]: a command of any program that the caller's
+//! environment cannot change ([`ENV`], the variables the binary reads, removed).
 
 use std::ffi::OsStr;
 use std::process::Stdio;
@@ -7,7 +8,43 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 
-use crate::instances::ENV;
+/// Environment variables the binary reads: removed so the caller's environment cannot change
+/// what a test runs (systemd's notification variables too: a test run under a service manager
+/// must not notify it). (`XDG_CONFIG_HOME`, where NATS contexts are looked up, is set to a
+/// folder without any by [`command`].)
+pub const ENV: [&str; 31] = [
+    "NATS_CONTEXT",
+    "XDG_CONFIG_HOME",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "NATS_URL",
+    "NATS_CREDS",
+    "NATS_NKEY",
+    "NATS_USER",
+    "NATS_PASSWORD",
+    "NATS_TOKEN",
+    "NATS_CA",
+    "NATS_CERT",
+    "NATS_KEY",
+    "NATS_ROLES_INSTANCE_ID",
+    "NATS_ROLES_BUCKET",
+    "NATS_ROLES_LOG_FORMAT",
+    "NATS_ROLES_ADMIN_TOKEN",
+    "NATS_ROLES_LOCAL_TOKEN",
+    "NATS_ROLES_VERSION",
+    "NATS_ROLES_ZONE",
+    "RUST_LOG",
+    "NO_COLOR",
+    "TERM",
+    "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+];
 
 /// What a finished command printed, and how it ended.
 pub struct CliOutput {

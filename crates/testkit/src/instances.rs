@@ -20,44 +20,6 @@ use tokio::process::Child;
 
 use crate::process::{SIGTERM, signal};
 
-/// Environment variables the binary reads: removed so the caller's environment cannot change
-/// what a test runs (systemd's notification variables too: a test run under a service manager
-/// must not notify it). (`XDG_CONFIG_HOME`, where NATS contexts are looked up, is set to a
-/// folder without any by [`crate::cli::command`].)
-pub const ENV: [&str; 31] = [
-    "NATS_CONTEXT",
-    "XDG_CONFIG_HOME",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_HEADERS",
-    "OTEL_SERVICE_NAME",
-    "OTEL_RESOURCE_ATTRIBUTES",
-    "NATS_URL",
-    "NATS_CREDS",
-    "NATS_NKEY",
-    "NATS_USER",
-    "NATS_PASSWORD",
-    "NATS_TOKEN",
-    "NATS_CA",
-    "NATS_CERT",
-    "NATS_KEY",
-    "NATS_ROLES_INSTANCE_ID",
-    "NATS_ROLES_BUCKET",
-    "NATS_ROLES_LOG_FORMAT",
-    "NATS_ROLES_ADMIN_TOKEN",
-    "NATS_ROLES_LOCAL_TOKEN",
-    "NATS_ROLES_VERSION",
-    "NATS_ROLES_ZONE",
-    "RUST_LOG",
-    "NO_COLOR",
-    "TERM",
-    "NOTIFY_SOCKET",
-    "WATCHDOG_USEC",
-    "WATCHDOG_PID",
-];
-
 /// How long an instance may take to print its URL (or to start its manager after that), or to
 /// exit after SIGTERM.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);

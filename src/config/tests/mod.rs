@@ -9,6 +9,7 @@ mod load;
 mod locate;
 mod schema;
 mod schema_walk;
+mod telemetry;
 mod validate;
 
 fn role(name: &str) -> RoleConfig {

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use crate::core::sim::clock::{MS, SEC};
-use crate::core::sim::kv::{EntryKind, KvWrite};
-use crate::core::sim::scenario::{Fault, FaultKind, Target};
-use crate::core::sim::trace::Rec;
+use crate::sim::clock::{MS, SEC};
+use crate::sim::kv::{EntryKind, KvWrite};
+use crate::sim::scenario::{Fault, FaultKind, Target};
+use crate::sim::trace::{MoveApplied, Rec};
 use crate::value::{LeaseValue, SessionValue, VALUE_VERSION};
 
 use super::{Ev, ForeignRole, Input, SInput, Sim};
@@ -125,7 +125,7 @@ impl Sim {
             return; // the target refuses: it only observes the role
         }
         let grace = Duration::from_millis(grace_ms).min(self.timing.ttl);
-        self.moves.push(super::MoveApplied {
+        self.moves.push(MoveApplied {
             at: self.now,
             role: 0,
             from,

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::core::sim::clock::{MS, Nanos, nanos};
+use crate::sim::clock::{MS, Nanos, nanos};
 
 use super::{Ev, Input, SInput, SessionMsg, Sim};
 
 /// How long a session lost to a recreated bucket waits for the epoch check before it starts
 /// again (`manager::session_task::EPOCH_CHECK_WAIT`).
-pub(in crate::core::sim) const EPOCH_CHECK_WAIT: Duration = Duration::from_secs(2);
+pub(in crate::sim) const EPOCH_CHECK_WAIT: Duration = Duration::from_secs(2);
 
 /// A watcher's consumer fails this long after its last delivery when its stream is gone
 /// (async-nats `ORDERED_IDLE_HEARTBEAT`).

@@ -9,7 +9,7 @@ mod faults;
 mod instance;
 mod server;
 
-pub(super) use instance::{BACKSTOP_TICK, HERD_CAP};
+pub(super) use instance::HERD_CAP;
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -26,12 +26,13 @@ use crate::core::types::{FailureKind, KeyState, Timing, WriteOutcome};
 use crate::history::Invariant;
 use crate::names::{InstanceId, RoleName};
 
-use super::check::{CheckOpts, Violation, check};
+use super::check::{CheckOpts, check};
 use super::clock::{Clock, MS, Nanos, PPM};
 use super::kv::{Kv, KvFlaws, KvWrite};
 use super::rng::Rng;
 use super::scenario::Scenario;
-use super::trace::{NodeTrace, Seen, Trace};
+use super::trace::{MoveApplied, NodeTrace, Seen, Trace};
+use super::violation::Violation;
 
 /// Upper bound of events per run; more means a livelock.
 pub(super) const EVENT_LIMIT: u64 = 1_000_000;
@@ -363,24 +364,8 @@ pub(super) struct Flaws {
     pub(super) move_no_holdback: bool,
 }
 
-/// A targeted move (protocol Q13) as the world applied it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct MoveApplied {
-    /// When.
-    pub(super) at: Nanos,
-    /// The role (key index).
-    pub(super) role: usize,
-    /// The holder's node and the target's node for the role.
-    pub(super) from: usize,
-    pub(super) to: usize,
-    /// The term the move ends.
-    pub(super) term: u64,
-    /// The others' hold-back.
-    pub(super) grace: Duration,
-}
-
 /// A foreign role write waiting for a vacancy
-/// ([`crate::core::sim::scenario::FaultKind::ForeignRole`]).
+/// ([`crate::sim::scenario::FaultKind::ForeignRole`]).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ForeignRole {
     /// The instance whose live session the value names.

@@ -11,18 +11,17 @@ use tokio::time::Instant;
 use crate::core::machine::SessionUpdate;
 use crate::core::session::{SessionAction, SessionLoss, SessionWriteKind};
 use crate::core::session_book::Verdict;
-use crate::core::sim::clock::{MS, Nanos, nanos};
-use crate::core::sim::kv::{EntryKind, KvWrite};
 use crate::core::types::{FailureKind, KeyState, WriteKind, WriteOutcome};
+use crate::sim::clock::{MS, Nanos, nanos};
+use crate::sim::kv::{EntryKind, KvWrite};
+use crate::sim::scenario::BACKSTOP_TICK;
 use crate::value::HolderValue;
 
 use super::{Ev, Input, SInput, SessionMsg, Sim, Who};
 
 /// Herd ranking: the longest wait of any rank (as the role task; a returning holder's
 /// grace comes on top, only where the previous holder restarted).
-pub(in crate::core::sim) const HERD_CAP: Duration = crate::core::Herd::DEFAULT.cap;
-/// How often the watcher looks for sessions due for a reap.
-pub(in crate::core::sim) const BACKSTOP_TICK: Duration = Duration::from_millis(250);
+pub(in crate::sim) const HERD_CAP: Duration = crate::core::Herd::DEFAULT.cap;
 /// The watcher's first backoff after it failed (`manager::watcher`).
 const WATCHER_BACKOFF: Duration = Duration::from_millis(100);
 /// Timeout of one reap or backstop read.
@@ -468,7 +467,7 @@ impl Sim {
                             node.term_sent = Some((acked_sent_at, g));
                             node.trace
                                 .recs
-                                .push(crate::core::sim::trace::Rec::Extended { g, deadline });
+                                .push(crate::sim::trace::Rec::Extended { g, deadline });
                         }
                     }
                 }

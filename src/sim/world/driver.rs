@@ -4,10 +4,10 @@
 use tokio::time::Instant;
 
 use crate::core::machine::SessionUpdate;
-use crate::core::sim::clock::{MS, Nanos, nanos};
-use crate::core::sim::kv::{EntryKind, KvWrite};
-use crate::core::sim::trace::{Rec, Seen};
 use crate::core::types::{Action, FailureKind, KeyState, Notice, ReleaseReason, WriteOutcome};
+use crate::sim::clock::{MS, Nanos, nanos};
+use crate::sim::kv::{EntryKind, KvWrite};
+use crate::sim::trace::{Rec, Seen};
 use crate::value::HolderValue;
 
 use super::bucket::young_hold;

@@ -6,10 +6,11 @@
 use tokio::time::Instant;
 
 use crate::core::session::SessionKeyState;
-use crate::core::sim::kv::{EntryKind, KvWrite};
 use crate::core::types::{FailureKind, WriteOutcome};
+use crate::sim::kv::{EntryKind, KvWrite};
+use crate::sim::scenario::BACKSTOP_TICK;
 
-use super::instance::{BACKSTOP_IO_TIMEOUT, BACKSTOP_TICK};
+use super::instance::BACKSTOP_IO_TIMEOUT;
 use super::{Ev, SInput, Sim, Who};
 
 impl Sim {

@@ -169,7 +169,7 @@ pub(super) fn check_graceful(trace: &Trace, jitter: Nanos) -> Result<(), String>
 
 /// A fixed scenario (a leader paused for 1.5 × TTL) that must pass; also a debugging aid: paste
 /// the `Scenario` a failing property printed and run
-/// `cargo test --lib core::sim::props::replay -- --nocapture`.
+/// `cargo test --lib sim::props::replay -- --nocapture`.
 #[test]
 fn replay() {
     #[allow(unused_imports)]

@@ -1,31 +1,14 @@
 //! Traces for humans: a failing case's violations and the trace around them.
 
 use std::fmt::Write as _;
-use uuid::Uuid;
 
 use crate::core::types::Action;
 
-use super::check::Violation;
 use super::clock::{Clock, MS, Nanos, secs};
-use super::kv::EntryKind;
+use super::kv::{kind_name, short};
 use super::scenario::Scenario;
 use super::trace::{Rec, Trace};
-
-/// First eight hex digits of a nonce.
-pub(super) fn short(u: Uuid) -> String {
-    u.simple().to_string()[..8].to_owned()
-}
-
-pub(super) fn kind_name(k: &EntryKind) -> String {
-    match k {
-        EntryKind::Put(v) => format!("put(nonce {} session {})", short(v.nonce), short(v.session)),
-        EntryKind::Session(v) => format!("session({} {})", v.instance, short(v.session)),
-        EntryKind::Delete => "delete".into(),
-        EntryKind::Expiry => "expiry".into(),
-        EntryKind::Purge => "purge".into(),
-        EntryKind::Vanished => "(marker aged out: no entry)".into(),
-    }
-}
+use super::violation::Violation;
 
 pub(super) fn show_action(a: &Action, clock: Clock) -> String {
     match a {

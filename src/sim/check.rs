@@ -7,18 +7,9 @@ use crate::core::types::{Action, Term, WriteKind};
 use crate::history::Invariant;
 
 use super::clock::{Clock, Nanos, secs};
-use super::kv::{Entry, EntryKind};
-use super::render::kind_name;
+use super::kv::{Entry, EntryKind, kind_name};
 use super::trace::{Rec, Seen, Trace};
-
-/// A broken invariant.
-#[derive(Debug, Clone)]
-pub(super) struct Violation {
-    pub(super) rule: Invariant,
-    pub(super) at: Nanos,
-    pub(super) node: Option<usize>,
-    pub(super) detail: String,
-}
+use super::violation::Violation;
 
 /// What to check.
 #[derive(Debug, Clone, Copy, Default)]

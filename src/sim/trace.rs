@@ -1,13 +1,15 @@
 //! What a run records: each role machine's inputs, actions and timers, the keys' logs, the
 //! faults.
 
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use crate::core::types::{Action, WriteOutcome};
 
-use super::check::Violation;
 use super::clock::{Clock, Nanos};
 use super::kv::Entry;
+use super::violation::Violation;
 
 /// A compact record of an input, for checks and traces.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -113,5 +115,21 @@ pub(super) struct Trace {
     /// How often the run reached some paths of the drivers (for the coverage test).
     pub(super) counts: std::collections::BTreeMap<&'static str, usize>,
     /// Targeted moves applied during the run.
-    pub(super) moves: Vec<super::world::MoveApplied>,
+    pub(super) moves: Vec<MoveApplied>,
+}
+
+/// A targeted move (protocol Q13) as the world applied it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct MoveApplied {
+    /// When.
+    pub(super) at: Nanos,
+    /// The role (key index).
+    pub(super) role: usize,
+    /// The holder's node and the target's node for the role.
+    pub(super) from: usize,
+    pub(super) to: usize,
+    /// The term the move ends.
+    pub(super) term: u64,
+    /// The others' hold-back.
+    pub(super) grace: Duration,
 }

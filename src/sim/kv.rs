@@ -42,6 +42,23 @@ impl EntryKind {
     }
 }
 
+/// First eight hex digits of a nonce.
+pub(super) fn short(u: Uuid) -> String {
+    u.simple().to_string()[..8].to_owned()
+}
+
+/// How an entry reads in traces and violations.
+pub(super) fn kind_name(k: &EntryKind) -> String {
+    match k {
+        EntryKind::Put(v) => format!("put(nonce {} session {})", short(v.nonce), short(v.session)),
+        EntryKind::Session(v) => format!("session({} {})", v.instance, short(v.session)),
+        EntryKind::Delete => "delete".into(),
+        EntryKind::Expiry => "expiry".into(),
+        EntryKind::Purge => "purge".into(),
+        EntryKind::Vanished => "(marker aged out: no entry)".into(),
+    }
+}
+
 /// One message of a key (the key's history; the bucket keeps only the last).
 #[derive(Debug, Clone)]
 pub(super) struct Entry {

@@ -47,7 +47,7 @@
 //!   sent), and a bucket in use before the run starts at a realistic stream sequence; a run
 //!   has at most one reset, of a bucket that was in use (`strategy::one_reset` says why).
 //!
-//! [`check::check`] turns a [`trace::Trace`] into a list of [`check::Violation`]s, named with
+//! [`check::check`] turns a [`trace::Trace`] into a list of [`violation::Violation`]s, named with
 //! the one list of IDs, [`crate::history::Invariant`], as in `docs/reliability.md` (S1, L2 and L3 do not apply: the model has no fenced writes, and
 //! fail-over figures and steady-state windows are the real-server checker's):
 //!
@@ -92,13 +92,15 @@
 //! `SIM_WINDOW_MS` to widen the trace printed with the failure). `PROPTEST_CASES` sets the
 //! number of cases (1024 by default; the properties of one fault family run a quarter).
 //!
-//! The parts, in the order a run uses them: [`clock`] (server time, the nodes' drifting
-//! clocks), [`rng`] (the one random source), [`kv`] (the model of the bucket's keys),
-//! [`scenario`] (what a run depends on), [`trace`] (what a run records), [`world`] (the
-//! simulated world that runs a scenario), [`check`] (the invariants), [`render`] (traces for
-//! humans); the tests: [`strategy`] (random scenarios), [`props`] (the properties and
-//! `replay`), [`controls`] (negative controls), [`coverage`] (the paths the fault runs must
-//! reach), [`cases`] (regression tests of single machines).
+//! The parts: [`clock`] (server time, the nodes' drifting clocks), [`rng`] (the one random
+//! source), [`kv`] (the model of the bucket's keys), [`violation`] (a broken invariant),
+//! [`trace`] (what a run records), [`check`] (the invariants), [`scenario`] (what a run
+//! depends on, and which checks apply to it), [`world`] (the simulated world that runs a
+//! scenario), [`render`] (traces for humans). Each uses only parts before it in this list: the
+//! trace knows neither the world nor the checker, and the checker reads the trace, not the
+//! world. The tests: [`strategy`] (random scenarios), [`props`] (the properties and `replay`),
+//! [`controls`] (negative controls), [`coverage`] (the paths the fault runs must reach),
+//! [`moves`] (targeted moves), [`cases`] (regression tests of single machines).
 
 mod check;
 mod clock;
@@ -107,6 +109,7 @@ mod render;
 mod rng;
 mod scenario;
 mod trace;
+mod violation;
 mod world;
 
 mod cases;

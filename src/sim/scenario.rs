@@ -240,7 +240,7 @@ impl Scenario {
     pub(super) fn aged_marker_bound(&self) -> Nanos {
         let ttl = self.timing.ttl_s * SEC;
         let grace = nanos(crate::core::machine::BACKSTOP_GRACE);
-        let tick = nanos(super::world::BACKSTOP_TICK);
+        let tick = nanos(BACKSTOP_TICK);
         let period = ttl + ttl / u64::from(self.timing.hb_div) + grace;
         scale(period + 3 * tick, PPM, self.slowest_ppm(), true) + LIVENESS_SLACK
     }
@@ -269,11 +269,15 @@ impl Scenario {
             return ttl + LIVENESS_SLACK;
         }
         let grace = nanos(crate::core::machine::BACKSTOP_GRACE);
-        let tick = nanos(super::world::BACKSTOP_TICK);
+        let tick = nanos(BACKSTOP_TICK);
         let wait = ttl + ttl / u64::from(self.timing.hb_div) + grace + tick;
         scale(wait, PPM, self.slowest_ppm(), true) + LIVENESS_SLACK
     }
 }
+
+/// How often the watcher looks for sessions due for a reap (every run's; the world's watchers
+/// tick with it, the fail-over bounds above count it).
+pub(super) const BACKSTOP_TICK: Duration = Duration::from_millis(250);
 
 /// Beyond the hold of a young bucket: the herd's grace for a returning holder and a read.
 pub(super) const YOUNG_SLACK: Nanos = 150 * MS;

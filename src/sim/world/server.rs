@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use crate::core::session::SessionKeyState;
-use crate::core::sim::clock::{Nanos, nanos};
-use crate::core::sim::kv::KvWrite;
 use crate::core::types::{FailureKind, KeyState, WriteOutcome};
+use crate::sim::clock::{Nanos, nanos};
+use crate::sim::kv::KvWrite;
 
 use super::{Ev, Flight, Input, ReadFlight, SInput, Sim, Who};
 
@@ -317,7 +317,7 @@ impl Sim {
     /// The server answers a read. Reads go to the stream leader (session reads by
     /// `STREAM.MSG.GET`, Q5 rule 3), but a replica that lags up to 2 heartbeats may answer
     /// (`stale_pct`), and while the reader is on a deposed leader
-    /// ([`crate::core::sim::scenario::FaultKind::DeposedLeader`]) it answers as of the moment it
+    /// ([`crate::sim::scenario::FaultKind::DeposedLeader`]) it answers as of the moment it
     /// stopped applying.
     pub(super) fn serve(&mut self, r: usize) {
         let ReadFlight {
