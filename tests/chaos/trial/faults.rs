@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream;
 use nats_roles::tooling::history::Phase;
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -51,7 +50,7 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
                 sys.problem("no holder before the stream-leader fault".into());
                 return;
             }
-            let leader = stream_leader(&sys.js).await;
+            let leader = sys.stream_leader().await;
             // Server names (n1..n3) would read as node ids in the history: prefix them.
             let target = format!("server:{leader}");
             let cluster = sys.cluster.as_ref().expect("cluster trial");
@@ -101,7 +100,7 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
             // Quorum is back when every node is healthy, they agree on a meta leader, and the
             // bucket's stream has a leader (the survivor may report a stale one until then).
             cluster.wait_ready().await;
-            stream_leader(&sys.js).await;
+            sys.stream_leader().await;
             sys.fault("quorum_back", &targets, Phase::End);
         }
         Kind::DiskFull => {
@@ -269,26 +268,6 @@ pub(super) async fn crash_holder(sys: &mut System, rng: &mut StdRng, downtime: f
     sys.ttls(downtime).await;
     sys.start_node(i).await;
     sys.fault("restart", &id, Phase::End);
-}
-
-/// Server name of the stream leader of the bucket's stream (`KV_chaos`), retried while the
-/// cluster has none (bounded).
-pub(super) async fn stream_leader(js: &jetstream::Context) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(mut stream) = js.get_stream(format!("KV_{BUCKET}")).await
-            && let Ok(info) = stream.info().await
-            && let Some(leader) = info.cluster.as_ref().and_then(|c| c.leader.clone())
-            && !leader.is_empty()
-        {
-            return leader;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no stream leader of KV_{BUCKET} within 20 s"
-        );
-        tokio::time::sleep(ms(100)).await;
-    }
 }
 
 /// Puts node `i`'s proxy in `mode` for a random number of TTLs out of `ttls`, then heals it

@@ -18,7 +18,6 @@ use uuid::Uuid;
 
 use testkit::proxy::Mode;
 
-use super::faults::stream_leader;
 use super::system::System;
 use super::{BUCKET, Kind, backstop_ms, ms, reheld_bound_ms};
 
@@ -474,7 +473,7 @@ async fn backstop_leader_once(sys: &mut System, rng: &mut StdRng) -> Option<usiz
         sys.nodes[f].pause();
     }
     tokio::time::sleep(ms(backstop_ms(sys.kind) + 1000)).await;
-    let leader = stream_leader(&sys.js).await;
+    let leader = sys.stream_leader().await;
     let target = format!("server:{leader}");
     sys.primary("leader_stepdown", &target);
     let stepping = tokio::spawn({

@@ -15,7 +15,7 @@ use testkit::process::{fd_count, rss_kib};
 use testkit::proxy::Proxy;
 use testkit::{NatsCluster, NatsServer};
 
-use super::{Kind, RoundNote, ms};
+use super::{BUCKET, Kind, RoundNote, ms};
 
 /// The users of the protocol set-up's server, and how to revoke a node's permission.
 pub(super) struct Auth {
@@ -80,6 +80,26 @@ pub(super) struct System {
 }
 
 impl System {
+    /// Server name of the stream leader of the bucket's stream (`KV_chaos`), retried while the
+    /// cluster has none (bounded).
+    pub(super) async fn stream_leader(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(mut stream) = self.js.get_stream(format!("KV_{BUCKET}")).await
+                && let Ok(info) = stream.info().await
+                && let Some(leader) = info.cluster.as_ref().and_then(|c| c.leader.clone())
+                && !leader.is_empty()
+            {
+                return leader;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no stream leader of KV_{BUCKET} within 20 s"
+            );
+            tokio::time::sleep(ms(100)).await;
+        }
+    }
+
     pub(super) fn node_index(&self, id: &str) -> usize {
         self.nodes
             .iter()
