@@ -507,7 +507,7 @@ impl Inspector {
         let bucket = self.move_bucket();
         guarded(
             &self.denials,
-            crate::moves::request::request_move(&bucket, role, to, options),
+            crate::manager::move_request::request_move(&bucket, role, to, options),
         )
         .await
     }
@@ -524,7 +524,7 @@ impl Inspector {
         let bucket = self.move_bucket();
         guarded(
             &self.denials,
-            crate::moves::request::cancel_move(&bucket, role),
+            crate::manager::move_request::cancel_move(&bucket, role),
         )
         .await
     }
@@ -544,8 +544,8 @@ impl Inspector {
     }
 
     /// The bucket as move requests read and write it.
-    fn move_bucket(&self) -> crate::moves::request::MoveBucket<'_> {
-        crate::moves::request::MoveBucket {
+    fn move_bucket(&self) -> crate::manager::move_request::MoveBucket<'_> {
+        crate::manager::move_request::MoveBucket {
             kv: &self.kv,
             store: &self.store,
             op_timeout: self.timeout,

@@ -9,9 +9,9 @@ use async_nats::jetstream::kv::{Entry, Operation, Store};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::{MOVE_VERSION, MoveOptions, MoveOutcome, MoveRecord, MoveState};
 use crate::core::{SettingError, WriteOutcome};
 use crate::error::Error;
+use crate::moves::{MOVE_VERSION, MoveOptions, MoveOutcome, MoveRecord, MoveState};
 use crate::names::{InstanceId, RoleName};
 use crate::store::{LeaseStore, ROLE_PREFIX};
 use crate::value::{HolderValue, SessionValue, parse_session_key, session_key};
