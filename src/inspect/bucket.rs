@@ -8,14 +8,15 @@ use futures_util::{Stream, StreamExt, TryStreamExt};
 
 use super::denials::{Denials, Violation};
 use super::evict::{EvictError, Evicted, Expect, evict};
+use crate::codec;
 use crate::config::NatsConfig;
-use crate::core::KeyState;
+use crate::core::SessionKeyState;
 use crate::error::Error;
 use crate::manager::HolderInfo;
 use crate::manager::view::open_bucket;
 use crate::names::RoleName;
 use crate::store::{LeaseStore, ROLE_PREFIX, ServerErrors};
-use crate::value::{HolderValue, SESSION_PREFIX, SessionValue};
+use crate::value::SESSION_PREFIX;
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -158,7 +159,7 @@ impl Inspector {
                 |key| key.starts_with(SESSION_PREFIX).then(|| key.to_owned()),
                 |key, entry| {
                     let renewed = SystemTime::from(entry.created);
-                    live_session(&key, &entry).map(|uuid| (key, (uuid, renewed)))
+                    live_session(&entry).map(|uuid| (key, (uuid, renewed)))
                 },
             )
             .await?
@@ -397,7 +398,7 @@ impl Inspector {
                     .map_err(|e| Error::JetStream(Box::new(e)))
             })
             .await?;
-            let Some(session) = session.filter(|e| live_session(&key, e) == Some(uuid)) else {
+            let Some(session) = session.filter(|e| live_session(e) == Some(uuid)) else {
                 return Ok(None);
             };
             info.renewed_at = Some(SystemTime::from(session.created));
@@ -609,12 +610,11 @@ fn session_updates(
     if !entry.key.starts_with(SESSION_PREFIX) {
         return Vec::new();
     }
-    let now = match entry.operation {
-        Operation::Put => match SessionValue::parse(&entry.key, &entry.value) {
-            Some(v) => Some(v.session),
-            None => return Vec::new(), // not a session value: believed in no direction
-        },
-        Operation::Delete | Operation::Purge => None,
+    let now = match codec::session::watched(entry) {
+        SessionKeyState::Value { value: Some(v), .. } => Some(v.session),
+        // Not a session value: believed in no direction.
+        SessionKeyState::Value { value: None, .. } => return Vec::new(),
+        SessionKeyState::Marker { .. } | SessionKeyState::Absent => None,
     };
     let ended: Vec<RoleName> = resting
         .iter()
@@ -636,31 +636,19 @@ fn session_updates(
 
 /// The session a role entry's lease rests on (protocol v2): its key and uuid.
 fn session_of(entry: &Entry) -> Option<(String, Uuid)> {
-    if entry.operation != Operation::Put {
-        return None;
-    }
-    match HolderValue::parse_at(&entry.value, entry.revision) {
-        HolderValue::Lease(v) => Some((v.session_key.clone(), v.session)),
-        _ => None,
-    }
+    codec::role::watched(entry)
+        .lease()
+        .map(|v| (v.session_key.clone(), v.session))
 }
 
 /// The uuid of the live session a session key's entry holds (`None`: a marker or a value
 /// that is not a session of the instance the key names).
-fn live_session(key: &str, entry: &Entry) -> Option<Uuid> {
-    (entry.operation == Operation::Put)
-        .then(|| SessionValue::parse(key, &entry.value))
-        .flatten()
-        .map(|v| v.session)
+fn live_session(entry: &Entry) -> Option<Uuid> {
+    codec::session::watched(entry).uuid()
 }
 
+/// The holder a role entry shows (`None`: a marker, the role is vacant).
 fn holder_info(role: &RoleName, entry: &Entry, epoch: u64) -> Option<HolderInfo> {
-    let state = match entry.operation {
-        Operation::Put => KeyState::Held {
-            revision: entry.revision,
-            value: HolderValue::parse_at(&entry.value, entry.revision),
-        },
-        Operation::Delete | Operation::Purge => return None,
-    };
+    let state = codec::role::watched(entry);
     HolderInfo::from_state(role, &state, epoch, Some(SystemTime::from(entry.created)))
 }
