@@ -4,20 +4,24 @@
 //!
 //! Everything here is pure: bytes, headers, operation, revision in, a typed value out — never
 //! an error for content another client wrote (foreign, garbage, another version: a variant
-//! says so). The I/O around it (`store.rs`, the watcher, the inspector, the move requester)
-//! only fetches entries and acts on what this module makes of them.
+//! says so). The I/O around it (`store.rs`, the watcher, placement, the inspector, the move
+//! requester) only fetches entries and acts on what this module makes of them.
 //!
 //! | file | owns |
 //! |---|---|
 //! | `entry.rs` | what an entry is before its value is looked at ([`EntryKind`]): a value, or a delete/purge/expiry marker — from async-nats's `Operation` (watched entries, `kv::Store::entry`) or from the headers of a message read from the stream leader |
 //! | `role.rs` | `role.<name>`: bytes ⇄ [`LeaseValue`](crate::value::LeaseValue) / [`HolderValue`](crate::value::HolderValue) (P2, Q2, Q10), entries → [`KeyState`](crate::core::KeyState) |
 //! | `session.rs` | `session.<instance>.<ttl_ms>`: bytes ⇄ [`SessionValue`](crate::value::SessionValue), entries → [`SessionKeyState`](crate::core::SessionKeyState) |
+//! | `member.rs` | `member.<instance>`: bytes ⇄ [`MemberRecord`](crate::placement::MemberRecord) (P10, Q9), entries → [`member::MemberEntry`] |
+//! | `control.rs` | `control.freeze`, `control.drain.<instance>`, `control.move.<role>`: bytes ⇄ the freeze, drain and move records, entries → [`control::Control`] |
 //! | `outcome.rs` | the server's answer to a write or a leader read → [`WriteOutcome`](crate::core::WriteOutcome) / [`FailureKind`](crate::core::FailureKind) (P3) |
 //!
-//! The value types themselves stay with what they mean (`value.rs`); their `parse` and
-//! `to_bytes` are defined here.
+//! The record types themselves stay with what they mean (`value.rs`, `placement/`, `moves/`);
+//! their `parse` and `to_bytes` are defined here.
 
+pub(crate) mod control;
 mod entry;
+pub(crate) mod member;
 pub(crate) mod outcome;
 pub(crate) mod role;
 pub(crate) mod session;

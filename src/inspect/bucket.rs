@@ -3,12 +3,12 @@
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
-use async_nats::jetstream::kv::{Entry, Operation};
+use async_nats::jetstream::kv::Entry;
 use futures_util::{Stream, StreamExt, TryStreamExt};
 
 use super::denials::{Denials, Violation};
 use super::evict::{EvictError, Evicted, Expect, evict};
-use crate::codec;
+use crate::codec::{self, member::MemberEntry};
 use crate::config::NatsConfig;
 use crate::core::SessionKeyState;
 use crate::error::Error;
@@ -188,13 +188,14 @@ impl Inspector {
     /// # Errors
     /// [`Error::JetStream`] when listing or reading the keys fails; [`Error::Timeout`].
     pub async fn members(&self) -> Result<Vec<crate::placement::MemberRecord>, Error> {
-        use crate::placement::{MEMBER_PREFIX, MemberRecord};
+        use crate::placement::MEMBER_PREFIX;
         self.read_keys(
-            |key| key.starts_with(MEMBER_PREFIX).then(|| key.to_owned()),
-            |key, entry| {
-                (entry.operation == Operation::Put)
-                    .then(|| MemberRecord::parse(&key, &entry.value))
-                    .flatten()
+            |key| key.starts_with(MEMBER_PREFIX).then_some(()),
+            |(), entry| match codec::member::watched(&entry) {
+                MemberEntry::Record(record) => Some(*record),
+                MemberEntry::NotAnInstance
+                | MemberEntry::Foreign { .. }
+                | MemberEntry::Gone { .. } => None,
             },
         )
         .await
@@ -206,7 +207,7 @@ impl Inspector {
     /// # Errors
     /// [`Error::JetStream`] when the read fails; [`Error::Timeout`].
     pub async fn freeze_state(&self) -> Result<Option<crate::placement::FreezeRecord>, Error> {
-        use crate::placement::{FREEZE_KEY, FreezeRecord};
+        use crate::placement::FREEZE_KEY;
         let read = async {
             self.kv
                 .entry(FREEZE_KEY)
@@ -219,9 +220,7 @@ impl Inspector {
                 .map_err(|_| Error::Timeout(self.timeout))?
         })
         .await?;
-        Ok(entry
-            .filter(|e| e.operation == Operation::Put)
-            .and_then(|e| FreezeRecord::parse(&e.value)))
+        Ok(entry.and_then(|e| codec::control::freeze(&e).record()))
     }
 
     /// Freezes (`Some(record)`) or unfreezes (`None`) every instance's voluntary placement
@@ -268,7 +267,7 @@ impl Inspector {
         &self,
         instance: &crate::names::InstanceId,
     ) -> Result<Option<crate::placement::DrainRecord>, Error> {
-        use crate::placement::{DrainRecord, drain_key};
+        use crate::placement::drain_key;
         let key = drain_key(instance);
         let read = async {
             self.kv
@@ -282,9 +281,7 @@ impl Inspector {
                 .map_err(|_| Error::Timeout(self.timeout))?
         })
         .await?;
-        Ok(entry
-            .filter(|e| e.operation == Operation::Put)
-            .and_then(|e| DrainRecord::parse(&key, &e.value)))
+        Ok(entry.and_then(|e| codec::control::drain(&e).record()))
     }
 
     /// Makes `instance` drain (`Some(record)`, whose `instance` must be it) or ends the drain

@@ -1,11 +1,12 @@
 //! The requester of a targeted move (protocol Q13): reads the role and the target's session,
 //! writes the move record by CAS, follows it until the target holds the role, refuses, or the
 //! request times out (then withdraws it). Used by `nats-roles move`, `RoleManager::move_role`
-//! and `POST /api/roles/{role}/move`.
+//! and `POST /api/roles/{role}/move`. (Here rather than in `moves/`, whose records the codec
+//! decodes: the requester reads the bucket through `crate::codec`.)
 
 use std::time::Duration;
 
-use async_nats::jetstream::kv::{Entry, Operation, Store};
+use async_nats::jetstream::kv::{Entry, Store};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
@@ -88,11 +89,9 @@ impl MoveBucket<'_> {
     /// The move record of `role` and its revision (`None` for the record: no valid record;
     /// the revision is what the next CAS expects: 0 when the key has no entry).
     pub(crate) async fn record(&self, role: &RoleName) -> Result<(u64, Option<MoveRecord>), Error> {
-        let key = MoveRecord::key(role);
-        Ok(match self.entry(key.clone()).await? {
+        Ok(match self.entry(MoveRecord::key(role)).await? {
             None => (0, None),
-            Some(e) if e.operation != Operation::Put => (e.revision, None),
-            Some(e) => (e.revision, MoveRecord::parse(&key, &e.value)),
+            Some(e) => (e.revision, codec::control::move_record(&e).record()),
         })
     }
 }
