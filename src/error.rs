@@ -240,7 +240,7 @@ fn jetstream_error_is_transient(err: &(dyn std::error::Error + 'static)) -> bool
         }
         source = e.source();
     }
-    crate::store::jetstream_code(err).is_none_or(|code| {
+    crate::codec::jetstream_code(err).is_none_or(|code| {
         crate::core::ServerCode(u16::try_from(code.0).unwrap_or(u16::MAX)).class()
             == crate::core::FailureClass::Transient
     })

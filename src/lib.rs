@@ -54,6 +54,7 @@ pub mod token;
 #[cfg(feature = "tooling")]
 pub mod tooling;
 
+mod codec;
 mod core;
 mod election;
 #[cfg(feature = "cli")]

@@ -1,23 +1,21 @@
-//! The NATS side of the protocol: conditional writes, leader reads and error classification
-//! (protocol P3). Everything here is I/O; decisions live in [`crate::core`].
+//! The NATS side of the protocol: conditional writes and leader reads (protocol P3).
+//! Everything here is I/O: what an entry read or a server's answer means is decided by
+//! [`crate::codec`], what to do about it by [`crate::core`].
 
 use std::time::Duration;
 
 use async_nats::HeaderMap;
-use async_nats::jetstream::{self, ErrorCode, context::PublishErrorKind};
+use async_nats::jetstream::{self, ErrorCode};
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
+use crate::codec::headers::{
+    EXPECTED_LAST_SUBJECT_SEQUENCE, EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT, KV_OPERATION,
+    MESSAGE_TTL, ROLLUP,
+};
+use crate::codec::outcome::{classify_publish, classify_read};
+use crate::codec::{self, jetstream_code};
 use crate::core::{FailureKind, KeyState, ServerCode, SessionKeyState, WriteOutcome};
-use crate::value::{HolderValue, SessionValue};
-
-/// Header names not exported by async-nats as constants.
-const EXPECTED_LAST_SUBJECT_SEQUENCE: &str = "Nats-Expected-Last-Subject-Sequence";
-const EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT: &str = "Nats-Expected-Last-Subject-Sequence-Subject";
-const MESSAGE_TTL: &str = "Nats-TTL";
-const KV_OPERATION: &str = "KV-Operation";
-const MARKER_REASON: &str = "Nats-Marker-Reason";
-const ROLLUP: &str = "Nats-Rollup";
 
 /// Key prefix of role leases.
 pub const ROLE_PREFIX: &str = "role.";
@@ -364,7 +362,7 @@ impl LeaseStore {
     pub async fn read(&self, key: &str, timeout: Duration) -> Result<KeyState, FailureKind> {
         Ok(match self.read_raw(key, timeout).await? {
             None => KeyState::Absent,
-            Some((sequence, headers, payload)) => key_state(sequence, &headers, &payload),
+            Some((sequence, headers, payload)) => codec::role::stored(sequence, &headers, &payload),
         })
     }
 
@@ -402,7 +400,9 @@ impl LeaseStore {
     ) -> Result<SessionKeyState, FailureKind> {
         Ok(match self.read_raw(key, timeout).await? {
             None => SessionKeyState::Absent,
-            Some((sequence, headers, payload)) => session_state(key, sequence, &headers, &payload),
+            Some((sequence, headers, payload)) => {
+                codec::session::stored(key, sequence, &headers, &payload)
+            }
         })
     }
 
@@ -427,18 +427,15 @@ impl LeaseStore {
             Ok(Ok(msg)) => Ok(Some((msg.sequence, msg.headers, msg.payload))),
             Ok(Err(err)) => {
                 use async_nats::jetstream::stream::LastRawMessageErrorKind as K;
-                match err.kind() {
-                    K::NoMessageFound => Ok(None),
-                    K::JetStream(e) if e.error_code() == ErrorCode::NO_MESSAGE_FOUND => Ok(None),
-                    K::JetStream(e) if e.error_code() == ErrorCode::STREAM_NOT_FOUND => {
-                        Err(FailureKind::BucketNotFound)
+                let kind = err.kind();
+                match classify_read(&kind) {
+                    None => Ok(None),
+                    Some(failure) => {
+                        if let (FailureKind::Server(code), K::JetStream(e)) = (failure, &kind) {
+                            self.descriptions.remember(code, e);
+                        }
+                        Err(failure)
                     }
-                    K::JetStream(e) => {
-                        let code = server_code(e.error_code());
-                        self.descriptions.remember(code, &e);
-                        Err(FailureKind::Server(code))
-                    }
-                    _ => Err(FailureKind::Unavailable),
                 }
             }
         }
@@ -485,109 +482,6 @@ fn ttl_header(ttl: Duration) -> String {
     secs.max(1).to_string()
 }
 
-/// Interprets a stored message of a role key.
-pub(crate) fn key_state(sequence: u64, headers: &HeaderMap, payload: &[u8]) -> KeyState {
-    if let Some(op) = headers.get(KV_OPERATION) {
-        let op = op.as_str();
-        if op == "DEL" || op == "PURGE" {
-            return KeyState::Vacant {
-                revision: sequence,
-                expired: false,
-            };
-        }
-    }
-    if let Some(reason) = headers.get(MARKER_REASON) {
-        let expired = reason.as_str() == "MaxAge";
-        return KeyState::Vacant {
-            revision: sequence,
-            expired,
-        };
-    }
-    let value = match HolderValue::parse_at(payload, sequence) {
-        // A version 1 instance writes every lease with a per-key TTL (P3): a v1-shaped value
-        // stored without one is another client's, not a live v1 holder's (it would block the
-        // start of every instance for ever, Q10).
-        HolderValue::Older { .. } if headers.get(MESSAGE_TTL).is_none() => HolderValue::Foreign,
-        other => other,
-    };
-    KeyState::Held {
-        revision: sequence,
-        value,
-    }
-}
-
-/// Interprets one entry of session key `key` (a read or a watcher entry): a delete, purge or
-/// expiry marker, or a value (`None` inside when it is not a session of the key's instance).
-pub(crate) fn session_state(
-    key: &str,
-    sequence: u64,
-    headers: &HeaderMap,
-    payload: &[u8],
-) -> SessionKeyState {
-    match key_state(sequence, headers, b"") {
-        KeyState::Vacant { revision, expired } => SessionKeyState::Marker { revision, expired },
-        _ => SessionKeyState::Value {
-            revision: sequence,
-            value: SessionValue::parse(key, payload),
-        },
-    }
-}
-
-/// Maps a publish error to a write outcome (P3).
-fn classify_publish(err: &async_nats::jetstream::context::PublishError) -> WriteOutcome {
-    match err.kind() {
-        PublishErrorKind::WrongLastSequence => WriteOutcome::Conflict,
-        PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe => WriteOutcome::Unknown,
-        PublishErrorKind::StreamNotFound => WriteOutcome::Failed(FailureKind::BucketNotFound),
-        PublishErrorKind::MaxPayloadExceeded => WriteOutcome::Failed(FailureKind::PayloadTooLarge),
-        _ => match jetstream_code(err) {
-            Some(code) => classify_code(code),
-            None => WriteOutcome::Unknown,
-        },
-    }
-}
-
-/// Maps a JetStream error code of a refused lease write to a write outcome (P3): conflicts
-/// by name, everything else a [`FailureKind::Server`] whose class the code decides.
-fn classify_code(code: ErrorCode) -> WriteOutcome {
-    match code {
-        ErrorCode::STREAM_WRONG_LAST_SEQUENCE => WriteOutcome::Conflict,
-        ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT => WriteOutcome::Retry,
-        ErrorCode::STREAM_NOT_FOUND => WriteOutcome::Failed(FailureKind::BucketNotFound),
-        other => WriteOutcome::Failed(FailureKind::Server(server_code(other))),
-    }
-}
-
-/// The code as a [`ServerCode`] (codes beyond `u16` cannot be JetStream codes; they map to an
-/// unknown, hence transient, code).
-fn server_code(code: ErrorCode) -> ServerCode {
-    ServerCode(u16::try_from(code.0).unwrap_or(u16::MAX))
-}
-
-/// The JetStream API error code inside an error's source chain, if any.
-///
-/// Some async-nats errors keep the server error in their *kind* rather than as a source, so
-/// besides downcasting, the rendered message is searched for `error code NNNNN`.
-pub(crate) fn jetstream_code(err: &(dyn std::error::Error + 'static)) -> Option<ErrorCode> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = source {
-        if let Some(js) = e.downcast_ref::<async_nats::jetstream::Error>() {
-            return Some(js.error_code());
-        }
-        if let Some(code) = code_in_message(&e.to_string()) {
-            return Some(code);
-        }
-        source = e.source();
-    }
-    None
-}
-
-fn code_in_message(message: &str) -> Option<ErrorCode> {
-    let rest = &message[message.find("error code ")? + "error code ".len()..];
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok().map(ErrorCode)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,36 +491,6 @@ mod tests {
         assert_eq!(ttl_header(Duration::from_secs(3)), "3");
         assert_eq!(ttl_header(Duration::from_millis(1500)), "2");
         assert_eq!(ttl_header(Duration::from_millis(200)), "1");
-    }
-
-    #[test]
-    fn markers_are_vacancies() {
-        for (revision, header, value, expired) in [
-            (5, KV_OPERATION, "DEL", false),
-            (6, MARKER_REASON, "MaxAge", true),
-        ] {
-            let mut h = HeaderMap::new();
-            h.insert(header, value);
-            assert_eq!(
-                key_state(revision, &h, b""),
-                KeyState::Vacant { revision, expired }
-            );
-        }
-        let h = HeaderMap::new();
-        assert!(matches!(
-            key_state(7, &h, b"junk"),
-            KeyState::Held {
-                revision: 7,
-                value: HolderValue::Foreign
-            }
-        ));
-    }
-
-    #[test]
-    fn error_codes_are_found_in_messages() {
-        let m = "failed to get the bucket: jetstream error: stream not found (code 404, error code 10059)";
-        assert_eq!(code_in_message(m), Some(ErrorCode::STREAM_NOT_FOUND));
-        assert_eq!(code_in_message("timed out"), None);
     }
 
     #[test]
@@ -714,39 +578,5 @@ mod tests {
                 .expect("the API subject denies the start"),
             "publish to \"$JS.API.STREAM.INFO.KV_roles\""
         );
-    }
-
-    #[test]
-    fn server_codes_are_classified_by_what_retrying_can_change() {
-        use crate::core::FailureClass;
-        assert_eq!(
-            classify_code(ErrorCode::STREAM_WRONG_LAST_SEQUENCE),
-            WriteOutcome::Conflict
-        );
-        assert_eq!(
-            classify_code(ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT),
-            WriteOutcome::Retry
-        );
-        for (code, class) in [
-            (
-                ErrorCode::STORAGE_RESOURCES_EXCEEDED,
-                FailureClass::Transient,
-            ),
-            (ErrorCode::STREAM_STORE_FAILED, FailureClass::Transient),
-            (ErrorCode::INSUFFICIENT_RESOURCES, FailureClass::Transient),
-            (ErrorCode::CLUSTER_NOT_AVAILABLE, FailureClass::Transient),
-            (ErrorCode::STREAM_OFFLINE, FailureClass::Transient),
-            (ErrorCode(19_999), FailureClass::Transient),
-            (
-                ErrorCode::STREAM_MESSAGE_EXCEEDS_MAXIMUM,
-                FailureClass::Persistent,
-            ),
-        ] {
-            let WriteOutcome::Failed(kind) = classify_code(code) else {
-                panic!("{code:?} is not a failure");
-            };
-            assert_eq!(kind.class(), class, "{code:?}");
-            assert_eq!(kind.server_code(), Some(ServerCode(code.0 as u16)));
-        }
     }
 }

@@ -1,4 +1,6 @@
-//! The values stored under `role.<name>` (protocol Q2) and `session.<instance>.<ttl_ms>`.
+//! The values stored under `role.<name>` (protocol Q2) and `session.<instance>.<ttl_ms>`, and
+//! the session key's one spelling; their bytes are read and written by `codec::role` and
+//! `codec::session`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -115,13 +117,6 @@ impl std::fmt::Debug for LeaseValue {
 }
 
 impl LeaseValue {
-    /// Serialises the value to JSON bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> bytes::Bytes {
-        // Serialising a struct of strings, integers and a string map cannot fail.
-        bytes::Bytes::from(serde_json::to_vec(self).unwrap_or_default())
-    }
-
     /// The holder's TTL as a duration.
     #[must_use]
     pub fn ttl(&self) -> Duration {
@@ -157,43 +152,6 @@ pub enum HolderValue {
 }
 
 impl HolderValue {
-    /// Parses the bytes of a role key; never fails, unknown content is [`HolderValue::Foreign`].
-    /// Prefer [`HolderValue::parse_at`] where the entry's revision is known.
-    #[must_use]
-    pub fn parse(bytes: &[u8]) -> Self {
-        match serde_json::from_slice::<LeaseValue>(bytes) {
-            Ok(v)
-                if v.v == VALUE_VERSION
-                    && v.ttl_ms <= MAX_TTL_MS
-                    && parse_session_key(&v.session_key)
-                        .is_some_and(|(i, t)| i == v.holder && t == v.ttl_ms) =>
-            {
-                Self::Lease(Box::new(v))
-            }
-            _ => match other_version(bytes) {
-                Some(version) if version > u64::from(VALUE_VERSION) => Self::Newer { version },
-                Some(1) => match v1_lease_ttl(bytes) {
-                    Some(ttl_ms) => Self::Older { version: 1, ttl_ms },
-                    None => Self::Foreign,
-                },
-                _ => Self::Foreign,
-            },
-        }
-    }
-
-    /// Parses the entry stored at `revision` of a role key (protocol P2). Besides what
-    /// [`HolderValue::parse`] refuses, a lease that claims a term above the revision it is
-    /// stored at is foreign: a term is the revision of the write that began it, so a real
-    /// renewal's term never exceeds its own revision. Such a value (written by another client)
-    /// is shown as foreign, never as a term, so displayed terms never go back.
-    #[must_use]
-    pub fn parse_at(bytes: &[u8], revision: u64) -> Self {
-        match Self::parse(bytes) {
-            Self::Lease(v) if v.term.is_some_and(|t| t > revision) => Self::Foreign,
-            other => other,
-        }
-    }
-
     /// The lease, if this is one.
     #[must_use]
     pub fn lease(&self) -> Option<&LeaseValue> {
@@ -212,35 +170,6 @@ impl HolderValue {
             Self::Lease(_) | Self::Foreign => None,
         }
     }
-}
-
-/// The `"v"` of a JSON object with a numeric version other than ours.
-fn other_version(bytes: &[u8]) -> Option<u64> {
-    #[derive(serde::Deserialize)]
-    struct Versioned {
-        v: u64,
-    }
-    serde_json::from_slice::<Versioned>(bytes)
-        .ok()
-        .map(|x| x.v)
-        .filter(|v| *v != u64::from(VALUE_VERSION))
-}
-
-/// The TTL of `bytes` if it is a version 1 lease (P2: holder, incarnation, nonce, ttl_ms), as a
-/// version 1 instance writes it. Anything less is foreign.
-fn v1_lease_ttl(bytes: &[u8]) -> Option<u64> {
-    #[derive(serde::Deserialize)]
-    #[allow(dead_code)]
-    struct V1 {
-        holder: InstanceId,
-        incarnation: Uuid,
-        nonce: Uuid,
-        ttl_ms: u64,
-    }
-    serde_json::from_slice::<V1>(bytes)
-        .ok()
-        .filter(|v| v.ttl_ms <= MAX_TTL_MS)
-        .map(|v| v.ttl_ms)
 }
 
 /// The most terms a session value lists in [`SessionValue::released`]; a value listing more is
@@ -282,25 +211,6 @@ pub struct SessionValue {
 }
 
 impl SessionValue {
-    /// Serialises the value to JSON bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> bytes::Bytes {
-        bytes::Bytes::from(serde_json::to_vec(self).unwrap_or_default())
-    }
-
-    /// Parses the bytes stored under session key `key`: `None` unless the value is a version 2
-    /// session of the instance and TTL class the key names (anything else is foreign and never
-    /// believed).
-    #[must_use]
-    pub fn parse(key: &str, bytes: &[u8]) -> Option<SessionValue> {
-        let (instance, ttl_ms) = parse_session_key(key)?;
-        serde_json::from_slice::<SessionValue>(bytes)
-            .ok()
-            .filter(|v| v.v == VALUE_VERSION && v.instance == instance && v.ttl_ms == ttl_ms)
-            .filter(|v| v.heartbeat_ms > 0 && v.heartbeat_ms <= v.ttl_ms)
-            .filter(|v| v.released.len() <= MAX_RELEASED)
-    }
-
     /// Whether the value declares the term at `revision` of `role` released (Q5 rule 5).
     #[must_use]
     pub fn releases(&self, role: &crate::names::RoleName, revision: u64) -> bool {
@@ -327,102 +237,6 @@ pub fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sample() -> LeaseValue {
-        LeaseValue {
-            v: VALUE_VERSION,
-            holder: InstanceId::new("node-a").unwrap(),
-            incarnation: Uuid::new_v4(),
-            session: uuid::Uuid::nil(),
-            session_key: crate::value::session_key(&InstanceId::new("node-a").unwrap(), 3000),
-            nonce: Uuid::new_v4(),
-            term: Some(7),
-            priority: 3,
-            ttl_ms: 3000,
-            meta: BTreeMap::from([("host".into(), "h".into())]),
-            acquired_at: Some(now_rfc3339()),
-            renewed_at: None,
-        }
-    }
-
-    #[test]
-    fn round_trips() {
-        let v = sample();
-        assert_eq!(
-            HolderValue::parse(&v.to_bytes()),
-            HolderValue::Lease(Box::new(v))
-        );
-    }
-
-    #[test]
-    fn other_protocol_versions_are_recognised() {
-        let mut v = sample();
-        v.v = 3;
-        assert_eq!(
-            HolderValue::parse(&v.to_bytes()),
-            HolderValue::Newer { version: 3 }
-        );
-        let newer = br#"{"v":3,"holder":"node-a","anything":null}"#;
-        assert_eq!(HolderValue::parse(newer), HolderValue::Newer { version: 3 });
-        let v1 = br#"{"v":1,"holder":"node-a","incarnation":"5b0e1c52-0000-4000-8000-0000000000aa","nonce":"5b0e1c52-0000-4000-8000-0000000000bb","ttl_ms":3000}"#;
-        assert_eq!(
-            HolderValue::parse(v1),
-            HolderValue::Older {
-                version: 1,
-                ttl_ms: 3000
-            }
-        );
-        assert_eq!(HolderValue::parse(br#"{"v":"2"}"#), HolderValue::Foreign);
-        assert_eq!(HolderValue::parse(br#"{"v":1}"#), HolderValue::Foreign);
-        // A version 2 value whose session key does not name its holder and TTL is foreign.
-        let mut v = sample();
-        v.session_key = "session.node-b.3000".into();
-        assert_eq!(HolderValue::parse(&v.to_bytes()), HolderValue::Foreign);
-    }
-
-    #[test]
-    fn foreign_values_are_recognised() {
-        assert_eq!(HolderValue::parse(b"garbage\xff"), HolderValue::Foreign);
-        assert_eq!(HolderValue::parse(b"{}"), HolderValue::Foreign);
-        let mut v = sample();
-        v.v = 0;
-        assert_eq!(HolderValue::parse(&v.to_bytes()), HolderValue::Foreign);
-        assert_eq!(
-            HolderValue::parse(br#"{"v":1,"holder":"a b"}"#),
-            HolderValue::Foreign
-        );
-    }
-
-    #[test]
-    fn hostile_terms_and_ttls_are_foreign() {
-        let mut v = sample();
-        v.term = Some(u64::MAX);
-        assert_eq!(
-            HolderValue::parse_at(&v.to_bytes(), 9),
-            HolderValue::Foreign
-        );
-        v.term = Some(9);
-        assert!(matches!(
-            HolderValue::parse_at(&v.to_bytes(), 9),
-            HolderValue::Lease(_)
-        ));
-        v.term = None;
-        assert!(matches!(
-            HolderValue::parse_at(&v.to_bytes(), 1),
-            HolderValue::Lease(_)
-        ));
-        v.ttl_ms = 1 << 63;
-        assert_eq!(
-            HolderValue::parse_at(&v.to_bytes(), 9),
-            HolderValue::Foreign
-        );
-        v.ttl_ms = MAX_TTL_MS;
-        v.session_key = session_key(&v.holder, MAX_TTL_MS);
-        assert!(matches!(
-            HolderValue::parse_at(&v.to_bytes(), 9),
-            HolderValue::Lease(_)
-        ));
-    }
 
     #[test]
     fn only_the_canonical_session_key_names_a_session() {
@@ -457,13 +271,5 @@ mod tests {
         };
         assert!(SessionValue::parse("session.n1.2000", &v.to_bytes()).is_some());
         assert!(SessionValue::parse("session.n1.+2000", &v.to_bytes()).is_none());
-    }
-
-    #[test]
-    fn term_absent_in_first_write() {
-        let mut v = sample();
-        v.term = None;
-        let text = String::from_utf8(v.to_bytes().to_vec()).unwrap();
-        assert!(!text.contains("term"));
     }
 }

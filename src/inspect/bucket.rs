@@ -3,19 +3,20 @@
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
-use async_nats::jetstream::kv::{Entry, Operation};
+use async_nats::jetstream::kv::Entry;
 use futures_util::{Stream, StreamExt, TryStreamExt};
 
 use super::denials::{Denials, Violation};
 use super::evict::{EvictError, Evicted, Expect, evict};
+use crate::codec::{self, member::MemberEntry};
 use crate::config::NatsConfig;
-use crate::core::KeyState;
+use crate::core::SessionKeyState;
 use crate::error::Error;
 use crate::manager::HolderInfo;
 use crate::manager::view::open_bucket;
 use crate::names::RoleName;
 use crate::store::{LeaseStore, ROLE_PREFIX, ServerErrors};
-use crate::value::{HolderValue, SESSION_PREFIX, SessionValue};
+use crate::value::SESSION_PREFIX;
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -158,7 +159,7 @@ impl Inspector {
                 |key| key.starts_with(SESSION_PREFIX).then(|| key.to_owned()),
                 |key, entry| {
                     let renewed = SystemTime::from(entry.created);
-                    live_session(&key, &entry).map(|uuid| (key, (uuid, renewed)))
+                    live_session(&entry).map(|uuid| (key, (uuid, renewed)))
                 },
             )
             .await?
@@ -187,13 +188,14 @@ impl Inspector {
     /// # Errors
     /// [`Error::JetStream`] when listing or reading the keys fails; [`Error::Timeout`].
     pub async fn members(&self) -> Result<Vec<crate::placement::MemberRecord>, Error> {
-        use crate::placement::{MEMBER_PREFIX, MemberRecord};
+        use crate::placement::MEMBER_PREFIX;
         self.read_keys(
-            |key| key.starts_with(MEMBER_PREFIX).then(|| key.to_owned()),
-            |key, entry| {
-                (entry.operation == Operation::Put)
-                    .then(|| MemberRecord::parse(&key, &entry.value))
-                    .flatten()
+            |key| key.starts_with(MEMBER_PREFIX).then_some(()),
+            |(), entry| match codec::member::watched(&entry) {
+                MemberEntry::Record(record) => Some(*record),
+                MemberEntry::NotAnInstance
+                | MemberEntry::Foreign { .. }
+                | MemberEntry::Gone { .. } => None,
             },
         )
         .await
@@ -205,7 +207,7 @@ impl Inspector {
     /// # Errors
     /// [`Error::JetStream`] when the read fails; [`Error::Timeout`].
     pub async fn freeze_state(&self) -> Result<Option<crate::placement::FreezeRecord>, Error> {
-        use crate::placement::{FREEZE_KEY, FreezeRecord};
+        use crate::placement::FREEZE_KEY;
         let read = async {
             self.kv
                 .entry(FREEZE_KEY)
@@ -218,9 +220,7 @@ impl Inspector {
                 .map_err(|_| Error::Timeout(self.timeout))?
         })
         .await?;
-        Ok(entry
-            .filter(|e| e.operation == Operation::Put)
-            .and_then(|e| FreezeRecord::parse(&e.value)))
+        Ok(entry.and_then(|e| codec::control::freeze(&e).record()))
     }
 
     /// Freezes (`Some(record)`) or unfreezes (`None`) every instance's voluntary placement
@@ -267,7 +267,7 @@ impl Inspector {
         &self,
         instance: &crate::names::InstanceId,
     ) -> Result<Option<crate::placement::DrainRecord>, Error> {
-        use crate::placement::{DrainRecord, drain_key};
+        use crate::placement::drain_key;
         let key = drain_key(instance);
         let read = async {
             self.kv
@@ -281,9 +281,7 @@ impl Inspector {
                 .map_err(|_| Error::Timeout(self.timeout))?
         })
         .await?;
-        Ok(entry
-            .filter(|e| e.operation == Operation::Put)
-            .and_then(|e| DrainRecord::parse(&key, &e.value)))
+        Ok(entry.and_then(|e| codec::control::drain(&e).record()))
     }
 
     /// Makes `instance` drain (`Some(record)`, whose `instance` must be it) or ends the drain
@@ -397,7 +395,7 @@ impl Inspector {
                     .map_err(|e| Error::JetStream(Box::new(e)))
             })
             .await?;
-            let Some(session) = session.filter(|e| live_session(&key, e) == Some(uuid)) else {
+            let Some(session) = session.filter(|e| live_session(e) == Some(uuid)) else {
                 return Ok(None);
             };
             info.renewed_at = Some(SystemTime::from(session.created));
@@ -507,7 +505,7 @@ impl Inspector {
         let bucket = self.move_bucket();
         guarded(
             &self.denials,
-            crate::moves::request::request_move(&bucket, role, to, options),
+            crate::manager::move_request::request_move(&bucket, role, to, options),
         )
         .await
     }
@@ -524,7 +522,7 @@ impl Inspector {
         let bucket = self.move_bucket();
         guarded(
             &self.denials,
-            crate::moves::request::cancel_move(&bucket, role),
+            crate::manager::move_request::cancel_move(&bucket, role),
         )
         .await
     }
@@ -544,8 +542,8 @@ impl Inspector {
     }
 
     /// The bucket as move requests read and write it.
-    fn move_bucket(&self) -> crate::moves::request::MoveBucket<'_> {
-        crate::moves::request::MoveBucket {
+    fn move_bucket(&self) -> crate::manager::move_request::MoveBucket<'_> {
+        crate::manager::move_request::MoveBucket {
             kv: &self.kv,
             store: &self.store,
             op_timeout: self.timeout,
@@ -609,12 +607,11 @@ fn session_updates(
     if !entry.key.starts_with(SESSION_PREFIX) {
         return Vec::new();
     }
-    let now = match entry.operation {
-        Operation::Put => match SessionValue::parse(&entry.key, &entry.value) {
-            Some(v) => Some(v.session),
-            None => return Vec::new(), // not a session value: believed in no direction
-        },
-        Operation::Delete | Operation::Purge => None,
+    let now = match codec::session::watched(entry) {
+        SessionKeyState::Value { value: Some(v), .. } => Some(v.session),
+        // Not a session value: believed in no direction.
+        SessionKeyState::Value { value: None, .. } => return Vec::new(),
+        SessionKeyState::Marker { .. } | SessionKeyState::Absent => None,
     };
     let ended: Vec<RoleName> = resting
         .iter()
@@ -636,31 +633,19 @@ fn session_updates(
 
 /// The session a role entry's lease rests on (protocol v2): its key and uuid.
 fn session_of(entry: &Entry) -> Option<(String, Uuid)> {
-    if entry.operation != Operation::Put {
-        return None;
-    }
-    match HolderValue::parse_at(&entry.value, entry.revision) {
-        HolderValue::Lease(v) => Some((v.session_key.clone(), v.session)),
-        _ => None,
-    }
+    codec::role::watched(entry)
+        .lease()
+        .map(|v| (v.session_key.clone(), v.session))
 }
 
 /// The uuid of the live session a session key's entry holds (`None`: a marker or a value
 /// that is not a session of the instance the key names).
-fn live_session(key: &str, entry: &Entry) -> Option<Uuid> {
-    (entry.operation == Operation::Put)
-        .then(|| SessionValue::parse(key, &entry.value))
-        .flatten()
-        .map(|v| v.session)
+fn live_session(entry: &Entry) -> Option<Uuid> {
+    codec::session::watched(entry).uuid()
 }
 
+/// The holder a role entry shows (`None`: a marker, the role is vacant).
 fn holder_info(role: &RoleName, entry: &Entry, epoch: u64) -> Option<HolderInfo> {
-    let state = match entry.operation {
-        Operation::Put => KeyState::Held {
-            revision: entry.revision,
-            value: HolderValue::parse_at(&entry.value, entry.revision),
-        },
-        Operation::Delete | Operation::Purge => return None,
-    };
+    let state = codec::role::watched(entry);
     HolderInfo::from_state(role, &state, epoch, Some(SystemTime::from(entry.created)))
 }

@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, ErrorCode, kv};
 
+use crate::codec::jetstream_code;
 use crate::core::BucketSettings;
 use crate::error::Error;
-use crate::store::{LeaseStore, ServerErrors, TtlMode, jetstream_code};
+use crate::store::{LeaseStore, ServerErrors, TtlMode};
 
 /// How long expiry and delete markers stay in the bucket.
 const MARKER_TTL: Duration = Duration::from_secs(60);

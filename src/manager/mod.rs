@@ -9,6 +9,7 @@ pub(crate) mod events;
 mod handle;
 mod health_task;
 mod liveness;
+pub(crate) mod move_request;
 mod moves;
 #[cfg(feature = "negative-controls")]
 pub(crate) mod negative;
@@ -389,7 +390,7 @@ impl RoleManager {
             options.by = self.shared.instance.to_string();
         }
         let bucket = self.move_bucket();
-        crate::moves::request::request_move(&bucket, role, to, &options).await
+        move_request::request_move(&bucket, role, to, &options).await
     }
 
     /// Deletes `role`'s move record: ends a move in progress and placement's hold of a moved
@@ -402,7 +403,7 @@ impl RoleManager {
         role: &RoleName,
     ) -> Result<Option<crate::moves::MoveRecord>, Error> {
         let bucket = self.move_bucket();
-        crate::moves::request::cancel_move(&bucket, role).await
+        move_request::cancel_move(&bucket, role).await
     }
 
     /// The managed roles.
@@ -566,8 +567,8 @@ impl RoleManager {
     }
 
     /// The bucket as move requests read and write it.
-    fn move_bucket(&self) -> crate::moves::request::MoveBucket<'_> {
-        crate::moves::request::MoveBucket {
+    fn move_bucket(&self) -> move_request::MoveBucket<'_> {
+        move_request::MoveBucket {
             kv: &self.kv,
             store: &self.shared.store,
             op_timeout: self.freeze_timeout(),

@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::kv::{Entry, Operation};
+use async_nats::jetstream::kv::Entry;
 use tracing::{debug, info, warn};
 
 use super::role_input::RoleInput;
 use super::shared::Shared;
+use crate::codec::control::Control;
 use crate::core::WriteOutcome;
 use crate::moves::{MoveRecord, MoveState, TargetFacts};
 use crate::names::RoleName;
@@ -24,19 +25,17 @@ pub(crate) fn observe(shared: &std::sync::Arc<Shared>, entry: &Entry) {
         debug!(key = %entry.key, "ignoring a key that is not a move key");
         return;
     };
-    let value = (entry.operation == Operation::Put).then_some(&entry.value[..]);
-    let record = value.and_then(|v| MoveRecord::parse(&entry.key, v));
-    if value.is_some() && record.is_none() {
+    let decoded = crate::codec::control::move_record(entry);
+    if matches!(decoded, Control::Foreign) {
         warn!(key = %entry.key, revision = entry.revision, "ignoring a value that is not a move record (it moves nothing)");
     }
+    let record = decoded.record();
     // Only records of roles this instance manages are kept (only they are read by its
     // hold-backs, releases and placement pins): move records of other roles cost no memory
     // here. A request naming this instance is answered either way (`not_configured`).
     let managed = shared.roles().contains_key(&role);
-    let kept = record.as_ref().filter(|_| managed).map(|r| r.to_bytes());
-    shared
-        .moves()
-        .observe(&entry.key, entry.revision, kept.as_deref());
+    let kept = record.clone().filter(|_| managed);
+    shared.moves().observe(&entry.key, entry.revision, kept);
     report_kept(shared);
     let Some(record) = record else {
         return;

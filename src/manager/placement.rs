@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::kv::{Entry, Operation};
+use async_nats::jetstream::kv::Entry;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -19,6 +19,7 @@ use super::placement_link::{PlacementEnds, PlacementInput, PlacementLink, Placem
 use super::role_input::RoleInput;
 use super::shared::{RoleSlot, Shared};
 use super::status::RoleStatus;
+use crate::codec::member::MemberEntry;
 use crate::core::{FailureKind, KeyState, ReleaseReason, WriteOutcome};
 use crate::names::{InstanceId, RoleName};
 use crate::placement::controller::{
@@ -365,36 +366,31 @@ enum MemberChange {
 }
 
 fn member_change(shared: &Shared, p: &PlacementLink, entry: &Entry) -> MemberChange {
-    let Some(id) = entry
-        .key
-        .strip_prefix(MEMBER_PREFIX)
-        .and_then(|id| InstanceId::new(id).ok())
-    else {
-        warn!(key = %entry.key, "ignoring a member key that is not a valid instance id");
-        return MemberChange::NotAnInstance;
-    };
-    let (expired, revision) = match entry.operation {
-        Operation::Put => {
-            let Some(record) = MemberRecord::parse(&entry.key, &entry.value) else {
-                warn!(key = %entry.key, "ignoring an invalid or foreign member record");
-                if id == shared.instance {
-                    // Our key no longer holds our record: written again (Q9).
-                    p.rewrite.notify_one();
-                }
-                return MemberChange::Unreadable;
-            };
+    let (id, expired) = match crate::codec::member::watched(entry) {
+        MemberEntry::NotAnInstance => {
+            warn!(key = %entry.key, "ignoring a member key that is not a valid instance id");
+            return MemberChange::NotAnInstance;
+        }
+        MemberEntry::Foreign { id } => {
+            warn!(key = %entry.key, "ignoring an invalid or foreign member record");
+            if id == shared.instance {
+                // Our key no longer holds our record: written again (Q9).
+                p.rewrite.notify_one();
+            }
+            return MemberChange::Unreadable;
+        }
+        MemberEntry::Record(record) => {
             if record.instance == shared.instance && record.incarnation != shared.incarnation {
                 debug!(other = %record.incarnation, "member record of another incarnation of this instance id");
                 // Written once per change (Q9): ours must be written again.
                 p.rewrite.notify_one();
             }
             return MemberChange::Input(Input::MemberPut {
-                record: Box::new(record),
+                record,
                 revision: entry.revision,
             });
         }
-        Operation::Delete => (false, entry.revision),
-        Operation::Purge => (true, entry.revision),
+        MemberEntry::Gone { id, expired } => (id, expired),
     };
     if id == shared.instance {
         // Our record was deleted (by another member that took us for gone, an operator, or
@@ -404,7 +400,7 @@ fn member_change(shared: &Shared, p: &PlacementLink, entry: &Entry) -> MemberCha
     MemberChange::Input(Input::MemberGone {
         id,
         expired,
-        revision,
+        revision: entry.revision,
     })
 }
 

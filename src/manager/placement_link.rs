@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::codec::control::Control;
 use crate::names::RoleName;
 use crate::placement::controller::{OwnRole, PrepareEnd, RecordRoles};
 use crate::placement::{
@@ -280,21 +281,14 @@ impl PlacementLink {
 
     /// The watcher saw the freeze key change.
     pub(crate) fn observe_freeze(&self, entry: &Entry) {
-        use async_nats::jetstream::kv::Operation;
-        let record = match entry.operation {
-            Operation::Put => {
-                let parsed = FreezeRecord::parse(&entry.value);
-                if parsed.is_none() {
-                    tracing::warn!(
-                        key = %entry.key,
-                        "ignoring a value that is not a freeze record (voluntary moves are not frozen)"
-                    );
-                }
-                parsed
-            }
-            Operation::Delete | Operation::Purge => None,
-        };
-        self.send(PlacementInput::Freeze(record));
+        let decoded = crate::codec::control::freeze(entry);
+        if matches!(decoded, Control::Foreign) {
+            tracing::warn!(
+                key = %entry.key,
+                "ignoring a value that is not a freeze record (voluntary moves are not frozen)"
+            );
+        }
+        self.send(PlacementInput::Freeze(decoded.record()));
     }
 
     /// Why voluntary moves are frozen, as of the last re-plan (`None`: they are not).
@@ -356,20 +350,14 @@ impl PlacementLink {
     /// The watcher saw this instance's drain key (`control.drain.<instance>`) change: the
     /// instance drains while it holds a valid record (logged once per change).
     pub(crate) fn observe_drain(&self, entry: &Entry) {
-        use async_nats::jetstream::kv::Operation;
-        let record = match entry.operation {
-            Operation::Put => {
-                let parsed = DrainRecord::parse(&entry.key, &entry.value);
-                if parsed.is_none() {
-                    tracing::warn!(
-                        key = %entry.key,
-                        "ignoring a value that is not a drain record for this instance (it drains nothing)"
-                    );
-                }
-                parsed
-            }
-            Operation::Delete | Operation::Purge => None,
-        };
+        let decoded = crate::codec::control::drain(entry);
+        if matches!(decoded, Control::Foreign) {
+            tracing::warn!(
+                key = %entry.key,
+                "ignoring a value that is not a drain record for this instance (it drains nothing)"
+            );
+        }
+        let record = decoded.record();
         let before = self.drain_record();
         let local = self
             .drain_sources

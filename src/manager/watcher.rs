@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use async_nats::jetstream::kv::{Entry, Operation, Store};
+use async_nats::jetstream::kv::{Entry, Store};
 use futures_util::StreamExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -19,8 +19,7 @@ use crate::core::{KeyState, SessionKeyState, Verdict};
 use crate::names::{InstanceId, RoleName};
 use crate::store::ROLE_PREFIX;
 use crate::tap::WatcherEvent;
-use crate::value::HolderValue;
-use crate::value::{SESSION_PREFIX, SessionValue, parse_session_key};
+use crate::value::{SESSION_PREFIX, parse_session_key};
 
 /// Runs the watcher until `cancel`; recreates it after errors (a new watcher replays the
 /// current value of every key; role tasks ignore revisions they already know). Answers
@@ -189,7 +188,7 @@ async fn check_bucket_once(shared: &Shared, bucket: &BucketRecovery, epoch: u64)
             now
         }
         Err(err) => {
-            let missing = crate::store::jetstream_code(&err)
+            let missing = crate::codec::jetstream_code(&err)
                 == Some(async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND);
             if missing && bucket.config.auto_create {
                 warn!(bucket = %bucket.config.name, "bucket is missing; recreating it (auto_create)");
@@ -219,25 +218,6 @@ async fn fresh_info(
         .get_stream(format!("KV_{}", bucket.config.name))
         .await?;
     Ok(stream.cached_info().clone())
-}
-
-/// Interprets one watcher entry of a role key.
-pub(crate) fn entry_state(entry: &Entry) -> KeyState {
-    match entry.operation {
-        Operation::Put => KeyState::Held {
-            revision: entry.revision,
-            value: HolderValue::parse_at(&entry.value, entry.revision),
-        },
-        Operation::Delete => KeyState::Vacant {
-            revision: entry.revision,
-            expired: false,
-        },
-        // Expiry markers (`Nats-Marker-Reason: MaxAge`) arrive as purges.
-        Operation::Purge => KeyState::Vacant {
-            revision: entry.revision,
-            expired: true,
-        },
-    }
 }
 
 /// Reports the watcher's backlog and delivery lag to the tap sinks.
@@ -294,7 +274,7 @@ async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
         debug!(key = %entry.key, "ignoring a key that is not a valid role name");
         return;
     };
-    let state = entry_state(entry);
+    let state = crate::codec::role::watched(entry);
     let now = tokio::time::Instant::now();
     shared.role_moved(&role, state.revision());
     if let Some(v) = state.lease()
@@ -421,13 +401,13 @@ fn dispatch_session(shared: &Shared, entry: &Entry) {
         debug!(key = %entry.key, "ignoring a key that is not a session key");
         return;
     };
-    let state = session_entry_state(entry);
+    let state = crate::codec::session::watched(entry);
     if instance == shared.instance
         && let Some(class) = shared.sessions().get(&ttl_ms)
     {
         let _ = class.inbox.send(SessionInput::Observed(state.clone()));
     }
-    if entry.operation == Operation::Put {
+    if matches!(state, SessionKeyState::Value { .. }) {
         session_renewed(shared, &instance, entry.created.into());
     }
     let gone = shared
@@ -459,24 +439,6 @@ fn session_renewed(shared: &Shared, instance: &InstanceId, at: SystemTime) {
     let last = renewals.entry(instance.clone()).or_insert(at);
     if *last < at {
         *last = at;
-    }
-}
-
-/// Interprets one watcher entry of a session key.
-fn session_entry_state(entry: &Entry) -> SessionKeyState {
-    match entry.operation {
-        Operation::Put => SessionKeyState::Value {
-            revision: entry.revision,
-            value: SessionValue::parse(&entry.key, &entry.value),
-        },
-        Operation::Delete => SessionKeyState::Marker {
-            revision: entry.revision,
-            expired: false,
-        },
-        Operation::Purge => SessionKeyState::Marker {
-            revision: entry.revision,
-            expired: true,
-        },
     }
 }
 

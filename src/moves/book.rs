@@ -31,17 +31,17 @@ impl MoveBook {
         Self::default()
     }
 
-    /// The watcher saw key `key` at `revision`: a value (`Some`) or a delete, purge or expiry
-    /// marker (`None`). Returns the record now stored for the role (`None`: none, or the
-    /// value is not a valid record) and the role, or `None` when `key` is not a move key.
+    /// The watcher saw key `key` at `revision`, holding `record` (`None`: a delete, purge or
+    /// expiry marker, or a value that is not a valid record of the key's role; the codec
+    /// decides, `codec::control::move_record`). Returns the record now stored for the role
+    /// and the role, or `None` when `key` is not a move key.
     pub fn observe(
         &mut self,
         key: &str,
         revision: u64,
-        value: Option<&[u8]>,
+        record: Option<MoveRecord>,
     ) -> Option<(RoleName, Option<MoveRecord>)> {
         let role = RoleName::new(key.strip_prefix(MOVE_PREFIX)?).ok()?;
-        let record = value.and_then(|v| MoveRecord::parse(key, v));
         match &record {
             Some(r) => self.records.insert(role.clone(), (revision, r.clone())),
             None => self.records.remove(&role),
@@ -134,7 +134,7 @@ mod tests {
         let s = Uuid::new_v4();
         let mut book = MoveBook::new();
         let role = RoleName::new("r").unwrap();
-        book.observe("control.move.r", 9, Some(&accepted(s).to_bytes()));
+        book.observe("control.move.r", 9, Some(accepted(s)));
         let ttl = Duration::from_secs(3);
         let live = |i: &InstanceId, u: Uuid| i.as_str() == "t" && u == s;
         assert_eq!(
@@ -160,10 +160,10 @@ mod tests {
         // Kept on the target while accepted.
         assert_eq!(book.kept_on(&id("t")), [role.clone()].into());
         assert!(book.kept_on(&id("x")).is_empty());
-        // A marker or a foreign value removes it.
-        book.observe("control.move.r", 10, Some(b"garbage"));
+        // A marker or a foreign value (no record) removes it.
+        book.observe("control.move.r", 10, None);
         assert_eq!(book.hold_back(&role, Some(7), &id("x"), ttl, live), None);
-        book.observe("control.move.r", 11, Some(&accepted(s).to_bytes()));
+        book.observe("control.move.r", 11, Some(accepted(s)));
         book.observe("control.move.r", 12, None);
         assert!(book.get(&role).is_none());
         // Not a move key.
@@ -178,7 +178,7 @@ mod tests {
             let mut r = accepted(s);
             r.state = state;
             let mut book = MoveBook::new();
-            book.observe("control.move.r", 9, Some(&r.to_bytes()));
+            book.observe("control.move.r", 9, Some(r));
             assert_eq!(
                 book.hold_back(&role, Some(7), &id("x"), Duration::from_secs(3), |_, _| {
                     true

@@ -3,13 +3,13 @@
 //! answer ([`MoveRefusal`]), the hold-back everybody applies at the vacancy the move ends
 //! (the manager's book of records), and what a request comes to ([`MoveOutcome`]).
 //!
-//! The requester is [`crate::inspect::Inspector::request_move`] (the CLI's `nats-roles move`),
-//! [`crate::RoleManager::move_role`] (the library and `POST /api/roles/{role}/move`).
+//! The requester (`manager/move_request.rs`) is [`crate::inspect::Inspector::request_move`]
+//! (the CLI's `nats-roles move`), [`crate::RoleManager::move_role`] (the library and
+//! `POST /api/roles/{role}/move`).
 
 mod book;
 mod outcome;
 mod record;
-pub(crate) mod request;
 mod target;
 
 pub(crate) use book::{HoldBack, MoveBook};

@@ -1,5 +1,5 @@
 //! The move record (`control.move.<role>`, protocol Q13): its format, its states and the
-//! target's reasons to refuse.
+//! target's reasons to refuse. Its bytes are read and written by `codec::control`.
 
 use std::time::Duration;
 
@@ -156,35 +156,11 @@ impl MoveRecord {
         format!("{MOVE_PREFIX}{role}")
     }
 
-    /// Parses the value stored under `key`; `None` for anything that is not a valid version-1
-    /// record of the role the key names (a foreign or damaged value moves nothing and holds
-    /// nobody back).
-    #[must_use]
-    pub fn parse(key: &str, bytes: &[u8]) -> Option<Self> {
-        if bytes.len() > Self::MAX_LEN {
-            return None;
-        }
-        let r: Self = serde_json::from_slice(bytes).ok()?;
-        let valid = r.v == MOVE_VERSION
-            && key.strip_prefix(MOVE_PREFIX) == Some(r.role.as_str())
-            && r.from != r.to
-            && r.term > 0
-            && (r.state != MoveState::Accepted || r.session.is_some());
-        valid.then_some(r)
-    }
-
     /// The hold-back at the vacancy, limited to the role's TTL `ttl` (a record asking for
     /// more holds back for the TTL: no record delays anyone longer than a crash would).
     #[must_use]
     pub fn grace(&self, ttl: Duration) -> Duration {
         Duration::from_millis(self.grace_ms).min(ttl)
-    }
-
-    /// Serialises the record to JSON bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> bytes::Bytes {
-        // Strings, integers and uuids: serialising cannot fail.
-        bytes::Bytes::from(serde_json::to_vec(self).unwrap_or_default())
     }
 }
 
@@ -209,53 +185,6 @@ mod tests {
             by: "alice@ops-1".into(),
             at: "2026-11-26T17:02:03.004Z".into(),
         }
-    }
-
-    #[test]
-    fn a_record_round_trips() {
-        for state in [
-            MoveState::Requested,
-            MoveState::Accepted,
-            MoveState::Refused,
-            MoveState::Done,
-        ] {
-            let r = record(state);
-            assert_eq!(
-                MoveRecord::parse("control.move.scheduler", &r.to_bytes()),
-                Some(r)
-            );
-        }
-    }
-
-    #[test]
-    fn foreign_and_inconsistent_values_are_ignored() {
-        let ok = record(MoveState::Requested);
-        let key = "control.move.scheduler";
-        assert_eq!(
-            MoveRecord::parse("control.move.other", &ok.to_bytes()),
-            None
-        );
-        for bad in [
-            &b"not json"[..],
-            b"{}",
-            b"null",
-            br#"{"v":2}"#,
-            &[0xff, 0xfe, 0x00][..],
-        ] {
-            assert_eq!(MoveRecord::parse(key, bad), None);
-        }
-        let mut v2 = ok.clone();
-        v2.v = 2;
-        assert_eq!(MoveRecord::parse(key, &v2.to_bytes()), None);
-        let mut same = ok.clone();
-        same.to = same.from.clone();
-        assert_eq!(MoveRecord::parse(key, &same.to_bytes()), None);
-        let mut no_session = record(MoveState::Accepted);
-        no_session.session = None;
-        assert_eq!(MoveRecord::parse(key, &no_session.to_bytes()), None);
-        let mut huge = ok;
-        huge.by = "x".repeat(MoveRecord::MAX_LEN);
-        assert_eq!(MoveRecord::parse(key, &huge.to_bytes()), None);
     }
 
     #[test]

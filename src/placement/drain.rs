@@ -1,6 +1,7 @@
 //! The operator's drain record (`control.drain.<instance>`, `nats-roles drain`): while the key
 //! holds a valid record, the instance it names drains (docs/placement.md), as if
-//! `POST /api/drain` had been called on it; deleting the key ends that drain.
+//! `POST /api/drain` had been called on it; deleting the key ends that drain. Its bytes are
+//! read and written by `codec::control`.
 
 use serde::{Deserialize, Serialize};
 
@@ -54,48 +55,11 @@ impl DrainRecord {
             at: crate::value::now_rfc3339(),
         }
     }
-
-    /// Parses the value stored under `key`; `None` for anything that is not a version-1
-    /// record naming the key's instance (a foreign value drains nothing: it is reported, not
-    /// trusted).
-    #[must_use]
-    pub fn parse(key: &str, bytes: &[u8]) -> Option<Self> {
-        if bytes.len() > 4096 {
-            return None;
-        }
-        let named = key.strip_prefix(DRAIN_PREFIX)?;
-        let r: Self = serde_json::from_slice(bytes).ok()?;
-        (r.v == DRAIN_VERSION && r.instance.as_str() == named).then_some(r)
-    }
-
-    /// Serialises the record to JSON bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> bytes::Bytes {
-        // Strings and an integer: serialising cannot fail.
-        bytes::Bytes::from(serde_json::to_vec(self).unwrap_or_default())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_record_round_trips_under_its_own_key_only() {
-        let a = InstanceId::new("node-a").expect("id");
-        let r = DrainRecord::new(&a, "kernel update", "ops@host");
-        let key = drain_key(&a);
-        assert_eq!(key, "control.drain.node-a");
-        assert_eq!(DrainRecord::parse(&key, &r.to_bytes()), Some(r.clone()));
-        assert_eq!(
-            DrainRecord::parse("control.drain.node-b", &r.to_bytes()),
-            None
-        );
-        assert_eq!(DrainRecord::parse(&key, b"yes"), None);
-        let mut v2 = r;
-        v2.v = 2;
-        assert_eq!(DrainRecord::parse(&key, &v2.to_bytes()), None);
-    }
 
     #[test]
     fn a_long_reason_is_cut() {

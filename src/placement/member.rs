@@ -1,4 +1,5 @@
-//! The membership record under `member.<instance>` (protocol P9).
+//! The membership record under `member.<instance>` (protocol P10, Q9); its bytes are read and
+//! written by `codec::member`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -103,25 +104,6 @@ fn yes() -> bool {
 }
 
 impl MemberRecord {
-    /// Parses a stored record; `None` for anything that is not a version-1 record of the
-    /// instance named by `key` (foreign values are ignored, never trusted).
-    #[must_use]
-    pub fn parse(key: &str, bytes: &[u8]) -> Option<Self> {
-        let id = key.strip_prefix(MEMBER_PREFIX)?;
-        let record: Self = serde_json::from_slice(bytes).ok()?;
-        ((record.v == MEMBER_VERSION || record.v == MEMBER_VERSION_HEARTBEATED)
-            && record.instance.as_str() == id
-            && record.weight >= 1)
-            .then_some(record)
-    }
-
-    /// Serialises the record to JSON bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> bytes::Bytes {
-        // Strings, integers and maps of strings: serialising cannot fail.
-        bytes::Bytes::from(serde_json::to_vec(self).unwrap_or_default())
-    }
-
     /// The key of this record.
     #[must_use]
     pub fn key(&self) -> String {
@@ -161,58 +143,5 @@ pub(crate) fn test_record(id: &str, roles: &[(&str, i32)], heartbeat_ms: u64) ->
         prepare_failed: BTreeSet::new(),
         frozen: false,
         heartbeat_ms,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn record() -> MemberRecord {
-        test_record("node-a", &[("r", 5)], 250)
-    }
-
-    #[test]
-    fn round_trips() {
-        let r = record();
-        assert_eq!(MemberRecord::parse("member.node-a", &r.to_bytes()), Some(r));
-    }
-
-    #[test]
-    fn unavailable_roles_are_optional_and_round_trip() {
-        // A record without the field (an older writer) has none.
-        let old =
-            br#"{"v":1,"instance":"node-a","incarnation":"00000000-0000-0000-0000-000000000000",
-            "weight":1,"priority":0,"roles":{"r":5},"heartbeat_ms":250}"#;
-        let parsed = MemberRecord::parse("member.node-a", old).expect("a version-1 record");
-        assert!(parsed.unavailable.is_empty());
-        // The field is left out while empty, so older readers see the same bytes as before.
-        assert!(!String::from_utf8_lossy(&record().to_bytes()).contains("unavailable"));
-        let mut r = record();
-        r.unavailable = [RoleName::new("r").expect("valid")].into();
-        let bytes = r.to_bytes();
-        assert!(String::from_utf8_lossy(&bytes).contains(r#""unavailable":["r"]"#));
-        assert_eq!(MemberRecord::parse("member.node-a", &bytes), Some(r));
-    }
-
-    #[test]
-    fn foreign_values_are_ignored() {
-        let r = record();
-        assert_eq!(MemberRecord::parse("member.node-b", &r.to_bytes()), None);
-        assert_eq!(MemberRecord::parse("role.node-a", &r.to_bytes()), None);
-        assert_eq!(MemberRecord::parse("member.node-a", b"not json"), None);
-        let mut v3 = r.clone();
-        v3.v = 3;
-        assert_eq!(MemberRecord::parse("member.node-a", &v3.to_bytes()), None);
-        // The heartbeated format 1 is still read.
-        let mut v1 = r.clone();
-        v1.v = MEMBER_VERSION_HEARTBEATED;
-        assert_eq!(
-            MemberRecord::parse("member.node-a", &v1.to_bytes()),
-            Some(v1)
-        );
-        let mut w0 = r;
-        w0.weight = 0;
-        assert_eq!(MemberRecord::parse("member.node-a", &w0.to_bytes()), None);
     }
 }

@@ -23,11 +23,14 @@ mod settings;
 mod version;
 mod whatif;
 
-#[cfg(any(feature = "tooling", feature = "http"))]
+pub(crate) use drain::DRAIN_VERSION;
+#[cfg(any(feature = "tooling", feature = "http", test))]
 pub use drain::drain_key;
 pub use drain::{DRAIN_PREFIX, DrainRecord};
-pub use freeze::{FREEZE_KEY, FreezeRecord, Frozen};
-pub use member::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
+pub use freeze::{FREEZE_KEY, FREEZE_VERSION, FreezeRecord, Frozen};
+#[cfg(test)]
+pub(crate) use member::test_record;
+pub use member::{MEMBER_PREFIX, MEMBER_VERSION, MEMBER_VERSION_HEARTBEATED, MemberRecord};
 pub use members_view::{MemberList, MemberView, member_list};
 pub use membership::{Membership, MembershipTiming};
 #[cfg(feature = "cli")]

@@ -1,20 +1,22 @@
 //! The requester of a targeted move (protocol Q13): reads the role and the target's session,
 //! writes the move record by CAS, follows it until the target holds the role, refuses, or the
 //! request times out (then withdraws it). Used by `nats-roles move`, `RoleManager::move_role`
-//! and `POST /api/roles/{role}/move`.
+//! and `POST /api/roles/{role}/move`. (Here rather than in `moves/`, whose records the codec
+//! decodes: the requester reads the bucket through `crate::codec`.)
 
 use std::time::Duration;
 
-use async_nats::jetstream::kv::{Entry, Operation, Store};
+use async_nats::jetstream::kv::{Entry, Store};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::{MOVE_VERSION, MoveOptions, MoveOutcome, MoveRecord, MoveState};
+use crate::codec;
 use crate::core::{SettingError, WriteOutcome};
 use crate::error::Error;
+use crate::moves::{MOVE_VERSION, MoveOptions, MoveOutcome, MoveRecord, MoveState};
 use crate::names::{InstanceId, RoleName};
 use crate::store::{LeaseStore, ROLE_PREFIX};
-use crate::value::{HolderValue, SessionValue, parse_session_key, session_key};
+use crate::value::{parse_session_key, session_key};
 
 /// How often the requester looks at the role and the record while it waits.
 const POLL: Duration = Duration::from_millis(20);
@@ -64,11 +66,9 @@ impl MoveBucket<'_> {
         let Some(entry) = self.entry(format!("{ROLE_PREFIX}{role}")).await? else {
             return Ok(None);
         };
-        if entry.operation != Operation::Put {
-            return Ok(None);
-        }
-        let HolderValue::Lease(v) = HolderValue::parse_at(&entry.value, entry.revision) else {
-            return Ok(None);
+        let state = codec::role::watched(&entry);
+        let Some(v) = state.lease() else {
+            return Ok(None); // a marker, or not a lease of ours
         };
         let Some((_, class)) = parse_session_key(&v.session_key) else {
             return Ok(None);
@@ -76,26 +76,22 @@ impl MoveBucket<'_> {
         if self.live_session(&v.session_key).await? != Some(v.session) {
             return Ok(None); // its session is gone: the role is vacant (Q5)
         }
-        Ok(Some((v.holder, entry.revision, class)))
+        Ok(Some((v.holder.clone(), entry.revision, class)))
     }
 
     async fn live_session(&self, key: &str) -> Result<Option<uuid::Uuid>, Error> {
         Ok(self
             .entry(key.to_owned())
             .await?
-            .filter(|e| e.operation == Operation::Put)
-            .and_then(|e| SessionValue::parse(key, &e.value))
-            .map(|v| v.session))
+            .and_then(|e| codec::session::watched(&e).uuid()))
     }
 
     /// The move record of `role` and its revision (`None` for the record: no valid record;
     /// the revision is what the next CAS expects: 0 when the key has no entry).
     pub(crate) async fn record(&self, role: &RoleName) -> Result<(u64, Option<MoveRecord>), Error> {
-        let key = MoveRecord::key(role);
-        Ok(match self.entry(key.clone()).await? {
+        Ok(match self.entry(MoveRecord::key(role)).await? {
             None => (0, None),
-            Some(e) if e.operation != Operation::Put => (e.revision, None),
-            Some(e) => (e.revision, MoveRecord::parse(&key, &e.value)),
+            Some(e) => (e.revision, codec::control::move_record(&e).record()),
         })
     }
 }
