@@ -1,6 +1,6 @@
-//! What the placement controller tells its driver to do ([`Action`]), and what this
+//! What the placement controller tells its driver to do ([`PlacementAction`]), and what this
 //! instance's membership record says about its roles ([`RecordRoles`], read after
-//! [`Action::RecordChanged`]).
+//! [`PlacementAction::RecordChanged`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -10,7 +10,7 @@ use crate::placement::plan::Preferred;
 
 /// What the driver has to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub enum PlacementAction {
     /// Report how many counted members are live.
     LiveMembers(usize),
     /// The roles, pinned roles or declined roles of this instance's record changed: rewrite

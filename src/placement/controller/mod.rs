@@ -3,7 +3,7 @@
 //! budget, the voluntary move in flight, the per-role cooldowns and the stuck vacancies.
 //!
 //! The manager's driver (`manager::placement`) feeds it [`Input`]s with the time and carries
-//! out the [`Action`]s it returns: hold-backs and hand-overs for the role tasks, a
+//! out the [`PlacementAction`]s it returns: hold-backs and hand-overs for the role tasks, a
 //! rewrite of the membership record, a new view for the API.
 //!
 //! Here: the controller's state and how each input changes it ([`Controller::step`]). Beside
@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub use self::actions::{Action, RecordRoles};
+pub use self::actions::{PlacementAction, RecordRoles};
 pub use self::inputs::{ControllerSettings, Input, OwnRole, PrepareEnd, RoleView, World};
 use super::freeze::{FreezeRecord, Frozen, StormBreaker};
 use super::membership::{Membership, MembershipTiming};
@@ -183,11 +183,11 @@ impl Controller {
     }
 
     /// Applies one input at `now`; returns what the driver has to do, in order.
-    pub fn step(&mut self, input: Input, now: Instant) -> Vec<Action> {
+    pub fn step(&mut self, input: Input, now: Instant) -> Vec<PlacementAction> {
         match input {
             Input::MemberPut { record, revision } => {
                 self.membership.observe_put(*record, revision, now);
-                vec![Action::ViewChanged]
+                vec![PlacementAction::ViewChanged]
             }
             Input::MemberGone {
                 id,
@@ -195,15 +195,15 @@ impl Controller {
                 revision,
             } => {
                 self.membership.observe_gone(&id, expired, revision, now);
-                vec![Action::ViewChanged]
+                vec![PlacementAction::ViewChanged]
             }
             Input::BucketReset => {
                 self.membership.bucket_reset();
-                vec![Action::ViewChanged]
+                vec![PlacementAction::ViewChanged]
             }
             Input::Sessions(live) => {
                 self.membership.set_sessions(live, now);
-                vec![Action::ViewChanged]
+                vec![PlacementAction::ViewChanged]
             }
             Input::RoleAdded(role, own) => {
                 self.roles.insert(
@@ -213,12 +213,12 @@ impl Controller {
                         sent: None,
                     },
                 );
-                vec![Action::RecordChanged]
+                vec![PlacementAction::RecordChanged]
             }
             Input::RoleRemoved(role) => {
                 self.roles.remove(&role);
                 self.moved_at.remove(&role);
-                vec![Action::RecordChanged]
+                vec![PlacementAction::RecordChanged]
             }
             Input::Freeze(record) => {
                 self.operator_freeze = record;
@@ -233,14 +233,14 @@ impl Controller {
                     PrepareEnd::Failed => self.prepare_failed.insert(role),
                     PrepareEnd::Abandoned => return Vec::new(),
                 };
-                vec![Action::RecordChanged]
+                vec![PlacementAction::RecordChanged]
             }
             Input::Kept(kept) => {
                 if kept == self.kept {
                     return Vec::new();
                 }
                 self.kept = kept;
-                vec![Action::RecordChanged]
+                vec![PlacementAction::RecordChanged]
             }
             Input::Replan(world) => self.replan(&world, now),
         }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Action, Controller};
+use super::{Controller, PlacementAction};
 use crate::names::{InstanceId, RoleName};
 
 impl Controller {
@@ -14,7 +14,7 @@ impl Controller {
         &mut self,
         holders: &BTreeMap<RoleName, InstanceId>,
         live: &BTreeSet<InstanceId>,
-        actions: &mut Vec<Action>,
+        actions: &mut Vec<PlacementAction>,
     ) {
         let me = &self.settings.instance;
         let mut changed = false;
@@ -42,7 +42,7 @@ impl Controller {
             self.last_holder.insert(role.clone(), holder.clone());
         }
         if changed {
-            actions.push(Action::RecordChanged);
+            actions.push(PlacementAction::RecordChanged);
         }
     }
 }

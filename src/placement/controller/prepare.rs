@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tokio::time::Instant;
 
-use super::{Action, Controller};
+use super::{Controller, PlacementAction};
 use crate::names::{InstanceId, RoleName};
 use crate::placement::membership::Membership;
 use crate::placement::plan::Placement;
@@ -36,7 +36,7 @@ impl Controller {
         placement: &Placement,
         holders: &BTreeMap<RoleName, InstanceId>,
         live: &BTreeSet<InstanceId>,
-        actions: &mut Vec<Action>,
+        actions: &mut Vec<PlacementAction>,
     ) {
         let me = &self.settings.instance;
         let wanted: BTreeSet<RoleName> = self
@@ -64,11 +64,11 @@ impl Controller {
                 && !self.prepare_failed.contains(r)
                 && self.preparing.insert(r.clone())
             {
-                actions.push(Action::Prepare(r.clone()));
+                actions.push(PlacementAction::Prepare(r.clone()));
             }
         }
         if (self.prepared.len(), self.prepare_failed.len()) != before {
-            actions.push(Action::RecordChanged);
+            actions.push(PlacementAction::RecordChanged);
         }
     }
 }

@@ -8,7 +8,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::test_support::{SECOND, controller, id, released, role, world};
-use super::{Action, Controller, ControllerSettings, Input, OwnRole, PrepareEnd, RoleView, World};
+use super::{
+    Controller, ControllerSettings, Input, OwnRole, PlacementAction, PrepareEnd, RoleView, World,
+};
 use crate::placement::member::test_record;
 use crate::placement::{MemberRecord, PlacementSettings, Takeover};
 
@@ -157,10 +159,10 @@ fn a_receiver_prepares_once_and_announces_it() {
         )]),
         healthy: true,
     };
-    let prepare = |actions: &[Action]| {
+    let prepare = |actions: &[PlacementAction]| {
         actions
             .iter()
-            .filter(|a| matches!(a, Action::Prepare(r) if *r == role("r1")))
+            .filter(|a| matches!(a, PlacementAction::Prepare(r) if *r == role("r1")))
             .count()
     };
     assert_eq!(prepare(&c.step(Input::Replan(held_by("a")), t0)), 1);
@@ -169,13 +171,16 @@ fn a_receiver_prepares_once_and_announces_it() {
     assert!(c.record_roles().prepared.is_empty());
     assert_eq!(
         c.step(Input::Prepared(role("r1"), PrepareEnd::Ready), t0),
-        [Action::RecordChanged]
+        [PlacementAction::RecordChanged]
     );
     assert_eq!(c.record_roles().prepared, [role("r1")].into());
     assert_eq!(c.record_roles().prepares, [role("r1")].into());
     // Received: the preparation is forgotten (the record no longer says it).
     let actions = c.step(Input::Replan(held_by("b")), t0);
-    assert!(actions.contains(&Action::RecordChanged), "{actions:?}");
+    assert!(
+        actions.contains(&PlacementAction::RecordChanged),
+        "{actions:?}"
+    );
     assert!(c.record_roles().prepared.is_empty());
 }
 
@@ -219,10 +224,10 @@ fn receiver(t0: Instant) -> (Controller, World) {
     (c, held_by_a)
 }
 
-fn prepares_asked(actions: &[Action]) -> usize {
+fn prepares_asked(actions: &[PlacementAction]) -> usize {
     actions
         .iter()
-        .filter(|a| matches!(a, Action::Prepare(r) if *r == role("r1")))
+        .filter(|a| matches!(a, PlacementAction::Prepare(r) if *r == role("r1")))
         .count()
 }
 
@@ -238,7 +243,7 @@ fn a_failed_preparation_is_announced_as_failed_not_ready() {
     );
     assert_eq!(
         c.step(Input::Prepared(role("r1"), PrepareEnd::Failed), t0),
-        [Action::RecordChanged]
+        [PlacementAction::RecordChanged]
     );
     let record = c.record_roles();
     assert!(record.prepared.is_empty(), "{record:?}");

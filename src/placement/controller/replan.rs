@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use tokio::time::Instant;
 
 use super::prepare::track_awaiting;
-use super::{Action, Controller, World};
+use super::{Controller, PlacementAction, World};
 use crate::names::{InstanceId, RoleName};
 use crate::placement::decide::{Held, ReleaseRules, choose_release, hold_back, vacancies_filled};
 use crate::placement::freeze::Frozen;
@@ -20,7 +20,7 @@ use crate::placement::settings::Takeover;
 impl Controller {
     /// Computes the plan and acts on it: hold-backs, declined roles, at most one voluntary
     /// release.
-    pub(super) fn replan(&mut self, world: &World, now: Instant) -> Vec<Action> {
+    pub(super) fn replan(&mut self, world: &World, now: Instant) -> Vec<PlacementAction> {
         let mut actions = Vec::new();
         let cfg = &self.settings.config;
         let me = &self.settings.instance;
@@ -44,7 +44,7 @@ impl Controller {
             with.extend(joining);
             self.plans.plan(&with, holders)
         });
-        actions.push(Action::LiveMembers(live.len()));
+        actions.push(PlacementAction::LiveMembers(live.len()));
         let live_ids: BTreeSet<InstanceId> = live.iter().map(|c| c.id.clone()).collect();
         let storm = self.breaker.observe(&live_ids, now);
         let frozen_members: Vec<InstanceId> = live
@@ -68,13 +68,13 @@ impl Controller {
         if kind(&frozen) != kind(&self.frozen)
             || (!matches!(frozen, Some(Frozen::Storm { .. })) && frozen != self.frozen)
         {
-            actions.push(Action::ViewChanged);
+            actions.push(PlacementAction::ViewChanged);
         }
         self.frozen = frozen;
         let full = full_members(membership, &live_ids, holders);
         if full != self.full {
             self.full = full.clone();
-            actions.push(Action::Full(full));
+            actions.push(PlacementAction::Full(full));
         }
         let i_count = members.iter().any(|c| &c.id == me);
 
@@ -87,7 +87,7 @@ impl Controller {
         if unavailable != self.unavailable {
             // The record says what this instance will not take: rewritten at once.
             self.unavailable = unavailable.clone();
-            actions.push(Action::Unavailable(unavailable));
+            actions.push(PlacementAction::Unavailable(unavailable));
         }
 
         // Hold-back and preference per own role. The role this instance is handing over is
@@ -114,7 +114,7 @@ impl Controller {
             }
             let next = (delay, preferred);
             if own.sent.as_ref() != Some(&next) && world.roles.contains_key(name) {
-                actions.push(Action::HoldBack {
+                actions.push(PlacementAction::HoldBack {
                     role: name.clone(),
                     delay: next.0,
                     preferred: next.1.clone(),
@@ -236,7 +236,7 @@ impl Controller {
             if let Some(own) = self.roles.get_mut(&role) {
                 let next = (cfg.claim_grace, Some(to.clone()));
                 if own.sent.as_ref() != Some(&next) {
-                    actions.push(Action::HoldBack {
+                    actions.push(PlacementAction::HoldBack {
                         role: role.clone(),
                         delay: next.0,
                         preferred: next.1.clone(),
@@ -244,7 +244,7 @@ impl Controller {
                     own.sent = Some(next);
                 }
             }
-            actions.push(Action::Release { role, to });
+            actions.push(PlacementAction::Release { role, to });
         }
         // Roles held here that the plan gives elsewhere: re-plans stay due on a timer until
         // they moved (the budget, a cooldown, the hysteresis or a freeze may hold them).
@@ -259,7 +259,7 @@ impl Controller {
         self.track_parked(holders, &live_ids, &mut actions);
         if placement != self.last {
             self.last = placement;
-            actions.push(Action::ViewChanged);
+            actions.push(PlacementAction::ViewChanged);
         }
         actions
     }

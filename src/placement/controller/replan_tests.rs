@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::test_support::{SECOND, controller, controller_of_a, id, released, role, world};
-use super::{Action, Controller, Input, OwnRole, World};
+use super::{Controller, Input, OwnRole, PlacementAction, World};
 use crate::names::RoleName;
 use crate::placement::member::test_record;
 use crate::placement::{PlacementSettings, Takeover};
@@ -99,17 +99,17 @@ fn vacancies_preferred_elsewhere_are_held_back_once() {
     let t0 = Instant::now();
     let mut c = controller(10, true, t0);
     let vacant = world(&[]);
-    let hold_backs = |actions: Vec<Action>| -> Vec<(RoleName, Duration)> {
+    let hold_backs = |actions: Vec<PlacementAction>| -> Vec<(RoleName, Duration)> {
         actions
             .into_iter()
             .filter_map(|a| match a {
-                Action::HoldBack { role, delay, .. } => Some((role, delay)),
+                PlacementAction::HoldBack { role, delay, .. } => Some((role, delay)),
                 _ => None,
             })
             .collect()
     };
     let first = c.step(Input::Replan(vacant.clone()), t0);
-    assert_eq!(first[0], Action::LiveMembers(2));
+    assert_eq!(first[0], PlacementAction::LiveMembers(2));
     assert_eq!(
         hold_backs(first),
         [(role("r1"), SECOND), (role("r2"), SECOND)]
@@ -145,12 +145,12 @@ fn declined_roles_are_published() {
         v.declines = true;
     }
     let actions = c.step(Input::Replan(w.clone()), t0);
-    assert!(actions.contains(&Action::Unavailable([role("r2")].into())));
+    assert!(actions.contains(&PlacementAction::Unavailable([role("r2")].into())));
     assert_eq!(c.record_roles().unavailable, [role("r2")].into());
     assert!(
         !c.step(Input::Replan(w), t0)
             .iter()
-            .any(|a| matches!(a, Action::Unavailable(_)))
+            .any(|a| matches!(a, PlacementAction::Unavailable(_)))
     );
     c.step(Input::RoleRemoved(role("r2")), t0);
     assert!(c.record_roles().unavailable.is_empty());
@@ -193,7 +193,7 @@ fn vacancies_go_to_members_still_joining() {
         .step(Input::Replan(world(&[])), t2 + SECOND)
         .into_iter()
         .filter_map(|a| match a {
-            Action::HoldBack { delay, .. } => Some(delay),
+            PlacementAction::HoldBack { delay, .. } => Some(delay),
             _ => None,
         })
         .collect();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Action, Controller, ControllerSettings, Input, OwnRole, RoleView, World};
+use super::{Controller, ControllerSettings, Input, OwnRole, PlacementAction, RoleView, World};
 use crate::names::{InstanceId, RoleName};
 use crate::placement::member::test_record;
 use crate::placement::{MemberRecord, PlacementSettings, Preferred, PreferredReason, Takeover};
@@ -45,7 +45,7 @@ pub(super) fn controller_of_a(config: PlacementSettings, t0: Instant) -> Control
     for r in ["r1", "r2"] {
         assert_eq!(
             c.step(Input::RoleAdded(role(r), own), t0),
-            [Action::RecordChanged]
+            [PlacementAction::RecordChanged]
         );
     }
     c
@@ -82,7 +82,7 @@ pub(super) fn controller(budget: u32, draining: bool, t0: Instant) -> Controller
                 },
                 t0
             ),
-            [Action::ViewChanged]
+            [PlacementAction::ViewChanged]
         );
     }
     c
@@ -118,7 +118,7 @@ pub(super) fn released(c: &mut Controller, w: &World, now: Instant) -> Vec<Strin
     c.step(Input::Replan(w.clone()), now)
         .into_iter()
         .filter_map(|a| match a {
-            Action::Release { role, to } => {
+            PlacementAction::Release { role, to } => {
                 let draining = Preferred {
                     instance: id("b"),
                     reason: PreferredReason::Draining,
