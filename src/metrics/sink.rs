@@ -1,6 +1,6 @@
 //! [`RoleMetrics`]: the tap sink that turns driver events into OpenTelemetry measurements.
 //! Its tests read the measurements back as Prometheus text, so they are the exporter's:
-//! `src/telemetry/role_metrics_tests.rs`.
+//! `src/telemetry/role_metrics_tests/`.
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::Meter;
