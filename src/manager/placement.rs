@@ -23,7 +23,7 @@ use crate::codec::member::MemberEntry;
 use crate::core::{FailureKind, KeyState, ReleaseReason, WriteOutcome};
 use crate::names::{InstanceId, RoleName};
 use crate::placement::controller::{
-    Action, Controller, ControllerSettings, Input, RecordRoles, RoleView, World,
+    Controller, ControllerSettings, Input, PlacementAction, RecordRoles, RoleView, World,
 };
 use crate::placement::{Frozen, MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
 use crate::status::RoleState;
@@ -252,7 +252,7 @@ impl Driver {
         self.execute(actions, Some(&roles));
     }
 
-    fn execute(&self, actions: Vec<Action>, roles: Option<&HashMap<RoleName, RoleSlot>>) {
+    fn execute(&self, actions: Vec<PlacementAction>, roles: Option<&HashMap<RoleName, RoleSlot>>) {
         let send = |role: &RoleName, input: RoleInput| {
             if let Some(slot) = roles.and_then(|r| r.get(role)) {
                 let _ = slot.inbox.send(input);
@@ -260,27 +260,27 @@ impl Driver {
         };
         for action in actions {
             match action {
-                Action::LiveMembers(live) => self.shared.tap.placement(
+                PlacementAction::LiveMembers(live) => self.shared.tap.placement(
                     &self.shared.instance,
                     PlacementEvent::Members {
                         live: u64::try_from(live).unwrap_or(u64::MAX),
                     },
                 ),
-                Action::Unavailable(unavailable) => {
+                PlacementAction::Unavailable(unavailable) => {
                     debug!(?unavailable, "roles this instance will not take changed");
                     self.publish_record_roles();
                 }
-                Action::RecordChanged => self.publish_record_roles(),
-                Action::Prepare(role) => send(
+                PlacementAction::RecordChanged => self.publish_record_roles(),
+                PlacementAction::Prepare(role) => send(
                     &role,
                     RoleInput::Prepare(self.link.settings.config.prepare_timeout),
                 ),
-                Action::Full(full) => {
+                PlacementAction::Full(full) => {
                     if let Ok(mut f) = self.link.full.lock() {
                         *f = Arc::new(full);
                     }
                 }
-                Action::HoldBack {
+                PlacementAction::HoldBack {
                     role,
                     delay,
                     preferred,
@@ -288,7 +288,7 @@ impl Driver {
                     debug!(role = %role, ?delay, preferred = ?preferred.as_ref().map(|p| p.instance.as_str()), "placement: hold-back");
                     send(&role, RoleInput::Placement { delay, preferred });
                 }
-                Action::Release { role, to } => {
+                PlacementAction::Release { role, to } => {
                     info!(role = %role, to = %to.instance, reason = %to.reason, "placement: handing the role over");
                     self.shared.tap.placement(
                         &self.shared.instance,
@@ -306,7 +306,7 @@ impl Driver {
                         RoleInput::Release(ReleaseReason::Placement, Duration::ZERO),
                     );
                 }
-                Action::ViewChanged => {
+                PlacementAction::ViewChanged => {
                     self.view.send_replace(Arc::new(PlacementView {
                         membership: self.controller.membership().clone(),
                         preferred: self.controller.plan().preferred.clone(),

@@ -14,8 +14,10 @@
 //! `docs/observability.md`.
 
 mod gauges;
+mod instruments;
 mod labels;
 mod series;
+mod series_book;
 mod sink;
 
 #[cfg(all(test, feature = "otel"))]
