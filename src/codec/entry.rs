@@ -33,24 +33,28 @@ impl EntryKind {
     }
 
     /// The kind of a message read from the stream leader with its headers (`LeaseStore::read`,
-    /// `LeaseStore::read_session`). A `KV-Operation` of `DEL` or `PURGE` is a marker that is no
-    /// expiry; otherwise any `Nats-Marker-Reason` is a marker, an expiry only when it is
-    /// `MaxAge`; otherwise a value.
+    /// `LeaseStore::read_session`), read as [`EntryKind::watched`] reads the same entry: a
+    /// `KV-Operation` of `DEL` is a delete, of `PURGE` (a reap, Q5 rule 4, or an operator's
+    /// purge) an expiry (P5); otherwise a `Nats-Marker-Reason` of `MaxAge` or `Purge` is an
+    /// expiry, `Remove` a delete; otherwise a value.
     ///
-    /// This is not [`EntryKind::watched`]'s reading: a `PURGE` (a reap, Q5 rule 4, or an
-    /// operator's purge) and the server's `Purge` marker are expiries there and not here, and
-    /// a marker reason async-nats does not know is a value there and a marker here. Both
-    /// readings are kept as they were when this module was made (see the tests).
+    /// One difference is kept: a marker reason nobody defined is a marker here (a delete: the
+    /// key's value is gone) and a value to async-nats's watcher (which falls back to a put and
+    /// then finds no lease in it: foreign, bounded by the backstop). Before, a purge read here
+    /// was a delete, so a reaped session's owner lost it as *evicted* (its roles cooling down
+    /// for a TTL) or as *expired* depending on whether it heard of it by a read or from the
+    /// watcher.
     pub(crate) fn stored(headers: &HeaderMap) -> Self {
         if let Some(op) = headers.get(KV_OPERATION) {
-            let op = op.as_str();
-            if op == "DEL" || op == "PURGE" {
-                return Self::Marker { expired: false };
+            match op.as_str() {
+                "DEL" => return Self::Marker { expired: false },
+                "PURGE" => return Self::Marker { expired: true },
+                _ => {}
             }
         }
         if let Some(reason) = headers.get(MARKER_REASON) {
             return Self::Marker {
-                expired: reason.as_str() == "MaxAge",
+                expired: matches!(reason.as_str(), "MaxAge" | "Purge"),
             };
         }
         Self::Value
@@ -84,17 +88,17 @@ mod tests {
     }
 
     #[test]
-    fn stored_headers_are_read_as_before() {
+    fn stored_headers_are_read_as_the_watcher_reads_them() {
         let value = EntryKind::Value;
         let evicted = EntryKind::Marker { expired: false };
         let expired = EntryKind::Marker { expired: true };
         for (h, kind) in [
             (&[][..], value),
             (&[(KV_OPERATION, "DEL")][..], evicted),
-            // A reap's or an operator's purge: no expiry on a read (the watcher says expiry).
-            (&[(KV_OPERATION, "PURGE")][..], evicted),
+            // A reap's or an operator's purge: an expiry, as the watcher reads it.
+            (&[(KV_OPERATION, "PURGE")][..], expired),
             (&[(MARKER_REASON, "MaxAge")][..], expired),
-            (&[(MARKER_REASON, "Purge")][..], evicted),
+            (&[(MARKER_REASON, "Purge")][..], expired),
             (&[(MARKER_REASON, "Remove")][..], evicted),
             // A reason nobody defined is still a marker on a read (a value for async-nats).
             (&[(MARKER_REASON, "whatever")][..], evicted),

@@ -201,9 +201,9 @@ mod tests {
         );
         for (header, value, expired) in [
             (KV_OPERATION, "DEL", false),
-            // A reap (Q5 rule 4) read back from the stream leader: no expiry here (the
-            // watcher reads it as one, `EntryKind`).
-            (KV_OPERATION, "PURGE", false),
+            // A reap (Q5 rule 4) read back from the stream leader: an expiry, as the watcher
+            // reads it (`EntryKind`).
+            (KV_OPERATION, "PURGE", true),
             (MARKER_REASON, "MaxAge", true),
         ] {
             let mut h = HeaderMap::new();

@@ -98,8 +98,9 @@ impl RoleReport {
         )
     }
 
-    /// A term started (its `Leadership` is already the current one): tap, log, term span,
-    /// status, state change, event — in that order.
+    /// A term started: log, term span and tap record — before the term is published or
+    /// follows the session's renewals (the session task records each renewal of a held term,
+    /// and the history must show the promotion first).
     pub(crate) fn promoted(&mut self, token: FencingToken, deadline: Instant) {
         let term = token.term();
         info!(term, "promoted");
@@ -112,6 +113,12 @@ impl RoleReport {
             reason = tracing::field::Empty,
         ));
         self.tap(TapEvent::Promoted { token, deadline });
+    }
+
+    /// The term recorded by [`RoleReport::promoted`] is now the current one: status, state
+    /// change, event — in that order.
+    pub(crate) fn leading(&mut self, token: FencingToken) {
+        let term = token.term();
         let instance = self.shared.instance.clone();
         self.status.send_modify(|s| {
             // The term is in `current` before the status says LEADER.

@@ -391,6 +391,8 @@ impl RoleTask {
                         self.shared.tap.clone(),
                     )),
                 };
+                // Recorded before anything else can record about it (a renewal, below).
+                self.report.promoted(term.token, term.deadline);
                 self.current.send_replace(Some(leadership.clone()));
                 // From now on the session's renewals move the term's deadline (Q4).
                 if let (Some(clock), Some(session)) = (&self.clock, self.machine.held_session()) {
@@ -403,7 +405,7 @@ impl RoleTask {
                         |d| backend.handed_deadline(d),
                     );
                 }
-                self.report.promoted(term.token, term.deadline);
+                self.report.leading(term.token);
                 // The term has started: a preparation still queued or running is abandoned, so
                 // that `on_promote` (and an exec child) does not wait for it.
                 if let Some(preparing) = self.preparing.take() {

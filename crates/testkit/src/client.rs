@@ -106,13 +106,23 @@ pub async fn create_kv(
     use async_nats::jetstream::context::PublishErrorKind;
 
     let bucket = config.bucket.clone();
-    let store = js
-        .create_key_value(config)
-        .await
-        .unwrap_or_else(|e| panic!("create KV bucket {bucket}: {e}"));
+    // A cluster that has only just formed (on a loaded machine, beside other tests) may not
+    // answer the first JetStream requests in time: the create is retried until the deadline
+    // (creating a stream that exists with the same configuration succeeds, so a create whose
+    // answer was lost is no problem).
+    let deadline = Instant::now() + SERVER_READY_TIMEOUT;
+    let store = loop {
+        match js.create_key_value(config.clone()).await {
+            Ok(store) => break store,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("create KV bucket {bucket}: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("create KV bucket {bucket}: {e}"),
+        }
+    };
     let prefix = store.put_prefix.as_ref().unwrap_or(&store.prefix);
     let subject = format!("{prefix}__harness_probe");
-    let deadline = Instant::now() + SERVER_READY_TIMEOUT;
     loop {
         let mut headers = async_nats::HeaderMap::new();
         headers.insert(
