@@ -110,8 +110,9 @@ cargo nextest run --all-features --no-fail-fast 2>&1 | tee "$LOG_DIR/tests.log" 
 count "$LOG_DIR/tests.log" '^ *Summary \['
 
 section "cargo test --doc"
-# Before `cargo doc`: its dependency checks left the doc tests rebuilding the rustls chain
-# (ring, rustls, async-nats: about 20 s on a clean clone) when they ran after it.
+# (They reuse the build above: the chaos suite's nested `cargo build --example chaos_node`
+# no longer inherits the test's `CARGO_PKG_*` variables, which made ring's build script rerun
+# and cost this step and the first chaos test about 25 s each — crates/testkit/src/faults.rs.)
 cargo test --doc --all-features 2>&1 | tee "$LOG_DIR/doc.log" || STATUS=1
 count "$LOG_DIR/doc.log" '^test result:'
 

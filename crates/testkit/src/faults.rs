@@ -39,6 +39,24 @@ pub fn chaos_node_bin() -> PathBuf {
     BIN.get_or_init(build_chaos_node).clone()
 }
 
+/// Whether `name` is one of the variables cargo sets for a package's build or test run
+/// (not a setting of the user's, such as `CARGO_HOME` or `CARGO_PROFILE_*`).
+fn is_package_variable(name: &str) -> bool {
+    [
+        "CARGO_PKG_",
+        "CARGO_MANIFEST_",
+        "CARGO_BIN_EXE_",
+        "CARGO_CRATE_",
+        "CARGO_CFG_",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
+        || matches!(
+            name,
+            "CARGO_TARGET_TMPDIR" | "CARGO_PRIMARY_PACKAGE" | "OUT_DIR" | "CARGO"
+        )
+}
+
 fn build_chaos_node() -> PathBuf {
     if let Some(path) = crate::bins::path_from_env("CHAOS_NODE_BIN", "unset it to build one") {
         return path;
@@ -61,6 +79,16 @@ fn build_chaos_node() -> PathBuf {
         .arg("--all-features")
         .arg("--target-dir")
         .arg(target_dir);
+    // The variables cargo set for this test (the package's `CARGO_PKG_*`, `CARGO_MANIFEST_DIR`,
+    // ...) are not the nested build's: build scripts that watch them (ring's) would see them
+    // changed and rebuild the TLS stack (about 25 s, and as long again for the next build
+    // outside the tests).
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if is_package_variable(&name) {
+            cmd.env_remove(name.as_ref());
+        }
+    }
     if profile != "debug" {
         cmd.args([
             "--profile",
