@@ -349,6 +349,13 @@ async fn failovers(dep: &testkit::instances::Deployment, observer: &Observer) {
         dep.terminate(i);
         let got = observer.retaken(roles, victim, t, TTL * 5).await;
         println!("{}", latency_row(&format!("SIGTERM {victim}"), &got));
+        // Where the hand-over time goes: the holder's own releases (its delete markers as the
+        // bench's watcher saw them), then the successors' claims.
+        let released = observer.vacated(roles, t);
+        println!(
+            "{}",
+            latency_row(&format!("… {victim}'s own release markers"), &released)
+        );
     }
 }
 

@@ -158,6 +158,21 @@ impl Observer {
         }
     }
 
+    /// For each of `roles`, how long after `since` its key was first seen with no holder (the
+    /// old holder's release, or a marker); `None` where it was not (already re-held).
+    pub fn vacated(&self, roles: &[String], since: Instant) -> Vec<Option<Duration>> {
+        let changes = self.changes_since(since);
+        roles
+            .iter()
+            .map(|r| {
+                changes
+                    .iter()
+                    .find(|c| &c.role == r && c.holder.is_none())
+                    .map(|c| c.at.duration_since(since))
+            })
+            .collect()
+    }
+
     /// For each of `roles`, how long after `since` it was first held by someone other than
     /// `old`; waits up to `timeout` for all of them.
     pub async fn retaken(
