@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::events::RoleEvent;
 use super::shared::Shared;
@@ -329,7 +329,14 @@ impl RoleReport {
         drop(
             tracing::info_span!("transition", %role, %instance, from = from_s, to = to_s, term, reason = why),
         );
-        info!(%role, %instance, from = from_s, to = to_s, term, reason = why, "transition");
+        if is_term_transition(from, to) {
+            info!(%role, %instance, from = from_s, to = to_s, term, reason = why, "transition");
+        } else {
+            // A role this instance does not hold going between waiting and contending: every
+            // vacancy of every role makes each candidate log two (1,000 roles: 2,000 lines per
+            // instance per mass fail-over), so they log at debug.
+            debug!(%role, %instance, from = from_s, to = to_s, term, reason = why, "transition");
+        }
         self.tap(TapEvent::StateChanged { from, to, reason });
     }
 }
@@ -373,5 +380,42 @@ fn show_holder(role: &RoleName, s: &mut RoleStatus, obs: &KeyState) {
 fn clear_incompatible(s: &mut RoleStatus) {
     if s.incompatible_version.take().is_some() {
         s.last_error = None;
+    }
+}
+
+/// Whether a change of state concerns a term of this instance (logged at info): one to or from
+/// `LEADER` or `DEMOTED`, or the end (`STOPPED`). The others — `INIT`, `CANDIDATE` and
+/// `FOLLOWER` among themselves — are a candidate waiting and contending (logged at debug).
+fn is_term_transition(from: RoleState, to: RoleState) -> bool {
+    [from, to].iter().any(|s| {
+        matches!(
+            s,
+            RoleState::Leader | RoleState::Demoted | RoleState::Stopped
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_transitions_of_terms_and_the_end_are_loud() {
+        use RoleState::{Candidate, Demoted, Follower, Init, Leader, Stopped};
+        for (from, to) in [
+            (Init, Candidate),
+            (Candidate, Follower),
+            (Follower, Candidate),
+        ] {
+            assert!(!is_term_transition(from, to), "{from:?} -> {to:?}");
+        }
+        for (from, to) in [
+            (Candidate, Leader),
+            (Leader, Demoted),
+            (Demoted, Follower),
+            (Follower, Stopped),
+        ] {
+            assert!(is_term_transition(from, to), "{from:?} -> {to:?}");
+        }
     }
 }

@@ -652,7 +652,8 @@ async fn otlp_export(protocol: &str) {
     let status = d.wait_exit(a, WAIT).await;
     assert!(status.success(), "exit: {status:?}\n{}", d.report());
 
-    // The stderr log is JSON, one transition event per state change.
+    // The stderr log is JSON, one transition event (at info) per state change of a term or
+    // the end; a candidate's waiting and contending logs at debug (not shown at `info`).
     let stderr = d.instances[a].stderr();
     let mut logged = Vec::new();
     for line in stderr.lines() {
@@ -695,7 +696,21 @@ async fn otlp_export(protocol: &str) {
             )
         })
         .collect();
+    let term_state = |s: &str| ["LEADER", "DEMOTED", "STOPPED"].contains(&s);
+    assert!(
+        logged
+            .iter()
+            .all(|(from, to, _)| term_state(from) || term_state(to)),
+        "a candidate's transition logged at info: {logged:?}"
+    );
+    assert!(
+        exported
+            .iter()
+            .any(|(from, to, _)| from == "INIT" && to == "CANDIDATE"),
+        "every transition has a span, a candidate's too: {exported:?}"
+    );
     let mut expected = logged.clone();
+    exported.retain(|(from, to, _)| term_state(from) || term_state(to));
     exported.sort();
     expected.sort();
     assert_eq!(exported, expected, "transition spans vs logged transitions");
