@@ -155,8 +155,47 @@ pub(crate) enum PrepareOutcome {
     Abandoned,
 }
 
+/// The queue of one role's callbacks, run one at a time in the order queued by a runner task
+/// started with the first callback: a role that never leads or prepares (most roles of a
+/// large fleet, on most instances) costs no task and no channel for it.
+pub(crate) struct CallbackQueue {
+    callbacks: Arc<dyn RoleCallbacks>,
+    calls: Option<mpsc::UnboundedSender<CallbackCall>>,
+    runner: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl CallbackQueue {
+    /// An empty queue for `callbacks` (nothing started yet).
+    pub(crate) fn new(callbacks: Arc<dyn RoleCallbacks>) -> Self {
+        Self {
+            callbacks,
+            calls: None,
+            runner: None,
+        }
+    }
+
+    /// Queues `call` behind the ones queued before (starting the runner the first time).
+    pub(crate) fn send(&mut self, call: CallbackCall) {
+        let calls = self.calls.get_or_insert_with(|| {
+            let (calls, queued) = mpsc::unbounded_channel();
+            self.runner = Some(tokio::spawn(run_callbacks(self.callbacks.clone(), queued)));
+            calls
+        });
+        // The runner ends only when the queue is closed (`finish`).
+        let _ = calls.send(call);
+    }
+
+    /// Closes the queue and waits until the callbacks queued ran (the last demotion's).
+    pub(crate) async fn finish(mut self) {
+        drop(self.calls.take());
+        if let Some(runner) = self.runner.take() {
+            let _ = runner.await;
+        }
+    }
+}
+
 /// Runs the callbacks of one role, one at a time, in the order queued.
-pub(crate) async fn run_callbacks(
+async fn run_callbacks(
     callbacks: Arc<dyn RoleCallbacks>,
     mut calls: mpsc::UnboundedReceiver<CallbackCall>,
 ) {

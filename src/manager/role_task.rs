@@ -16,7 +16,7 @@ use super::backend::LeaseWrite;
 use super::role_input::RoleInput;
 use super::role_report::{RoleReport, Snapshot};
 use super::shared::Shared;
-use crate::callbacks::{CallbackCall, Demotion, PrepareOutcome, RoleCallbacks, run_callbacks};
+use crate::callbacks::{CallbackCall, CallbackQueue, Demotion, PrepareOutcome, RoleCallbacks};
 use crate::core::{
     Action, DemoteReason, FailureKind, KeyState, Notice, RoleMachine, WriteKind, WriteOutcome,
 };
@@ -83,19 +83,17 @@ impl RoleTask {
     pub(crate) async fn run(mut self) {
         let span = tracing::info_span!("role", role = %self.role, instance = %self.shared.instance);
         async move {
-            let (calls_tx, calls_rx) = mpsc::unbounded_channel();
-            let runner = tokio::spawn(run_callbacks(self.callbacks.clone(), calls_rx));
-            self.drive(&calls_tx).await;
-            drop(calls_tx);
+            let mut calls = CallbackQueue::new(self.callbacks.clone());
+            self.drive(&mut calls).await;
             // Wait for queued callbacks (the last demote) to finish.
-            let _ = runner.await;
+            calls.finish().await;
             self.report.stopped();
         }
         .instrument(span)
         .await;
     }
 
-    async fn drive(&mut self, calls: &mpsc::UnboundedSender<CallbackCall>) {
+    async fn drive(&mut self, calls: &mut CallbackQueue) {
         let key = format!("{ROLE_PREFIX}{}", self.role);
         let mut ops: FuturesUnordered<BoxFuture<'static, (u64, OpResult)>> =
             FuturesUnordered::new();
@@ -309,7 +307,7 @@ impl RoleTask {
         key: &str,
         ops: &mut FuturesUnordered<BoxFuture<'static, (u64, OpResult)>>,
         drain: &mut Option<BoxFuture<'static, ()>>,
-        calls: &mpsc::UnboundedSender<CallbackCall>,
+        calls: &mut CallbackQueue,
         acquired: &mut Option<(uuid::Uuid, String)>,
     ) {
         match action {
@@ -411,7 +409,7 @@ impl RoleTask {
                 if let Some(preparing) = self.preparing.take() {
                     preparing.cancel();
                 }
-                let _ = calls.send(CallbackCall::Promote(leadership));
+                calls.send(CallbackCall::Promote(leadership));
             }
             Action::Renewed { term, revision } => {
                 // The machine caught up with renewals the session task already handed to the
@@ -491,13 +489,13 @@ impl RoleTask {
                     if wait {
                         self.draining = Some(demotion.leadership.clone());
                         let (tx, rx) = oneshot::channel();
-                        let _ = calls.send(CallbackCall::Demote(demotion, Some(tx)));
+                        calls.send(CallbackCall::Demote(demotion, Some(tx)));
                         let timeout = self.shared.drain_timeout;
                         *drain = Some(Box::pin(async move {
                             let _ = tokio::time::timeout(timeout, rx).await;
                         }));
                     } else {
-                        let _ = calls.send(CallbackCall::Demote(demotion, None));
+                        calls.send(CallbackCall::Demote(demotion, None));
                     }
                 } else if wait {
                     *drain = Some(Box::pin(async {}));
@@ -680,7 +678,7 @@ impl RoleTask {
     /// it ended: ready, failed (an error or `limit` ran out: not ready), or abandoned by a
     /// promotion. A role this instance holds is not prepared (nobody would wait for it, and
     /// the term's callbacks would wait behind it).
-    fn prepare(&mut self, calls: &mpsc::UnboundedSender<CallbackCall>, limit: Duration) {
+    fn prepare(&mut self, calls: &mut CallbackQueue, limit: Duration) {
         let Some(link) = self.shared.placement.clone() else {
             return;
         };
@@ -695,7 +693,7 @@ impl RoleTask {
         if let Some(previous) = self.preparing.replace(cancel.clone()) {
             previous.cancel();
         }
-        let _ = calls.send(CallbackCall::Prepare {
+        calls.send(CallbackCall::Prepare {
             role: role.clone(),
             limit,
             cancel,
