@@ -128,31 +128,11 @@ pub(crate) fn move_record(entry: &Entry) -> Control<MoveRecord> {
 #[cfg(test)]
 mod tests {
     use async_nats::jetstream::kv::Operation;
-    use uuid::Uuid;
 
     use super::*;
     use crate::codec::test_entry;
-    use crate::names::{InstanceId, RoleName};
+    use crate::names::InstanceId;
     use crate::placement::drain_key;
-
-    fn move_record_in(state: MoveState) -> MoveRecord {
-        MoveRecord {
-            v: MOVE_VERSION,
-            id: Uuid::nil(),
-            role: RoleName::new("scheduler").unwrap(),
-            to: InstanceId::new("node-b").unwrap(),
-            from: InstanceId::new("node-a").unwrap(),
-            term: 41,
-            state,
-            session: (state == MoveState::Accepted).then(Uuid::new_v4),
-            reason: None,
-            grace_ms: 1000,
-            hold_ms: 600_000,
-            timeout_ms: 10_000,
-            by: "alice@ops-1".into(),
-            at: "2026-11-26T17:02:03.004Z".into(),
-        }
-    }
 
     /// `bytes` (a JSON object) with `field` replaced by the raw JSON `raw`.
     fn with(bytes: &[u8], field: &str, raw: &str) -> Vec<u8> {
@@ -241,7 +221,7 @@ mod tests {
             MoveState::Refused,
             MoveState::Done,
         ] {
-            let r = move_record_in(state);
+            let r = MoveRecord::sample(state);
             assert_eq!(
                 MoveRecord::parse("control.move.scheduler", &r.to_bytes()),
                 Some(r)
@@ -251,7 +231,7 @@ mod tests {
 
     #[test]
     fn foreign_and_inconsistent_move_records_are_ignored() {
-        let ok = move_record_in(MoveState::Requested);
+        let ok = MoveRecord::sample(MoveState::Requested);
         let key = "control.move.scheduler";
         assert_eq!(
             MoveRecord::parse("control.move.other", &ok.to_bytes()),
@@ -273,7 +253,7 @@ mod tests {
         let mut same = ok.clone();
         same.to = same.from.clone();
         assert_eq!(MoveRecord::parse(key, &same.to_bytes()), None);
-        let mut no_session = move_record_in(MoveState::Accepted);
+        let mut no_session = MoveRecord::sample(MoveState::Accepted);
         no_session.session = None;
         assert_eq!(MoveRecord::parse(key, &no_session.to_bytes()), None);
         let mut huge = ok.clone();
@@ -312,7 +292,7 @@ mod tests {
             json.as_object_mut().unwrap().remove("at");
             serde_json::to_vec(&json).unwrap()
         };
-        let mut r = move_record_in(MoveState::Requested);
+        let mut r = MoveRecord::sample(MoveState::Requested);
         r.at = String::new();
         r.by = String::new();
         r.by = "b".repeat(MoveRecord::MAX_LEN - without_at(&r).len());
@@ -348,7 +328,7 @@ mod tests {
             drain(&put("control.drain.node-b", &d.to_bytes())),
             Control::Foreign
         );
-        let m = move_record_in(MoveState::Requested);
+        let m = MoveRecord::sample(MoveState::Requested);
         assert_eq!(
             move_record(&put("control.move.scheduler", &m.to_bytes())),
             Control::Set(m.clone())

@@ -165,10 +165,9 @@ impl MoveRecord {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn record(state: MoveState) -> MoveRecord {
+impl MoveRecord {
+    /// A record of the move of `scheduler` from node-a to node-b (term 41) in `state` (tests).
+    pub(crate) fn sample(state: MoveState) -> Self {
         MoveRecord {
             v: MOVE_VERSION,
             id: Uuid::nil(),
@@ -186,10 +185,15 @@ mod tests {
             at: "2026-11-26T17:02:03.004Z".into(),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn the_grace_never_exceeds_the_ttl() {
-        let mut r = record(MoveState::Accepted);
+        let mut r = MoveRecord::sample(MoveState::Accepted);
         r.grace_ms = u64::MAX;
         assert_eq!(r.grace(Duration::from_secs(3)), Duration::from_secs(3));
         r.grace_ms = 500;
