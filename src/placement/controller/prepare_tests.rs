@@ -111,43 +111,7 @@ fn a_failed_preparation_is_handed_over_at_once() {
 #[test]
 fn a_receiver_prepares_once_and_announces_it() {
     let t0 = Instant::now();
-    let mut c = Controller::new(
-        ControllerSettings {
-            instance: id("b"),
-            config: PlacementSettings {
-                enabled: true,
-                stability_window: Duration::ZERO,
-                leave_delay: Duration::ZERO,
-                ..PlacementSettings::default()
-            },
-            operation_timeout: SECOND,
-            move_timeout: 10 * SECOND,
-            storm_window: 3 * SECOND,
-        },
-        t0,
-    );
-    let own = OwnRole {
-        priority: 0,
-        takeover: Takeover::Voluntary,
-        campaign: true,
-        cost: 1,
-        prepares: true,
-    };
-    c.step(Input::RoleAdded(role("r1"), own), t0);
-    let hour = 3_600_000;
-    let a = MemberRecord {
-        draining: true,
-        ..test_record("a", &[("r1", 0)], hour)
-    };
-    for (revision, record) in [(1, a), (2, test_record("b", &[("r1", 0)], hour))] {
-        c.step(
-            Input::MemberPut {
-                record: Box::new(record),
-                revision,
-            },
-            t0,
-        );
-    }
+    let (mut c, _) = receiver(t0);
     let held_by = |h: &str| World {
         holders: BTreeMap::from([(role("r1"), id(h))]),
         roles: BTreeMap::from([(
@@ -159,15 +123,9 @@ fn a_receiver_prepares_once_and_announces_it() {
         )]),
         healthy: true,
     };
-    let prepare = |actions: &[PlacementAction]| {
-        actions
-            .iter()
-            .filter(|a| matches!(a, PlacementAction::Prepare(r) if *r == role("r1")))
-            .count()
-    };
-    assert_eq!(prepare(&c.step(Input::Replan(held_by("a")), t0)), 1);
+    assert_eq!(prepares_asked(&c.step(Input::Replan(held_by("a")), t0)), 1);
     // Asked once only.
-    assert_eq!(prepare(&c.step(Input::Replan(held_by("a")), t0)), 0);
+    assert_eq!(prepares_asked(&c.step(Input::Replan(held_by("a")), t0)), 0);
     assert!(c.record_roles().prepared.is_empty());
     assert_eq!(
         c.step(Input::Prepared(role("r1"), PrepareEnd::Ready), t0),
