@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{BACKSTOP_GRACE, Known, Pending, Phase, RoleMachine};
-use crate::core::types::{Action, FailureKind, KeyState, Notice, WriteKind, WriteRequest};
+use crate::core::types::{Action, FailureKind, KeyState, WriteKind, WriteRequest};
 use crate::value::{HolderValue, LeaseValue};
 
 impl RoleMachine {
@@ -329,14 +329,10 @@ impl RoleMachine {
                         self.adopted_or_wrote = self.pending.is_some();
                         return;
                     }
+                    // (Already reported when observed, unless it was seen before this
+                    // process's own write or adoption.)
                     let other = v.incarnation;
-                    if !self.duplicates.contains(&other) {
-                        self.duplicates.push(other);
-                        self.actions
-                            .push_back(Action::Notice(Notice::DuplicateInstance {
-                                other_incarnation: other,
-                            }));
-                    }
+                    self.report_duplicate(other);
                 }
                 if self.backstop_at().is_some_and(|b| now >= b) {
                     if self.confirmed == Some(revision) {

@@ -2,6 +2,7 @@
 //! newer entry observed (a loss), and a duplicate's lease noticed.
 
 use tokio::time::Instant;
+use uuid::Uuid;
 
 use super::{AfterRelease, Known, Pending, Phase, Release, RoleMachine};
 use crate::core::types::{Action, DemoteReason, KeyState, Notice, ReleaseReason, Term};
@@ -203,11 +204,16 @@ impl RoleMachine {
         if v.holder != self.id.instance || ours || !written_later {
             return;
         }
-        if !self.duplicates.contains(&v.incarnation) {
-            self.duplicates.push(v.incarnation);
+        self.report_duplicate(v.incarnation);
+    }
+
+    /// Reports the process `incarnation` as a duplicate of this instance, once.
+    pub(super) fn report_duplicate(&mut self, incarnation: Uuid) {
+        if !self.duplicates.contains(&incarnation) {
+            self.duplicates.push(incarnation);
             self.actions
                 .push_back(Action::Notice(Notice::DuplicateInstance {
-                    other_incarnation: v.incarnation,
+                    other_incarnation: incarnation,
                 }));
         }
     }
