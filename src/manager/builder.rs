@@ -489,6 +489,8 @@ impl RoleManagerBuilder {
             health: health.as_ref().map(|(_, rx)| rx.clone()),
             probes,
             kv: opened.kv.clone(),
+            drivers: Mutex::new(std::collections::HashMap::new()),
+            next_role: std::sync::atomic::AtomicU64::new(0),
         };
         // Protocol Q6: a young bucket holds every acquire until it is a TTL + heartbeat old.
         let age = shared.bucket_age(tokio::time::Instant::now());

@@ -16,9 +16,10 @@ pub(crate) mod negative;
 mod placement;
 mod placement_link;
 mod probe;
+mod role_driver;
 mod role_input;
 mod role_report;
-mod role_task;
+mod role_runner;
 mod session_link;
 mod session_task;
 pub(crate) mod shared;
@@ -26,11 +27,12 @@ mod spec;
 pub(crate) mod startup;
 pub(crate) mod status;
 mod ticker;
+mod timer_queue;
 mod vacancy;
 pub(crate) mod view;
 mod watcher;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -70,7 +72,6 @@ use crate::names::{InstanceId, RoleName};
 pub use crate::store::ServerErrors;
 use role_input::RoleInput;
 use role_report::RoleReport;
-use role_task::RoleTask;
 use shared::{RoleSlot, Shared};
 
 /// Runs many role elections over one NATS connection and one bucket watcher.
@@ -95,6 +96,11 @@ pub struct RoleManager {
     probes: probe::Probes,
     /// The bucket's key-value view (move requests read through it).
     kv: async_nats::jetstream::kv::Store,
+    /// One driver per session class running its roles (`None`: the observers'), started with
+    /// the class's first role.
+    drivers: Mutex<HashMap<Option<u64>, role_driver::DriverHandle>>,
+    /// The id of the next role added (ids are never reused).
+    next_role: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for RoleManager {
@@ -183,7 +189,6 @@ impl RoleManager {
         // new role makes there, so an acquire acknowledged at or below it was stored in a
         // recreated bucket this manager has not noticed yet: never promoted, epoch checked.
         machine.seed_high_water(self.shared.bucket_high_water());
-        let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
         let (status_tx, status_rx) = watch::channel(RoleStatus::new(
             spec.name.clone(),
             spec.campaign,
@@ -203,35 +208,47 @@ impl RoleManager {
         // Protocol Q6: no acquire before the bucket is a TTL + heartbeat old.
         let now = tokio::time::Instant::now();
         machine.handle_bucket_age(Some(self.shared.bucket_age(now)), now);
-        let task = RoleTask {
-            session,
-            renewals: clock.as_ref().map(|c| c.subscribe()),
-            clock,
-            synced: (None, None),
-            session_class,
-            draining: None,
+        let id = self
+            .next_role
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (done_tx, done) = tokio::sync::oneshot::channel();
+        let setup = role_runner::RoleSetup {
+            id,
             role: spec.name.clone(),
             machine,
             shared: self.shared.clone(),
-            inbox: inbox_rx,
             report: RoleReport::new(spec.name.clone(), self.shared.clone(), status_tx),
             callbacks: spec.callbacks,
             current: current_tx,
             operation_timeout: spec.timing.operation_timeout,
             validation_interval: self.validation_interval,
-            resets: 0,
-            last_held: None,
-            preparing: None,
+            clock: clock.clone(),
+            session_class,
+            done: done_tx,
         };
-        let handle = tokio::spawn(task.run());
+        let inbox = {
+            let mut drivers = self
+                .drivers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let driver = drivers.entry(session_class).or_insert_with(|| {
+                role_driver::DriverHandle::spawn(session, clock.as_ref(), self.cancel.clone())
+            });
+            // Added before the slot is published (under the `roles` lock): every input sent
+            // to the role reaches the driver after the role.
+            if !driver.add(setup) {
+                return Err(Error::Stopped);
+            }
+            driver.inbox(id)
+        };
         roles.insert(
             spec.name.clone(),
             RoleSlot {
-                inbox: inbox_tx,
+                inbox: inbox.clone(),
                 class: session_class,
                 status: status_rx,
                 current,
-                task: handle,
+                task: role_input::RoleDone::new(done, inbox),
             },
         );
         drop(roles);

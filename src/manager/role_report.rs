@@ -38,11 +38,11 @@ pub(crate) struct RoleReport {
 }
 
 /// What the role's driver knows when it publishes the role's status after a step.
-pub(crate) struct Snapshot {
+pub(crate) struct Snapshot<'a> {
     /// The machine's state.
     pub(crate) state: RoleState,
     /// The key's state as the machine knows it.
-    pub(crate) observed: Option<KeyState>,
+    pub(crate) observed: Option<&'a KeyState>,
     /// Whether the connection to NATS is up.
     pub(crate) connected: bool,
     /// The end of a cooldown after a release.
@@ -267,7 +267,7 @@ impl RoleReport {
 
     /// After a step: the status follows the machine (state, connection, cooldown, the key's
     /// holder, a lease of another protocol version), and a change of state is reported.
-    pub(crate) fn publish(&mut self, now: Snapshot) {
+    pub(crate) fn publish(&mut self, now: Snapshot<'_>) {
         let Snapshot {
             state,
             observed,
@@ -277,23 +277,26 @@ impl RoleReport {
         } = now;
         let placement = self.shared.placement.as_deref();
         let role = &self.role;
+        // Field by field (a step that changes nothing clones and allocates nothing: most
+        // steps of a mass fail-over change a candidate's status little or not at all).
         self.status.send_if_modified(|s| {
-            let before = s.clone();
-            s.state = state;
-            s.connected = connected;
-            s.cooldown_until = cooldown_until;
-            if let Some(p) = placement
-                .filter(|_| (s.cooldown_until, s.state) != (before.cooldown_until, before.state))
-            {
-                p.changed(); // placement publishes the roles this instance will not take
-            }
-            if let Some(obs) = &observed {
-                s.revision = obs.revision();
-                if state != RoleState::Leader {
-                    show_holder(role, s, obs);
+            let mut changed = false;
+            if (s.cooldown_until, s.state) != (cooldown_until, state) {
+                s.state = state;
+                s.cooldown_until = cooldown_until;
+                changed = true;
+                if let Some(p) = placement {
+                    p.changed(); // placement publishes the roles this instance will not take
                 }
             }
-            *s != before
+            changed |= set(&mut s.connected, connected);
+            if let Some(obs) = observed {
+                changed |= set(&mut s.revision, obs.revision());
+                if state != RoleState::Leader {
+                    changed |= show_holder(role, s, obs);
+                }
+            }
+            changed
         });
         let reason = if self.reported == RoleState::Leader {
             self.status.borrow().last_demote_reason
@@ -343,9 +346,10 @@ impl RoleReport {
 
 /// The status of a role this instance does not hold shows the key's holder (or none), and a
 /// lease of another protocol version as the role's error until the key holds none.
-fn show_holder(role: &RoleName, s: &mut RoleStatus, obs: &KeyState) {
+fn show_holder(role: &RoleName, s: &mut RoleStatus, obs: &KeyState) -> bool {
     match obs {
         KeyState::Held { value, .. } => {
+            let mut changed = false;
             if let Some(version) = value.other_protocol() {
                 if s.incompatible_version != Some(version) {
                     s.incompatible_version = Some(version);
@@ -358,29 +362,47 @@ fn show_holder(role: &RoleName, s: &mut RoleStatus, obs: &KeyState) {
                     );
                     error!(%role, version, "{text}");
                     s.last_error = Some(text);
+                    changed = true;
                 }
             } else {
-                clear_incompatible(s);
+                changed |= clear_incompatible(s);
             }
-            s.leader_id = obs.lease().map(|l| l.holder.clone());
-            s.term = obs.lease().map(|l| l.term.unwrap_or(obs.revision()));
-            s.foreign_holder = obs.lease().is_none();
+            let lease = obs.lease();
+            if s.leader_id.as_ref() != lease.map(|l| &l.holder) {
+                s.leader_id = lease.map(|l| l.holder.clone());
+                changed = true;
+            }
+            changed |= set(&mut s.term, lease.map(|l| l.term.unwrap_or(obs.revision())));
+            changed |= set(&mut s.foreign_holder, lease.is_none());
+            changed
         }
         KeyState::Vacant { .. } | KeyState::Absent => {
-            clear_incompatible(s);
-            s.leader_id = None;
-            s.term = None;
-            s.foreign_holder = false;
+            let mut changed = clear_incompatible(s);
+            changed |= set(&mut s.leader_id, None);
+            changed |= set(&mut s.term, None);
+            changed |= set(&mut s.foreign_holder, false);
+            changed
         }
-        KeyState::Unknown { .. } => {}
+        KeyState::Unknown { .. } => false,
     }
 }
 
+/// Sets `field` to `value`; whether it changed.
+fn set<T: PartialEq>(field: &mut T, value: T) -> bool {
+    if *field == value {
+        return false;
+    }
+    *field = value;
+    true
+}
+
 /// The role's key no longer holds a lease of another protocol: its mismatch report is over.
-fn clear_incompatible(s: &mut RoleStatus) {
+fn clear_incompatible(s: &mut RoleStatus) -> bool {
     if s.incompatible_version.take().is_some() {
         s.last_error = None;
+        return true;
     }
+    false
 }
 
 /// Whether a change of state concerns a term of this instance (logged at info): one to or from

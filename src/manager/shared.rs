@@ -8,7 +8,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use uuid::Uuid;
 
 use super::events::{HolderInfo, RoleEvent};
-use super::role_input::RoleInput;
+use super::role_input::{RoleDone, RoleInbox, RoleInput};
 use super::status::RoleStatus;
 use crate::leadership::Leadership;
 use crate::names::{InstanceId, RoleName};
@@ -16,13 +16,15 @@ use crate::store::LeaseStore;
 
 /// A role this manager takes part in (or observes).
 pub(crate) struct RoleSlot {
-    pub(crate) inbox: mpsc::UnboundedSender<RoleInput>,
+    /// Its inbox (its driver's, tagged with the role).
+    pub(crate) inbox: RoleInbox,
     /// The TTL class (ms) of the session the role campaigns on; `None` for an observer.
     pub(crate) class: Option<u64>,
     pub(crate) status: watch::Receiver<RoleStatus>,
-    /// The current term (the role task is its only writer).
+    /// The current term (the role's runner is its only writer).
     pub(crate) current: watch::Receiver<Option<Leadership>>,
-    pub(crate) task: tokio::task::JoinHandle<()>,
+    /// Completes when the role has stopped (its last callback returned).
+    pub(crate) task: RoleDone,
 }
 
 /// Shared by the watcher, the role tasks, the placement tasks and the public handle. Each

@@ -338,12 +338,12 @@ impl Procs {
     }
 
     /// Promotions process `proc` logged on stderr: (process, role, term). The log is written
-    /// by the role task itself, so it has every promotion even when stdout misses one.
+    /// by the role's runner in the manager, so it has every promotion even when stdout misses one.
     pub(super) fn logged_promotions(&self, proc: usize) -> Vec<(usize, String, u64)> {
         let text = std::fs::read_to_string(&self.procs[proc].stderr_path).unwrap_or_default();
         text.lines()
             .filter_map(|line| {
-                // `... role{role=shard-00 instance=node-a}: ...::role_task: promoted term=1`
+                // `... role{role=shard-00 instance=node-a}: ...::role_report: promoted term=1`
                 let role = line.split("role{role=").nth(1)?.split([' ', '}']).next()?;
                 let term = line.split(": promoted term=").nth(1)?.trim().parse().ok()?;
                 Some((proc, role.to_owned(), term))

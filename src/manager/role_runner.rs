@@ -1,22 +1,26 @@
-//! The driver of one role: runs a [`RoleMachine`], performs the I/O it asks for, runs the
-//! callbacks in order and publishes the role's status.
+//! One role inside its driver ([`super::role_driver`]): its [`RoleMachine`], the I/O the
+//! machine asks for (started here, completed through the driver), its callbacks in order and
+//! its status. Every method runs synchronously inside one step of the driver; the only wait a
+//! role may need in the middle of its actions (a demotion waiting for a start of the term's
+//! work, Q12) is handed to the driver as a gate, and the role's later deliveries wait for it.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, warn};
 
 use super::backend::LeaseWrite;
-use super::role_input::RoleInput;
+use super::role_input::{RoleId, RoleInput};
 use super::role_report::{RoleReport, Snapshot};
+use super::session_link::{SessionClock, SessionView};
 use super::shared::Shared;
-use crate::callbacks::{CallbackCall, CallbackQueue, Demotion, PrepareOutcome, RoleCallbacks};
+use crate::callbacks::{CallbackCall, CallbackQueue, Demotion, PrepareOutcome};
 use crate::core::{
     Action, DemoteReason, FailureKind, KeyState, Notice, RoleMachine, WriteKind, WriteOutcome,
 };
@@ -27,10 +31,11 @@ use crate::store::ROLE_PREFIX;
 use crate::tap::TapEvent;
 use crate::value::now_rfc3339;
 
-/// Longest wait of a demotion for a start of the term's work in progress (`end_term`).
+/// Longest wait of a demotion for a start of the term's work in progress (the gate).
 const START_GATE_LIMIT: Duration = Duration::from_secs(5);
 
-enum OpResult {
+/// The outcome of an operation a role started.
+pub(crate) enum OpResult {
     /// A write's outcome, its duration, the highest bucket revision this instance had seen
     /// when it was sent (P6: the write is stored above it, or in another bucket), and how many
     /// bucket resets the machine had had then.
@@ -39,281 +44,437 @@ enum OpResult {
     Validate(Result<KeyState, FailureKind>),
 }
 
-/// Everything one role task needs.
-pub(crate) struct RoleTask {
+/// What reaches one role through its driver, in the order it arrived.
+pub(crate) enum Delivery {
+    /// An operation (write, read, validation read) completed.
+    Op(u64, OpResult),
+    /// The drain of a graceful release (numbered: only the latest counts) ended.
+    Drained(u64),
+    /// A message from the watcher, the manager, placement or a probe.
+    Input(RoleInput),
+}
+
+/// The I/O of every role of a driver: what the roles started, completed by the driver.
+#[derive(Default)]
+pub(crate) struct DriverIo {
+    /// Writes and reads in flight, with the role and the machine's operation id.
+    pub(crate) ops: FuturesUnordered<BoxFuture<'static, (RoleId, u64, OpResult)>>,
+    /// Drains of graceful releases (demote callbacks running), with the drain's number.
+    pub(crate) drains: FuturesUnordered<BoxFuture<'static, (RoleId, u64)>>,
+    /// Demotions waiting for a start of the term's work to finish (Q12).
+    pub(crate) gates: FuturesUnordered<BoxFuture<'static, RoleId>>,
+}
+
+/// How a role is set up inside its driver (everything but its machine and report).
+pub(crate) struct RoleSetup {
+    pub(crate) id: RoleId,
     pub(crate) role: RoleName,
     pub(crate) machine: RoleMachine,
     pub(crate) shared: Arc<Shared>,
-    pub(crate) inbox: mpsc::UnboundedReceiver<RoleInput>,
-    /// Everything that shows the role's changes: tap, log and spans, status, events.
     pub(crate) report: RoleReport,
-    pub(crate) callbacks: Arc<dyn RoleCallbacks>,
-    /// The current term: this task is its only writer; handles and the manager read it.
+    pub(crate) callbacks: Arc<dyn crate::callbacks::RoleCallbacks>,
     pub(crate) current: watch::Sender<Option<Leadership>>,
     pub(crate) operation_timeout: Duration,
     pub(crate) validation_interval: Option<Duration>,
-    /// This instance's session for the role's TTL class (`None` for an observer).
-    pub(crate) session: Option<watch::Receiver<super::session_link::SessionView>>,
-    /// That session's clock: its renewals and the deadline of a term held here (Q4, one
-    /// deadline per session).
-    pub(crate) clock: Option<Arc<super::session_link::SessionClock>>,
-    /// The clock's renewals, followed only while the machine's acquire waits for a newer one.
-    pub(crate) renewals: Option<watch::Receiver<u64>>,
-    /// What was handed to the machine from the clock last: the latest renewal's send time and
-    /// that of the last one applied to the held term.
-    pub(crate) synced: (Option<Instant>, Option<Instant>),
-    /// That session's TTL class (ms).
+    pub(crate) clock: Option<Arc<SessionClock>>,
     pub(crate) session_class: Option<u64>,
-    /// The term whose graceful release is draining (demoted, its work stopping): told when it
-    /// is lost before the release went through.
-    pub(crate) draining: Option<Leadership>,
-    /// Bucket resets handed to the machine (`handle_bucket_reset`): a write sent before the
-    /// last one belongs to a bucket the machine no longer knows.
-    pub(crate) resets: u64,
-    /// Revision of the last term of the role seen (any holder): the term a vacancy ends, for
-    /// a targeted move's hold-back (Q13).
-    pub(crate) last_held: Option<u64>,
-    /// Cancels the preparation asked for last (warm hand-over), queued or running: a promotion
-    /// abandons it.
-    pub(crate) preparing: Option<CancellationToken>,
+    /// Told when the role stopped and its last callback returned.
+    pub(crate) done: oneshot::Sender<()>,
 }
 
-impl RoleTask {
-    /// Runs until the machine stops. Returns after the last demote callback returned.
-    pub(crate) async fn run(mut self) {
-        let span = tracing::info_span!("role", role = %self.role, instance = %self.shared.instance);
-        async move {
-            let mut calls = CallbackQueue::new(self.callbacks.clone());
-            self.drive(&mut calls).await;
-            // Wait for queued callbacks (the last demote) to finish.
-            calls.finish().await;
-            self.report.stopped();
-        }
-        .instrument(span)
-        .await;
-    }
+/// One role inside its driver.
+pub(crate) struct RoleRunner {
+    id: RoleId,
+    role: RoleName,
+    /// The role's key in the bucket.
+    key: String,
+    /// The `role` span every step of the role runs in.
+    span: tracing::Span,
+    machine: RoleMachine,
+    shared: Arc<Shared>,
+    /// Everything that shows the role's changes: tap, log and spans, status, events.
+    report: RoleReport,
+    /// The role's callbacks, run in order (their runner starts with the first one).
+    calls: CallbackQueue,
+    /// The current term: this runner is its only writer; handles and the manager read it.
+    current: watch::Sender<Option<Leadership>>,
+    operation_timeout: Duration,
+    validation_interval: Option<Duration>,
+    /// When the next validation read is due (a held term only).
+    next_validation: Option<Instant>,
+    /// This instance's session clock for the role's TTL class: its renewals and the deadline
+    /// of a term held here (Q4, one deadline per session). `None` for an observer.
+    clock: Option<Arc<SessionClock>>,
+    /// What was handed to the machine from the clock last: the latest renewal's send time and
+    /// that of the last one applied to the held term.
+    synced: (Option<Instant>, Option<Instant>),
+    /// That session's TTL class (ms).
+    session_class: Option<u64>,
+    /// The session's state handed to the machine last, and the session failure reported.
+    view: Option<SessionView>,
+    session_failure: Option<FailureKind>,
+    /// The term whose graceful release is draining (demoted, its work stopping): told when it
+    /// is lost before the release went through.
+    draining: Option<Leadership>,
+    /// The number of the drain the machine waits for (`None`: none).
+    drain: Option<u64>,
+    drains_started: u64,
+    /// Bucket resets handed to the machine (`handle_bucket_reset`): a write sent before the
+    /// last one belongs to a bucket the machine no longer knows.
+    resets: u64,
+    /// Revision of the last term of the role seen (any holder): the term a vacancy ends, for
+    /// a targeted move's hold-back (Q13).
+    last_held: Option<u64>,
+    /// Cancels the preparation asked for last (warm hand-over), queued or running: a promotion
+    /// abandons it.
+    preparing: Option<CancellationToken>,
+    /// Start of the current term (its nonce and RFC 3339 time), repeated in renewals (P2).
+    acquired: Option<(uuid::Uuid, String)>,
+    /// A demotion waiting for the term's start gate: nothing else of the role happens until
+    /// the driver reports the gate open ([`RoleRunner::gate_opened`]).
+    gated: Option<Action>,
+    /// What arrived for the role while it waited at the gate, in order.
+    backlog: VecDeque<Delivery>,
+    /// Told when the role stopped and its last callback returned.
+    done: Option<oneshot::Sender<()>>,
+}
 
-    async fn drive(&mut self, calls: &mut CallbackQueue) {
-        let key = format!("{ROLE_PREFIX}{}", self.role);
-        let mut ops: FuturesUnordered<BoxFuture<'static, (u64, OpResult)>> =
-            FuturesUnordered::new();
-        let mut drain: Option<BoxFuture<'static, ()>> = None;
-        let mut next_validation: Option<Instant> = None;
-        let mut inbox_open = true;
-        // Start time of the current term (its nonce and RFC 3339 time), repeated in renewals.
-        let mut acquired: Option<(uuid::Uuid, String)> = None;
+impl RoleRunner {
+    /// Sets the role up and starts its machine with the session's current state.
+    pub(crate) fn start(setup: RoleSetup, view: Option<SessionView>, io: &mut DriverIo) -> Self {
+        let span =
+            tracing::info_span!("role", role = %setup.role, instance = %setup.shared.instance);
+        let mut runner = Self {
+            id: setup.id,
+            key: format!("{ROLE_PREFIX}{}", setup.role),
+            role: setup.role,
+            span,
+            machine: setup.machine,
+            shared: setup.shared,
+            report: setup.report,
+            calls: CallbackQueue::new(setup.callbacks),
+            current: setup.current,
+            operation_timeout: setup.operation_timeout,
+            validation_interval: setup.validation_interval,
+            next_validation: None,
+            clock: setup.clock,
+            synced: (None, None),
+            session_class: setup.session_class,
+            view: None,
+            session_failure: None,
+            draining: None,
+            drain: None,
+            drains_started: 0,
+            resets: 0,
+            last_held: None,
+            preparing: None,
+            acquired: None,
+            gated: None,
+            backlog: VecDeque::new(),
+            done: Some(setup.done),
+        };
+        let span = runner.span.clone();
+        let _entered = span.enter();
         // The connection's state now (later only changes are sent to the role).
-        let connected = *self.shared.connected.borrow();
-        self.report.tap(TapEvent::Connection(connected));
-        self.machine.start(Instant::now());
-        let mut session = self.session.take();
-        let mut session_failure = None;
-        if let Some(view) = session.as_mut().map(|s| *s.borrow_and_update()) {
-            self.session_changed(view, &mut session_failure);
+        let connected = *runner.shared.connected.borrow();
+        runner.report.tap(TapEvent::Connection(connected));
+        runner.machine.start(Instant::now());
+        if let Some(view) = view {
+            runner.apply_view(view);
         }
-        loop {
-            while let Some(action) = self.machine.poll_action() {
-                if let Action::Demote { reason, .. } = &action {
-                    self.end_term(*reason).await;
-                }
-                self.execute(action, &key, &mut ops, &mut drain, calls, &mut acquired);
-            }
-            self.publish_status();
-            if self.machine.is_stopped() {
-                return;
-            }
-            if self.machine.term().is_some() {
-                if let (Some(iv), None) = (self.validation_interval, next_validation) {
-                    next_validation = Some(Instant::now() + iv);
-                }
-            } else {
-                next_validation = None;
-            }
-            // The session's deadline ends a held term in time unless the term's lease is the
-            // shorter one, or a renewal the session accepted came too late for the term.
-            let session_ends_term = self.clock.as_ref().is_some_and(|c| {
-                c.ends_terms_of(self.machine.timing().local_lease()) && !c.term_behind(&self.role)
-            });
-            let wants_renewal = self.machine.wants_session_renewal();
-            let timer = self.machine.poll_timeout_with(session_ends_term);
-            tokio::select! {
-                biased;
-                Some((op, result)) = ops.next(), if !ops.is_empty() => {
-                    let now = Instant::now();
-                    self.sync_session(now);
-                    match result {
-                        OpResult::Write(kind, o, elapsed, seen_before, resets_before) => {
-                            if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
-                                self.shared.bucket_check.notify_one();
-                            }
-                            if let (WriteKind::Release, WriteOutcome::Ok { revision }) = (kind, o) {
-                                self.release_stored(revision, now);
-                            }
-                            self.report.tap(TapEvent::WriteCompleted { op, kind, outcome: o, elapsed });
-                            if resets_before == self.resets {
-                                // P6: the highest revision seen in this bucket (any key: the
-                                // session's writes move it most) before the write was sent
-                                // bounds what may be promoted (writes elsewhere since then do
-                                // not).
-                                self.machine.seed_high_water(seen_before);
-                                self.machine.handle_write(op, o, now);
-                            } else {
-                                // Sent before the bucket was recreated: its outcome says nothing
-                                // about the new bucket (an `Ok` may even be a put there that
-                                // skipped the young-bucket hold, Q6), and the old bucket's
-                                // high-water mark would refuse every acquire in the new one as
-                                // stale. Unknown: the machine finds out by a read.
-                                self.machine.handle_write(op, WriteOutcome::Unknown, now);
-                            }
-                        }
-                        OpResult::Read(r) => {
-                            let held = r.as_ref().ok().cloned();
-                            self.machine.handle_read(op, r, now);
-                            if let Some(state) = held {
-                                self.check_holder_session(&state, now);
-                            }
-                        }
-                        OpResult::Validate(Ok(state)) => self.machine.handle_validation(state, now),
-                        OpResult::Validate(Err(_)) => {}
-                    }
-                }
-                changed = async {
-                    match session.as_mut() {
-                        Some(s) => s.changed().await.is_ok(),
-                        None => std::future::pending().await,
-                    }
-                } => {
-                    self.sync_session(Instant::now());
-                    match session.as_mut().map(|s| *s.borrow_and_update()) {
-                        Some(view) if changed => self.session_changed(view, &mut session_failure),
-                        // The session task ended (shutdown): nothing more will come.
-                        _ => session = None,
-                    }
-                }
-                changed = async {
-                    match self.renewals.as_mut() {
-                        Some(r) => r.changed().await.is_ok(),
-                        None => std::future::pending().await,
-                    }
-                }, if wants_renewal => {
-                    if changed {
-                        self.sync_session(Instant::now());
-                    } else {
-                        self.renewals = None;
-                    }
-                }
-                () = async { if let Some(d) = drain.as_mut() { d.await } }, if drain.is_some() => {
-                    drain = None;
-                    if self.draining.take().is_some() {
-                        self.let_go();
-                    }
-                    self.sync_session(Instant::now());
-                    self.machine.handle_drained(Instant::now());
-                }
-                input = self.inbox.recv(), if inbox_open => {
-                    let now = Instant::now();
-                    self.sync_session(now);
-                    match input {
-                        Some(RoleInput::Observed(state)) => {
-                            if let KeyState::Held { revision, .. } = &state {
-                                // A term: the vacancy (and any move's hold-back) is over.
-                                self.last_held = Some(*revision);
-                                self.machine.handle_move_delay(None);
-                            }
-                            if matches!(state, KeyState::Vacant { .. } | KeyState::Absent) {
-                                self.rank_for_vacancy();
-                            }
-                            self.machine.handle_observed(state, now);
-                        }
-                        Some(RoleInput::HolderGone(revision)) => {
-                            self.last_held = Some(revision);
-                            self.rank_for_vacancy();
-                            self.machine.handle_holder_gone(revision, now);
-                        }
-                        Some(RoleInput::DuplicateInstance) => self.report.duplicate(None),
-                        Some(RoleInput::Connection(up)) => {
-                            self.report.tap(TapEvent::Connection(up));
-                            self.machine.handle_connection(up, now);
-                        }
-                        Some(RoleInput::Release(reason, cooldown)) => {
-                            self.machine.handle_release(reason, cooldown, now);
-                        }
-                        Some(RoleInput::MoveAccepted(term)) => {
-                            // Q13: only the term the move names is handed over (the role may
-                            // have changed hands since the request).
-                            if self.machine.term().is_some_and(|t| t.token.term() == term) {
-                                info!(term, "moving the role to the instance an operator named");
-                                // Held back like every other candidate from the moment the
-                                // release is sent (the vacancy may reach the machine through
-                                // the release's own outcome before the watcher delivers it).
-                                self.last_held = Some(term);
-                                self.rank_for_vacancy();
-                                self.machine.handle_release(
-                                    crate::core::ReleaseReason::Move,
-                                    Duration::ZERO,
-                                    now,
-                                );
-                            }
-                        }
-                        Some(RoleInput::BucketReset(epoch)) => {
-                            self.resets += 1;
-                            self.last_held = None;
-                            let age = self.shared.bucket_age(now);
-                            self.machine.handle_bucket_reset(epoch, Some(age), now);
-                        }
-                        Some(RoleInput::Placement { delay, preferred }) => {
-                            self.report.preferred(preferred);
-                            self.machine.handle_campaign_delay(delay, now);
-                        }
-                        Some(RoleInput::Stop) => self.machine.handle_stop(now),
-                        Some(RoleInput::Prepare(limit)) => self.prepare(calls, limit),
-                        Some(RoleInput::Probe(reply)) => {
-                            // Test seam of the liveness probe (`negative-controls` only).
-                            #[cfg(feature = "negative-controls")]
-                            if super::negative::wedged() {
-                                super::negative::wedge().await;
-                            }
-                            let _ = reply.send(());
-                        }
-                        None => {
-                            inbox_open = false;
-                            self.machine.handle_stop(now);
-                        }
-                    }
-                }
-                () = sleep_until_opt(next_validation) => {
-                    next_validation = None;
-                    self.sync_session(Instant::now());
-                    let store = self.shared.store.clone();
-                    let (k, t) = (key.clone(), self.operation_timeout);
-                    let span = self.report.kv_span("read", "validate", 0);
-                    ops.push(Box::pin(
-                        async move { (0, OpResult::Validate(store.read(&k, t).await)) }
-                            .instrument(span),
-                    ));
-                }
-                () = sleep_until_opt(timer) => {
-                    let now = Instant::now();
-                    self.sync_session(now);
-                    self.machine.handle_timeout(now);
-                }
-            }
+        runner.settle(io);
+        runner
+    }
+
+    /// Whether the machine stopped (the driver then finishes the role: [`RoleRunner::finish`]).
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.machine.is_stopped() && self.gated.is_none()
+    }
+
+    /// Whether the machine's acquire waits for a newer session renewal than it has: the
+    /// driver then hands it the next one ([`RoleRunner::renewed`]).
+    pub(crate) fn wants_renewal(&self) -> bool {
+        self.gated.is_none() && self.machine.wants_session_renewal()
+    }
+
+    /// When the role wants to be woken ([`RoleRunner::wake`]): its machine's timer or its
+    /// next validation, whichever is first.
+    pub(crate) fn wake_at(&self) -> Option<Instant> {
+        if self.gated.is_some() {
+            return None;
+        }
+        // The session's deadline ends a held term in time unless the term's lease is the
+        // shorter one, or a renewal the session accepted came too late for the term.
+        let session_ends_term = self.clock.as_ref().is_some_and(|c| {
+            c.ends_terms_of(self.machine.timing().local_lease()) && !c.term_behind(&self.role)
+        });
+        let timer = self.machine.poll_timeout_with(session_ends_term);
+        match (timer, self.next_validation) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
-    fn execute(
-        &mut self,
-        action: Action,
-        key: &str,
-        ops: &mut FuturesUnordered<BoxFuture<'static, (u64, OpResult)>>,
-        drain: &mut Option<BoxFuture<'static, ()>>,
-        calls: &mut CallbackQueue,
-        acquired: &mut Option<(uuid::Uuid, String)>,
-    ) {
+    /// Something arrived for the role: handled now, or after the gate it waits at.
+    pub(crate) fn deliver(&mut self, delivery: Delivery, io: &mut DriverIo) {
+        if self.gated.is_some() {
+            self.backlog.push_back(delivery);
+            return;
+        }
+        let span = self.span.clone();
+        let _entered = span.enter();
+        self.handle(delivery);
+        self.settle(io);
+    }
+
+    /// The session's state changed (or a new renewal came that the machine waits for).
+    pub(crate) fn session_changed(&mut self, view: Option<SessionView>, io: &mut DriverIo) {
+        if self.gated.is_some() {
+            // Applied when the gate opens (`resume`).
+            return;
+        }
+        let span = self.span.clone();
+        let _entered = span.enter();
+        self.sync_session(Instant::now());
+        if let Some(view) = view {
+            self.apply_view(view);
+        }
+        self.settle(io);
+    }
+
+    /// The role's wake-up came due: its validation read, its machine's timer, or both.
+    pub(crate) fn wake(&mut self, io: &mut DriverIo) {
+        if self.gated.is_some() {
+            return;
+        }
+        let span = self.span.clone();
+        let _entered = span.enter();
+        let now = Instant::now();
+        self.sync_session(now);
+        if self.next_validation.is_some_and(|at| at <= now) {
+            self.next_validation = None;
+            let store = self.shared.store.clone();
+            let (k, t) = (self.key.clone(), self.operation_timeout);
+            let span = self.report.kv_span("read", "validate", 0);
+            let id = self.id;
+            io.ops.push(Box::pin(
+                async move { (id, 0, OpResult::Validate(store.read(&k, t).await)) }
+                    .instrument(span),
+            ));
+        }
+        self.machine.handle_timeout(now);
+        self.settle(io);
+    }
+
+    /// The start gate the role waited at is open: the demotion goes on, then what arrived
+    /// meanwhile, in order.
+    pub(crate) fn gate_opened(&mut self, view: Option<SessionView>, io: &mut DriverIo) {
+        let Some(action) = self.gated.take() else {
+            return;
+        };
+        let span = self.span.clone();
+        let _entered = span.enter();
+        self.execute(action, io);
+        self.sync_session(Instant::now());
+        if let Some(view) = view {
+            self.apply_view(view);
+        }
+        self.settle(io);
+        while self.gated.is_none() {
+            let Some(delivery) = self.backlog.pop_front() else {
+                break;
+            };
+            self.handle(delivery);
+            self.settle(io);
+        }
+    }
+
+    /// The role stopped: its last callbacks finish on their own task, then its status says
+    /// stopped and whoever waits for the role is told.
+    pub(crate) fn finish(self) {
+        let Self {
+            calls,
+            report,
+            done,
+            span,
+            ..
+        } = self;
+        tokio::spawn(
+            async move {
+                // Wait for queued callbacks (the last demote) to finish.
+                calls.finish().await;
+                report.stopped();
+                if let Some(done) = done {
+                    let _ = done.send(());
+                }
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Runs the machine's actions, publishes the status and arms the validation.
+    fn settle(&mut self, io: &mut DriverIo) {
+        while self.gated.is_none() {
+            let Some(action) = self.machine.poll_action() else {
+                break;
+            };
+            if let Action::Demote { reason, .. } = &action
+                && let Some(wait) = self.end_term(*reason)
+            {
+                // Q12: the demotion waits until no start of the term's work is in progress.
+                self.gated = Some(action);
+                let id = self.id;
+                io.gates.push(Box::pin(async move {
+                    wait.await;
+                    id
+                }));
+                break;
+            }
+            self.execute(action, io);
+        }
+        self.publish_status();
+        if self.machine.term().is_some() {
+            if let (Some(iv), None) = (self.validation_interval, self.next_validation) {
+                self.next_validation = Some(Instant::now() + iv);
+            }
+        } else {
+            self.next_validation = None;
+        }
+    }
+
+    /// One delivery, handed to the machine.
+    fn handle(&mut self, delivery: Delivery) {
+        let now = Instant::now();
+        self.sync_session(now);
+        match delivery {
+            Delivery::Op(op, result) => self.op_completed(op, result, now),
+            Delivery::Drained(n) => {
+                if self.drain != Some(n) {
+                    // A drain the machine no longer waits for (a later one replaced it).
+                    return;
+                }
+                self.drain = None;
+                if self.draining.take().is_some() {
+                    self.let_go();
+                }
+                self.machine.handle_drained(now);
+            }
+            Delivery::Input(input) => self.input(input, now),
+        }
+    }
+
+    fn op_completed(&mut self, op: u64, result: OpResult, now: Instant) {
+        match result {
+            OpResult::Write(kind, o, elapsed, seen_before, resets_before) => {
+                if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
+                    self.shared.bucket_check.notify_one();
+                }
+                if let (WriteKind::Release, WriteOutcome::Ok { revision }) = (kind, o) {
+                    self.release_stored(revision, now);
+                }
+                self.report.tap(TapEvent::WriteCompleted {
+                    op,
+                    kind,
+                    outcome: o,
+                    elapsed,
+                });
+                if resets_before == self.resets {
+                    // P6: the highest revision seen in this bucket (any key: the session's
+                    // writes move it most) before the write was sent bounds what may be
+                    // promoted (writes elsewhere since then do not).
+                    self.machine.seed_high_water(seen_before);
+                    self.machine.handle_write(op, o, now);
+                } else {
+                    // Sent before the bucket was recreated: its outcome says nothing about the
+                    // new bucket (an `Ok` may even be a put there that skipped the young-bucket
+                    // hold, Q6), and the old bucket's high-water mark would refuse every acquire
+                    // in the new one as stale. Unknown: the machine finds out by a read.
+                    self.machine.handle_write(op, WriteOutcome::Unknown, now);
+                }
+            }
+            OpResult::Read(r) => {
+                let held = r.as_ref().ok().cloned();
+                self.machine.handle_read(op, r, now);
+                if let Some(state) = held {
+                    self.check_holder_session(&state, now);
+                }
+            }
+            OpResult::Validate(Ok(state)) => self.machine.handle_validation(state, now),
+            OpResult::Validate(Err(_)) => {}
+        }
+    }
+
+    fn input(&mut self, input: RoleInput, now: Instant) {
+        match input {
+            RoleInput::Observed(state) => {
+                if let KeyState::Held { revision, .. } = &state {
+                    // A term: the vacancy (and any move's hold-back) is over.
+                    self.last_held = Some(*revision);
+                    self.machine.handle_move_delay(None);
+                }
+                if matches!(state, KeyState::Vacant { .. } | KeyState::Absent) {
+                    self.rank_for_vacancy();
+                }
+                self.machine.handle_observed(state, now);
+            }
+            RoleInput::HolderGone(revision) => {
+                self.last_held = Some(revision);
+                self.rank_for_vacancy();
+                self.machine.handle_holder_gone(revision, now);
+            }
+            RoleInput::DuplicateInstance => self.report.duplicate(None),
+            RoleInput::Connection(up) => {
+                self.report.tap(TapEvent::Connection(up));
+                self.machine.handle_connection(up, now);
+            }
+            RoleInput::Release(reason, cooldown) => {
+                self.machine.handle_release(reason, cooldown, now);
+            }
+            RoleInput::MoveAccepted(term) => {
+                // Q13: only the term the move names is handed over (the role may have changed
+                // hands since the request).
+                if self.machine.term().is_some_and(|t| t.token.term() == term) {
+                    info!(term, "moving the role to the instance an operator named");
+                    // Held back like every other candidate from the moment the release is sent
+                    // (the vacancy may reach the machine through the release's own outcome
+                    // before the watcher delivers it).
+                    self.last_held = Some(term);
+                    self.rank_for_vacancy();
+                    self.machine.handle_release(
+                        crate::core::ReleaseReason::Move,
+                        Duration::ZERO,
+                        now,
+                    );
+                }
+            }
+            RoleInput::BucketReset(epoch) => {
+                self.resets += 1;
+                self.last_held = None;
+                let age = self.shared.bucket_age(now);
+                self.machine.handle_bucket_reset(epoch, Some(age), now);
+            }
+            RoleInput::Placement { delay, preferred } => {
+                self.report.preferred(preferred);
+                self.machine.handle_campaign_delay(delay, now);
+            }
+            RoleInput::Stop => self.machine.handle_stop(now),
+            RoleInput::Prepare(limit) => self.prepare(limit),
+            // Answered by the driver from its loop (it never reaches a role).
+            RoleInput::Probe(reply) => {
+                let _ = reply.send(());
+            }
+            // Handled by the driver (the role is dropped).
+            RoleInput::Abort => {}
+        }
+    }
+
+    fn execute(&mut self, action: Action, io: &mut DriverIo) {
+        let id = self.id;
         match action {
             Action::Write(req) => {
                 let backend = self.shared.backend.clone();
-                let key = key.to_string();
+                let key = self.key.clone();
+                let acquired = &mut self.acquired;
                 // Version 2: role keys carry no TTL (the session does, Q1).
                 let ttl = None;
                 let op = req.op;
@@ -342,7 +503,7 @@ impl RoleTask {
                 let span = self.report.kv_span("cas", kind.as_str(), req.expected);
                 let seen_before = self.shared.bucket_high_water();
                 let resets_before = self.resets;
-                ops.push(Box::pin(
+                io.ops.push(Box::pin(
                     async move {
                         let sent = Instant::now();
                         let write = LeaseWrite {
@@ -354,6 +515,7 @@ impl RoleTask {
                         let outcome = backend.write(key, write, req.timeout).await;
                         tracing::Span::current().record("outcome", outcome_name(outcome));
                         (
+                            id,
                             op,
                             OpResult::Write(
                                 kind,
@@ -369,10 +531,10 @@ impl RoleTask {
             }
             Action::Read { op, timeout } => {
                 let store = self.shared.store.clone();
-                let key = key.to_string();
+                let key = self.key.clone();
                 let span = self.report.kv_span("read", "read", 0);
-                ops.push(Box::pin(
-                    async move { (op, OpResult::Read(store.read(&key, timeout).await)) }
+                io.ops.push(Box::pin(
+                    async move { (id, op, OpResult::Read(store.read(&key, timeout).await)) }
                         .instrument(span),
                 ));
             }
@@ -409,7 +571,7 @@ impl RoleTask {
                 if let Some(preparing) = self.preparing.take() {
                     preparing.cancel();
                 }
-                calls.send(CallbackCall::Promote(leadership));
+                self.calls.send(CallbackCall::Promote(leadership));
             }
             Action::Renewed { term, revision } => {
                 // The machine caught up with renewals the session task already handed to the
@@ -463,7 +625,7 @@ impl RoleTask {
                     self.current.send_replace(None);
                     self.report.demotion_skipped();
                     if wait {
-                        *drain = Some(Box::pin(async {}));
+                        self.drain_until(io, async {});
                     }
                     return;
                 }
@@ -489,16 +651,16 @@ impl RoleTask {
                     if wait {
                         self.draining = Some(demotion.leadership.clone());
                         let (tx, rx) = oneshot::channel();
-                        calls.send(CallbackCall::Demote(demotion, Some(tx)));
+                        self.calls.send(CallbackCall::Demote(demotion, Some(tx)));
                         let timeout = self.shared.drain_timeout;
-                        *drain = Some(Box::pin(async move {
+                        self.drain_until(io, async move {
                             let _ = tokio::time::timeout(timeout, rx).await;
-                        }));
+                        });
                     } else {
-                        calls.send(CallbackCall::Demote(demotion, None));
+                        self.calls.send(CallbackCall::Demote(demotion, None));
                     }
                 } else if wait {
-                    *drain = Some(Box::pin(async {}));
+                    self.drain_until(io, async {});
                 }
             }
             Action::Failed(kind) => self.report.failed(kind),
@@ -568,35 +730,52 @@ impl RoleTask {
 
     /// Before a demotion is recorded or announced: ends the current term (its reason stored,
     /// its token cancelled, so that its work reacts at once: an `exec` child is killed on a
-    /// loss) and waits until no start of its work is in progress (the term's start gate), so
-    /// that a child start either precedes the demotion or sees the term ended (Q12).
-    async fn end_term(&self, reason: DemoteReason) {
+    /// loss). Returns the wait until no start of its work is in progress (the term's start
+    /// gate) if one is, so that a child start either precedes the demotion or sees the term
+    /// ended (Q12).
+    fn end_term(&self, reason: DemoteReason) -> Option<BoxFuture<'static, ()>> {
         if !self.shared.backend.carries_out(reason) {
-            return;
+            return None;
         }
-        let Some(l) = self.current.borrow().clone() else {
-            return;
-        };
+        let l = self.current.borrow().clone()?;
         l.inner.end(reason);
+        if l.inner.start_gate.try_lock().is_ok() {
+            return None;
+        }
         // A start holds the gate for one process spawn and its report; the bound only keeps
-        // a hung spawn from holding the role task (the watchdog's deadline still holds).
-        let _ = tokio::time::timeout(START_GATE_LIMIT, l.inner.start_gate.lock()).await;
+        // a hung spawn from holding the role (the watchdog's deadline still holds).
+        Some(Box::pin(async move {
+            let _ = tokio::time::timeout(START_GATE_LIMIT, l.inner.start_gate.lock()).await;
+        }))
     }
 
-    /// This instance's session changed: its state goes to the machine; a failure of its writes
-    /// (or the end of one) is reported as the role's, since the role cannot campaign without it.
-    fn session_changed(
-        &mut self,
-        view: super::session_link::SessionView,
-        reported: &mut Option<FailureKind>,
-    ) {
+    /// The machine waits for a drain (a graceful release's demote callback): `until` ends it.
+    fn drain_until(&mut self, io: &mut DriverIo, until: impl Future<Output = ()> + Send + 'static) {
+        self.drains_started += 1;
+        let n = self.drains_started;
+        self.drain = Some(n);
+        let id = self.id;
+        io.drains.push(Box::pin(async move {
+            until.await;
+            (id, n)
+        }));
+    }
+
+    /// Hands the machine the session's state if it changed since it was handed last; a
+    /// failure of the session's writes (or the end of one) is reported as the role's, since
+    /// the role cannot campaign without it.
+    fn apply_view(&mut self, view: SessionView) {
+        if self.view == Some(view) {
+            return;
+        }
+        self.view = Some(view);
         if let Some(update) = view.update {
             self.machine.handle_session(update, Instant::now());
         }
-        if view.failure == *reported {
+        if view.failure == self.session_failure {
             return;
         }
-        *reported = view.failure;
+        self.session_failure = view.failure;
         match view.failure {
             Some(kind) => self.report.failed(kind),
             None => self.report.recovered(),
@@ -678,7 +857,7 @@ impl RoleTask {
     /// it ended: ready, failed (an error or `limit` ran out: not ready), or abandoned by a
     /// promotion. A role this instance holds is not prepared (nobody would wait for it, and
     /// the term's callbacks would wait behind it).
-    fn prepare(&mut self, calls: &mut CallbackQueue, limit: Duration) {
+    fn prepare(&mut self, limit: Duration) {
         let Some(link) = self.shared.placement.clone() else {
             return;
         };
@@ -693,7 +872,7 @@ impl RoleTask {
         if let Some(previous) = self.preparing.replace(cancel.clone()) {
             previous.cancel();
         }
-        calls.send(CallbackCall::Prepare {
+        self.calls.send(CallbackCall::Prepare {
             role: role.clone(),
             limit,
             cancel,
@@ -741,7 +920,7 @@ impl RoleTask {
     fn publish_status(&mut self) {
         let snapshot = Snapshot {
             state: self.machine.state(),
-            observed: self.machine.observed().cloned(),
+            observed: self.machine.observed(),
             connected: *self.shared.connected.borrow(),
             cooldown_until: self.machine.cooldown_until(),
             term: self.machine.term().map(|t| t.token.term()),
@@ -758,12 +937,5 @@ fn outcome_name(outcome: WriteOutcome) -> &'static str {
         WriteOutcome::Retry => "retry",
         WriteOutcome::Unknown => "unknown",
         WriteOutcome::Failed(_) => "failed",
-    }
-}
-
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
