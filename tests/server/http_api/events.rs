@@ -453,7 +453,12 @@ async fn malformed_cursors_are_refused_with_a_clear_error() {
 async fn vacancies_say_whether_anyone_campaigns() {
     let server = NatsServer::start().await;
     let a = manager(&server.url(), "node-a", "candidates", &["alpha"], &["beta"]).await;
-    wait_until(WAIT, "node-a leads alpha", || a.is_leader(&role("alpha"))).await;
+    // Led here and seen so by the watcher (the API's holder view: the put reaches the watcher
+    // about when its acknowledgement reaches the role).
+    wait_until(WAIT, "node-a leads alpha", || {
+        a.is_leader(&role("alpha")) && a.holders().iter().any(|h| h.role == role("alpha"))
+    })
+    .await;
     let app = api(&a, false).router();
     let mut seen = Vec::new();
     let roles = get(&app, &mut seen, "/api/roles").await.json();
