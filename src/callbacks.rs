@@ -156,8 +156,11 @@ pub(crate) enum PrepareOutcome {
 }
 
 /// The queue of one role's callbacks, run one at a time in the order queued by a runner task
-/// started with the first callback: a role that never leads or prepares (most roles of a
-/// large fleet, on most instances) costs no task and no channel for it.
+/// that lives only while callbacks are queued: it closes its queue and ends when the queue is
+/// empty, and the next callback starts a new runner that first waits for the previous one to
+/// end (so the order holds across runners). A role that does not lead or prepare right now
+/// (most roles of a large fleet, on most instances, and every held role once its `on_promote`
+/// returned) costs no task and no channel for it.
 pub(crate) struct CallbackQueue {
     callbacks: Arc<dyn RoleCallbacks>,
     calls: Option<mpsc::UnboundedSender<CallbackCall>>,
@@ -174,15 +177,26 @@ impl CallbackQueue {
         }
     }
 
-    /// Queues `call` behind the ones queued before (starting the runner the first time).
+    /// Queues `call` behind the ones queued before (starting a runner if none takes it).
     pub(crate) fn send(&mut self, call: CallbackCall) {
-        let calls = self.calls.get_or_insert_with(|| {
-            let (calls, queued) = mpsc::unbounded_channel();
-            self.runner = Some(tokio::spawn(run_callbacks(self.callbacks.clone(), queued)));
-            calls
-        });
-        // The runner ends only when the queue is closed (`finish`).
+        let call = match &self.calls {
+            Some(calls) => match calls.send(call) {
+                Ok(()) => return,
+                // The runner closed its queue: it runs what it took and ends.
+                Err(mpsc::error::SendError(call)) => call,
+            },
+            None => call,
+        };
+        let (calls, queued) = mpsc::unbounded_channel();
+        // A new channel: the send cannot fail (its receiver is held below).
         let _ = calls.send(call);
+        let previous = self.runner.take();
+        self.runner = Some(tokio::spawn(run_callbacks(
+            self.callbacks.clone(),
+            queued,
+            previous,
+        )));
+        self.calls = Some(calls);
     }
 
     /// Closes the queue and waits until the callbacks queued ran (the last demotion's).
@@ -194,42 +208,65 @@ impl CallbackQueue {
     }
 }
 
-/// Runs the callbacks of one role, one at a time, in the order queued.
+/// Runs the callbacks of one role, one at a time, in the order queued, after the runner before
+/// it ended; ends when its queue is empty (closing it first, then running what was queued
+/// before the close).
 async fn run_callbacks(
     callbacks: Arc<dyn RoleCallbacks>,
     mut calls: mpsc::UnboundedReceiver<CallbackCall>,
+    previous: Option<tokio::task::JoinHandle<()>>,
 ) {
-    while let Some(call) = calls.recv().await {
-        match call {
-            CallbackCall::Promote(l) => callbacks.on_promote(l).await,
-            CallbackCall::Demote(d, done) => {
-                callbacks.on_demote(d).await;
-                if let Some(done) = done {
-                    let _ = done.send(());
+    if let Some(previous) = previous {
+        let _ = previous.await;
+    }
+    loop {
+        let call = match calls.try_recv() {
+            Ok(call) => call,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                // Later sends fail and start the next runner, which waits for this one.
+                calls.close();
+                while let Ok(call) = calls.try_recv() {
+                    run_callback(&*callbacks, call).await;
                 }
+                return;
             }
-            CallbackCall::Prepare {
-                role,
-                limit,
-                cancel,
-                done,
-            } => {
-                // A promotion cancels the preparation (queued or running): the promotion
-                // queued behind it must not wait.
-                let outcome = if cancel.is_cancelled() {
-                    PrepareOutcome::Abandoned
-                } else {
-                    tokio::select! {
-                        () = cancel.cancelled() => PrepareOutcome::Abandoned,
-                        r = tokio::time::timeout(limit, callbacks.on_prepare(role)) => match r {
-                            Ok(Ok(())) => PrepareOutcome::Ready,
-                            Ok(Err(e)) => PrepareOutcome::Failed(e.reason),
-                            Err(_) => PrepareOutcome::TimedOut,
-                        },
-                    }
-                };
-                let _ = done.send(outcome);
+            Err(mpsc::error::TryRecvError::Disconnected) => return,
+        };
+        run_callback(&*callbacks, call).await;
+    }
+}
+
+/// Runs one callback.
+async fn run_callback(callbacks: &dyn RoleCallbacks, call: CallbackCall) {
+    match call {
+        CallbackCall::Promote(l) => callbacks.on_promote(l).await,
+        CallbackCall::Demote(d, done) => {
+            callbacks.on_demote(d).await;
+            if let Some(done) = done {
+                let _ = done.send(());
             }
+        }
+        CallbackCall::Prepare {
+            role,
+            limit,
+            cancel,
+            done,
+        } => {
+            // A promotion cancels the preparation (queued or running): the promotion queued
+            // behind it must not wait.
+            let outcome = if cancel.is_cancelled() {
+                PrepareOutcome::Abandoned
+            } else {
+                tokio::select! {
+                    () = cancel.cancelled() => PrepareOutcome::Abandoned,
+                    r = tokio::time::timeout(limit, callbacks.on_prepare(role)) => match r {
+                        Ok(Ok(())) => PrepareOutcome::Ready,
+                        Ok(Err(e)) => PrepareOutcome::Failed(e.reason),
+                        Err(_) => PrepareOutcome::TimedOut,
+                    },
+                }
+            };
+            let _ = done.send(outcome);
         }
     }
 }
@@ -267,8 +304,7 @@ mod tests {
 
     /// Runs one preparation of `callbacks` (limit 1 s); `cancel_after` cancels it then.
     async fn prepare(callbacks: Prep, cancel_after: Option<Duration>) -> PrepareOutcome {
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run_callbacks(Arc::new(callbacks), rx));
+        let mut queue = CallbackQueue::new(Arc::new(callbacks));
         let cancel = CancellationToken::new();
         let (done, answer) = oneshot::channel();
         let call = CallbackCall::Prepare {
@@ -277,7 +313,7 @@ mod tests {
             cancel: cancel.clone(),
             done,
         };
-        assert!(tx.send(call).is_ok());
+        queue.send(call);
         if let Some(after) = cancel_after {
             tokio::time::sleep(after).await;
             cancel.cancel();
@@ -314,5 +350,109 @@ mod tests {
             prepare(prep(Some(ms(10)), ok()), Some(Duration::ZERO)).await,
             PrepareOutcome::Abandoned
         );
+    }
+
+    /// Records the order of its preparations (by role name), each taking `takes`.
+    struct Recorder {
+        seen: std::sync::Mutex<Vec<String>>,
+        takes: Duration,
+    }
+
+    impl RoleCallbacks for Recorder {
+        fn on_promote(&self, _l: Leadership) -> BoxFuture<'_> {
+            Box::pin(async {})
+        }
+        fn on_demote(&self, _d: Demotion) -> BoxFuture<'_> {
+            Box::pin(async {})
+        }
+        fn on_prepare(&self, role: RoleName) -> PrepareFuture<'_> {
+            Box::pin(async move {
+                tokio::time::sleep(self.takes).await;
+                self.seen.lock().expect("lock").push(role.to_string());
+                Ok(())
+            })
+        }
+    }
+
+    /// Callbacks run in the order queued although runners end whenever the queue is empty
+    /// and the next call starts a new one (sent while the last one runs, ends or has ended),
+    /// and no runner is left once everything ran.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn callbacks_keep_their_order_across_runners_and_no_runner_stays_idle() {
+        for takes in [Duration::ZERO, Duration::from_micros(50)] {
+            let recorder = Arc::new(Recorder {
+                seen: std::sync::Mutex::new(Vec::new()),
+                takes,
+            });
+            let mut queue = CallbackQueue::new(recorder.clone());
+            let mut answers = Vec::new();
+            for i in 0..300_u32 {
+                let (done, answer) = oneshot::channel();
+                queue.send(CallbackCall::Prepare {
+                    role: RoleName::new(format!("r{i}")).expect("valid"),
+                    limit: Duration::from_secs(10),
+                    cancel: CancellationToken::new(),
+                    done,
+                });
+                answers.push(answer);
+                // Sometimes a burst, sometimes a pause long enough for the runner to end.
+                if i % 7 == 0 {
+                    tokio::task::yield_now().await;
+                }
+                if i % 31 == 0 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+            for answer in answers {
+                assert_eq!(answer.await.expect("answered"), PrepareOutcome::Ready);
+            }
+            let seen = recorder.seen.lock().expect("lock").clone();
+            let expected: Vec<String> = (0..300).map(|i| format!("r{i}")).collect();
+            assert_eq!(seen, expected);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert!(
+                queue
+                    .runner
+                    .as_ref()
+                    .is_some_and(tokio::task::JoinHandle::is_finished),
+                "the runner ends once its queue is empty"
+            );
+            queue.finish().await;
+        }
+    }
+
+    /// The window the order depends on: a call queued just before its runner closed the queue
+    /// is still running when the next call (refused by the closed queue) starts a new runner;
+    /// the new runner waits for the old one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_new_runner_waits_for_the_call_its_closing_predecessor_still_runs() {
+        let recorder = Arc::new(Recorder {
+            seen: std::sync::Mutex::new(Vec::new()),
+            takes: Duration::from_millis(50),
+        });
+        let call = |name: &str| {
+            let (done, answer) = oneshot::channel();
+            let call = CallbackCall::Prepare {
+                role: RoleName::new(name).expect("valid"),
+                limit: Duration::from_secs(10),
+                cancel: CancellationToken::new(),
+                done,
+            };
+            (call, answer)
+        };
+        // The old runner's queue: closed with one call in it.
+        let (old_tx, mut old_rx) = mpsc::unbounded_channel();
+        let (a, a_done) = call("a");
+        assert!(old_tx.send(a).is_ok());
+        old_rx.close();
+        let old = tokio::spawn(run_callbacks(recorder.clone(), old_rx, None));
+        let (new_tx, new_rx) = mpsc::unbounded_channel();
+        let (b, b_done) = call("b");
+        assert!(new_tx.send(b).is_ok());
+        let new = tokio::spawn(run_callbacks(recorder.clone(), new_rx, Some(old)));
+        drop(new_tx);
+        assert!(a_done.await.is_ok() && b_done.await.is_ok());
+        new.await.expect("runner");
+        assert_eq!(*recorder.seen.lock().expect("lock"), ["a", "b"]);
     }
 }

@@ -443,7 +443,7 @@ impl RoleManagerBuilder {
         let shared = Arc::new(Shared {
             instance: self.instance.clone(),
             incarnation,
-            store: opened.store.clone(),
+            store: Arc::new(opened.store.clone()),
             drain_timeout: self.drain_timeout,
             connected: connected_rx,
             events: self.events,

@@ -72,7 +72,8 @@ impl DriverHandle {
 }
 
 struct RoleDriver {
-    runners: HashMap<RoleId, RoleRunner>,
+    /// Boxed: the map moves only pointers when it grows.
+    runners: HashMap<RoleId, Box<RoleRunner>>,
     io: DriverIo,
     timers: TimerQueue,
     /// Roles whose acquire waits for a newer session renewal (only they are woken by one).
@@ -187,7 +188,7 @@ impl RoleDriver {
     fn add(&mut self, setup: RoleSetup, session: Option<&watch::Receiver<SessionView>>) {
         let id = setup.id;
         let runner = RoleRunner::start(setup, current(session), &mut self.io);
-        self.runners.insert(id, runner);
+        self.runners.insert(id, Box::new(runner));
         self.settled(id);
     }
 

@@ -546,7 +546,7 @@ impl RoleRunner {
                         term.token,
                         self.handed_deadline(term.deadline),
                         revision,
-                        Arc::new(self.shared.store.clone()),
+                        self.shared.store.clone(),
                         self.operation_timeout,
                         self.shared.tap.clone(),
                     )),

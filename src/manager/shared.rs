@@ -38,7 +38,7 @@ pub(crate) type EventObserver = Arc<dyn Fn(&RoleEvent) + Send + Sync>;
 pub(crate) struct Shared {
     pub(crate) instance: InstanceId,
     pub(crate) incarnation: Uuid,
-    pub(crate) store: LeaseStore,
+    pub(crate) store: Arc<LeaseStore>,
     pub(crate) drain_timeout: Duration,
     pub(crate) connected: watch::Receiver<bool>,
     pub(crate) events: broadcast::Sender<RoleEvent>,
