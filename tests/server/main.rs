@@ -14,6 +14,7 @@ mod lease_protocol;
 mod prepare;
 mod proxy;
 mod renewal_age;
+mod role_driver;
 mod start_retry;
 
 /// The `nats-roles` binary (cargo builds it for integration tests).
