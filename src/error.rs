@@ -127,6 +127,13 @@ pub enum Error {
     /// The role is already managed.
     #[error("role {0} is already managed")]
     RoleExists(RoleName),
+    /// The role is being removed ([`RoleManager::remove_role`](crate::RoleManager::remove_role)
+    /// has not finished: its release and `on_demote` are still running); add it again once the
+    /// removal returned.
+    #[error(
+        "role {0} is still being removed (its release and on_demote are running): add it again after remove_role returned"
+    )]
+    RoleStopping(RoleName),
     /// The manager has been shut down.
     #[error("the role manager has stopped")]
     Stopped,

@@ -137,7 +137,8 @@ impl RoleManager {
     /// [`Error::InvalidTiming`] if the role's timing breaks a rule of [`Timing::validate`](crate::core::Timing::validate);
     /// [`Error::BucketMaxAge`] if the bucket has a `max_age` (and this instance campaigns for
     /// the role: protocol v2 role keys are written once per term); [`Error::RoleExists`] if the role is already
-    /// managed; [`Error::Stopped`] after shutdown.
+    /// managed; [`Error::RoleStopping`] while its [`RoleManager::remove_role`] has not
+    /// finished; [`Error::Stopped`] after shutdown.
     pub fn add_role(&self, spec: RoleSpec) -> Result<(), Error> {
         if self.cancel.is_cancelled() {
             return Err(Error::Stopped);
@@ -159,6 +160,12 @@ impl RoleManager {
         let mut roles = self.shared.roles();
         if roles.contains_key(&spec.name) {
             return Err(Error::RoleExists(spec.name));
+        }
+        // Two runners of one role name on one session would act on each other's terms (the
+        // stopping one hands over through the session what it takes for a value nobody acts on,
+        // and the session clock follows terms by role name).
+        if self.shared.stopping_roles().contains(&spec.name) {
+            return Err(Error::RoleStopping(spec.name));
         }
         let seed = {
             let mut s = self
@@ -357,9 +364,16 @@ impl RoleManager {
             p.remove_role(role);
         }
         let _ = slot.inbox.send(RoleInput::Stop);
-        let _ = slot.task.await;
-        self.shared.stopping_roles().remove(role);
-        self.shared.vacancies.forget(role);
+        // On a task of its own: a caller that stops waiting (a timeout dropping this future)
+        // does not leave the name refused by `add_role` for good.
+        let shared = self.shared.clone();
+        let name = role.clone();
+        let finished = tokio::spawn(async move {
+            let _ = slot.task.await;
+            shared.stopping_roles().remove(&name);
+            shared.vacancies.forget(&name);
+        });
+        let _ = finished.await;
         Ok(())
     }
 

@@ -72,3 +72,50 @@ async fn a_shutdown_with_a_hung_on_demote_times_out() {
     assert!(took < timeout + Duration::from_secs(2), "took {took:?}");
     assert_eq!(fine_status.borrow().state, RoleState::Stopped);
 }
+
+/// A role added again while its removal still runs (a slow `on_demote`, `remove_role` not
+/// awaited) is refused with [`Error::RoleStopping`] instead of running two of it on one session
+/// (the stopping one handed the new term over through the session: evicted, found by an
+/// attack); once the removal returned it is added, held, and stays held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_is_not_added_again_while_its_removal_runs() {
+    let server = NatsServer::start().await;
+    let client = testkit::connect(&server.url()).await;
+    let x = role("x");
+    let slow = FnCallbacks::new(
+        |_l| async {},
+        |_d| tokio::time::sleep(Duration::from_millis(800)),
+    );
+    let m = std::sync::Arc::new(
+        RoleManager::builder(client, inst("a"))
+            .bucket("readd")
+            .auto_create(1)
+            .role(spec(&x).callbacks(slow))
+            .start()
+            .await
+            .expect("manager"),
+    );
+    let first = wait_leader(&m, &x, Duration::from_secs(5)).await;
+    let removing = {
+        let (m, x) = (m.clone(), x.clone());
+        tokio::spawn(async move { m.remove_role(&x).await })
+    };
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while first.is_valid() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the first term ends");
+    match m.add_role(spec(&x)) {
+        Err(Error::RoleStopping(r)) => assert_eq!(r, x),
+        other => panic!("added while its removal runs: {other:?}"),
+    }
+    removing.await.expect("task").expect("removed");
+    m.add_role(spec(&x)).expect("added after the removal");
+    let second = wait_leader(&m, &x, Duration::from_secs(10)).await;
+    assert!(second.term() > first.term());
+    tokio::time::sleep(TTL * 3).await;
+    assert!(second.is_valid(), "the new term ended: {:?}", m.status(&x));
+    m.shutdown(Duration::from_secs(10)).await.expect("shutdown");
+}
