@@ -134,7 +134,9 @@ pub struct LeaseStore {
     js: jetstream::Context,
     /// The JetStream API prefix (`$JS.API`, `$JS.<domain>.API`, or an account's).
     api: String,
-    stream: jetstream::stream::Stream,
+    /// Shared: a `LeaseStore` is cloned for every write, and the stream handle holds the
+    /// stream's whole info.
+    stream: std::sync::Arc<jetstream::stream::Stream>,
     bucket: String,
     ttl_mode: TtlMode,
     max_age: Duration,
@@ -166,7 +168,7 @@ impl LeaseStore {
         Self {
             js,
             api: api.to_owned(),
-            stream,
+            stream: std::sync::Arc::new(stream),
             bucket,
             ttl_mode,
             max_age,
