@@ -164,7 +164,10 @@ pub(crate) enum PrepareOutcome {
 pub(crate) struct CallbackQueue {
     callbacks: Arc<dyn RoleCallbacks>,
     calls: Option<mpsc::UnboundedSender<CallbackCall>>,
-    runner: Option<tokio::task::JoinHandle<()>>,
+    /// Closed when the last runner started has ended. Not its `JoinHandle`: a task's memory
+    /// stays allocated while its handle lives, which would keep every held role's ended
+    /// runner (about 2 KiB each).
+    runner: Option<oneshot::Receiver<()>>,
 }
 
 impl CallbackQueue {
@@ -191,11 +194,14 @@ impl CallbackQueue {
         // A new channel: the send cannot fail (its receiver is held below).
         let _ = calls.send(call);
         let previous = self.runner.take();
-        self.runner = Some(tokio::spawn(run_callbacks(
+        let (ended, runner) = oneshot::channel();
+        tokio::spawn(run_callbacks(
             self.callbacks.clone(),
             queued,
             previous,
-        )));
+            ended,
+        ));
+        self.runner = Some(runner);
         self.calls = Some(calls);
     }
 
@@ -203,19 +209,23 @@ impl CallbackQueue {
     pub(crate) async fn finish(mut self) {
         drop(self.calls.take());
         if let Some(runner) = self.runner.take() {
+            // Closed when the runner ends (its sender is dropped with it).
             let _ = runner.await;
         }
     }
 }
 
 /// Runs the callbacks of one role, one at a time, in the order queued, after the runner before
-/// it ended; ends when its queue is empty (closing it first, then running what was queued
-/// before the close).
+/// it ended (`previous` closed); ends when its queue is empty (closing it first, then running
+/// what was queued before the close), which closes `ended`.
 async fn run_callbacks(
     callbacks: Arc<dyn RoleCallbacks>,
     mut calls: mpsc::UnboundedReceiver<CallbackCall>,
-    previous: Option<tokio::task::JoinHandle<()>>,
+    previous: Option<oneshot::Receiver<()>>,
+    ended: oneshot::Sender<()>,
 ) {
+    // Dropped when this runner returns (or is dropped with the runtime): the next one goes on.
+    let _ended = ended;
     if let Some(previous) = previous {
         let _ = previous.await;
     }
@@ -410,11 +420,9 @@ mod tests {
             let expected: Vec<String> = (0..300).map(|i| format!("r{i}")).collect();
             assert_eq!(seen, expected);
             tokio::time::sleep(Duration::from_millis(20)).await;
+            let mut runner = queue.runner.take().expect("a runner was started");
             assert!(
-                queue
-                    .runner
-                    .as_ref()
-                    .is_some_and(tokio::task::JoinHandle::is_finished),
+                matches!(runner.try_recv(), Err(oneshot::error::TryRecvError::Closed)),
                 "the runner ends once its queue is empty"
             );
             queue.finish().await;
@@ -445,11 +453,18 @@ mod tests {
         let (a, a_done) = call("a");
         assert!(old_tx.send(a).is_ok());
         old_rx.close();
-        let old = tokio::spawn(run_callbacks(recorder.clone(), old_rx, None));
+        let (old_ended, old) = oneshot::channel();
+        tokio::spawn(run_callbacks(recorder.clone(), old_rx, None, old_ended));
         let (new_tx, new_rx) = mpsc::unbounded_channel();
         let (b, b_done) = call("b");
         assert!(new_tx.send(b).is_ok());
-        let new = tokio::spawn(run_callbacks(recorder.clone(), new_rx, Some(old)));
+        let (new_ended, _new) = oneshot::channel();
+        let new = tokio::spawn(run_callbacks(
+            recorder.clone(),
+            new_rx,
+            Some(old),
+            new_ended,
+        ));
         drop(new_tx);
         assert!(a_done.await.is_ok() && b_done.await.is_ok());
         new.await.expect("runner");

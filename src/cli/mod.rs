@@ -11,6 +11,7 @@ pub(crate) mod evict;
 mod exec;
 mod frozen;
 mod generate;
+mod heap_trim;
 pub(crate) mod history;
 mod identity;
 #[cfg(feature = "http")]

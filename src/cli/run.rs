@@ -580,6 +580,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         }
     };
     processes.manager.set(&manager);
+    super::heap_trim::spawn();
     http.ready(&manager, journal);
     notify.running(&manager, &config);
     check_round_trip(&client, &config).await;
