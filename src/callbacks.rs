@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::DemoteReason;
@@ -156,18 +156,38 @@ pub(crate) enum PrepareOutcome {
 }
 
 /// The queue of one role's callbacks, run one at a time in the order queued by a runner task
-/// that lives only while callbacks are queued: it closes its queue and ends when the queue is
-/// empty, and the next callback starts a new runner that first waits for the previous one to
-/// end (so the order holds across runners). A role that does not lead or prepare right now
-/// (most roles of a large fleet, on most instances, and every held role once its `on_promote`
-/// returned) costs no task and no channel for it.
+/// that lives only while callbacks are queued: the first call queued to an idle queue starts
+/// it, and it ends when it finds the queue empty (at most one runs at a time, so the order
+/// holds). A role that does not lead or prepare right now — most roles of a large fleet on
+/// most instances, and every held role once its `on_promote` returned — costs no task, no
+/// channel and no queue memory for it: one small shared record after its first callback.
 pub(crate) struct CallbackQueue {
     callbacks: Arc<dyn RoleCallbacks>,
-    calls: Option<mpsc::UnboundedSender<CallbackCall>>,
-    /// Closed when the last runner started has ended. Not its `JoinHandle`: a task's memory
-    /// stays allocated while its handle lives, which would keep every held role's ended
-    /// runner (about 2 KiB each).
-    runner: Option<oneshot::Receiver<()>>,
+    /// Shared with the runner; `None` before the first callback.
+    pending: Option<Arc<Pending>>,
+}
+
+/// What a queue and its runner share.
+#[derive(Default)]
+struct Pending {
+    state: std::sync::Mutex<PendingState>,
+    /// Told when a runner ends (`finish` waits for it).
+    ended: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct PendingState {
+    calls: std::collections::VecDeque<CallbackCall>,
+    /// Whether a runner is running (it takes every call queued until it finds none).
+    running: bool,
+}
+
+impl Pending {
+    fn state(&self) -> std::sync::MutexGuard<'_, PendingState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl CallbackQueue {
@@ -175,72 +195,55 @@ impl CallbackQueue {
     pub(crate) fn new(callbacks: Arc<dyn RoleCallbacks>) -> Self {
         Self {
             callbacks,
-            calls: None,
-            runner: None,
+            pending: None,
         }
     }
 
-    /// Queues `call` behind the ones queued before (starting a runner if none takes it).
+    /// Queues `call` behind the ones queued before (starting a runner if none runs).
     pub(crate) fn send(&mut self, call: CallbackCall) {
-        let call = match &self.calls {
-            Some(calls) => match calls.send(call) {
-                Ok(()) => return,
-                // The runner closed its queue: it runs what it took and ends.
-                Err(mpsc::error::SendError(call)) => call,
-            },
-            None => call,
+        let pending = self.pending.get_or_insert_with(Arc::default);
+        let start = {
+            let mut state = pending.state();
+            state.calls.push_back(call);
+            !std::mem::replace(&mut state.running, true)
         };
-        let (calls, queued) = mpsc::unbounded_channel();
-        // A new channel: the send cannot fail (its receiver is held below).
-        let _ = calls.send(call);
-        let previous = self.runner.take();
-        let (ended, runner) = oneshot::channel();
-        tokio::spawn(run_callbacks(
-            self.callbacks.clone(),
-            queued,
-            previous,
-            ended,
-        ));
-        self.runner = Some(runner);
-        self.calls = Some(calls);
+        if start {
+            tokio::spawn(run_callbacks(self.callbacks.clone(), pending.clone()));
+        }
     }
 
-    /// Closes the queue and waits until the callbacks queued ran (the last demotion's).
-    pub(crate) async fn finish(mut self) {
-        drop(self.calls.take());
-        if let Some(runner) = self.runner.take() {
-            // Closed when the runner ends (its sender is dropped with it).
-            let _ = runner.await;
+    /// Waits until the callbacks queued ran (the last demotion's); nothing can be queued after.
+    pub(crate) async fn finish(self) {
+        let Some(pending) = self.pending else {
+            return;
+        };
+        loop {
+            let ended = pending.ended.notified();
+            if !pending.state().running {
+                return;
+            }
+            ended.await;
         }
     }
 }
 
-/// Runs the callbacks of one role, one at a time, in the order queued, after the runner before
-/// it ended (`previous` closed); ends when its queue is empty (closing it first, then running
-/// what was queued before the close), which closes `ended`.
-async fn run_callbacks(
-    callbacks: Arc<dyn RoleCallbacks>,
-    mut calls: mpsc::UnboundedReceiver<CallbackCall>,
-    previous: Option<oneshot::Receiver<()>>,
-    ended: oneshot::Sender<()>,
-) {
-    // Dropped when this runner returns (or is dropped with the runtime): the next one goes on.
-    let _ended = ended;
-    if let Some(previous) = previous {
-        let _ = previous.await;
-    }
+/// Runs the callbacks of one role, one at a time, in the order queued, until it finds the
+/// queue empty; then the queue is idle (its memory given back) and the next call starts a new
+/// runner.
+async fn run_callbacks(callbacks: Arc<dyn RoleCallbacks>, pending: Arc<Pending>) {
     loop {
-        let call = match calls.try_recv() {
-            Ok(call) => call,
-            Err(mpsc::error::TryRecvError::Empty) => {
-                // Later sends fail and start the next runner, which waits for this one.
-                calls.close();
-                while let Ok(call) = calls.try_recv() {
-                    run_callback(&*callbacks, call).await;
+        let call = {
+            let mut state = pending.state();
+            match state.calls.pop_front() {
+                Some(call) => call,
+                None => {
+                    state.running = false;
+                    state.calls = std::collections::VecDeque::new();
+                    drop(state);
+                    pending.ended.notify_waiters();
+                    return;
                 }
-                return;
             }
-            Err(mpsc::error::TryRecvError::Disconnected) => return,
         };
         run_callback(&*callbacks, call).await;
     }
@@ -420,54 +423,39 @@ mod tests {
             let expected: Vec<String> = (0..300).map(|i| format!("r{i}")).collect();
             assert_eq!(seen, expected);
             tokio::time::sleep(Duration::from_millis(20)).await;
-            let mut runner = queue.runner.take().expect("a runner was started");
+            let pending = queue.pending.clone().expect("a runner was started");
+            let (running, capacity) = {
+                let state = pending.state();
+                (state.running, state.calls.capacity())
+            };
             assert!(
-                matches!(runner.try_recv(), Err(oneshot::error::TryRecvError::Closed)),
-                "the runner ends once its queue is empty"
+                !running && capacity == 0,
+                "the runner ends once its queue is empty, and the queue's memory is given back"
             );
             queue.finish().await;
         }
     }
 
-    /// The window the order depends on: a call queued just before its runner closed the queue
-    /// is still running when the next call (refused by the closed queue) starts a new runner;
-    /// the new runner waits for the old one.
+    /// `finish` waits for the callback running and the ones queued behind it, and returns at
+    /// once for a queue that never ran one.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_new_runner_waits_for_the_call_its_closing_predecessor_still_runs() {
+    async fn finish_waits_for_the_callbacks_queued() {
         let recorder = Arc::new(Recorder {
             seen: std::sync::Mutex::new(Vec::new()),
-            takes: Duration::from_millis(50),
+            takes: Duration::from_millis(30),
         });
-        let call = |name: &str| {
-            let (done, answer) = oneshot::channel();
-            let call = CallbackCall::Prepare {
+        CallbackQueue::new(recorder.clone()).finish().await;
+        let mut queue = CallbackQueue::new(recorder.clone());
+        for name in ["a", "b", "c"] {
+            let (done, _answer) = oneshot::channel();
+            queue.send(CallbackCall::Prepare {
                 role: RoleName::new(name).expect("valid"),
                 limit: Duration::from_secs(10),
                 cancel: CancellationToken::new(),
                 done,
-            };
-            (call, answer)
-        };
-        // The old runner's queue: closed with one call in it.
-        let (old_tx, mut old_rx) = mpsc::unbounded_channel();
-        let (a, a_done) = call("a");
-        assert!(old_tx.send(a).is_ok());
-        old_rx.close();
-        let (old_ended, old) = oneshot::channel();
-        tokio::spawn(run_callbacks(recorder.clone(), old_rx, None, old_ended));
-        let (new_tx, new_rx) = mpsc::unbounded_channel();
-        let (b, b_done) = call("b");
-        assert!(new_tx.send(b).is_ok());
-        let (new_ended, _new) = oneshot::channel();
-        let new = tokio::spawn(run_callbacks(
-            recorder.clone(),
-            new_rx,
-            Some(old),
-            new_ended,
-        ));
-        drop(new_tx);
-        assert!(a_done.await.is_ok() && b_done.await.is_ok());
-        new.await.expect("runner");
-        assert_eq!(*recorder.seen.lock().expect("lock"), ["a", "b"]);
+            });
+        }
+        queue.finish().await;
+        assert_eq!(*recorder.seen.lock().expect("lock"), ["a", "b", "c"]);
     }
 }
