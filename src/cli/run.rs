@@ -544,6 +544,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         lock_dir: crate::exec::lock::dir(),
         one_shot: None,
     };
+    await_earlier_children(&config, &id, processes.lock_dir.as_deref()).await;
     let starting = start(
         &config,
         &id,
@@ -595,6 +596,43 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     stop_recorder(recorder).await;
     notify.finish().await;
     result.map_err(|e| Failure::Runtime(e.to_string()))
+}
+
+/// Before this process starts its session: a child of an earlier process of this instance
+/// (killed, restarted at once by a supervisor) may still run for a moment — its watchdog kills
+/// its group as soon as that process is gone — and restart adoption would hand this process
+/// the role at once. Waiting for the role locks (protocol Q12 rule 8) keeps the new term from
+/// beginning while the old child acts; bounded by the role's `stop_timeout` and two seconds
+/// (the new child still waits for the lock itself).
+async fn await_earlier_children(config: &Config, id: &InstanceId, dir: Option<&std::path::Path>) {
+    let Some(dir) = dir else {
+        return;
+    };
+    for role in config.roles.iter().filter(|r| r.campaign) {
+        let Some(exec) = &role.exec else {
+            continue;
+        };
+        let path =
+            crate::exec::lock::path(dir, &config.bucket.name, id.as_str(), role.name.as_str());
+        let limit = exec.stop_timeout + Duration::from_secs(2);
+        let until = crate::history::clock::real_mono_now_ns()
+            .saturating_add(u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX));
+        let started = std::time::Instant::now();
+        let waited =
+            tokio::task::spawn_blocking(move || crate::exec::lock::wait_free(&path, until)).await;
+        match waited {
+            Ok(Ok(())) if started.elapsed() >= Duration::from_millis(5) => info!(
+                role = %role.name,
+                waited_ms = started.elapsed().as_millis(),
+                "waited for the command of an earlier process of this instance to end"
+            ),
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                warn!(role = %role.name, "{e} (starting anyway: the new command waits for it)")
+            }
+            Err(e) => warn!(role = %role.name, "waiting for the role lock failed: {e}"),
+        }
+    }
 }
 
 /// Connects (retrying), builds the manager from `config` with the binary's role processes,

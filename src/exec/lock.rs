@@ -86,6 +86,16 @@ pub(crate) fn take(path: &Path, until_ns: u64) -> Result<std::fs::File, String> 
     Ok(file)
 }
 
+/// Waits until no process group holds the lock at `path` (a child of an earlier process of
+/// this instance still runs), trying until the `CLOCK_MONOTONIC` instant `until_ns`; the lock
+/// is not kept (the watchdog of a later child takes it).
+///
+/// # Errors
+/// As [`take`]: the file cannot be opened, or the lock is still held at `until_ns`.
+pub(crate) fn wait_free(path: &Path, until_ns: u64) -> Result<(), String> {
+    take(path, until_ns).map(drop)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +110,18 @@ mod tests {
         assert!(e.contains("still runs"), "{e}");
         drop(first);
         take(&p, real_mono_now_ns() + 50_000_000).expect("free again");
+    }
+
+    #[test]
+    fn waiting_for_a_free_lock_does_not_keep_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = path(dir.path(), "b", "n1", "r");
+        let held = take(&p, 0).expect("taken");
+        let e = wait_free(&p, real_mono_now_ns() + 20_000_000).expect_err("held");
+        assert!(e.contains("still runs"), "{e}");
+        drop(held);
+        wait_free(&p, real_mono_now_ns() + 50_000_000).expect("free");
+        // Not kept: another can take it at once.
+        take(&p, real_mono_now_ns() + 1).expect("free after the wait");
     }
 }

@@ -408,6 +408,99 @@ async fn a_killed_manager_s_child_is_killed_at_once_and_its_restart_never_overla
     check_histories(&d, 2).await;
 }
 
+/// `CLOCK_MONOTONIC` now, in nanoseconds (the histories' `mono_ns`).
+fn mono_now_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes to the valid timespec.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut now);
+    }
+    u64::try_from(now.tv_sec).expect("seconds") * 1_000_000_000
+        + u64::try_from(now.tv_nsec).expect("nanoseconds")
+}
+
+/// The role lock `run` uses for `role` of `instance` in `bucket` (Q12 rule 8): the same
+/// directory rule as the binary's.
+fn role_lock(bucket: &str, instance: &str, role: &str) -> PathBuf {
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(runtime) => PathBuf::from(runtime).join("nats-roles"),
+        None => {
+            // SAFETY: getuid has no failure mode.
+            let uid = unsafe { libc::getuid() };
+            std::env::temp_dir().join(format!("nats-roles-{uid}"))
+        }
+    };
+    std::fs::create_dir_all(&dir).expect("lock dir");
+    dir.join(format!("{bucket}.{instance}.{role}.lock"))
+}
+
+/// A process of an instance started while a command of an earlier process of the same
+/// instance still runs (its group holds the role lock: a supervisor restarted the manager the
+/// moment it was killed, and its watchdog has not killed the group yet) begins no term before
+/// the lock is free: restart adoption would otherwise promote it while the old command acts
+/// (S4 in the histories; seen under load in
+/// `a_killed_manager_s_child_is_killed_at_once_and_its_restart_never_overlaps_it`). The lock is
+/// held here for 4 s by `flock`, longer than the new bucket's hold (2.5 s) after which the
+/// process would otherwise be promoted.
+#[tokio::test]
+async fn a_start_begins_no_term_while_an_earlier_command_of_its_instance_holds_the_role_lock() {
+    let server = NatsServer::start().await;
+    let mut d = deployment(&server, "exec-lockwait", "ignore", "");
+    let lock = role_lock("exec-lockwait", "node-a", "worker");
+    let mut holder = std::process::Command::new("flock")
+        .arg("-x")
+        .arg(&lock)
+        .args(["sleep", "4"])
+        .spawn()
+        .expect("flock (util-linux) must be installed");
+    // Until flock holds it (a second flock -n fails while it does).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let free = std::process::Command::new("flock")
+            .args(["-n", "-x"])
+            .arg(&lock)
+            .arg("true")
+            .status()
+            .expect("flock -n");
+        if !free.success() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "flock never took the lock");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let locked_at = mono_now_ns();
+    let a = d.start("node-a").await;
+    wait_for(&d, Duration::from_secs(20), "node-a promoted", || {
+        promoted(&d, a)
+    })
+    .await;
+    let status = holder.wait().expect("flock ends");
+    assert!(status.success(), "{status}");
+    let history = d.dir().join("node-a.jsonl");
+    let (promote_t, _) = records(&history, "promote")
+        .first()
+        .cloned()
+        .expect("node-a's promote record");
+    assert!(
+        promote_t >= locked_at + 3_900_000_000,
+        "node-a was promoted {} ms after the earlier command's lock was taken (held 4 s)",
+        (promote_t - locked_at) / 1_000_000
+    );
+    assert!(
+        d.instances[a]
+            .stderr()
+            .contains("waited for the command of an earlier process of this instance to end"),
+        "{}",
+        d.instances[a].stderr()
+    );
+    d.terminate(a);
+    d.wait_exit(a, Duration::from_secs(10)).await;
+    check_histories(&d, 1).await;
+}
+
 /// `on_exit: restart` starts the child again with a backoff and keeps the role;
 /// `on_exit: release` hands the role over when the child exits. A command that cannot be
 /// started at run time (removed after validation) releases only its role.

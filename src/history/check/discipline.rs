@@ -66,11 +66,17 @@ impl<'a> Checker<'a> {
                 // The next start of this process, or of another process with this node name
                 // after this lifetime's last record (a restart: this one is gone by then; a
                 // process that still records after another's start is alive beside it).
-                // A watchdog's record of a child it killed because the manager was gone
-                // (`killed: manager_gone`) is written after the manager's death, by another
-                // process: it does not show the manager alive beside a restart that started
-                // meanwhile (a loaded machine lets the restart's start come first).
-                let posthumous = |e: &&Ev<'_>| matches!(&e.rec.event, Event::ChildStop { killed: Some(k), .. } if k == "manager_gone");
+                // A child's records are written by its watchdog, another process, possibly
+                // after the manager's death (a start recorded late on a loaded machine, a kill
+                // because the manager was gone): they do not show the manager alive beside a
+                // restart that started meanwhile. The child's own acting is judged by its
+                // interval (`child_start` to `child_stop`), whoever wrote it.
+                let posthumous = |e: &&Ev<'_>| {
+                    matches!(
+                        &e.rec.event,
+                        Event::ChildStart { .. } | Event::ChildStop { .. }
+                    )
+                };
                 let last = seg
                     .iter()
                     .rev()

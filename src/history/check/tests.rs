@@ -841,6 +841,62 @@ fn same_name_twice(restart_ms: u64, with_inc: bool) -> H {
     }
 }
 
+/// A killed manager (p1) whose watchdog wrote the child's records late — `child_start` after
+/// the restart's (p2's) start on a loaded machine, then `child_stop` (`manager_gone`) before
+/// p2's promotion — did not act beside p2: the watchdog's records are another process's, they
+/// show the child alive (judged as the child's interval), not the manager. Clean; before,
+/// the late `child_start` kept p1's term acting until its deadline (S4 against p2's term).
+#[test]
+fn a_watchdog_s_late_records_do_not_keep_a_killed_manager_acting() {
+    let p1 = |h: H| {
+        h.start(0, "n1")
+            .promote(10, "n1", 2, 2000)
+            .child_start(305, "n1", 2, 7)
+            .ev(
+                320,
+                "n1",
+                Some("r"),
+                Event::ChildStop {
+                    epoch: E,
+                    term: 2,
+                    pid: 7,
+                    status: "signal 9".into(),
+                    killed: Some("manager_gone".into()),
+                },
+            )
+    };
+    let p2 = |h: H| {
+        h.start(300, "n1")
+            .promote(330, "n1", 9, 1330)
+            .child_start(340, "n1", 9, 8)
+            .child_stop(800, "n1", 9, 8)
+            .demote(810, "n1", 9)
+            .stop(820, "n1")
+    };
+    let r = H::trial(1000).proc("p1", p1).proc("p2", p2).check();
+    assert!(r.is_clean(), "{}", r.render_text());
+    // The child really overlapping p2's term is still flagged: its stop after p2's promotion.
+    let late_kill = |h: H| {
+        h.start(0, "n1")
+            .promote(10, "n1", 2, 2000)
+            .child_start(305, "n1", 2, 7)
+            .ev(
+                400,
+                "n1",
+                Some("r"),
+                Event::ChildStop {
+                    epoch: E,
+                    term: 2,
+                    pid: 7,
+                    status: "signal 9".into(),
+                    killed: Some("manager_gone".into()),
+                },
+            )
+    };
+    let r = H::trial(1000).proc("p1", late_kill).proc("p2", p2).check();
+    only(&r, Invariant::S4);
+}
+
 #[test]
 fn s4_judges_two_processes_with_one_node_name_apart() {
     // p2's term began at 310 ms while p1's child ran until 860 ms: two processes acted (until
