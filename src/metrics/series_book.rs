@@ -75,6 +75,11 @@ impl SeriesBook {
         if current.closed {
             return;
         }
+        // Every renewal of every held term comes here: no clone of the name once it is known.
+        if let Some(g) = current.roles.get_mut(role) {
+            f(g);
+            return;
+        }
         let g = current.roles.entry(role.clone()).or_insert_with(|| {
             RoleGauges::new(
                 self.per_role
