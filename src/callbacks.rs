@@ -1,4 +1,4 @@
-//! Callbacks for role code, and the per-role task that runs them in order (protocol P9).
+//! Callbacks for role code, and the per-role runner that runs them in order (protocol P9).
 
 use std::future::Future;
 use std::pin::Pin;

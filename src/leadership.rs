@@ -14,7 +14,7 @@ use crate::store::{DATA_PREFIX, ROLE_PREFIX};
 use crate::tap::{FencedRefusal, TapEvent};
 use crate::token::FencingToken;
 
-/// State of a term shared between the role task and the application.
+/// State of a term shared between the role runner and the application.
 #[derive(Debug)]
 pub(crate) struct TermShared {
     pub(crate) role: RoleName,
@@ -27,12 +27,12 @@ pub(crate) struct TermShared {
     pub(crate) operation_timeout: Duration,
     /// Where fenced writes are reported.
     pub(crate) tap: crate::tap::Tap,
-    /// Why the term ended: set (once) by the role task just before it cancels `cancel`, so
+    /// Why the term ended: set (once) by the role runner just before it cancels `cancel`, so
     /// that work reacting to the cancellation knows whether a successor may already be
     /// promoted ([`DemoteReason::is_loss`]).
     pub(crate) end_reason: std::sync::OnceLock<DemoteReason>,
     /// Held while work of the term is being started (an `exec` role's child: the validity
-    /// check, the start and its report); the role task takes it after cancelling the term and
+    /// check, the start and its report); the role runner takes it after cancelling the term and
     /// before it records the demotion, so a start either completes before the demotion or
     /// sees the term cancelled (docs/protocol.md Q12).
     pub(crate) start_gate: tokio::sync::Mutex<()>,

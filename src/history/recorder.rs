@@ -1,4 +1,4 @@
-//! [`HistoryRecorder`]: writes a node's history as JSON lines, off the role tasks.
+//! [`HistoryRecorder`]: writes a node's history as JSON lines, off the role runners.
 //!
 //! Events go through a bounded queue to a writer thread that flushes at least every 50 ms and
 //! when the recorder stops or its last handle is dropped. Recording never blocks: when the

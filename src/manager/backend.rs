@@ -57,7 +57,7 @@ pub(crate) trait RoleBackend: Send + Sync + 'static {
         true
     }
 
-    /// What the role tasks of the session `key` are told when its driver reports `update`
+    /// What the role runners of the session `key` are told when its driver reports `update`
     /// (`loss`: why the session ended, for [`SessionUpdate::Lost`]); `None` tells them
     /// nothing. Every update is passed on as it is, except by the `renew-after-loss` negative
     /// control.

@@ -1,5 +1,5 @@
 //! [`RoleManagerBuilder`]: the connection, bucket and defaults of a manager, its roles and
-//! sinks; `start()` opens the bucket and spawns the watcher, the role tasks and the health task.
+//! sinks; `start()` opens the bucket and spawns the watcher, the role runners and the health task.
 
 use super::backend::RoleBackend;
 use super::shared::Shared;

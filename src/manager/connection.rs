@@ -162,7 +162,7 @@ pub(crate) fn is_connected(client: &async_nats::Client) -> bool {
 }
 
 /// Follows the connection state (polling works for connections the application owns too) and
-/// tells every role task about changes.
+/// tells every role runner about changes.
 pub(crate) async fn monitor(
     client: async_nats::Client,
     shared: Arc<Shared>,

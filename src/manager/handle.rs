@@ -12,7 +12,7 @@ use crate::names::RoleName;
 pub struct RoleHandle {
     pub(crate) role: RoleName,
     pub(crate) status: watch::Receiver<RoleStatus>,
-    /// The current term, as the role task publishes it.
+    /// The current term, as the role runner publishes it.
     pub(crate) current: watch::Receiver<Option<Leadership>>,
 }
 

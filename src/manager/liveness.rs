@@ -1,5 +1,5 @@
 //! Liveness ([`RoleManager::probe`]): every long-lived task of the manager — the bucket
-//! watcher, the reaper, each session task and each role task — answers a probe from its own
+//! watcher, the reaper, each session task and each role runner — answers a probe from its own
 //! loop, so an answer proves that the task is alive, is polled, and is not stuck in synchronous
 //! code or in a wait without a bound. `nats-roles run` sends systemd's `WATCHDOG=1` only after
 //! such an answer (docs/deploy.md).
@@ -17,12 +17,13 @@ use crate::error::Error;
 
 impl RoleManager {
     /// Liveness: asks every long-lived task of the manager — the bucket watcher, the reaper,
-    /// each session task and each role task — to answer from its own loop, and waits at most
+    /// each session task and the role driver of each session class (once per role, so that an
+    /// unresponsive driver names its roles) — to answer from its own loop, and waits at most
     /// `within` for all answers. `Ok` proves that they are alive and their loops turn (they are
     /// polled, not stuck in synchronous code or in a wait without a bound); it says nothing
-    /// about NATS (a manager that is disconnected answers). A role task may legitimately take
-    /// up to 5 s to answer while a demotion waits for its work to start (the start gate of
-    /// `exec` roles), so probe with `within` of several seconds.
+    /// about NATS (a manager that is disconnected answers). A demotion waiting for its work to
+    /// start (the start gate of `exec` roles, up to 5 s) waits beside the driver's loop, not in
+    /// it; still probe with `within` of several seconds on a loaded machine.
     ///
     /// `nats-roles run` sends systemd's `WATCHDOG=1` only after an answer (docs/deploy.md);
     /// an application can use it the same way for its own watchdog or liveness probe.

@@ -45,7 +45,7 @@ pub(crate) fn observe(shared: &std::sync::Arc<Shared>, entry: &Entry) {
             answer(shared, &role, entry.revision, record);
         }
         MoveState::Accepted if managed => {
-            // The holder of the named term hands it over (its role task checks the term).
+            // The holder of the named term hands it over (its role runner checks the term).
             shared.send(&role, RoleInput::MoveAccepted(record.term));
         }
         _ => {}

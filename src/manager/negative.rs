@@ -5,7 +5,7 @@
 //! the way terms reach the application), and the builder installs it only under the feature.
 //! The production types (store, state machine, driver) know nothing of it.
 //!
-//! One more test seam lives here: `NATS_ROLES_TEST_WEDGE_IF_EXISTS=PATH` wedges a role task
+//! One more test seam lives here: `NATS_ROLES_TEST_WEDGE_IF_EXISTS=PATH` wedges a role runner
 //! once `PATH` exists ([`wedged`], [`wedge`]), so that the process tests can show that `nats-roles run` stops
 //! sending systemd's `WATCHDOG=1` when a task of the manager no longer answers its liveness
 //! probe (`RoleManager::probe`, docs/deploy.md).
@@ -38,7 +38,7 @@ pub enum NegativeControl {
     /// Protocol v2: every role value another instance holds counts as vacant at once, as if
     /// its session were gone (a takeover while the holder's session is alive).
     IgnoreSession,
-    /// Protocol v2: role tasks never hear that their session was lost (evicted, superseded,
+    /// Protocol v2: role runners never hear that their session was lost (evicted, superseded,
     /// expired, a recreated bucket — anything but a clean end), and the next session's
     /// renewals extend the terms resting on the lost one: a holder acts on after its session
     /// is gone, until it sees its role key taken (the simulation's control of the same name).
@@ -103,7 +103,7 @@ pub(crate) struct Flawed {
     store: LeaseStore,
     mode: NegativeControl,
     /// `renew-after-loss`, per session key (TTL class): the uuid of its first lost session,
-    /// on which its role tasks still believe their terms rest.
+    /// on which its role runners still believe their terms rest.
     lost: Arc<Mutex<HashMap<String, Uuid>>>,
 }
 
@@ -213,7 +213,7 @@ impl RoleBackend for Flawed {
 /// The environment variable of the wedge seam: a file's path.
 const WEDGE_IF_EXISTS: &str = "NATS_ROLES_TEST_WEDGE_IF_EXISTS";
 
-/// Test seam (`NATS_ROLES_TEST_WEDGE_IF_EXISTS=PATH`): whether a role task that receives a
+/// Test seam (`NATS_ROLES_TEST_WEDGE_IF_EXISTS=PATH`): whether a role runner that receives a
 /// liveness probe now must wedge ([`wedge`]) instead of answering: once `PATH` exists.
 pub(crate) fn wedged() -> bool {
     std::env::var_os(WEDGE_IF_EXISTS).is_some_and(|path| std::path::Path::new(&path).exists())
@@ -222,6 +222,6 @@ pub(crate) fn wedged() -> bool {
 /// Never returns: the calling task is stuck for good, as one stuck in an await that never
 /// completes would be (the rest of the process goes on).
 pub(crate) async fn wedge() {
-    tracing::error!("test seam {WEDGE_IF_EXISTS}: this role task is wedged for good (test only)");
+    tracing::error!("test seam {WEDGE_IF_EXISTS}: this role runner is wedged for good (test only)");
     std::future::pending::<()>().await;
 }

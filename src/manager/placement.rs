@@ -182,7 +182,7 @@ impl Driver {
                         if let MemberChange::Input(input) = change {
                             self.step(input, now);
                         }
-                        // At once, so that hold-backs reach the role tasks before any role
+                        // At once, so that hold-backs reach the role runners before any role
                         // entry that follows in the stream (the watcher waits for `done`).
                         self.replan(now);
                         replanned = true;
@@ -213,7 +213,7 @@ impl Driver {
         replanned
     }
 
-    /// A step that needs no role task.
+    /// A step that needs no role runner.
     fn step(&mut self, input: Input, now: Instant) {
         let actions = self.controller.step(input, now);
         self.execute(actions, None);
@@ -436,7 +436,7 @@ fn record(shared: &Shared, p: &PlacementLink, roles: RecordRoles) -> MemberRecor
 }
 
 /// Whether this instance will not take a role now, from the role's status: it cools down
-/// (after a release with a cooldown, or an eviction), or its role task stopped on a failure
+/// (after a release with a cooldown, or an eviction), or its role runner stopped on a failure
 /// (it cannot acquire the role). Published in the membership record so that the plan gives
 /// the role to someone else instead of handing it here and waiting a claim grace each time.
 fn declines(status: &RoleStatus, now: Instant) -> bool {

@@ -62,7 +62,7 @@ impl DrainSources {
 #[derive(Debug)]
 pub(crate) enum PlacementInput {
     /// The watcher saw a `member.` key change; `done` is answered once the driver re-planned
-    /// (so hold-backs reach the role tasks before any role entry that follows in the stream).
+    /// (so hold-backs reach the role runners before any role entry that follows in the stream).
     Member {
         entry: Entry,
         done: oneshot::Sender<()>,

@@ -2,7 +2,7 @@
 //! every place that shows it — the tap (histories, metrics), the log and trace spans, the
 //! role's status watch and the manager's events — each in the order the guarantees need (a
 //! term is in the status before the event announces it; a demotion is recorded before it is
-//! delivered). The role task only says what happened.
+//! delivered). The role runner only says what happened.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

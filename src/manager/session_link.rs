@@ -1,4 +1,4 @@
-//! How the manager, the watcher and role tasks talk to a session task (a leaf: no driver
+//! How the manager, the watcher and role runners talk to a session task (a leaf: no driver
 //! code): its inbox messages and the state it publishes.
 
 use crate::core::{FailureKind, SessionKeyState, SessionUpdate};
@@ -31,7 +31,7 @@ pub(crate) enum SessionInput {
     Probe(tokio::sync::oneshot::Sender<()>),
 }
 
-/// The state of a session as role tasks see it.
+/// The state of a session as role runners see it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct SessionView {
     /// The session's latest state; `None` before the first session started.
@@ -70,14 +70,14 @@ struct HeldTerm {
 
 /// The shared deadline of one session (docs/protocol.md Q4, "one deadline per session"): the
 /// session task publishes each acknowledged renewal here and moves the deadline of every term
-/// registered on it in the same step, so that a renewal wakes no role task. Role tasks read
+/// registered on it in the same step, so that a renewal wakes no role runner. Role tasks read
 /// the latest renewal when they wake for something else.
 #[derive(Debug)]
 pub(crate) struct SessionClock {
     /// The session's local lease (its own deadline after a write's send time).
     local_lease: std::time::Duration,
     inner: std::sync::Mutex<ClockState>,
-    /// Counts renewals: a role task whose acquire waits for a newer renewal than it has
+    /// Counts renewals: a role runner whose acquire waits for a newer renewal than it has
     /// (`RoleMachine::wants_session_renewal`) waits for a change (nobody else is woken).
     renewals: tokio::sync::watch::Sender<u64>,
 }
@@ -117,7 +117,7 @@ impl SessionClock {
     }
 
     /// Whether the session ends no later than a term of local lease `term_lease` resting on
-    /// it: then the session's loss (delivered to the role tasks) ends the term in time, and
+    /// it: then the session's loss (delivered to the role runners) ends the term in time, and
     /// the role needs no timer of its own for the term's deadline.
     pub(crate) fn ends_terms_of(&self, term_lease: std::time::Duration) -> bool {
         self.local_lease <= term_lease
@@ -147,7 +147,7 @@ impl SessionClock {
             renewed: None,
             sent: None,
         };
-        // A renewal published between the role task's last look at the clock and now belongs
+        // A renewal published between the role runner's last look at the clock and now belongs
         // to the new term too, if it arrived before the term's deadline.
         if let Some(latest) = state.renewal.filter(|r| r.uuid == session) {
             let deadline = latest.acked_sent_at + local_lease;
@@ -177,7 +177,7 @@ impl SessionClock {
         self.state().terms.get(role).and_then(|t| t.renewed)
     }
 
-    /// What a role task hands its machine when it wakes: the latest renewal, and the send time
+    /// What a role runner hands its machine when it wakes: the latest renewal, and the send time
     /// of the last renewal applied in time to `role`'s held term.
     pub(crate) fn sync(
         &self,
@@ -188,7 +188,7 @@ impl SessionClock {
         Some((latest, state.terms.get(role).and_then(|t| t.sent)))
     }
 
-    /// A renewal was acknowledged: published for the role tasks, and every term of that
+    /// A renewal was acknowledged: published for the role runners, and every term of that
     /// session whose deadline had not passed when it arrived gets its new deadline (`hand`
     /// turns a term's deadline into the one handed to the application); `moved` is told of
     /// each term moved (the tap's record), under the clock's lock, so that a term let go is

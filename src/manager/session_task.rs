@@ -1,6 +1,6 @@
 //! The driver of one session (protocol Q1–Q4): runs a [`SessionMachine`] for this instance
 //! and one TTL class, performs its writes and reads, and publishes the session's state to the
-//! role tasks of that class on a `watch` channel (the only writer).
+//! role runners of that class on a `watch` channel (the only writer).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -249,7 +249,7 @@ impl SessionTask {
                 revision,
             } => {
                 tracing::trace!(revision, "session renewed");
-                // Wakes no role task: the clock moves the terms' deadlines (Q4).
+                // Wakes no role runner: the clock moves the terms' deadlines (Q4).
                 self.renewed(SessionUpdate::Live {
                     uuid,
                     acked_sent_at,
@@ -331,7 +331,7 @@ impl SessionTask {
         );
     }
 
-    /// Tells the role tasks of this session about `update` (through the backend: only the
+    /// Tells the role runners of this session about `update` (through the backend: only the
     /// test-only `renew-after-loss` negative control changes what they hear).
     fn publish(&self, update: SessionUpdate, loss: Option<SessionLoss>) {
         if let Some(update) = self.shared.backend.session_update(&self.key, update, loss) {

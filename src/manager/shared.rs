@@ -27,7 +27,7 @@ pub(crate) struct RoleSlot {
     pub(crate) task: RoleDone,
 }
 
-/// Shared by the watcher, the role tasks, the placement tasks and the public handle. Each
+/// Shared by the watcher, the role runners, the placement tasks and the public handle. Each
 /// piece has one writer: the manager adds and removes `roles`; the watcher writes `holders`
 /// (the manager only adds channels to it for [`RoleManager::observe`](super::RoleManager::observe)),
 /// `caught_up`, `epoch` and `bucket_high_water`; a role's status and term are written by its
@@ -87,11 +87,11 @@ pub(crate) struct Shared {
     /// adds them with the first role of a class.
     pub(crate) sessions: Mutex<HashMap<u64, SessionClass>>,
     /// Every session in the bucket and the roles resting on them (protocol Q5). The watcher
-    /// is its writer; role tasks register the role values they read and ask for herd ranks.
+    /// is its writer; role runners register the role values they read and ask for herd ranks.
     pub(crate) book: Mutex<crate::core::SessionBook>,
     /// Open vacancies this instance measures (`role_vacancy_seconds`).
     pub(crate) vacancies: super::vacancy::VacancyClock,
-    /// The move records of the bucket (protocol Q13). The watcher is its writer; role tasks
+    /// The move records of the bucket (protocol Q13). The watcher is its writer; role runners
     /// read it at vacancies.
     pub(crate) moves: Mutex<crate::moves::MoveBook>,
     /// Roles removed from `roles` whose tasks have not stopped yet (`remove_role`, shutdown):

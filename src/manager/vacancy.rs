@@ -36,7 +36,7 @@ impl VacancyCause {
 }
 
 /// Open vacancies of roles this instance measures, and what its watcher last saw of each
-/// role — the role task hears of its own delete's acknowledgement on its own task, so the
+/// role — the role runner hears of its own delete's acknowledgement on its own task, so the
 /// watcher may see the next holder first (a loaded machine); the revisions put the two in
 /// order.
 #[derive(Debug, Default)]
@@ -186,7 +186,7 @@ mod tests {
         let ms = Duration::from_millis(1);
         let on_a = VacancyClock::default();
         // An earlier term of a (revision 9) was seen; then the watcher sees a's delete
-        // (revision 10) and b's put (revision 11) before a's role task hears the delete's
+        // (revision 10) and b's put (revision 11) before a's role runner hears the delete's
         // acknowledgement.
         assert_eq!(on_a.held(&role, &a, 9, &a, t0), None);
         on_a.deleted(&role, 10, t0 + ms);

@@ -1,4 +1,4 @@
-//! The one bucket watcher: dispatches role-key changes to role tasks by key prefix and keeps
+//! The one bucket watcher: dispatches role-key changes to role runners by key prefix and keeps
 //! the observer view of every role's holder.
 
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use crate::tap::WatcherEvent;
 use crate::value::{SESSION_PREFIX, parse_session_key};
 
 /// Runs the watcher until `cancel`; recreates it after errors (a new watcher replays the
-/// current value of every key; role tasks ignore revisions they already know). Answers
+/// current value of every key; role runners ignore revisions they already know). Answers
 /// liveness probes (`RoleManager::probe`) in its loop and while it waits for the server.
 pub(crate) async fn run(
     shared: Arc<Shared>,
@@ -313,9 +313,9 @@ async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
 }
 
 /// A role value at `revision` names this instance (protocol Q4): if it names one of its live
-/// sessions and no role task of this process campaigns for the role in that session's TTL
+/// sessions and no role runner of this process campaigns for the role in that session's TTL
 /// class, nobody here acts on it (somebody else wrote it) — the session lists it as released
-/// (Q5 rule 5), so the role is vacant for every candidate. A role task of that class decides
+/// (Q5 rule 5), so the role is vacant for every candidate. A role runner of that class decides
 /// itself (its own term, an acquire in flight, or a takeover by CAS).
 fn release_foreign_value(
     shared: &Shared,
@@ -442,7 +442,7 @@ fn session_renewed(shared: &Shared, instance: &InstanceId, at: SystemTime) {
     }
 }
 
-/// Roles whose holder's session is gone (Q5): vacant for the role tasks and the observer view.
+/// Roles whose holder's session is gone (Q5): vacant for the role runners and the observer view.
 pub(crate) fn holders_gone(shared: &Shared, gone: Vec<(RoleName, u64)>) {
     let mut any = false;
     let now = tokio::time::Instant::now();

@@ -42,7 +42,7 @@
 //!   stream vanished; they then reset every role machine
 //!   (`handle_bucket_reset` with the new bucket's age), the session book and the watcher. A
 //!   process gets `handle_bucket_age` when it starts (a bucket may also be created when the
-//!   run starts). The role tasks' P6 rule is modelled too (an acquire's outcome is handed to
+//!   run starts). The role runners' P6 rule is modelled too (an acquire's outcome is handed to
 //!   the machine after `seed_high_water` with the process's bucket high-water mark when it was
 //!   sent), and a bucket in use before the run starts at a realistic stream sequence; a run
 //!   has at most one reset, of a bucket that was in use (`strategy::one_reset` says why).

@@ -12,7 +12,7 @@ use super::link::{Link, State};
 use crate::RoleManager;
 use crate::error::Error;
 
-/// The longest a task of the manager may legitimately take to answer a probe (a role task
+/// The longest a task of the manager may legitimately take to answer a probe (a role runner
 /// waits up to 5 s for a start of its `exec` child when it is demoted), plus a margin: a
 /// `WatchdogSec` below twice this may restart a manager that is only busy.
 pub(crate) const SLOWEST_ANSWER: Duration = Duration::from_secs(10);

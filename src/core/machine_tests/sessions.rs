@@ -265,7 +265,7 @@ fn renewals_handed_over_late_extend_the_term_the_clock_kept_alive() {
     drain(&mut m);
     let lease = Timing::default().local_lease();
     let first = m.term().expect("a term").deadline;
-    // The clock applied renewals in time up to one sent at t0 + 2 × lease; the role task wakes
+    // The clock applied renewals in time up to one sent at t0 + 2 × lease; the role runner wakes
     // at t0 + 2.5 × lease, well after the machine's own deadline.
     let sent = t0 + lease * 2;
     let now = t0 + lease * 5 / 2;

@@ -18,7 +18,7 @@ pub enum PlacementAction {
     RecordChanged,
     /// The roles this instance will not take now changed (the record is rewritten too).
     Unavailable(BTreeSet<RoleName>),
-    /// Tell a role task how long to hold back campaigning for a vacancy, and where the role
+    /// Tell a role runner how long to hold back campaigning for a vacancy, and where the role
     /// is wanted.
     HoldBack {
         /// The role.

@@ -3,7 +3,7 @@
 //! budget, the voluntary move in flight, the per-role cooldowns and the stuck vacancies.
 //!
 //! The manager's driver (`manager::placement`) feeds it [`Input`]s with the time and carries
-//! out the [`PlacementAction`]s it returns: hold-backs and hand-overs for the role tasks, a
+//! out the [`PlacementAction`]s it returns: hold-backs and hand-overs for the role runners, a
 //! rewrite of the membership record, a new view for the API.
 //!
 //! Here: the controller's state and how each input changes it ([`Controller::step`]). Beside
@@ -37,7 +37,7 @@ use crate::names::{InstanceId, RoleName};
 #[derive(Debug)]
 struct Own {
     role: OwnRole,
-    /// Last hold-back and preference sent to the role task.
+    /// Last hold-back and preference sent to the role runner.
     sent: Option<(Duration, Option<Preferred>)>,
 }
 

@@ -1,4 +1,4 @@
-//! Role machine inputs: what each role node's driver (the role task) feeds its machine, and
+//! Role machine inputs: what each role node's driver (the role runner) feeds its machine, and
 //! how it acts on the machine's actions and timer.
 
 use tokio::time::Instant;
@@ -89,7 +89,7 @@ impl Sim {
             g,
             what: input_seen,
         });
-        // As the role task: the session's latest renewal first (Q4, one deadline per session).
+        // As the role runner: the session's latest renewal first (Q4, one deadline per session).
         if !matches!(input, Input::Start)
             && let Some((uuid, sent, _, _)) = self.insts[i].renewal
             && node.synced != (Some(sent), node.term_sent.map(|t| t.0))
@@ -112,7 +112,7 @@ impl Sim {
             Input::Timer(_) => m.handle_timeout(now),
             Input::Observed(state) => m.handle_observed(state, now),
             Input::Write { op, outcome, .. } => {
-                // As the role task: the bucket's high-water mark when the write was sent bounds
+                // As the role runner: the bucket's high-water mark when the write was sent bounds
                 // what may be promoted (P6). A write sent before the machine's last bucket
                 // reset says nothing about the new bucket (an `Ok` may be a put there that
                 // skipped the young-bucket hold): its outcome is unknown, and the old bucket's
@@ -137,7 +137,7 @@ impl Sim {
             Input::Drained => m.handle_drained(now),
             Input::Release(cooldown) => m.handle_release(ReleaseReason::Requested, cooldown, now),
             Input::MoveRelease => {
-                // Q13: only the term the move named (the role task checks it the same way).
+                // Q13: only the term the move named (the role runner checks it the same way).
                 let named = self
                     .moves
                     .iter()
@@ -178,7 +178,7 @@ impl Sim {
             }
         }
         if let Some(state) = read_state {
-            // As the role task: a read showing a holder asks the session book about it.
+            // As the role runner: a read showing a holder asks the session book about it.
             self.check_holder_session(n, &state, now);
         }
         self.drain(n, now);
@@ -275,7 +275,7 @@ impl Sim {
                     self.session_actions(i, now_i);
                 }
                 Action::Notice(Notice::RevisionRegressed { .. }) => {
-                    // As the role task: revisions went back, have the epoch checked.
+                    // As the role runner: revisions went back, have the epoch checked.
                     let i = self.nodes[n].inst;
                     self.check_epoch(i);
                 }

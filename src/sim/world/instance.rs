@@ -19,7 +19,7 @@ use crate::value::HolderValue;
 
 use super::{Ev, Input, SInput, SessionMsg, Sim, Who};
 
-/// Herd ranking: the longest wait of any rank (as the role task; a returning holder's
+/// Herd ranking: the longest wait of any rank (as the role runner; a returning holder's
 /// grace comes on top, only where the previous holder restarted).
 pub(in crate::sim) const HERD_CAP: Duration = crate::core::Herd::DEFAULT.cap;
 /// The watcher's first backoff after it failed (`manager::watcher`).
@@ -177,7 +177,7 @@ impl Sim {
     }
 
     /// The process starts: it opens the bucket (its epoch and age: `handle_bucket_age` for
-    /// every role machine, Q6), starts its session task, its role tasks and its watcher,
+    /// every role machine, Q6), starts its session task, its role runners and its watcher,
     /// which first delivers every key's last entry.
     fn start_process(&mut self, i: usize, now: Instant) {
         let g = self.now;
@@ -283,7 +283,7 @@ impl Sim {
         }
         let gone = verdict == Verdict::Gone || ignored;
         if let KeyState::Held { revision, .. } = &state {
-            // A term: the vacancy (and any move's hold-back) is over (as the role task).
+            // A term: the vacancy (and any move's hold-back) is over (as the role runner).
             self.nodes[n].last_held = Some(*revision);
             self.nodes[n].machine.handle_move_delay(None);
         }
@@ -444,7 +444,7 @@ impl Sim {
                     let deadline = acked_sent_at + self.timing.local_lease();
                     for n in self.insts[i].nodes.clone() {
                         if self.nodes[n].machine.wants_session_renewal() {
-                            // As the role task: an acquire waiting for a newer renewal is
+                            // As the role runner: an acquire waiting for a newer renewal is
                             // woken by this one.
                             self.push(
                                 self.now,

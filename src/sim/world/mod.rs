@@ -258,7 +258,7 @@ pub(super) struct Node {
     /// The deadline of the live session, per the last session update fed (an acquire can go
     /// out before it).
     pub(super) session_until: Option<Instant>,
-    /// What was handed over from the session's clock last (as the role task's `synced`).
+    /// What was handed over from the session's clock last (as the role runner's `synced`).
     pub(super) synced: (Option<Instant>, Option<Instant>),
     /// The last renewal applied in time to the held term (send time, arrival in server time),
     /// as the session's clock keeps it.
@@ -272,7 +272,7 @@ pub(super) struct Node {
     /// Bucket resets handed to the machine (`handle_bucket_reset`).
     pub(super) resets: u64,
     /// Revision of the last term of the role delivered (any holder): the term a vacancy ends,
-    /// for a targeted move's hold-back (as the role task's `last_held`).
+    /// for a targeted move's hold-back (as the role runner's `last_held`).
     pub(super) last_held: Option<u64>,
     pub(super) trace: NodeTrace,
 }

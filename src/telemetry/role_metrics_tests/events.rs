@@ -389,7 +389,7 @@ fn a_stopped_manager_shows_no_role_held_even_if_its_roles_never_reported_stopped
     );
     let text = reader.render().expect("render");
     assert!(text.contains("nats_roles_election_is_leader{"), "{text}");
-    // Shutdown timed out and aborted the role task: no STOPPED arrives.
+    // Shutdown timed out and aborted the role runner: no STOPPED arrives.
     m.manager_stopped(&i);
     // A late event of an aborted driver must not bring the series back.
     m.record(&i, &r, &TapEvent::Connection(true), Instant::now());
