@@ -222,6 +222,8 @@ pub(crate) fn wedged() -> bool {
 /// Never returns: the calling task is stuck for good, as one stuck in an await that never
 /// completes would be (the rest of the process goes on).
 pub(crate) async fn wedge() {
-    tracing::error!("test seam {WEDGE_IF_EXISTS}: the driver of this role's session class is wedged for good (test only)");
+    tracing::error!(
+        "test seam {WEDGE_IF_EXISTS}: the driver of this role's session class is wedged for good (test only)"
+    );
     std::future::pending::<()>().await;
 }
