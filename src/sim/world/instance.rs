@@ -2,7 +2,7 @@
 //! [`SessionMachine`](crate::core::SessionMachine) whose state goes to every role node), and
 //! the watcher with the session book (role entries to the role nodes, session entries to the
 //! book and the own session machine, `HolderGone` verdicts, herd ranking; its reaps are in
-//! `backstop`). Mirrors `src/manager/session_task.rs`, `watcher.rs` and `role_runner.rs`.
+//! `backstop`). Mirrors `src/manager/session_task.rs`, `watcher.rs` and `role_runner/`.
 
 use std::time::Duration;
 
