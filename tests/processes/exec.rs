@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use testkit::instances::Deployment;
-use testkit::process::{SIGCONT, SIGKILL, SIGSTOP, signal};
+use testkit::process::{SIGCONT, SIGKILL, SIGSTOP, mono_now_ns, signal};
 use testkit::server::NatsServer;
 
 /// The child: logs its start (instance, term, pid) and a grandchild's pid to `$LOG`, prints a
@@ -406,20 +406,6 @@ async fn a_killed_manager_s_child_is_killed_at_once_and_its_restart_never_overla
     d.terminate(again);
     d.wait_exit(again, Duration::from_secs(10)).await;
     check_histories(&d, 2).await;
-}
-
-/// `CLOCK_MONOTONIC` now, in nanoseconds (the histories' `mono_ns`).
-fn mono_now_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes to the valid timespec.
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut now);
-    }
-    u64::try_from(now.tv_sec).expect("seconds") * 1_000_000_000
-        + u64::try_from(now.tv_nsec).expect("nanoseconds")
 }
 
 /// The role lock `run` uses for `role` of `instance` in `bucket` (Q12 rule 8): the same

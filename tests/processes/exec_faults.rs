@@ -123,16 +123,7 @@ const LOSS_EPSILON_MS: u64 = 25;
 /// Writes the harness's `trial` line (TTL 2 s, heartbeat 500 ms, `epsilon_ms`) to the
 /// deployment's `harness.jsonl`, stamped now.
 fn write_trial(d: &Deployment, kind: &str, epsilon_ms: u64) {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes to the valid timespec.
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut now);
-    }
-    let mono_ns = u64::try_from(now.tv_sec).expect("seconds") * 1_000_000_000
-        + u64::try_from(now.tv_nsec).expect("nanoseconds");
+    let mono_ns = testkit::process::mono_now_ns();
     let line = serde_json::json!({
         "mono_ns": mono_ns, "src": "harness", "node": "harness", "ev": "trial",
         "seed": 0, "kind": kind, "ttl_ms": 2000, "margin": 0.1, "clock": 1.0,

@@ -7,23 +7,10 @@
 use std::time::Duration;
 
 use testkit::instances::Deployment;
+use testkit::process::mono_now_ns;
 use testkit::server::NatsServer;
 
 use super::exec::{history_check, records, wait_for};
-
-/// The monotonic clock every process on this host stamps its history with.
-fn mono_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes to the valid timespec.
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut now);
-    }
-    u64::try_from(now.tv_sec).expect("seconds") * 1_000_000_000
-        + u64::try_from(now.tv_nsec).expect("nanoseconds")
-}
 
 /// node-a's records `ev` of role `role`.
 fn role_records(d: &Deployment, role: &str, ev: &str) -> Vec<(u64, serde_json::Value)> {
@@ -54,7 +41,7 @@ async fn a_role_with_a_shorter_lease_than_its_session_is_taken_again_after_a_lat
     d.arg("--history");
     d.arg("{dir}/{id}.jsonl");
     let trial = serde_json::json!({
-        "mono_ns": mono_ns(), "src": "harness", "node": "harness", "ev": "trial",
+        "mono_ns": mono_now_ns(), "src": "harness", "node": "harness", "ev": "trial",
         "seed": 0, "kind": "server-pause", "ttl_ms": 3000, "margin": 0.1, "clock": 1.0,
         "heartbeat_ms": 1000, "epsilon_ms": 5,
     });
@@ -75,7 +62,7 @@ async fn a_role_with_a_shorter_lease_than_its_session_is_taken_again_after_a_lat
     .await;
     let (renewed_at, _) = role_records(&d, "short", "renew").pop().expect("a renewal");
     let sleep_until = |at_ns: u64| {
-        let left = at_ns.saturating_sub(mono_ns());
+        let left = at_ns.saturating_sub(mono_now_ns());
         tokio::time::sleep(Duration::from_nanos(left))
     };
     sleep_until(renewed_at + 300_000_000).await;

@@ -1,8 +1,24 @@
-//! Signals to processes and reading the tail of their logs.
+//! Signals to processes, reading the tail of their logs, and the monotonic clock they stamp
+//! their histories with.
 
 use std::path::Path;
 
 pub use libc::{SIGCONT, SIGHUP, SIGKILL, SIGSTOP, SIGTERM};
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock every process on this host stamps its
+/// history records with (`mono_ns`).
+pub fn mono_now_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes to the valid timespec.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut now);
+    }
+    u64::try_from(now.tv_sec).expect("seconds") * 1_000_000_000
+        + u64::try_from(now.tv_nsec).expect("nanoseconds")
+}
 
 /// Sends `sig` (e.g. [`SIGTERM`]) to `pid`; panics if the process does not exist.
 pub fn signal(pid: u32, sig: i32) {

@@ -170,6 +170,21 @@ impl H {
             },
         )
     }
+    /// The watchdog's record of a child it killed (`killed`: why).
+    fn child_killed(self, ms: u64, node: &str, term: u64, pid: u32, killed: &str) -> Self {
+        self.ev(
+            ms,
+            node,
+            Some("r"),
+            Event::ChildStop {
+                epoch: E,
+                term,
+                pid,
+                status: "signal 9".into(),
+                killed: Some(killed.into()),
+            },
+        )
+    }
     fn child_stop(self, ms: u64, node: &str, term: u64, pid: u32) -> Self {
         self.ev(
             ms,
@@ -852,18 +867,7 @@ fn a_watchdog_s_late_records_do_not_keep_a_killed_manager_acting() {
         h.start(0, "n1")
             .promote(10, "n1", 2, 2000)
             .child_start(305, "n1", 2, 7)
-            .ev(
-                320,
-                "n1",
-                Some("r"),
-                Event::ChildStop {
-                    epoch: E,
-                    term: 2,
-                    pid: 7,
-                    status: "signal 9".into(),
-                    killed: Some("manager_gone".into()),
-                },
-            )
+            .child_killed(320, "n1", 2, 7, "manager_gone")
     };
     let p2 = |h: H| {
         h.start(300, "n1")
@@ -880,18 +884,7 @@ fn a_watchdog_s_late_records_do_not_keep_a_killed_manager_acting() {
         h.start(0, "n1")
             .promote(10, "n1", 2, 2000)
             .child_start(305, "n1", 2, 7)
-            .ev(
-                400,
-                "n1",
-                Some("r"),
-                Event::ChildStop {
-                    epoch: E,
-                    term: 2,
-                    pid: 7,
-                    status: "signal 9".into(),
-                    killed: Some("manager_gone".into()),
-                },
-            )
+            .child_killed(400, "n1", 2, 7, "manager_gone")
     };
     let r = H::trial(1000).proc("p1", late_kill).proc("p2", p2).check();
     only(&r, Invariant::S4);
