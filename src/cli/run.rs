@@ -544,15 +544,20 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         lock_dir: crate::exec::lock::dir(),
         one_shot: None,
     };
-    await_earlier_children(&config, &id, processes.lock_dir.as_deref()).await;
-    let starting = start(
-        &config,
-        &id,
-        &processes,
-        recorder.as_ref(),
-        progress,
-        telemetry,
-    );
+    // A signal while waiting for an earlier process's commands ends the process as one
+    // while starting does (nothing written yet).
+    let starting = async {
+        await_earlier_children(&config, &id, processes.lock_dir.as_deref()).await;
+        start(
+            &config,
+            &id,
+            &processes,
+            recorder.as_ref(),
+            progress,
+            telemetry,
+        )
+        .await
+    };
     let started = tokio::select! {
         started = starting => started,
         () = signals.recv() => {
@@ -615,22 +620,32 @@ async fn await_earlier_children(config: &Config, id: &InstanceId, dir: Option<&s
         let path =
             crate::exec::lock::path(dir, &config.bucket.name, id.as_str(), role.name.as_str());
         let limit = exec.stop_timeout + Duration::from_secs(2);
-        let until = crate::history::clock::real_mono_now_ns()
-            .saturating_add(u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX));
-        let started = std::time::Instant::now();
-        let waited =
-            tokio::task::spawn_blocking(move || crate::exec::lock::wait_free(&path, until)).await;
-        match waited {
-            Ok(Ok(())) if started.elapsed() >= Duration::from_millis(5) => info!(
+        let started = tokio::time::Instant::now();
+        // Asked every 5 ms (the watchdogs' own retry period); async, so that a signal ends
+        // the wait (a blocking wait would hold the runtime's shutdown).
+        let outcome = loop {
+            match crate::exec::lock::is_free(&path) {
+                Ok(true) => break Ok(()),
+                Ok(false) if started.elapsed() >= limit => {
+                    break Err(format!(
+                        "a command of an earlier process of this instance still holds {} after {limit:?}",
+                        path.display()
+                    ));
+                }
+                Ok(false) => tokio::time::sleep(Duration::from_millis(5)).await,
+                Err(e) => break Err(e),
+            }
+        };
+        match outcome {
+            Ok(()) if started.elapsed() >= Duration::from_millis(5) => info!(
                 role = %role.name,
                 waited_ms = started.elapsed().as_millis(),
                 "waited for the command of an earlier process of this instance to end"
             ),
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
+            Ok(()) => {}
+            Err(e) => {
                 warn!(role = %role.name, "{e} (starting anyway: the new command waits for it)")
             }
-            Err(e) => warn!(role = %role.name, "waiting for the role lock failed: {e}"),
         }
     }
 }

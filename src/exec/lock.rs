@@ -48,25 +48,8 @@ const RETRY: Duration = Duration::from_millis(5);
 /// # Errors
 /// A message when the file cannot be opened or the lock is still held at `until_ns`.
 pub(crate) fn take(path: &Path, until_ns: u64) -> Result<std::fs::File, String> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("cannot open the role lock {}: {e}", path.display()))?;
-    let fd = file.as_raw_fd();
-    loop {
-        // SAFETY: flock on a valid descriptor has no memory effects.
-        if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            break;
-        }
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EWOULDBLOCK) && err.raw_os_error() != Some(libc::EINTR)
-        {
-            return Err(format!("cannot lock {}: {err}", path.display()));
-        }
+    let file = open(path)?;
+    while !try_lock(&file, path)? {
         if until_ns > 0 && real_mono_now_ns() >= until_ns {
             return Err(format!(
                 "a command of an earlier process of this instance for this role still runs (its \
@@ -76,6 +59,7 @@ pub(crate) fn take(path: &Path, until_ns: u64) -> Result<std::fs::File, String> 
         }
         std::thread::sleep(RETRY);
     }
+    let fd = file.as_raw_fd();
     // SAFETY: fcntl F_GETFD/F_SETFD on a valid descriptor has no memory effects.
     unsafe {
         let flags = libc::fcntl(fd, libc::F_GETFD);
@@ -86,14 +70,40 @@ pub(crate) fn take(path: &Path, until_ns: u64) -> Result<std::fs::File, String> 
     Ok(file)
 }
 
-/// Waits until no process group holds the lock at `path` (a child of an earlier process of
-/// this instance still runs), trying until the `CLOCK_MONOTONIC` instant `until_ns`; the lock
-/// is not kept (the watchdog of a later child takes it).
+/// Opens (creates) the lock file at `path`.
+fn open(path: &Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot open the role lock {}: {e}", path.display()))
+}
+
+/// One try to lock `file` exclusively: whether it is now locked by it (`false`: another
+/// holds it).
+fn try_lock(file: &std::fs::File, path: &Path) -> Result<bool, String> {
+    // SAFETY: flock on a valid descriptor has no memory effects.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EWOULDBLOCK | libc::EINTR) => Ok(false),
+        _ => Err(format!("cannot lock {}: {err}", path.display())),
+    }
+}
+
+/// Whether no process group holds the lock at `path` now (one try; the lock is not kept: the
+/// watchdog of a later child takes it).
 ///
 /// # Errors
-/// As [`take`]: the file cannot be opened, or the lock is still held at `until_ns`.
-pub(crate) fn wait_free(path: &Path, until_ns: u64) -> Result<(), String> {
-    take(path, until_ns).map(drop)
+/// A message when the file cannot be opened or locked for another reason than its being held.
+pub(crate) fn is_free(path: &Path) -> Result<bool, String> {
+    // The lock goes with the file, closed on return.
+    try_lock(&open(path)?, path)
 }
 
 #[cfg(test)]
@@ -113,15 +123,14 @@ mod tests {
     }
 
     #[test]
-    fn waiting_for_a_free_lock_does_not_keep_it() {
+    fn asking_whether_a_lock_is_free_does_not_keep_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = path(dir.path(), "b", "n1", "r");
         let held = take(&p, 0).expect("taken");
-        let e = wait_free(&p, real_mono_now_ns() + 20_000_000).expect_err("held");
-        assert!(e.contains("still runs"), "{e}");
+        assert_eq!(is_free(&p), Ok(false));
         drop(held);
-        wait_free(&p, real_mono_now_ns() + 50_000_000).expect("free");
+        assert_eq!(is_free(&p), Ok(true));
         // Not kept: another can take it at once.
-        take(&p, real_mono_now_ns() + 1).expect("free after the wait");
+        take(&p, real_mono_now_ns() + 1).expect("free after the question");
     }
 }
