@@ -110,7 +110,10 @@ struct Interest {
 pub struct SessionBook {
     sessions: HashMap<String, Track>,
     roles: HashMap<RoleName, Interest>,
-    by_key: HashMap<String, BTreeMap<RoleName, Uuid>>,
+    /// The roles resting on each session key, grouped by the uuid their role value names: a
+    /// renewal of a live session then looks only at the roles resting on other uuids (usually
+    /// none), not at every role its instance holds.
+    by_key: HashMap<String, HashMap<Uuid, BTreeSet<RoleName>>>,
     /// This instance's own TTL and heartbeat (the backstop waits for the longer TTL).
     own_ttl: Duration,
     own_heartbeat: Duration,
@@ -189,10 +192,15 @@ impl SessionBook {
         }
         let previous = self.roles.remove(role);
         if let Some(p) = &previous
-            && let Some(set) = self.by_key.get_mut(&p.key)
+            && let Some(by_uuid) = self.by_key.get_mut(&p.key)
         {
-            set.remove(role);
-            if set.is_empty() {
+            if let Some(set) = by_uuid.get_mut(&p.uuid) {
+                set.remove(role);
+                if set.is_empty() {
+                    by_uuid.remove(&p.uuid);
+                }
+            }
+            if by_uuid.is_empty() {
                 self.by_key.remove(&p.key);
             }
         }
@@ -217,7 +225,9 @@ impl SessionBook {
         self.by_key
             .entry(key.to_string())
             .or_default()
-            .insert(role.clone(), uuid);
+            .entry(uuid)
+            .or_default()
+            .insert(role.clone());
         self.roles.insert(role.clone(), interest);
         verdict
     }
@@ -247,29 +257,40 @@ impl SessionBook {
     }
 
     fn newly_gone(&mut self, key: &str) -> Vec<(RoleName, u64)> {
-        let Some(roles) = self.by_key.get(key) else {
+        let Some(by_uuid) = self.by_key.get(key) else {
             return Vec::new();
         };
-        // A value of session `live` that releases nothing: every role resting on `live` is
-        // live (rule 5 lists nothing), so only values naming another uuid need a verdict.
+        // A value of session `live`: a role resting on `live` is gone only if the value lists
+        // its term as released (rule 5), so of those only the listed roles need a verdict —
+        // none in the common renewal; roles resting on any other uuid all need one (rule 2).
         let live = match self.sessions.get(key).map(|t| &t.state) {
-            Some(SessionKeyState::Value { value: Some(v), .. }) if v.released.is_empty() => {
-                Some(v.session)
-            }
+            Some(SessionKeyState::Value { value: Some(v), .. }) => Some(v),
             _ => None,
         };
         let mut out = Vec::new();
-        for (role, uuid) in roles {
-            if live == Some(*uuid) {
-                continue;
-            }
-            let Some(i) = self.roles.get(role) else {
-                continue;
-            };
-            if !i.gone && self.verdict_of(role, i) == Verdict::Gone {
+        let mut judge = |role: &RoleName| {
+            if let Some(i) = self.roles.get(role)
+                && !i.gone
+                && self.verdict_of(role, i) == Verdict::Gone
+            {
                 out.push((role.clone(), i.revision));
             }
+        };
+        for (uuid, roles) in by_uuid {
+            match live {
+                Some(v) if v.session == *uuid => {
+                    for term in &v.released {
+                        if roles.contains(&term.role) {
+                            judge(&term.role);
+                        }
+                    }
+                }
+                _ => roles.iter().for_each(&mut judge),
+            }
         }
+        // One order whatever the map's: the simulation replays runs by seed.
+        out.sort();
+        out.dedup();
         for (role, _) in &out {
             if let Some(i) = self.roles.get_mut(role) {
                 i.gone = true;
@@ -319,7 +340,7 @@ impl SessionBook {
                 if now < track.seen_at + period {
                     continue;
                 }
-                let waiting = roles.keys().any(|r| {
+                let waiting = roles.values().flatten().any(|r| {
                     self.roles.get(r).is_some_and(|i| {
                         !i.gone
                             && self.verdict_of(r, i) != Verdict::Gone

@@ -320,7 +320,13 @@ impl RoleMachine {
 
     /// Next action produced by the last inputs.
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        let next = self.actions.pop_front();
+        if next.is_none() && self.actions.capacity() != 0 {
+            // Drained: give the queue's memory back (a role at rest would keep it for good;
+            // with thousands of roles that is most of their state).
+            self.actions = VecDeque::new();
+        }
+        next
     }
 
     /// The next time at which [`RoleMachine::handle_timeout`] must be called.
