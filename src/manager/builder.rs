@@ -5,8 +5,8 @@ use super::backend::RoleBackend;
 use super::shared::{self, Shared};
 use super::startup::{StartProgress, StartStep, Starter};
 use super::{
-    RoleEvent, RoleManager, RoleSpec, bucket, connection, health_task, placement, placement_link,
-    watcher,
+    RoleEvent, RoleManager, RoleSpec, bucket, connection, health_task, placement_link,
+    placement_tasks, watcher,
 };
 use crate::config::Config;
 use crate::core::{RetryPolicy, StartRetry, Timing};
@@ -533,7 +533,7 @@ impl RoleManagerBuilder {
             .instrument(span.clone()),
         );
         if let Some((link, ends)) = placement {
-            placement::spawn(&manager.tasks, &shared, &link, ends, &cancel, &span);
+            placement_tasks::spawn(&manager.tasks, &shared, &link, ends, &cancel, &span);
         }
         if let (Some((checker, policy)), Some((state, _))) = (self.health, health) {
             manager.tasks.spawn(

@@ -13,8 +13,8 @@ pub(crate) mod move_request;
 mod moves;
 #[cfg(feature = "negative-controls")]
 pub(crate) mod negative;
-mod placement;
 mod placement_link;
+mod placement_tasks;
 mod probe;
 mod role_driver;
 mod role_input;

@@ -2,7 +2,7 @@
 //! `core::machine`): the membership table, the roles this instance takes part in, the move
 //! budget, the voluntary move in flight, the per-role cooldowns and the stuck vacancies.
 //!
-//! The manager's driver (`manager::placement`) feeds it [`Input`]s with the time and carries
+//! The manager's driver (`manager::placement_tasks`) feeds it [`Input`]s with the time and carries
 //! out the [`PlacementAction`]s it returns: hold-backs and hand-overs for the role runners, a
 //! rewrite of the membership record, a new view for the API.
 //!
