@@ -47,7 +47,7 @@ pub(crate) async fn run(
                 let _ = reply.send(());
             }
             _ = tick.tick() => {
-                let due = shared.book().due_reaps(tokio::time::Instant::now());
+                let due = shared.reports.book().due_reaps(tokio::time::Instant::now());
                 for reap in due {
                     let store = shared.store.clone();
                     io.push(Box::pin(async move {
@@ -65,7 +65,7 @@ fn finished(shared: &Shared, done: Done, io: &mut FuturesUnordered<BoxFuture<'st
     let now = tokio::time::Instant::now();
     match done {
         Done::Reaped(reap, outcome) => {
-            let result = shared.book().reap_done(&reap, outcome, now);
+            let result = shared.reports.book().reap_done(&reap, outcome, now);
             match outcome {
                 WriteOutcome::Ok { revision } => info!(
                     key = %reap.key,
@@ -90,7 +90,7 @@ fn finished(shared: &Shared, done: Done, io: &mut FuturesUnordered<BoxFuture<'st
             }
         }
         Done::Read(key, Ok(state)) => {
-            let gone = shared.book().leader_read(&key, state, now);
+            let gone = shared.reports.book().leader_read(&key, state, now);
             holders_gone(shared, gone);
         }
         Done::Read(_, Err(_)) => {}

@@ -2,11 +2,11 @@
 //! sinks; `start()` opens the bucket and spawns the watcher, the role runners and the health task.
 
 use super::backend::RoleBackend;
-use super::shared::Shared;
+use super::shared::{self, Shared};
 use super::startup::{StartProgress, StartStep, Starter};
 use super::{
-    RoleEvent, RoleManager, RoleSpec, bucket, connection, health_task, placement, placement_link,
-    watcher,
+    RoleEvent, RoleManager, RoleSpec, bucket, connection, health_task, placement_link,
+    placement_tasks, watcher,
 };
 use crate::config::Config;
 use crate::core::{RetryPolicy, StartRetry, Timing};
@@ -18,7 +18,7 @@ use crate::placement::PlacementSettings;
 use crate::store::ServerErrors;
 use crate::tap::{Tap, TapSink};
 use placement_link::PlacementLink;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
@@ -448,27 +448,13 @@ impl RoleManagerBuilder {
             connected: connected_rx,
             events: self.events,
             observers: self.observers,
-            roles: Mutex::new(HashMap::new()),
-            holders: Mutex::new(BTreeMap::new()),
-            renewals: Mutex::new(HashMap::new()),
-            caught_up: watch::channel(false).0,
-            bucket_check: tokio::sync::Notify::new(),
-            bucket_checks: watch::channel((0, 0)).0,
             tap: Tap::new(sinks),
             placement: placement.as_ref().map(|(link, _)| link.clone()),
             backend,
-            epoch: std::sync::atomic::AtomicU64::new(opened.epoch),
-            born: Mutex::new(opened.born),
-            released_roles: Mutex::new(HashMap::new()),
-            bucket_high_water: std::sync::atomic::AtomicU64::new(opened.last_revision),
-            sessions: Mutex::new(HashMap::new()),
-            vacancies: super::vacancy::VacancyClock::default(),
-            moves: Mutex::new(crate::moves::MoveBook::new()),
-            stopping_roles: Mutex::new(std::collections::HashSet::new()),
-            book: Mutex::new(crate::core::SessionBook::new(
-                crate::core::Timing::MIN_TTL,
-                crate::core::Timing::MAX_TTL,
-            )),
+            bucket: shared::BucketView::new(opened.epoch, opened.born, opened.last_revision),
+            managed: shared::Managed::default(),
+            released: shared::ReleasedRoles::default(),
+            reports: shared::Reports::new(),
         });
         let cancel = CancellationToken::new();
         let (probes, probe_inboxes) = super::probe::Probes::new();
@@ -493,7 +479,7 @@ impl RoleManagerBuilder {
             next_role: std::sync::atomic::AtomicU64::new(0),
         };
         // Protocol Q6: a young bucket holds every acquire until it is a TTL + heartbeat old.
-        let age = shared.bucket_age(tokio::time::Instant::now());
+        let age = shared.bucket.age(tokio::time::Instant::now());
         if let Some(hold) = self
             .roles
             .iter()
@@ -547,7 +533,7 @@ impl RoleManagerBuilder {
             .instrument(span.clone()),
         );
         if let Some((link, ends)) = placement {
-            placement::spawn(&manager.tasks, &shared, &link, ends, &cancel, &span);
+            placement_tasks::spawn(&manager.tasks, &shared, &link, ends, &cancel, &span);
         }
         if let (Some((checker, policy)), Some((state, _))) = (self.health, health) {
             manager.tasks.spawn(

@@ -53,7 +53,7 @@ impl RoleManager {
             self.probes.reaper.send(tx).is_ok()
         });
         {
-            let sessions = self.shared.sessions();
+            let sessions = self.shared.managed.sessions();
             let mut classes: Vec<_> = sessions.iter().collect();
             classes.sort_by_key(|(class, _)| **class);
             for (class, session) in classes {
@@ -63,7 +63,7 @@ impl RoleManager {
             }
         }
         {
-            let roles = self.shared.roles();
+            let roles = self.shared.managed.roles();
             let mut slots: Vec<_> = roles.iter().collect();
             slots.sort_by(|a, b| a.0.cmp(b.0));
             for (role, slot) in slots {

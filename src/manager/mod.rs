@@ -13,8 +13,8 @@ pub(crate) mod move_request;
 mod moves;
 #[cfg(feature = "negative-controls")]
 pub(crate) mod negative;
-mod placement;
 mod placement_link;
+mod placement_tasks;
 mod probe;
 mod role_driver;
 mod role_input;
@@ -157,14 +157,14 @@ impl RoleManager {
                 role: spec.name,
             });
         }
-        let mut roles = self.shared.roles();
+        let mut roles = self.shared.managed.roles();
         if roles.contains_key(&spec.name) {
             return Err(Error::RoleExists(spec.name));
         }
         // Two runners of one role name on one session would act on each other's terms (the
         // stopping one hands over through the session what it takes for a value nobody acts on,
         // and the session clock follows terms by role name).
-        if self.shared.stopping_roles().contains(&spec.name) {
+        if self.shared.managed.stopping().contains(&spec.name) {
             return Err(Error::RoleStopping(spec.name));
         }
         let seed = {
@@ -189,13 +189,13 @@ impl RoleManager {
             spec.campaign,
             // Under the roles lock: the epoch of the bucket as it is now (P1), never the one
             // read at start-up if the bucket was recreated since.
-            self.shared.epoch(),
+            self.shared.bucket.epoch(),
             seed,
         );
         // P6: every revision this manager saw in the bucket (any key) is below any write the
         // new role makes there, so an acquire acknowledged at or below it was stored in a
         // recreated bucket this manager has not noticed yet: never promoted, epoch checked.
-        machine.seed_high_water(self.shared.bucket_high_water());
+        machine.seed_high_water(self.shared.bucket.high_water());
         let (status_tx, status_rx) = watch::channel(RoleStatus::new(
             spec.name.clone(),
             spec.campaign,
@@ -203,6 +203,7 @@ impl RoleManager {
         ));
         let (current_tx, current) = watch::channel(None);
         self.shared
+            .reports
             .book()
             .note_timing(spec.timing.ttl, spec.timing.heartbeat);
         let (session, clock) = match spec.campaign.then(|| self.session_for(&spec.timing, seed)) {
@@ -214,7 +215,7 @@ impl RoleManager {
             .then(|| u64::try_from(spec.timing.ttl.as_millis()).unwrap_or(u64::MAX));
         // Protocol Q6: no acquire before the bucket is a TTL + heartbeat old.
         let now = tokio::time::Instant::now();
-        machine.handle_bucket_age(Some(self.shared.bucket_age(now)), now);
+        machine.handle_bucket_age(Some(self.shared.bucket.age(now)), now);
         let id = self
             .next_role
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -277,7 +278,7 @@ impl RoleManager {
     /// (protocol Q9): an instance that campaigns for no role starts a session of the member TTL
     /// class all the same (one renewal per heartbeat, what its heartbeated record cost before).
     pub(crate) fn ensure_member_session(&self, member_ttl: Duration) {
-        if !self.shared.sessions().is_empty() {
+        if !self.shared.managed.sessions().is_empty() {
             return;
         }
         let timing = crate::core::Timing {
@@ -307,7 +308,7 @@ impl RoleManager {
         Arc<session_link::SessionClock>,
     ) {
         let ttl_ms = u64::try_from(timing.ttl.as_millis()).unwrap_or(u64::MAX);
-        let mut sessions = self.shared.sessions();
+        let mut sessions = self.shared.managed.sessions();
         if let Some(class) = sessions.get(&ttl_ms) {
             return (class.view.clone(), class.clock.clone());
         }
@@ -352,12 +353,12 @@ impl RoleManager {
     /// [`Error::UnknownRole`] if the role is not managed.
     pub async fn remove_role(&self, role: &RoleName) -> Result<(), Error> {
         let slot = {
-            let mut roles = self.shared.roles();
+            let mut roles = self.shared.managed.roles();
             let slot = roles
                 .remove(role)
                 .ok_or_else(|| Error::UnknownRole(role.clone()))?;
             // Under the `roles` lock: the watcher always finds the role in one set or the other.
-            self.shared.stopping_roles().insert(role.clone());
+            self.shared.managed.stopping().insert(role.clone());
             slot
         };
         if let Some(p) = &self.shared.placement {
@@ -370,8 +371,8 @@ impl RoleManager {
         let name = role.clone();
         let finished = tokio::spawn(async move {
             let _ = slot.task.await;
-            shared.stopping_roles().remove(&name);
-            shared.vacancies.forget(&name);
+            shared.managed.stopping().remove(&name);
+            shared.reports.vacancies.forget(&name);
         });
         let _ = finished.await;
         Ok(())
@@ -440,7 +441,7 @@ impl RoleManager {
     /// The managed roles.
     #[must_use]
     pub fn roles(&self) -> Vec<RoleName> {
-        let mut v: Vec<_> = self.shared.roles().keys().cloned().collect();
+        let mut v: Vec<_> = self.shared.managed.roles().keys().cloned().collect();
         v.sort();
         v
     }
@@ -448,7 +449,7 @@ impl RoleManager {
     /// A handle on a managed role (`is_leader`, `leadership`, status changes).
     #[must_use]
     pub fn role(&self, role: &RoleName) -> Option<RoleHandle> {
-        self.shared.roles().get(role).map(|s| RoleHandle {
+        self.shared.managed.roles().get(role).map(|s| RoleHandle {
             role: role.clone(),
             status: s.status.clone(),
             current: s.current.clone(),
@@ -459,6 +460,7 @@ impl RoleManager {
     #[must_use]
     pub fn status(&self, role: &RoleName) -> Option<RoleStatus> {
         self.shared
+            .managed
             .roles()
             .get(role)
             .map(|s| s.status.borrow().clone())
@@ -469,6 +471,7 @@ impl RoleManager {
     pub fn statuses(&self) -> Vec<RoleStatus> {
         let mut v: Vec<_> = self
             .shared
+            .managed
             .roles()
             .values()
             .map(|s| s.status.borrow().clone())
@@ -481,6 +484,7 @@ impl RoleManager {
     #[must_use]
     pub fn leadership(&self, role: &RoleName) -> Option<Leadership> {
         self.shared
+            .managed
             .roles()
             .get(role)
             .and_then(|s| s.current.borrow().clone())
@@ -507,7 +511,7 @@ impl RoleManager {
     /// role this instance campaigns for, [`RoleHandle::watch`] carries the holder too.
     #[must_use]
     pub fn observe(&self, role: &RoleName) -> watch::Receiver<Option<HolderInfo>> {
-        let mut holders = self.shared.holders();
+        let mut holders = self.shared.bucket.holders();
         holders
             .entry(role.clone())
             .or_insert_with(|| watch::channel(None).0)
@@ -519,13 +523,9 @@ impl RoleManager {
     /// the time of the term's own last write there, and change only when the role does).
     #[must_use]
     pub fn holders(&self) -> Vec<HolderInfo> {
-        let renewals = self
-            .shared
-            .renewals
-            .lock()
-            .map(|r| r.clone())
-            .unwrap_or_default();
+        let renewals = self.shared.bucket.renewals().clone();
         self.shared
+            .bucket
             .holders()
             .values()
             .filter_map(|h| h.borrow().clone())
@@ -708,7 +708,7 @@ impl RoleManager {
 
     /// Resolves once the watcher has delivered the bucket's current state.
     pub async fn caught_up(&self) {
-        let mut rx = self.shared.caught_up.subscribe();
+        let mut rx = self.shared.bucket.caught_up.subscribe();
         let _ = rx.wait_for(|c| *c).await;
     }
 
@@ -727,10 +727,10 @@ impl RoleManager {
             p.drain_and_wait(wait).await;
         }
         let slots: Vec<(RoleName, RoleSlot)> = {
-            let mut roles = self.shared.roles();
+            let mut roles = self.shared.managed.roles();
             // Still stopping (they may hold terms): not "nobody's" for the watcher until the
             // sessions end below.
-            self.shared.stopping_roles().extend(roles.keys().cloned());
+            self.shared.managed.stopping().extend(roles.keys().cloned());
             roles.drain().collect()
         };
         for (_, slot) in &slots {
@@ -747,8 +747,13 @@ impl RoleManager {
         }
         // Q4: the sessions end after the releases (their roles' keys are deleted already; a
         // role that did not stop in time keeps its session's term until the session expires).
-        let sessions: Vec<shared::SessionClass> =
-            self.shared.sessions().drain().map(|(_, c)| c).collect();
+        let sessions: Vec<shared::SessionClass> = self
+            .shared
+            .managed
+            .sessions()
+            .drain()
+            .map(|(_, c)| c)
+            .collect();
         for class in sessions {
             if !late.is_empty() {
                 // A role aborted above may still hand its term to the application until its
@@ -784,10 +789,10 @@ impl RoleManager {
 impl Drop for RoleManager {
     fn drop(&mut self) {
         self.cancel.cancel();
-        for slot in self.shared.roles().values() {
+        for slot in self.shared.managed.roles().values() {
             slot.task.abort();
         }
-        for class in self.shared.sessions().values() {
+        for class in self.shared.managed.sessions().values() {
             class.task.abort();
         }
         // The aborted roles report nothing more: a gauge must not show them held.

@@ -33,9 +33,12 @@ pub(crate) fn observe(shared: &std::sync::Arc<Shared>, entry: &Entry) {
     // Only records of roles this instance manages are kept (only they are read by its
     // hold-backs, releases and placement pins): move records of other roles cost no memory
     // here. A request naming this instance is answered either way (`not_configured`).
-    let managed = shared.roles().contains_key(&role);
+    let managed = shared.managed.roles().contains_key(&role);
     let kept = record.clone().filter(|_| managed);
-    shared.moves().observe(&entry.key, entry.revision, kept);
+    shared
+        .bucket
+        .moves()
+        .observe(&entry.key, entry.revision, kept);
     report_kept(shared);
     let Some(record) = record else {
         return;
@@ -55,7 +58,7 @@ pub(crate) fn observe(shared: &std::sync::Arc<Shared>, entry: &Entry) {
 /// Tells placement which roles moves keep on this instance.
 fn report_kept(shared: &Shared) {
     if let Some(p) = &shared.placement {
-        let kept = shared.moves().kept_on(&shared.instance);
+        let kept = shared.bucket.moves().kept_on(&shared.instance);
         p.kept(kept);
     }
 }
@@ -63,7 +66,7 @@ fn report_kept(shared: &Shared) {
 /// What this instance knows of itself as the target of a move of `role`.
 fn facts(shared: &Shared, role: &RoleName) -> TargetFacts {
     let (status, class, held) = {
-        let roles = shared.roles();
+        let roles = shared.managed.roles();
         let Some(slot) = roles.get(role) else {
             return TargetFacts::default();
         };
@@ -94,6 +97,7 @@ fn facts(shared: &Shared, role: &RoleName) -> TargetFacts {
     });
     let session = class.and_then(|class| {
         shared
+            .managed
             .sessions()
             .get(&class)
             .and_then(|c| match c.view.borrow().update {
@@ -133,7 +137,7 @@ fn answer(shared: &std::sync::Arc<Shared>, role: &RoleName, revision: u64, mut r
 /// This instance's lease of `role` at `revision` was delivered: an accepted move to this
 /// instance is done (its record now keeps the role here for `hold_ms`, or ends).
 pub(crate) fn took(shared: &std::sync::Arc<Shared>, role: &RoleName, revision: u64) {
-    let Some((rev, mut record)) = shared.moves().get(role).cloned() else {
+    let Some((rev, mut record)) = shared.bucket.moves().get(role).cloned() else {
         return;
     };
     if record.state != MoveState::Accepted || record.to != shared.instance {
@@ -223,8 +227,8 @@ pub(crate) fn hold_back(
     ended: Option<u64>,
     ttl: Duration,
 ) -> Option<Duration> {
-    let book = shared.moves();
-    let sessions = shared.book();
+    let book = shared.bucket.moves();
+    let sessions = shared.reports.book();
     let live = |instance: &crate::names::InstanceId, uuid: uuid::Uuid| {
         sessions.is_live_session(instance, uuid)
     };

@@ -95,12 +95,12 @@ impl SessionTask {
                                 },
                             );
                             if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
-                                self.shared.bucket_check.notify_one();
+                                self.shared.bucket.ask_check();
                             }
                             if let WriteOutcome::Ok { revision } = o {
                                 // P6: every revision this instance wrote is below any later
                                 // write in this bucket (roles seed their high-water mark).
-                                self.shared.saw_revision(revision);
+                                self.shared.bucket.saw_revision(revision);
                             }
                             self.machine.handle_write(op, o, now);
                         }
@@ -147,7 +147,7 @@ impl SessionTask {
             .iter()
             .map(|t| t.role.clone())
             .collect();
-        self.shared.set_released_roles(ttl_ms, &listed);
+        self.shared.released.set(ttl_ms, &listed);
     }
 
     /// Before a session starts: is the bucket still the one this instance works in (P1)? A
@@ -161,7 +161,7 @@ impl SessionTask {
     /// instance knows.
     async fn confirm_epoch(&self, timeout: Duration) {
         if let Ok(epoch) = self.shared.store.epoch(timeout).await
-            && epoch != self.shared.epoch()
+            && epoch != self.shared.bucket.epoch()
         {
             warn!("the bucket was recreated: starting the session after its new epoch");
             self.await_epoch_check().await;
@@ -172,16 +172,16 @@ impl SessionTask {
     /// instance's roles acquire again, give the watcher time to confirm the bucket's new
     /// epoch (P1, P6), so that every new term carries it. At most [`EPOCH_CHECK_WAIT`].
     async fn await_epoch_check(&self) {
-        let before = self.shared.epoch();
-        let mut checks = self.shared.bucket_checks.subscribe();
+        let before = self.shared.bucket.epoch();
+        let mut checks = self.shared.bucket.checks.subscribe();
         let asked = checks.borrow_and_update().0;
-        self.shared.bucket_check.notify_one();
+        self.shared.bucket.ask_check();
         // The first check started after this request has seen the bucket as it is now (the
         // key went back already): a new epoch, or the same bucket (an aged-out marker, an
         // operator's purge) — then there is nothing to wait for.
         let checked = checks.wait_for(|(_, done)| *done > asked);
         let _ = tokio::time::timeout(EPOCH_CHECK_WAIT, checked).await;
-        if self.shared.epoch() == before {
+        if self.shared.bucket.epoch() == before {
             debug!("the epoch check found the same bucket");
         }
     }
@@ -259,7 +259,7 @@ impl SessionTask {
                 self.publish_released();
                 if reason == SessionLoss::BucketReset {
                     // The session key went back: the bucket was recreated (P1).
-                    self.shared.bucket_check.notify_one();
+                    self.shared.bucket.ask_check();
                 }
                 if reason == SessionLoss::Ended {
                     info!(%uuid, "session ended");

@@ -17,7 +17,7 @@ impl RoleManager {
     /// non-blocking form of [`RoleManager::caught_up`]).
     #[must_use]
     pub fn is_caught_up(&self) -> bool {
-        *self.shared.caught_up.borrow()
+        *self.shared.bucket.caught_up.borrow()
     }
 
     /// Placement: whether this instance is draining — handing its roles over and taking none

@@ -55,6 +55,7 @@ pub(crate) async fn run(
                     .is_ok_and(|i| i.state.messages == 0)
                 {
                     let first = shared
+                        .bucket
                         .caught_up
                         .send_if_modified(|c| !std::mem::replace(c, true));
                     if first {
@@ -73,7 +74,7 @@ pub(crate) async fn run(
                         () = async {
                             match deferred_check {
                                 Some(at) => tokio::time::sleep_until(at).await,
-                                None => shared.bucket_check.notified().await,
+                                None => shared.bucket.check_asked().await,
                             }
                         } => {
                             // Failing writes ask again and again: check at most every second,
@@ -105,6 +106,7 @@ pub(crate) async fn run(
                             report_delivery(&shared, &entry);
                             if entry.seen_current || entry.delta == 0 {
                                 let first = shared
+                                    .bucket
                                     .caught_up
                                     .send_if_modified(|c| !std::mem::replace(c, true));
                                 if first {
@@ -159,10 +161,11 @@ pub(crate) struct BucketRecovery {
 /// A recreated bucket restarts revisions, so every role is reset to the new epoch.
 async fn check_bucket(shared: &Shared, bucket: &BucketRecovery, epoch: u64) -> u64 {
     shared
-        .bucket_checks
+        .bucket
+        .checks
         .send_modify(|(started, _)| *started += 1);
     let now = check_bucket_once(shared, bucket, epoch).await;
-    shared.bucket_checks.send_modify(|(_, done)| *done += 1);
+    shared.bucket.checks.send_modify(|(_, done)| *done += 1);
     now
 }
 
@@ -174,10 +177,10 @@ async fn check_bucket_once(shared: &Shared, bucket: &BucketRecovery, epoch: u64)
                 warn!(bucket = %bucket.config.name, "bucket was recreated; resetting all roles");
                 let born = super::bucket::born(&bucket.js, &bucket.config.name).await;
                 shared.reset_epoch(now, born);
-                shared.book().reset();
-                shared.moves().clear();
+                shared.reports.book().reset();
+                shared.bucket.moves().clear();
                 // The holders map restarts too: the new bucket's revisions start again at 1.
-                for tx in shared.holders().values() {
+                for tx in shared.bucket.holders().values() {
                     tx.send_if_modified(|cur| cur.take().is_some());
                 }
                 if let Some(p) = &shared.placement {
@@ -236,8 +239,8 @@ fn report_delivery(shared: &Shared, entry: &Entry) {
 }
 
 async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
-    if epoch == shared.epoch() {
-        shared.saw_revision(entry.revision);
+    if epoch == shared.bucket.epoch() {
+        shared.bucket.saw_revision(entry.revision);
     }
     if entry.key.starts_with(SESSION_PREFIX) {
         dispatch_session(shared, entry);
@@ -288,7 +291,10 @@ async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
     let foreign_holder = holder
         .as_ref()
         .is_some_and(|(_, _, h)| *h != shared.instance);
-    let verdict = shared.book().role(&role, holder, state.revision(), now);
+    let verdict = shared
+        .reports
+        .book()
+        .role(&role, holder, state.revision(), now);
     let gone = verdict == Verdict::Gone || (foreign_holder && shared.backend.ignores_sessions());
     let info =
         HolderInfo::from_state(&role, &state, epoch, Some(entry.created.into())).filter(|_| !gone);
@@ -326,14 +332,14 @@ fn release_foreign_value(
     let Some((_, class)) = parse_session_key(&value.session_key) else {
         return;
     };
-    let live = shared.sessions().get(&class).is_some_and(|c| {
+    let live = shared.managed.sessions().get(&class).is_some_and(|c| {
         matches!(c.view.borrow().update,
             Some(crate::core::SessionUpdate::Live { uuid, .. }) if uuid == value.session)
     });
-    if !live || shared.roles().get(role).and_then(|s| s.class) == Some(class) {
+    if !live || shared.managed.roles().get(role).and_then(|s| s.class) == Some(class) {
         return;
     }
-    if shared.stopping_roles().contains(role) {
+    if shared.managed.stopping().contains(role) {
         // Its task is stopping and may still hold this very term (an acquire that completed
         // during a shutdown): it releases the term itself, and the session ends after it.
         return;
@@ -355,17 +361,18 @@ fn measure_vacancy(
     gone: bool,
     now: tokio::time::Instant,
 ) {
-    if !shared.roles().contains_key(role) {
+    if !shared.managed.roles().contains_key(role) {
         return; // only roles this instance takes part in are measured here
     }
     match state {
-        KeyState::Vacant { expired: true, .. } => shared.vacancies.crashed(role, now),
-        _ if gone => shared.vacancies.crashed(role, now),
-        KeyState::Vacant { revision, .. } => shared.vacancies.deleted(role, *revision, now),
+        KeyState::Vacant { expired: true, .. } => shared.reports.vacancies.crashed(role, now),
+        _ if gone => shared.reports.vacancies.crashed(role, now),
+        KeyState::Vacant { revision, .. } => shared.reports.vacancies.deleted(role, *revision, now),
         KeyState::Held { revision, .. } => {
             if let Some(holder) = state.lease().map(|v| &v.holder)
                 && let Some((cause, took)) =
                     shared
+                        .reports
                         .vacancies
                         .held(role, holder, *revision, &shared.instance, now)
             {
@@ -403,7 +410,7 @@ fn dispatch_session(shared: &Shared, entry: &Entry) {
     };
     let state = crate::codec::session::watched(entry);
     if instance == shared.instance
-        && let Some(class) = shared.sessions().get(&ttl_ms)
+        && let Some(class) = shared.managed.sessions().get(&ttl_ms)
     {
         let _ = class.inbox.send(SessionInput::Observed(state.clone()));
     }
@@ -411,10 +418,11 @@ fn dispatch_session(shared: &Shared, entry: &Entry) {
         session_renewed(shared, &instance, entry.created.into());
     }
     let gone = shared
+        .reports
         .book()
         .observe(&entry.key, state, tokio::time::Instant::now());
     holders_gone(shared, gone);
-    if *shared.caught_up.borrow() {
+    if *shared.bucket.caught_up.borrow() {
         sessions_to_placement(shared);
     }
 }
@@ -423,7 +431,7 @@ fn dispatch_session(shared: &Shared, entry: &Entry) {
 /// its session is); only changes go out.
 fn sessions_to_placement(shared: &Shared) {
     if let Some(p) = &shared.placement {
-        p.sessions(shared.book().live_instances());
+        p.sessions(shared.reports.book().live_instances());
     }
 }
 
@@ -432,10 +440,7 @@ fn sessions_to_placement(shared: &Shared) {
 /// and dashboard, filled in by `RoleManager::holders`). One entry per instance: a renewal
 /// costs the same whatever the instance holds (issue 27).
 fn session_renewed(shared: &Shared, instance: &InstanceId, at: SystemTime) {
-    let mut renewals = shared
-        .renewals
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut renewals = shared.bucket.renewals();
     let last = renewals.entry(instance.clone()).or_insert(at);
     if *last < at {
         *last = at;
@@ -447,7 +452,7 @@ pub(crate) fn holders_gone(shared: &Shared, gone: Vec<(RoleName, u64)>) {
     let mut any = false;
     let now = tokio::time::Instant::now();
     for (role, revision) in gone {
-        shared.vacancies.crashed(&role, now);
+        shared.reports.vacancies.crashed(&role, now);
         shared.send(&role, RoleInput::HolderGone(revision));
         any |= clear_holder(shared, &role, revision);
     }
@@ -458,7 +463,7 @@ pub(crate) fn holders_gone(shared: &Shared, gone: Vec<(RoleName, u64)>) {
 
 /// The holder of `role` at `revision` is gone: the observer view shows the role vacant.
 fn clear_holder(shared: &Shared, role: &RoleName, revision: u64) -> bool {
-    let holders = shared.holders();
+    let holders = shared.bucket.holders();
     let Some(tx) = holders.get(role) else {
         return false;
     };
@@ -497,7 +502,7 @@ fn update_holder(
     revision: u64,
     info: Option<HolderInfo>,
 ) -> bool {
-    let mut holders = shared.holders();
+    let mut holders = shared.bucket.holders();
     let tx = holders
         .entry(role.clone())
         .or_insert_with(|| watch::channel(None).0);

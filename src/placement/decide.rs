@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::plan::{Placement, Preferred, PreferredReason};
+use super::plan::{Plan, Preferred, PreferredReason};
 use crate::names::{InstanceId, RoleName};
 
 /// The member a vacancy of one role goes to: the plan's preferred member if it is live,
@@ -51,13 +51,13 @@ pub fn hold_back(
 #[must_use]
 pub fn vacancies_filled(
     holders: &BTreeMap<RoleName, InstanceId>,
-    placement: &Placement,
-    fallback: Option<&Placement>,
+    plan: &Plan,
+    fallback: Option<&Plan>,
     is_live: impl Fn(&InstanceId) -> bool,
     stuck: impl Fn(&RoleName) -> bool,
 ) -> BTreeMap<RoleName, InstanceId> {
     let mut filled = holders.clone();
-    for (role, preferred) in &placement.preferred {
+    for (role, preferred) in &plan.preferred {
         if holders.contains_key(role) || !stuck(role) {
             continue;
         }
@@ -103,17 +103,17 @@ pub struct ReleaseRules {
 pub fn choose_release<'a, 'p>(
     me: &InstanceId,
     held: &[Held<'a>],
-    placement: &'p Placement,
+    plan: &'p Plan,
     is_live: impl Fn(&InstanceId) -> bool,
     rules: ReleaseRules,
     now: Instant,
 ) -> Option<(&'a RoleName, &'p Preferred)> {
-    let quota = placement.quota.get(me).copied().unwrap_or(0);
-    let over = placement.units(held.iter().map(|h| h.role)) > quota + rules.hysteresis;
+    let quota = plan.quota.get(me).copied().unwrap_or(0);
+    let over = plan.units(held.iter().map(|h| h.role)) > quota + rules.hysteresis;
     held.iter()
         .filter(|h| h.voluntary)
         .filter(|h| h.moved_at.is_none_or(|t| now >= t + rules.cooldown))
-        .filter_map(|h| placement.preferred.get(h.role).map(|p| (h.role, p)))
+        .filter_map(|h| plan.preferred.get(h.role).map(|p| (h.role, p)))
         .filter(|(_, p)| &p.instance != me && is_live(&p.instance))
         .filter(|(_, p)| p.reason != PreferredReason::Share || (over && rules.spread_settled))
         .min_by_key(|(r, p)| (p.reason == PreferredReason::Share, *r))
@@ -195,8 +195,8 @@ mod tests {
         assert_eq!(filled.get(&role("in-flight")), None);
     }
 
-    fn placement(prefs: &[(&str, Preferred)], my_quota: usize) -> Placement {
-        Placement {
+    fn placement(prefs: &[(&str, Preferred)], my_quota: usize) -> Plan {
+        Plan {
             preferred: prefs
                 .iter()
                 .map(|(r, p)| (role(r), p.clone()))

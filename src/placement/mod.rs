@@ -6,7 +6,7 @@
 //! stability window and the leave delay ([`Membership`]), and the decisions an instance takes
 //! from the plan ([`hold_back`], [`choose_release`], [`vacancies_filled`]), and the controller's
 //! bookkeeping as a step function (`controller::Controller`: move budget, move in flight, cooldowns).
-//! The manager's placement driver (`manager::placement`) feeds it and carries out its actions.
+//! The manager's placement driver (`manager::placement_tasks`) feeds it and carries out its actions.
 
 mod assign;
 pub(crate) mod controller;

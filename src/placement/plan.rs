@@ -176,7 +176,7 @@ pub struct Preferred {
 
 /// The plan for every role some member campaigns for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Placement {
+pub struct Plan {
     /// Preferred holder per role; a role with no eligible candidate has none.
     pub preferred: BTreeMap<RoleName, Preferred>,
     /// The share of every eligible member: the roles the plan gives it (its weighted fair
@@ -187,7 +187,7 @@ pub struct Placement {
     pub cost: BTreeMap<RoleName, u64>,
 }
 
-impl Placement {
+impl Plan {
     /// Units of `roles`, each counted at its cost.
     #[must_use]
     pub fn units<'r>(&self, roles: impl IntoIterator<Item = &'r RoleName>) -> usize {
@@ -211,7 +211,7 @@ impl Placement {
 /// Computes the plan. `members` may come in any order (duplicates: the first of each id in
 /// sorted order counts); `holders` maps roles to their current holder.
 #[must_use]
-pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> Placement {
+pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> Plan {
     // 0: a role a member will not take now is planned as one it does not campaign for, so the
     // others absorb it (shares included) and nothing is handed to it.
     let willing: Vec<Cow<'_, Candidate>> = members.iter().map(Candidate::willing).collect();
@@ -369,7 +369,7 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
             },
         );
     }
-    Placement {
+    Plan {
         preferred,
         // What the plan gives each member, in units of role cost.
         quota: units

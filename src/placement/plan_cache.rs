@@ -4,14 +4,14 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::plan::{Candidate, Placement, plan};
+use super::plan::{Candidate, Plan, plan};
 use crate::names::{InstanceId, RoleName};
 
 /// How many plans are kept: one re-plan computes up to three (the plan, the plan without
 /// silent members, the plan with stuck vacancies filled).
 const KEEP: usize = 4;
 
-type Entry = (Vec<Candidate>, BTreeMap<RoleName, InstanceId>, Placement);
+type Entry = (Vec<Candidate>, BTreeMap<RoleName, InstanceId>, Plan);
 
 /// The last [`KEEP`] plans and their inputs.
 #[derive(Debug, Default)]
@@ -25,7 +25,7 @@ impl PlanCache {
         &mut self,
         members: &[Candidate],
         holders: &BTreeMap<RoleName, InstanceId>,
-    ) -> Placement {
+    ) -> Plan {
         if let Some(i) = self
             .entries
             .iter()

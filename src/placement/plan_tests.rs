@@ -37,7 +37,7 @@ fn counts(holders: &BTreeMap<RoleName, InstanceId>) -> BTreeMap<InstanceId, usiz
     c
 }
 
-fn applied(p: &Placement) -> BTreeMap<RoleName, InstanceId> {
+fn applied(p: &Plan) -> BTreeMap<RoleName, InstanceId> {
     p.preferred
         .iter()
         .map(|(r, p)| (r.clone(), p.instance.clone()))
@@ -45,7 +45,7 @@ fn applied(p: &Placement) -> BTreeMap<RoleName, InstanceId> {
 }
 
 /// Roles whose live, eligible holder the plan replaces.
-fn moves(p: &Placement, holders: &BTreeMap<RoleName, InstanceId>, live: &[Candidate]) -> usize {
+fn moves(p: &Plan, holders: &BTreeMap<RoleName, InstanceId>, live: &[Candidate]) -> usize {
     holders
         .iter()
         .filter(|(_, h)| live.iter().any(|c| &c.id == *h && c.eligible()))

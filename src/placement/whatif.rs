@@ -252,7 +252,7 @@ pub fn simulate(
 }
 
 /// The zones of `members` with the roles `p` gives each, when there are several.
-fn zone_shares(members: &[Candidate], p: &super::plan::Placement) -> Vec<ZoneShare> {
+fn zone_shares(members: &[Candidate], p: &super::plan::Plan) -> Vec<ZoneShare> {
     let mut zones: BTreeMap<Option<&str>, ZoneShare> = BTreeMap::new();
     for c in members {
         zones
@@ -288,7 +288,7 @@ fn zone_shares(members: &[Candidate], p: &super::plan::Placement) -> Vec<ZoneSha
 
 /// Hand-overs (a live holder loses the role) and fills (no live holder) of a plan.
 fn moves_of(
-    p: &super::plan::Placement,
+    p: &super::plan::Plan,
     holders: &BTreeMap<RoleName, InstanceId>,
     live: &[Candidate],
 ) -> (Vec<Move>, Vec<Move>) {

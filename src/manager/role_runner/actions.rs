@@ -54,7 +54,7 @@ impl RoleRunner {
                     expected: req.expected,
                 });
                 let span = self.report.kv_span("cas", kind.as_str(), req.expected);
-                let seen_before = self.shared.bucket_high_water();
+                let seen_before = self.shared.bucket.high_water();
                 let resets_before = self.resets;
                 io.ops.push(Box::pin(
                     async move {
@@ -229,7 +229,7 @@ impl RoleRunner {
                     revision,
                     high_water, "revisions went back: the bucket was recreated; checking its epoch"
                 );
-                self.shared.bucket_check.notify_one();
+                self.shared.bucket.ask_check();
             }
             Action::LostDuringRelease { term, reason } => {
                 warn!(

@@ -367,7 +367,7 @@ impl RoleRunner {
         match result {
             OpResult::Write(kind, o, elapsed, seen_before, resets_before) => {
                 if o == WriteOutcome::Failed(FailureKind::BucketNotFound) {
-                    self.shared.bucket_check.notify_one();
+                    self.shared.bucket.ask_check();
                 }
                 if let (WriteKind::Release, WriteOutcome::Ok { revision }) = (kind, o) {
                     self.release_stored(revision, now);
@@ -450,7 +450,7 @@ impl RoleRunner {
             RoleInput::BucketReset(epoch) => {
                 self.resets += 1;
                 self.last_held = None;
-                let age = self.shared.bucket_age(now);
+                let age = self.shared.bucket.age(now);
                 self.machine.handle_bucket_reset(epoch, Some(age), now);
             }
             RoleInput::Placement { delay, preferred } => {
@@ -486,7 +486,7 @@ impl RoleRunner {
         }
         let previous = self.machine.observed().and_then(KeyState::lease);
         let (live, returning) = {
-            let book = self.shared.book();
+            let book = self.shared.reports.book();
             let returning = previous.is_some_and(|v| book.returned(&v.session_key, v.session));
             (book.live_instances(), returning)
         };
@@ -519,7 +519,7 @@ impl RoleRunner {
         else {
             return;
         };
-        let verdict = self.shared.book().role(
+        let verdict = self.shared.reports.book().role(
             &self.role,
             Some((&v.session_key, v.session, v.holder.clone())),
             *revision,
@@ -527,7 +527,7 @@ impl RoleRunner {
         );
         let ignored = v.holder != self.shared.instance && self.shared.backend.ignores_sessions();
         if verdict == crate::core::Verdict::Gone || ignored {
-            self.shared.vacancies.crashed(&self.role, now);
+            self.shared.reports.vacancies.crashed(&self.role, now);
             self.last_held = Some(*revision);
             self.rank_for_vacancy();
             self.machine.handle_holder_gone(*revision, now);
@@ -594,11 +594,13 @@ impl RoleRunner {
             }
             _ => VacancyCause::HandOver,
         };
-        if let Some((cause, took)) =
-            self.shared
-                .vacancies
-                .released(&self.role, cause, revision, now, &self.shared.instance)
-        {
+        if let Some((cause, took)) = self.shared.reports.vacancies.released(
+            &self.role,
+            cause,
+            revision,
+            now,
+            &self.shared.instance,
+        ) {
             super::watcher::record_vacancy(&self.shared, &self.role, cause, took);
         }
     }

@@ -2,7 +2,7 @@
 //! `core::machine`): the membership table, the roles this instance takes part in, the move
 //! budget, the voluntary move in flight, the per-role cooldowns and the stuck vacancies.
 //!
-//! The manager's driver (`manager::placement`) feeds it [`Input`]s with the time and carries
+//! The manager's driver (`manager::placement_tasks`) feeds it [`Input`]s with the time and carries
 //! out the [`PlacementAction`]s it returns: hold-backs and hand-overs for the role runners, a
 //! rewrite of the membership record, a new view for the API.
 //!
@@ -29,7 +29,7 @@ pub use self::actions::{PlacementAction, RecordRoles};
 pub use self::inputs::{ControllerSettings, Input, OwnRole, PrepareEnd, RoleView, World};
 use super::freeze::{FreezeRecord, Frozen, StormBreaker};
 use super::membership::{Membership, MembershipTiming};
-use super::plan::{Placement, Preferred};
+use super::plan::{Plan, Preferred};
 use super::plan_cache::PlanCache;
 use super::settings::Takeover;
 use crate::names::{InstanceId, RoleName};
@@ -54,7 +54,7 @@ pub struct Controller {
     in_flight: Option<(RoleName, Instant, bool)>,
     /// Start of the current budget interval and moves made in it.
     budget: (Instant, u32),
-    last: Placement,
+    last: Plan,
     /// Roles this instance will not take now (published in its record).
     unavailable: BTreeSet<RoleName>,
     /// Planned roles without a holder, and since when (this instance's view).
@@ -106,7 +106,7 @@ impl Controller {
             moved_at: BTreeMap::new(),
             in_flight: None,
             budget: (now, 0),
-            last: Placement::default(),
+            last: Plan::default(),
             unavailable: BTreeSet::new(),
             vacant_since: BTreeMap::new(),
             operator_freeze: None,
@@ -139,7 +139,7 @@ impl Controller {
 
     /// The plan as last computed.
     #[must_use]
-    pub fn plan(&self) -> &Placement {
+    pub fn plan(&self) -> &Plan {
         &self.last
     }
 

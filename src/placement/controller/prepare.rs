@@ -9,18 +9,13 @@ use tokio::time::Instant;
 use super::{Controller, PlacementAction};
 use crate::names::{InstanceId, RoleName};
 use crate::placement::membership::Membership;
-use crate::placement::plan::Placement;
+use crate::placement::plan::Plan;
 
 impl Controller {
     /// Whether the release of held `role` waits for the receiver `plan` gives it to prepare
     /// it: that receiver has not answered (neither ready nor failed) and `prepare_timeout` has
     /// not passed since a plan first gave it the role.
-    pub(super) fn waits_for_prepare(
-        &self,
-        role: &RoleName,
-        plan: &Placement,
-        now: Instant,
-    ) -> bool {
+    pub(super) fn waits_for_prepare(&self, role: &RoleName, plan: &Plan, now: Instant) -> bool {
         let Some(to) = plan.preferred.get(role) else {
             return false;
         };
@@ -33,7 +28,7 @@ impl Controller {
     /// while another live member still holds them; forgets preparations no longer needed.
     pub(super) fn receive_prepared(
         &mut self,
-        placement: &Placement,
+        plan: &Plan,
         holders: &BTreeMap<RoleName, InstanceId>,
         live: &BTreeSet<InstanceId>,
         actions: &mut Vec<PlacementAction>,
@@ -43,12 +38,7 @@ impl Controller {
             .roles
             .iter()
             .filter(|(_, o)| o.role.prepares && o.role.campaign)
-            .filter(|(r, _)| {
-                placement
-                    .preferred
-                    .get(*r)
-                    .is_some_and(|p| &p.instance == me)
-            })
+            .filter(|(r, _)| plan.preferred.get(*r).is_some_and(|p| &p.instance == me))
             .filter(|(r, _)| holders.get(*r).is_some_and(|h| h != me && live.contains(h)))
             .map(|(r, _)| r.clone())
             .collect();
@@ -82,7 +72,7 @@ pub(super) fn track_awaiting(
     membership: &Membership,
     me: &InstanceId,
     (plan, holders, live): (
-        &Placement,
+        &Plan,
         &BTreeMap<RoleName, InstanceId>,
         &BTreeSet<InstanceId>,
     ),

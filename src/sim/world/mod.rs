@@ -292,7 +292,7 @@ pub(super) struct Inst {
     /// something else (Q4, one deadline per session).
     pub(super) renewal: Option<(Uuid, Instant, Nanos, Instant)>,
     /// The highest revision the process saw in its bucket (watcher entries, its session's
-    /// acknowledged writes: `Shared::bucket_high_water`); 0 again with a new epoch.
+    /// acknowledged writes: `BucketView::high_water`); 0 again with a new epoch.
     pub(super) seen_high: u64,
     pub(super) clock: Clock,
     pub(super) campaign: bool,

@@ -223,6 +223,7 @@ impl Driver {
     fn replan(&mut self, now: Instant) {
         let holders = self
             .shared
+            .bucket
             .holders()
             .iter()
             .filter_map(|(r, h)| {
@@ -232,7 +233,7 @@ impl Driver {
                     .map(|id| (r.clone(), id))
             })
             .collect();
-        let roles = self.shared.roles();
+        let roles = self.shared.managed.roles();
         let world = World {
             holders,
             roles: roles

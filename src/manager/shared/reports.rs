@@ -1,0 +1,42 @@
+//! [`Reports`]: the session book and the vacancy clock — the two pieces of shared state
+//! several tasks write, each reporting what it saw; the type decides what a report changes.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::core::SessionBook;
+use crate::manager::vacancy::VacancyClock;
+
+/// What several tasks report to. Each is a type with its own rules that combines the reports
+/// whoever sends them (the lock only orders them), because each task sees a different part of
+/// the same facts first:
+///
+/// - the session book (protocol Q5): the watcher hands it every session key and role value it
+///   delivers (and resets it with a new bucket), the backstop its reaps and leader reads
+///   (Q5 rule 4), the role runners the role values their own reads return (and ask it for
+///   verdicts and herd ranks, Q7), the manager each new role's timing;
+/// - the vacancy clock (`role_vacancy_seconds`): the watcher reports what it sees of each role
+///   (and the backstop, through the watcher's `holders_gone`), a role runner its own release's
+///   acknowledgement and the vacancies its reads find, the manager a removed role.
+pub(crate) struct Reports {
+    /// Every session in the bucket and the roles resting on them (protocol Q5).
+    book: Mutex<SessionBook>,
+    /// Open vacancies this instance measures (`role_vacancy_seconds`).
+    pub(crate) vacancies: VacancyClock,
+}
+
+impl Reports {
+    pub(crate) fn new() -> Self {
+        Self {
+            book: Mutex::new(SessionBook::new(
+                crate::core::Timing::MIN_TTL,
+                crate::core::Timing::MAX_TTL,
+            )),
+            vacancies: VacancyClock::default(),
+        }
+    }
+
+    /// The session book.
+    pub(crate) fn book(&self) -> MutexGuard<'_, SessionBook> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
