@@ -13,7 +13,7 @@
 //! every role resting on it gone by rule 2 — the decision rests on the stream leader's CAS,
 //! never on a read.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use tokio::time::Instant;
