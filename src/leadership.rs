@@ -104,22 +104,41 @@ impl TermShared {
     }
 
     /// A renewal of the term's session that arrived at `arrived_at` moves the term's deadline
-    /// to `deadline`, unless the deadline had passed by then (a lapsed term is never extended)
-    /// or is already later. Wakes whatever waits for a change of the term; returns the new
-    /// deadline when it moved.
-    pub(crate) fn extend(&self, arrived_at: Instant, deadline: Instant) -> Option<Instant> {
+    /// to `handed` (the holder's deadline `deadline` as handed to the application), unless the
+    /// deadline had passed by then (a lapsed term is never extended) or is already later. The
+    /// move is reported to the tap (`Renewed` with `deadline`: the history's `renew` record)
+    /// before the new deadline can be read, under the term's lock: whatever the term's work
+    /// hands on (an `exec` child's watchdog kills at it, Q12) was recorded first, so a process
+    /// stopped (`SIGSTOP`) right after a renewal never leaves a history whose last deadline is
+    /// older than the one its child was killed by. Wakes whatever waits for a change of the
+    /// term; returns the new deadline when it moved.
+    pub(crate) fn extend(
+        &self,
+        arrived_at: Instant,
+        deadline: Instant,
+        handed: Instant,
+    ) -> Option<Instant> {
         {
             let mut live = match self.live.lock() {
                 Ok(g) => g,
                 Err(poisoned) => poisoned.into_inner(),
             };
-            if arrived_at >= live.deadline || deadline <= live.deadline {
+            if arrived_at >= live.deadline || handed <= live.deadline {
                 return None;
             }
-            live.deadline = deadline;
+            // The sinks only take the event (none reads the term): no lock order to keep.
+            self.tap.record(
+                &self.instance,
+                &self.role,
+                TapEvent::Renewed {
+                    token: self.token,
+                    deadline,
+                },
+            );
+            live.deadline = handed;
         }
         self.live_changed.notify_waiters();
-        Some(deadline)
+        Some(handed)
     }
 
     /// Ends the term for `reason`: the reason first, then the cancellation (and a wake-up of

@@ -226,7 +226,7 @@ pub(crate) fn main(args: WatchdogArgs) -> ExitCode {
     let described = describe(status);
     // Recorded now that the group is gone, not after its output: a stopped manager does not
     // read its pipe, so the relays may wait for it.
-    history.stop(pid, &described, killed.as_deref());
+    history.stop(pid, &described, killed.as_deref(), deadline);
     // The child's last lines come before the report of its end (bounded: a process that left
     // the group may still hold a pipe open, a stopped manager may not read).
     let until = std::time::Instant::now() + RELAY_DRAIN;
@@ -503,13 +503,14 @@ impl History {
         });
     }
 
-    fn stop(&self, pid: u32, status: &str, killed: Option<&str>) {
+    fn stop(&self, pid: u32, status: &str, killed: Option<&str>, kill_deadline: Option<u64>) {
         self.write(crate::history::event::Event::ChildStop {
             epoch: self.epoch,
             term: self.term,
             pid,
             status: status.to_owned(),
             killed: killed.map(str::to_owned),
+            kill_deadline_ns: kill_deadline,
         });
     }
 

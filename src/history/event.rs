@@ -186,6 +186,11 @@ pub enum Event {
         /// Why the watchdog killed the group, when it did (`deadline`, `stop_timeout`, …).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         killed: Option<String>,
+        /// The kill deadline the watchdog held when the group ended (`CLOCK_MONOTONIC` of the
+        /// host, ns; the holder's deadline minus the watchdog's lead), when it had one: what a
+        /// late stop is judged by when the checker reports it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kill_deadline_ns: Option<u64>,
     },
     /// A fenced write of role data completed.
     FencedWrite {

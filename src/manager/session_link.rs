@@ -149,12 +149,14 @@ impl SessionClock {
         };
         // A renewal published between the role runner's last look at the clock and now belongs
         // to the new term too, if it arrived before the term's deadline.
+        // It is recorded like any renewal (`TermShared::extend`): the promotion's record holds
+        // the deadline before it, and the term's work is handed the moved one.
         if let Some(latest) = state.renewal.filter(|r| r.uuid == session) {
             let deadline = latest.acked_sent_at + local_lease;
             if held
                 .term
                 .inner
-                .extend(latest.acked_at, hand(deadline))
+                .extend(latest.acked_at, deadline, hand(deadline))
                 .is_some()
             {
                 held.renewed = Some(latest.wall);
@@ -190,23 +192,18 @@ impl SessionClock {
 
     /// A renewal was acknowledged: published for the role runners, and every term of that
     /// session whose deadline had not passed when it arrived gets its new deadline (`hand`
-    /// turns a term's deadline into the one handed to the application); `moved` is told of
-    /// each term moved (the tap's record), under the clock's lock, so that a term let go is
+    /// turns a term's deadline into the one handed to the application) and its renewal record
+    /// (the tap's, by `TermShared::extend`), under the clock's lock, so that a term let go is
     /// never reported renewed after it was let go.
     pub(crate) fn renewed_session(
         &self,
         renewal: Renewal,
         hand: impl Fn(tokio::time::Instant) -> tokio::time::Instant,
-        mut moved: impl FnMut(
-            &crate::names::RoleName,
-            &crate::leadership::Leadership,
-            tokio::time::Instant,
-        ),
     ) {
         let mut state = self.state();
         state.renewal = Some(renewal);
         self.renewals.send_modify(|n| *n = n.wrapping_add(1));
-        for (role, held) in &mut state.terms {
+        for held in state.terms.values_mut() {
             if held.session != renewal.uuid {
                 continue;
             }
@@ -214,13 +211,175 @@ impl SessionClock {
             if held
                 .term
                 .inner
-                .extend(renewal.acked_at, hand(deadline))
+                .extend(renewal.acked_at, deadline, hand(deadline))
                 .is_some()
             {
                 held.renewed = Some(renewal.wall);
                 held.sent = Some(renewal.acked_sent_at);
-                moved(role, &held.term, deadline);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex, OnceLock};
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::{Renewal, SessionClock};
+    use crate::core::{FailureKind, KeyState, WriteOutcome};
+    use crate::leadership::{Leadership, TermBackend, TermShared};
+    use crate::names::{InstanceId, RoleName};
+    use crate::tap::{Tap, TapEvent, TapSink};
+    use crate::token::FencingToken;
+
+    const LEASE: Duration = Duration::from_millis(1800);
+
+    /// A term's store that is never reached here.
+    #[derive(Debug)]
+    struct NoStore;
+
+    impl TermBackend for NoStore {
+        fn read<'a>(
+            &'a self,
+            _key: &'a str,
+            _timeout: Duration,
+        ) -> futures_util::future::BoxFuture<'a, Result<KeyState, FailureKind>> {
+            Box::pin(async { Err(FailureKind::Unavailable) })
+        }
+
+        fn fenced_put<'a>(
+            &'a self,
+            _data_key: &'a str,
+            _fence_key: &'a str,
+            _fence_revision: u64,
+            _payload: bytes::Bytes,
+            _timeout: Duration,
+        ) -> futures_util::future::BoxFuture<'a, WriteOutcome> {
+            Box::pin(async { WriteOutcome::Unknown })
+        }
+    }
+
+    /// The renewals recorded (their deadlines), each with the term's deadline a reader could
+    /// read at that moment (`None`: none could, the term was locked).
+    #[derive(Debug, Default)]
+    struct Renewals {
+        term: OnceLock<Leadership>,
+        seen: Mutex<Vec<(Instant, Option<Instant>)>>,
+    }
+
+    impl TapSink for Renewals {
+        fn record(&self, _instance: &InstanceId, _role: &RoleName, event: &TapEvent, _at: Instant) {
+            if let TapEvent::Renewed { deadline, .. } = event {
+                let readable = self
+                    .term
+                    .get()
+                    .and_then(|t| t.inner.live.try_lock().ok().map(|live| live.deadline));
+                self.seen.lock().expect("lock").push((*deadline, readable));
+            }
+        }
+    }
+
+    fn role() -> RoleName {
+        RoleName::new("worker").expect("valid")
+    }
+
+    /// A term of `worker` valid until `deadline`, its renewals recorded to the returned sink.
+    fn term(deadline: Instant) -> (Leadership, Arc<Renewals>) {
+        let sink = Arc::new(Renewals::default());
+        let term = Leadership {
+            inner: Arc::new(TermShared::started(
+                role(),
+                InstanceId::new("node-a").expect("valid"),
+                FencingToken::new(1, 7, uuid::Uuid::new_v4()),
+                deadline,
+                7,
+                Arc::new(NoStore),
+                Duration::from_secs(1),
+                Tap::new(vec![sink.clone()]),
+            )),
+        };
+        sink.term.set(term.clone()).expect("set once");
+        (term, sink)
+    }
+
+    fn renewal(uuid: uuid::Uuid, sent: Instant) -> Renewal {
+        Renewal {
+            uuid,
+            acked_sent_at: sent,
+            acked_at: sent + Duration::from_millis(1),
+            wall: std::time::SystemTime::now(),
+        }
+    }
+
+    /// The flaky S5 verdict of `exec::a_stopped_manager_s_child_is_killed_before_the_other_
+    /// instance_is_promoted`: a renewal published between the role runner's last look at the
+    /// clock and the promotion moved the new term's deadline when the term was held, with no
+    /// `renew` record — the history kept the promotion's deadline, the child's watchdog got
+    /// the later one, and a manager stopped before the next renewal left a child killed "ran
+    /// 452 ms past the term's deadline" (one heartbeat less the watchdog's lead). Every move
+    /// of a held term's deadline is recorded, this one too.
+    #[test]
+    fn a_renewal_a_term_picks_up_as_it_is_held_is_recorded() {
+        let clock = SessionClock::new(LEASE);
+        let session = uuid::Uuid::new_v4();
+        let now = Instant::now();
+        // The machine promoted on the renewal before (its deadline), the clock has a newer one.
+        let before = now - Duration::from_millis(500);
+        clock.renewed_session(renewal(session, now), |d| d);
+        let (term, sink) = term(before + LEASE);
+        clock.hold(&role(), session, term.clone(), LEASE, |d| d);
+        assert_eq!(term.deadline(), now + LEASE, "the renewal moved the term");
+        let recorded: Vec<Instant> = sink
+            .seen
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|s| s.0)
+            .collect();
+        assert_eq!(
+            recorded,
+            vec![now + LEASE],
+            "the deadline handed to the term is in the history"
+        );
+    }
+
+    /// A renewal's record comes before anyone can read the deadline it moves (an `exec`
+    /// child's supervisor hands it to the watchdog): a process stopped between the two leaves
+    /// the record in its history, never a later deadline than the history's.
+    #[test]
+    fn a_renewal_is_recorded_before_its_deadline_can_be_read() {
+        let clock = SessionClock::new(LEASE);
+        let session = uuid::Uuid::new_v4();
+        let now = Instant::now();
+        let (term, sink) = term(now + LEASE);
+        clock.hold(&role(), session, term.clone(), LEASE, |d| d);
+        let next = now + Duration::from_millis(500);
+        clock.renewed_session(renewal(session, next), |d| d);
+        assert_eq!(term.deadline(), next + LEASE);
+        let seen = sink.seen.lock().expect("lock").clone();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        let (recorded, readable) = seen[0];
+        assert_eq!(recorded, next + LEASE);
+        assert!(
+            readable.is_none_or(|d| d < recorded),
+            "the new deadline could be read before its record: {readable:?}"
+        );
+    }
+
+    /// A renewal that arrived after the term's deadline moves nothing and records nothing (a
+    /// lapsed term is never extended, Q4).
+    #[test]
+    fn a_renewal_after_the_deadline_moves_and_records_nothing() {
+        let clock = SessionClock::new(LEASE);
+        let session = uuid::Uuid::new_v4();
+        let now = Instant::now();
+        let (term, sink) = term(now);
+        clock.hold(&role(), session, term.clone(), LEASE, |d| d);
+        clock.renewed_session(renewal(session, now), |d| d);
+        assert_eq!(term.deadline(), now);
+        assert!(sink.seen.lock().expect("lock").is_empty());
     }
 }

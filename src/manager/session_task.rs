@@ -314,21 +314,9 @@ impl SessionTask {
             acked_at: self.input_at,
             wall: std::time::SystemTime::now(),
         };
-        let (shared, backend) = (&self.shared, &self.shared.backend);
-        self.clock.renewed_session(
-            renewal,
-            |deadline| backend.handed_deadline(deadline),
-            |role, term, deadline| {
-                shared.tap.record(
-                    &shared.instance,
-                    role,
-                    crate::tap::TapEvent::Renewed {
-                        token: term.token(),
-                        deadline,
-                    },
-                );
-            },
-        );
+        let backend = &self.shared.backend;
+        self.clock
+            .renewed_session(renewal, |deadline| backend.handed_deadline(deadline));
     }
 
     /// Tells the role runners of this session about `update` (through the backend: only the

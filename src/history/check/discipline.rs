@@ -324,7 +324,11 @@ impl<'a> Checker<'a> {
                     }
                 }
                 Event::ChildStop {
-                    epoch, term, pid, ..
+                    epoch,
+                    term,
+                    pid,
+                    kill_deadline_ns,
+                    ..
                 } => {
                     let token = (*epoch, *term);
                     children.remove(&(role.clone(), *pid));
@@ -340,8 +344,9 @@ impl<'a> Checker<'a> {
                             *term,
                             e.t,
                             format!(
-                                "{node}'s command (pid {pid}) of term {term} ran {:.3} ms past the term's deadline",
-                                (raw - d) as f64 / MS
+                                "{node}'s command (pid {pid}) of term {term} ran {:.3} ms past the term's deadline{}",
+                                (raw - d) as f64 / MS,
+                                held_kill_deadline(*kill_deadline_ns, d)
                             ),
                         );
                     }
@@ -447,5 +452,23 @@ impl<'a> Checker<'a> {
             roles,
             joined,
         }
+    }
+}
+
+/// What a late `child_stop` says of the kill deadline its watchdog held, next to the term's
+/// last deadline `d` in the history (both `CLOCK_MONOTONIC` of the host without `faketime`):
+/// a watchdog late to kill holds `d` minus its lead; one told a later deadline than the
+/// history records holds more.
+fn held_kill_deadline(held: Option<u64>, d: u64) -> String {
+    match held {
+        None => String::new(),
+        Some(k) if k >= d => format!(
+            " (its watchdog held the kill deadline {:.3} ms after it)",
+            (k - d) as f64 / MS
+        ),
+        Some(k) => format!(
+            " (its watchdog held the kill deadline {:.3} ms before it)",
+            (d - k) as f64 / MS
+        ),
     }
 }

@@ -182,6 +182,31 @@ impl H {
                 pid,
                 status: "signal 9".into(),
                 killed: Some(killed.into()),
+                kill_deadline_ns: None,
+            },
+        )
+    }
+    /// The watchdog's record of a child it killed at its kill deadline, which was
+    /// `kill_deadline_ms`.
+    fn child_killed_at_deadline(
+        self,
+        ms: u64,
+        node: &str,
+        term: u64,
+        pid: u32,
+        kill_deadline_ms: u64,
+    ) -> Self {
+        self.ev(
+            ms,
+            node,
+            Some("r"),
+            Event::ChildStop {
+                epoch: E,
+                term,
+                pid,
+                status: "signal 9".into(),
+                killed: Some("deadline".into()),
+                kill_deadline_ns: Some(at(kill_deadline_ms)),
             },
         )
     }
@@ -196,6 +221,7 @@ impl H {
                 pid,
                 status: "signal 15".into(),
                 killed: None,
+                kill_deadline_ns: None,
             },
         )
     }
@@ -813,6 +839,47 @@ fn exec_children_are_judged_like_leader_work() {
     let r = with_child(20, None).check();
     assert!(r.has(Invariant::S5), "{}", r.render_text());
     assert!(r.has(Invariant::S4), "{}", r.render_text());
+}
+
+/// A child killed past the term's last recorded deadline is S5 whatever its watchdog held;
+/// the message says which deadline that was, so that a watchdog late to kill (it held the
+/// term's deadline less its lead) is told apart from one handed a later deadline than the
+/// history records.
+#[test]
+fn a_child_killed_past_the_deadline_is_reported_with_its_watchdog_s_deadline() {
+    let killed = |stop_ms: u64, kill_deadline_ms: u64| {
+        H::trial(1000)
+            .start(0, "n1")
+            .promote(10, "n1", 2, 300)
+            .child_start(20, "n1", 2, 7)
+            .child_killed_at_deadline(stop_ms, "n1", 2, 7, kill_deadline_ms)
+            .demote(400, "n1", 2)
+            .stop(401, "n1")
+            .check()
+    };
+    // Killed by its watchdog at the deadline less the lead: clean.
+    let r = killed(251, 250);
+    assert!(r.violations.is_empty(), "{}", r.render_text());
+    // Handed a deadline the history never recorded (one renewal later).
+    let r = killed(701, 700);
+    only(&r, Invariant::S5);
+    assert!(
+        r.violations.iter().any(|v| v
+            .message
+            .contains("ran 401.000 ms past the term's deadline (its watchdog held the kill deadline 400.000 ms after it)")),
+        "{}",
+        r.render_text()
+    );
+    // Late to kill at the deadline it held.
+    let r = killed(340, 250);
+    only(&r, Invariant::S5);
+    assert!(
+        r.violations.iter().any(|v| v
+            .message
+            .contains("(its watchdog held the kill deadline 50.000 ms before it)")),
+        "{}",
+        r.render_text()
+    );
 }
 
 impl H {

@@ -138,6 +138,14 @@ impl RoleRunner {
                     .or_else(|| self.draining.clone())
                     .filter(|l| l.token() == term.token);
                 if let Some(l) = current {
+                    if self.clock.is_none() {
+                        // Recorded before the new deadline can be read (as `TermShared::extend`
+                        // does for the clock's renewals).
+                        self.report.tap(TapEvent::Renewed {
+                            token: term.token,
+                            deadline: term.deadline,
+                        });
+                    }
                     let deadline = self.handed_deadline(term.deadline);
                     let moved = if let Ok(mut live) = l.inner.live.lock() {
                         let moved = deadline > live.deadline;
@@ -151,12 +159,6 @@ impl RoleRunner {
                     };
                     if moved {
                         l.inner.live_changed.notify_waiters();
-                    }
-                    if self.clock.is_none() {
-                        self.report.tap(TapEvent::Renewed {
-                            token: term.token,
-                            deadline: term.deadline,
-                        });
                     }
                 }
                 let renewed = self
