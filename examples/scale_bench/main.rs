@@ -310,9 +310,11 @@ async fn failovers(dep: &testkit::instances::Deployment, observer: &Observer) {
     println!("|---|---|---|---|---|---|---|");
     let index = |id: &str| dep.instances.iter().position(|i| i.id == id);
     let load = by_load(observer);
+    let mut killed = None;
     if let Some((victim, roles)) = load.first()
         && let Some(i) = index(victim)
     {
+        killed = Some(victim.clone());
         let t = Instant::now();
         testkit::process::signal(dep.instances[i].pid(), testkit::process::SIGKILL);
         let got = observer.retaken(roles, victim, t, TTL * 5).await;
@@ -340,7 +342,11 @@ async fn failovers(dep: &testkit::instances::Deployment, observer: &Observer) {
     observer
         .wait_quiet(Duration::from_secs(2), Duration::from_secs(30))
         .await;
-    let load = by_load(observer);
+    // The busiest live instance (roles the killed one still shows were not re-held).
+    let load: Vec<_> = by_load(observer)
+        .into_iter()
+        .filter(|(id, _)| Some(id) != killed.as_ref())
+        .collect();
     if let Some((victim, roles)) = load.first()
         && load.len() >= 2
         && let Some(i) = index(victim)

@@ -11,7 +11,7 @@ pub(crate) mod evict;
 mod exec;
 mod frozen;
 mod generate;
-mod heap_trim;
+mod heap;
 pub(crate) mod history;
 mod identity;
 #[cfg(feature = "http")]

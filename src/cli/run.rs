@@ -317,6 +317,7 @@ fn run(args: RunArgs) -> ExitCode {
         eprintln!("nats-roles: --http: this binary was built without the `http` feature");
         return ExitCode::from(EXIT_USAGE);
     }
+    super::heap::limit_arenas();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -586,7 +587,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
         }
     };
     processes.manager.set(&manager);
-    super::heap_trim::spawn();
+    super::heap::spawn_trim();
     http.ready(&manager, journal);
     notify.running(&manager, &config);
     check_round_trip(&client, &config).await;
