@@ -283,6 +283,53 @@ fn a_released_term_is_gone_at_once() {
     assert_eq!(holder(&mut b, uuid(2), 16, t0), Verdict::Unknown);
 }
 
+/// Many roles on one key, resting on two uuids of it (a value of the old session seen late):
+/// a renewal of the current uuid makes none gone; a release list makes exactly the listed
+/// terms gone (sorted by role, once each, even when listed twice); a role whose value moves
+/// to another uuid rests on that one only; a newer uuid makes every role on the old one gone.
+#[test]
+fn roles_on_two_uuids_of_one_key_are_judged_by_the_uuid_they_name() {
+    let (mut b, t0) = book();
+    let r = |i: usize| RoleName::new(format!("r{i:02}")).expect("valid role name");
+    b.observe(KEY, session(10, uuid(2)), t0);
+    for i in 0..20 {
+        assert_eq!(
+            b.role(&r(i), Some((KEY, uuid(2), a())), 11 + i as u64, t0),
+            Verdict::Live
+        );
+    }
+    assert!(
+        b.observe(KEY, session(40, uuid(2)), t0).is_empty(),
+        "a renewal"
+    );
+    // The release list of the current uuid names r03 and r07 (r07 twice) and a term of r09
+    // that is not the one held: only r03 and r07 are gone.
+    let mut v = session(50, uuid(2));
+    if let SessionKeyState::Value { value: Some(s), .. } = &mut v {
+        for (i, rev) in [(7, 18), (3, 14), (7, 18), (9, 99)] {
+            s.released.push(crate::value::ReleasedTerm {
+                role: r(i),
+                revision: rev,
+            });
+        }
+    }
+    assert_eq!(b.observe(KEY, v, t0), vec![(r(3), 14), (r(7), 18)]);
+    // r05's value moves to uuid 4 (its holder restarted): under uuid 4 only.
+    assert_eq!(
+        b.role(&r(5), Some((KEY, uuid(4), a())), 60, t0),
+        Verdict::Unknown
+    );
+    // uuid 4 shows: every role still on uuid 2 is gone (r03, r07 reported already), r05 not.
+    let gone = b.observe(KEY, session(61, uuid(4)), t0);
+    let expected: Vec<(RoleName, u64)> = (0..20)
+        .filter(|i| ![3, 5, 7].contains(i))
+        .map(|i| (r(i), 11 + i as u64))
+        .collect();
+    assert_eq!(gone, expected);
+    // A marker: only r05 is left to go.
+    assert_eq!(b.observe(KEY, marker(70), t0), vec![(r(5), 60)]);
+}
+
 fn instances(n: usize) -> BTreeSet<InstanceId> {
     (0..n)
         .map(|i| InstanceId::new(format!("node-{i}")).expect("valid instance id"))
