@@ -14,8 +14,9 @@
 //! ```
 //!
 //! Cells: `1x1000`, `10x1000`, `3x60`, `herd` (100 × 1), or any `KxR` named on the command
-//! line (K instances, R roles; `1x1 1x100 1x1000` for the sizing figures in docs/deploy.md). TTL 3 s, heartbeat 750 ms (the
-//! defaults). The nats-roles binary is built with `cargo build --release --bin nats-roles`
+//! line (K instances, R roles; `1x1 1x100 1x1000` for the sizing figures in docs/deploy.md;
+//! `100x10000` for issue 27's largest cell: ≈ 10 min and ≈ 12 GiB of memory on a 2-core
+//! machine). TTL 3 s, heartbeat 750 ms (the defaults). The nats-roles binary is built with `cargo build --release --bin nats-roles`
 //! first (set `NATS_ROLES_NO_BUILD=1` to skip). Figures are in docs/benchmarks.md.
 
 mod observe;
