@@ -3,8 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use crate::server::SERVER_READY_TIMEOUT;
-
 /// How long [`connect`] keeps retrying the initial connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -91,8 +89,15 @@ pub async fn wait_event(
     }
 }
 
-/// Creates a KV bucket with `config` (panicking on failure) and waits up to 10 s until writes
-/// from this client reach the bucket's stream.
+/// How long [`create_kv`] tries to create a bucket (a cluster's meta leader election on a
+/// loaded 2-core machine can take most of the servers' own 10 s start-up limit).
+const CREATE_KV_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One attempt of [`create_kv`]: a request that got no answer by then is sent again.
+const CREATE_KV_ATTEMPT: Duration = Duration::from_secs(5);
+
+/// Creates a KV bucket with `config` (panicking on failure; tried for [`CREATE_KV_TIMEOUT`])
+/// and waits, within the same limit, until writes from this client reach the bucket's stream.
 ///
 /// Right after `create_key_value` of a replicated bucket, the first put fails with
 /// `StreamNotFound` (no responders) about once in 50 runs: the stream's subject interest has not
@@ -107,18 +112,32 @@ pub async fn create_kv(
 
     let bucket = config.bucket.clone();
     // A cluster that has only just formed (on a loaded machine, beside other tests) may not
-    // answer the first JetStream requests in time: the create is retried until the deadline
-    // (creating a stream that exists with the same configuration succeeds, so a create whose
-    // answer was lost is no problem).
-    let deadline = Instant::now() + SERVER_READY_TIMEOUT;
+    // answer the first JetStream requests in time — its meta leader may still be elected: the
+    // create is retried, each attempt bounded, until the deadline (creating a stream that
+    // exists with the same configuration succeeds, so a create whose answer was lost is no
+    // problem). One CI run saw a first attempt time out past a 10 s deadline (no retry left).
+    let deadline = Instant::now() + CREATE_KV_TIMEOUT;
     let store = loop {
-        match js.create_key_value(config.clone()).await {
-            Ok(store) => break store,
-            Err(e) if Instant::now() < deadline => {
+        let attempt =
+            tokio::time::timeout(CREATE_KV_ATTEMPT, js.create_key_value(config.clone())).await;
+        match attempt {
+            Ok(Ok(store)) => break store,
+            Ok(Err(e)) if Instant::now() < deadline => {
                 eprintln!("create KV bucket {bucket}: {e}; retrying");
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
-            Err(e) => panic!("create KV bucket {bucket}: {e}"),
+            Err(_) if Instant::now() < deadline => {
+                eprintln!(
+                    "create KV bucket {bucket}: no answer within {CREATE_KV_ATTEMPT:?}; retrying"
+                );
+            }
+            Ok(Err(e)) => {
+                panic!("create KV bucket {bucket}: {e} (tried for {CREATE_KV_TIMEOUT:?})")
+            }
+            Err(_) => panic!(
+                "create KV bucket {bucket}: no answer within {CREATE_KV_ATTEMPT:?} (tried for \
+                 {CREATE_KV_TIMEOUT:?})"
+            ),
         }
     };
     let prefix = store.put_prefix.as_ref().unwrap_or(&store.prefix);
@@ -143,7 +162,7 @@ pub async fn create_kv(
                 let _ = e;
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            Err(e) => panic!("KV bucket {bucket} not writable within 10 s: {e}"),
+            Err(e) => panic!("KV bucket {bucket} not writable within {CREATE_KV_TIMEOUT:?}: {e}"),
         }
     }
 }
