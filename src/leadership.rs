@@ -111,12 +111,13 @@ impl TermShared {
     /// hands on (an `exec` child's watchdog kills at it, Q12) was recorded first, so a process
     /// stopped (`SIGSTOP`) right after a renewal never leaves a history whose last deadline is
     /// older than the one its child was killed by. Wakes whatever waits for a change of the
-    /// term; returns the new deadline when it moved.
+    /// term; returns the new deadline when it moved. `session` is the session renewed.
     pub(crate) fn extend(
         &self,
         arrived_at: Instant,
         deadline: Instant,
         handed: Instant,
+        session: uuid::Uuid,
     ) -> Option<Instant> {
         {
             let mut live = match self.live.lock() {
@@ -133,6 +134,7 @@ impl TermShared {
                 TapEvent::Renewed {
                     token: self.token,
                     deadline,
+                    session: Some(session),
                 },
             );
             live.deadline = handed;

@@ -53,6 +53,8 @@ pub(crate) enum TapEvent {
         token: FencingToken,
         /// The holder's local deadline.
         deadline: Instant,
+        /// The session the term rests on (protocol v2; `None` outside a session clock).
+        session: Option<uuid::Uuid>,
     },
     /// A renewal moved the term's deadline.
     Renewed {
@@ -60,6 +62,9 @@ pub(crate) enum TapEvent {
         token: FencingToken,
         /// The new local deadline.
         deadline: Instant,
+        /// The session whose renewal it was (`None` outside a session clock): every held term
+        /// of that session is renewed by it, one record each.
+        session: Option<uuid::Uuid>,
     },
     /// A term ended (the token is cancelled before this is reported).
     Demoted {
@@ -296,7 +301,8 @@ mod tests {
                 "{:?}",
                 TapEvent::Promoted {
                     token,
-                    deadline: now
+                    deadline: now,
+                    session: None,
                 }
             ),
             format!(

@@ -323,12 +323,16 @@ impl TapSink for HistoryRecorder {
                     elapsed_us: Some(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX)),
                 }
             }
-            TapEvent::Promoted { token, deadline } => Event::Promote {
+            TapEvent::Promoted {
+                token, deadline, ..
+            } => Event::Promote {
                 epoch: token.epoch(),
                 term: token.term(),
                 deadline_ns: map.ns(*deadline),
             },
-            TapEvent::Renewed { token, deadline } => Event::Renew {
+            TapEvent::Renewed {
+                token, deadline, ..
+            } => Event::Renew {
                 epoch: token.epoch(),
                 term: token.term(),
                 deadline_ns: map.ns(*deadline),
@@ -438,6 +442,7 @@ mod tests {
             &TapEvent::Promoted {
                 token,
                 deadline: now + Duration::from_millis(900),
+                session: None,
             },
             now,
         );

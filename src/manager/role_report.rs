@@ -101,7 +101,12 @@ impl RoleReport {
     /// A term started: log, term span and tap record — before the term is published or
     /// follows the session's renewals (the session task records each renewal of a held term,
     /// and the history must show the promotion first).
-    pub(crate) fn promoted(&mut self, token: FencingToken, deadline: Instant) {
+    pub(crate) fn promoted(
+        &mut self,
+        token: FencingToken,
+        deadline: Instant,
+        session: Option<uuid::Uuid>,
+    ) {
         let term = token.term();
         info!(term, "promoted");
         self.promoted_at = Some(Instant::now());
@@ -112,7 +117,11 @@ impl RoleReport {
             term,
             reason = tracing::field::Empty,
         ));
-        self.tap(TapEvent::Promoted { token, deadline });
+        self.tap(TapEvent::Promoted {
+            token,
+            deadline,
+            session,
+        });
     }
 
     /// The term recorded by [`RoleReport::promoted`] is now the current one: status, state

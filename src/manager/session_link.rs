@@ -156,7 +156,7 @@ impl SessionClock {
             if held
                 .term
                 .inner
-                .extend(latest.acked_at, deadline, hand(deadline))
+                .extend(latest.acked_at, deadline, hand(deadline), session)
                 .is_some()
             {
                 held.renewed = Some(latest.wall);
@@ -211,7 +211,7 @@ impl SessionClock {
             if held
                 .term
                 .inner
-                .extend(renewal.acked_at, deadline, hand(deadline))
+                .extend(renewal.acked_at, deadline, hand(deadline), renewal.uuid)
                 .is_some()
             {
                 held.renewed = Some(renewal.wall);

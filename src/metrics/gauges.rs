@@ -21,8 +21,12 @@ pub(super) struct RoleGauges {
     pub(super) labels: Option<Vec<KeyValue>>,
     pub(super) leader: bool,
     pub(super) connected: bool,
-    /// When the held term's lease was last written (acquire or renewal).
+    /// When the held term's lease was last written (acquire or renewal; for a role without
+    /// series of its own, the promotion only: its session's renewals are in
+    /// [`Current::sessions`]).
     pub(super) last_renewal: Option<Instant>,
+    /// The session the held term rests on (`None` outside a session clock).
+    pub(super) session: Option<uuid::Uuid>,
     /// The reported failure that keeps the role from campaigning or renewing.
     pub(super) failure: Option<FailureKind>,
 }
@@ -35,6 +39,7 @@ impl RoleGauges {
             leader: false,
             connected: true,
             last_renewal: None,
+            session: None,
             failure: None,
         }
     }
@@ -47,8 +52,9 @@ impl RoleGauges {
     }
 
     /// Seconds since the held term's lease was last written; `None` unless held.
-    fn since_renewal(&self) -> Option<f64> {
-        match (self.leader, self.last_renewal) {
+    fn since_renewal(&self, sessions: &HashMap<uuid::Uuid, Instant>) -> Option<f64> {
+        let session = self.session.and_then(|s| sessions.get(&s).copied());
+        match (self.leader, self.last_renewal.max(session)) {
             (true, Some(at)) => Some(at.elapsed().as_secs_f64()),
             _ => None,
         }
@@ -66,6 +72,10 @@ pub(super) struct Current {
     /// The same for the instance's series, made when the first role without series of its
     /// own is seen.
     pub(super) instance_zeroed: Option<[BoundHistogram<f64>; 2]>,
+    /// When each session was last renewed, as its terms' renewal records said (the roles
+    /// without series of their own read theirs here; pruned of sessions no held role rests
+    /// on when the gauges are read).
+    pub(super) sessions: HashMap<uuid::Uuid, Instant>,
     /// The manager stopped: the gauges observe nothing and no role is added back.
     pub(super) closed: bool,
 }
@@ -200,8 +210,11 @@ impl Gauges {
                 .with_unit("s")
                 .with_callback(move |o: &dyn AsyncInstrument<f64>| {
                     let mut others: Option<f64> = None;
-                    for g in lock(&current).roles.values() {
-                        let Some(seconds) = g.since_renewal() else {
+                    let mut current = lock(&current);
+                    let current = &mut *current;
+                    let sessions = &current.sessions;
+                    for g in current.roles.values() {
+                        let Some(seconds) = g.since_renewal(sessions) else {
                             continue;
                         };
                         match &g.labels {
@@ -212,6 +225,14 @@ impl Gauges {
                     if let Some(seconds) = others {
                         o.observe(seconds, &instance);
                     }
+                    // Sessions no held role rests on any more (a lost or ended session).
+                    let resting: std::collections::HashSet<uuid::Uuid> = current
+                        .roles
+                        .values()
+                        .filter(|g| g.leader)
+                        .filter_map(|g| g.session)
+                        .collect();
+                    current.sessions.retain(|s, _| resting.contains(s));
                 })
                 .build()
         };

@@ -90,6 +90,30 @@ impl SeriesBook {
         f(g);
     }
 
+    /// Whether `role` has series of its own.
+    pub(super) fn has_series(&self, role: &RoleName) -> bool {
+        self.per_role.has_series(role)
+    }
+
+    /// `session` was renewed at `at`: the renewal time of every held role resting on it
+    /// that has no series of its own (their gauges read it: [`RoleGauges::since_renewal`]).
+    pub(super) fn session_renewed(&self, session: uuid::Uuid, at: tokio::time::Instant) {
+        let mut current = lock(&self.current);
+        if current.closed {
+            return;
+        }
+        let last = current.sessions.entry(session).or_insert(at);
+        if *last < at {
+            *last = at;
+        }
+    }
+
+    /// The sessions whose renewal time is kept (tests).
+    #[cfg(test)]
+    pub(super) fn sessions(&self) -> Vec<uuid::Uuid> {
+        lock(&self.current).sessions.keys().copied().collect()
+    }
+
     /// The role is gone: its gauge series go with it.
     pub(super) fn remove(&self, role: &RoleName) {
         lock(&self.current).roles.remove(role);

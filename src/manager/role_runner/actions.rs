@@ -105,7 +105,11 @@ impl RoleRunner {
                     )),
                 };
                 // Recorded before anything else can record about it (a renewal, below).
-                self.report.promoted(term.token, term.deadline);
+                self.report.promoted(
+                    term.token,
+                    term.deadline,
+                    self.clock.as_ref().and(self.machine.held_session()),
+                );
                 self.current.send_replace(Some(leadership.clone()));
                 // From now on the session's renewals move the term's deadline (Q4).
                 if let (Some(clock), Some(session)) = (&self.clock, self.machine.held_session()) {
@@ -144,6 +148,7 @@ impl RoleRunner {
                         self.report.tap(TapEvent::Renewed {
                             token: term.token,
                             deadline: term.deadline,
+                            session: None,
                         });
                     }
                     let deadline = self.handed_deadline(term.deadline);

@@ -46,6 +46,7 @@ fn a_term_moves_gauges_counters_and_histograms() {
         &TapEvent::Promoted {
             token,
             deadline: now,
+            session: None,
         },
         now,
     );

@@ -65,6 +65,7 @@ fn busy_role(m: &RoleMetrics, i: &InstanceId, n: usize, at: Instant) {
             &TapEvent::Promoted {
                 token,
                 deadline: at,
+                session: None,
             },
             renewed,
         );
@@ -80,6 +81,7 @@ fn busy_role(m: &RoleMetrics, i: &InstanceId, n: usize, at: Instant) {
             &TapEvent::Renewed {
                 token,
                 deadline: at,
+                session: None,
             },
             renewed,
         );
@@ -454,5 +456,81 @@ fn stopped_roles_take_the_instance_gauge_series_with_them() {
         ),
         Some(2.0),
         "{text}"
+    );
+}
+
+/// Roles without series of their own resting on one session keep the session's renewal, not
+/// one each: the instance's renewal age follows the session's latest renewal record (a role
+/// promoted after it counts from its promotion), a second session renewed long ago shows as
+/// the oldest, and once no held role rests on a session its renewal is forgotten.
+#[test]
+fn roles_without_series_take_their_renewal_age_from_their_session() {
+    let (_provider, reader, m, i) = setup_with(PerRole::None);
+    let since = |text: &str| {
+        sample(
+            text,
+            r#"nats_roles_election_seconds_since_last_renewal{bucket="roles",instance_id="node-a"}"#,
+        )
+    };
+    let now = Instant::now();
+    let ago = |ms: u64| now.checked_sub(Duration::from_millis(ms)).unwrap_or(now);
+    let (fresh, stale) = (Uuid::from_u64_pair(1, 1), Uuid::from_u64_pair(2, 2));
+    let promote = |n: u64, session: Uuid, at: Instant| {
+        let r = RoleName::new(format!("r{n}")).expect("valid");
+        let token = FencingToken::new(1, n, Uuid::nil());
+        m.record(
+            &i,
+            &r,
+            &TapEvent::Promoted {
+                token,
+                deadline: now,
+                session: Some(session),
+            },
+            at,
+        );
+        (r, token)
+    };
+    let renew = |(r, token): &(RoleName, FencingToken), session: Uuid, at: Instant| {
+        m.record(
+            &i,
+            r,
+            &TapEvent::Renewed {
+                token: *token,
+                deadline: now,
+                session: Some(session),
+            },
+            at,
+        );
+    };
+    // Three roles promoted 9 s ago on `fresh`; one renewal of the session 5 s ago carried
+    // by one role's record and a later one, 1 s ago, by another's: all three are 1 s old.
+    let roles: Vec<_> = (1..=3).map(|n| promote(n, fresh, ago(9_000))).collect();
+    renew(&roles[0], fresh, ago(5_000));
+    renew(&roles[1], fresh, ago(1_000));
+    let age = since(&reader.render().expect("render")).expect("an age");
+    assert!((1.0..4.0).contains(&age), "{age}");
+    // A role on `stale`, promoted 30 s ago and renewed 20 s ago: the oldest.
+    let old = promote(4, stale, ago(30_000));
+    renew(&old, stale, ago(20_000));
+    let age = since(&reader.render().expect("render")).expect("an age");
+    assert!((20.0..25.0).contains(&age), "{age}");
+    // It ends: the age is `fresh`'s again, and `stale` is forgotten at the next reading.
+    m.record(
+        &i,
+        &old.0,
+        &TapEvent::Demoted {
+            token: old.1,
+            reason: DemoteReason::Released(ReleaseReason::Requested),
+            held: Duration::from_secs(30),
+        },
+        now,
+    );
+    let age = since(&reader.render().expect("render")).expect("an age");
+    assert!((1.0..4.0).contains(&age), "{age}");
+    let _ = reader.render().expect("render");
+    assert!(
+        !m.book_sessions().contains(&stale) && m.book_sessions().contains(&fresh),
+        "{:?}",
+        m.book_sessions()
     );
 }
