@@ -49,7 +49,17 @@ impl Observer {
             state: state.clone(),
         };
         tokio::spawn(async move {
-            while let Some(Ok(entry)) = watch.next().await {
+            // An error of the ordered consumer (a missed heartbeat on a loaded machine) is
+            // reported and the watch goes on: it recreates its consumer from the last
+            // delivered revision (ending here lost every later change, markers included).
+            while let Some(next) = watch.next().await {
+                let entry = match next {
+                    Ok(entry) => entry,
+                    Err(e) => {
+                        eprintln!("bench observer: watch error (continuing): {e}");
+                        continue;
+                    }
+                };
                 let at = Instant::now();
                 if let Some(rest) = entry.key.strip_prefix("session.") {
                     if entry.operation != async_nats::jetstream::kv::Operation::Put
