@@ -309,12 +309,14 @@ async fn run_cell(cell: Cell, cluster: bool, placement: bool) {
     }
 }
 
-/// Waits (at most [`SETTLE_LIMIT`]) until the server's incoming messages over 3 s are no more
-/// than three times the session renewals of `instances` (one per heartbeat) plus 10/s; returns
-/// how long it waited.
+/// Waits (at most [`SETTLE_LIMIT`]) until the servers' incoming messages over 3 s are no more
+/// than three times the session renewals of `instances` (one per heartbeat; on a cluster each
+/// also costs its replication, counted as ≈ 8 messages in) plus 10/s per server; returns how
+/// long it waited.
 async fn settle(servers: &[&testkit::NatsServer], instances: usize) -> Duration {
     let start = Instant::now();
-    let bound = 3.0 * instances as f64 / 0.75 + 10.0;
+    let per_renewal = if servers.len() > 1 { 8.0 } else { 1.0 };
+    let bound = 3.0 * instances as f64 / 0.75 * per_renewal + 10.0 * servers.len() as f64;
     while start.elapsed() < SETTLE_LIMIT {
         let before = varz_msgs(servers).await.0;
         let t = Instant::now();
