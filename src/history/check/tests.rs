@@ -172,19 +172,7 @@ impl H {
     }
     /// The watchdog's record of a child it killed (`killed`: why).
     fn child_killed(self, ms: u64, node: &str, term: u64, pid: u32, killed: &str) -> Self {
-        self.ev(
-            ms,
-            node,
-            Some("r"),
-            Event::ChildStop {
-                epoch: E,
-                term,
-                pid,
-                status: "signal 9".into(),
-                killed: Some(killed.into()),
-                kill_deadline_ns: None,
-            },
-        )
+        self.child_signalled(ms, node, term, pid, killed, None)
     }
     /// The watchdog's record of a child it killed at its kill deadline, which was
     /// `kill_deadline_ms`.
@@ -196,6 +184,17 @@ impl H {
         pid: u32,
         kill_deadline_ms: u64,
     ) -> Self {
+        self.child_signalled(ms, node, term, pid, "deadline", Some(at(kill_deadline_ms)))
+    }
+    fn child_signalled(
+        self,
+        ms: u64,
+        node: &str,
+        term: u64,
+        pid: u32,
+        killed: &str,
+        kill_deadline_ns: Option<u64>,
+    ) -> Self {
         self.ev(
             ms,
             node,
@@ -205,8 +204,8 @@ impl H {
                 term,
                 pid,
                 status: "signal 9".into(),
-                killed: Some("deadline".into()),
-                kill_deadline_ns: Some(at(kill_deadline_ms)),
+                killed: Some(killed.into()),
+                kill_deadline_ns,
             },
         )
     }
