@@ -332,6 +332,8 @@ impl RoleManager {
             view: view_tx,
             clock: clock.clone(),
             input_at: tokio::time::Instant::now(),
+            start_timeout: timing.ttl,
+            unannounced: None,
         };
         let handle = tokio::spawn(task.run());
         sessions.insert(

@@ -40,6 +40,20 @@ pub(crate) struct SessionTask {
     /// When the machine took its last input: the arrival of what it acknowledges in the
     /// actions that follow (a renewal is judged against a term's deadline as of then).
     pub(crate) input_at: Instant,
+    /// The timeout of the last start write (the epoch check after it uses the same).
+    pub(crate) start_timeout: Duration,
+    /// A started session its roles have not heard of yet: until the bucket's epoch, asked
+    /// after the start's acknowledgement, is confirmed (Q6).
+    pub(crate) unannounced: Option<Unannounced>,
+}
+
+/// A session whose start was acknowledged, not yet announced to its roles.
+pub(crate) struct Unannounced {
+    uuid: uuid::Uuid,
+    revision: u64,
+    /// Send time and arrival of its last acknowledged write (the start, or a renewal since).
+    acked_sent_at: Instant,
+    acked_at: Instant,
 }
 
 impl SessionTask {
@@ -54,6 +68,8 @@ impl SessionTask {
         let mut ops: FuturesUnordered<BoxFuture<'static, (u64, OpResult)>> =
             FuturesUnordered::new();
         let mut inbox_open = true;
+        // The epoch check of an unannounced session (Q6).
+        let mut confirming: Option<BoxFuture<'static, ()>> = None;
         self.machine.start(Instant::now());
         loop {
             while let Some(action) = self.machine.poll_action() {
@@ -67,11 +83,13 @@ impl SessionTask {
                 if let SessionAction::Write(w) = &action
                     && w.kind == SessionWriteKind::Start
                 {
-                    self.confirm_epoch(w.timeout).await;
+                    self.start_timeout = w.timeout;
                 }
-                self.execute(action, &mut ops);
+                if let Some(action) = self.hold_unconfirmed(action, &mut confirming) {
+                    self.execute(action, &mut ops);
+                }
                 if reset {
-                    self.await_epoch_check().await;
+                    await_epoch_check(&self.shared).await;
                 }
             }
             if self.machine.is_stopped() {
@@ -80,6 +98,10 @@ impl SessionTask {
             let timer = self.machine.poll_timeout();
             tokio::select! {
                 biased;
+                () = poll_opt(&mut confirming), if confirming.is_some() => {
+                    confirming = None;
+                    self.announce();
+                }
                 Some((op, result)) = ops.next(), if !ops.is_empty() => {
                     let now = Instant::now();
                     self.input_at = now;
@@ -150,40 +172,68 @@ impl SessionTask {
         self.shared.released.set(ttl_ms, &listed);
     }
 
-    /// Before a session starts: is the bucket still the one this instance works in (P1)? A
-    /// process whose session was not live when the bucket was deleted and recreated (starting,
-    /// paused, its writes failing) would otherwise start one in the new bucket without
-    /// noticing, and its roles would act there on what they knew of the old one: acquire
-    /// without the young-bucket hold (Q6), judge the new bucket's role values by the old
-    /// session book (a takeover of a live holder's key). A new epoch is applied first (the
-    /// watcher resets every role and the book; at most [`EPOCH_CHECK_WAIT`]). When the server
-    /// cannot say, the start goes ahead: its write fails too, or lands in the bucket this
-    /// instance knows.
-    async fn confirm_epoch(&self, timeout: Duration) {
-        if let Ok(epoch) = self.shared.store.epoch(timeout).await
-            && epoch != self.shared.bucket.epoch()
-        {
-            warn!("the bucket was recreated: starting the session after its new epoch");
-            self.await_epoch_check().await;
+    /// Keeps a started session from its roles until the bucket's epoch is confirmed (Q6):
+    /// its `Up` starts the check and is held, its renewals meanwhile only update what will
+    /// be announced, its loss ends the check. Every other action goes on to `execute`.
+    fn hold_unconfirmed(
+        &mut self,
+        action: SessionAction,
+        confirming: &mut Option<BoxFuture<'static, ()>>,
+    ) -> Option<SessionAction> {
+        match action {
+            SessionAction::Up {
+                uuid,
+                acked_sent_at,
+                revision,
+            } => {
+                debug!(%uuid, revision, "session start acknowledged; confirming the bucket's epoch");
+                self.unannounced = Some(Unannounced {
+                    uuid,
+                    revision,
+                    acked_sent_at,
+                    acked_at: self.input_at,
+                });
+                *confirming = Some(Box::pin(confirm_epoch(
+                    self.shared.clone(),
+                    self.start_timeout,
+                )));
+                None
+            }
+            SessionAction::Renewed {
+                uuid,
+                acked_sent_at,
+                ..
+            } if self.unannounced.as_ref().is_some_and(|u| u.uuid == uuid) => {
+                if let Some(u) = &mut self.unannounced {
+                    u.acked_sent_at = acked_sent_at;
+                    u.acked_at = self.input_at;
+                }
+                None
+            }
+            SessionAction::Lost { uuid, .. }
+                if self.unannounced.as_ref().is_some_and(|u| u.uuid == uuid) =>
+            {
+                self.unannounced = None;
+                *confirming = None;
+                Some(action)
+            }
+            other => Some(other),
         }
     }
 
-    /// The session key went back (a recreated bucket): before a new session lets this
-    /// instance's roles acquire again, give the watcher time to confirm the bucket's new
-    /// epoch (P1, P6), so that every new term carries it. At most [`EPOCH_CHECK_WAIT`].
-    async fn await_epoch_check(&self) {
-        let before = self.shared.bucket.epoch();
-        let mut checks = self.shared.bucket.checks.subscribe();
-        let asked = checks.borrow_and_update().0;
-        self.shared.bucket.ask_check();
-        // The first check started after this request has seen the bucket as it is now (the
-        // key went back already): a new epoch, or the same bucket (an aged-out marker, an
-        // operator's purge) — then there is nothing to wait for.
-        let checked = checks.wait_for(|(_, done)| *done > asked);
-        let _ = tokio::time::timeout(EPOCH_CHECK_WAIT, checked).await;
-        if self.shared.bucket.epoch() == before {
-            debug!("the epoch check found the same bucket");
-        }
+    /// The bucket's epoch was confirmed after the session's start: its roles hear of it now,
+    /// with its last acknowledged write.
+    fn announce(&mut self) {
+        let Some(u) = self.unannounced.take() else {
+            return;
+        };
+        info!(uuid = %u.uuid, revision = u.revision, "session started");
+        let live = SessionUpdate::Live {
+            uuid: u.uuid,
+            acked_sent_at: u.acked_sent_at,
+        };
+        self.publish(live, None);
+        self.renewed(live, u.acked_at);
     }
 
     fn execute(
@@ -230,18 +280,8 @@ impl SessionTask {
                     (op, OpResult::Read(store.read_session(&key, timeout).await))
                 }));
             }
-            SessionAction::Up {
-                uuid,
-                acked_sent_at,
-                revision,
-            } => {
-                info!(%uuid, revision, "session started");
-                let live = SessionUpdate::Live {
-                    uuid,
-                    acked_sent_at,
-                };
-                self.publish(live, None);
-                self.renewed(live);
+            SessionAction::Up { .. } => {
+                // Held by `hold_unconfirmed` until the epoch is confirmed.
             }
             SessionAction::Renewed {
                 uuid,
@@ -250,10 +290,13 @@ impl SessionTask {
             } => {
                 tracing::trace!(revision, "session renewed");
                 // Wakes no role runner: the clock moves the terms' deadlines (Q4).
-                self.renewed(SessionUpdate::Live {
-                    uuid,
-                    acked_sent_at,
-                });
+                self.renewed(
+                    SessionUpdate::Live {
+                        uuid,
+                        acked_sent_at,
+                    },
+                    self.input_at,
+                );
             }
             SessionAction::Lost { uuid, reason } => {
                 self.publish_released();
@@ -300,7 +343,7 @@ impl SessionTask {
     /// An acknowledged write of the session (as the backend lets the roles hear it): published
     /// in the session's clock, and every held term of the session gets its new deadline and a
     /// renewal record (tap) in the same step (Q4, one deadline per session).
-    fn renewed(&self, update: SessionUpdate) {
+    fn renewed(&self, update: SessionUpdate, acked_at: Instant) {
         let Some(SessionUpdate::Live {
             uuid,
             acked_sent_at,
@@ -311,7 +354,7 @@ impl SessionTask {
         let renewal = super::session_link::Renewal {
             uuid,
             acked_sent_at,
-            acked_at: self.input_at,
+            acked_at,
             wall: std::time::SystemTime::now(),
         };
         let backend = &self.shared.backend;
@@ -330,6 +373,73 @@ impl SessionTask {
 
 /// How long a session lost to a recreated bucket waits for the watcher's epoch check.
 const EPOCH_CHECK_WAIT: Duration = Duration::from_secs(2);
+
+/// How often an unanswered (or not yet applied) epoch check after a session start is repeated.
+const EPOCH_CONFIRM_RETRY: Duration = Duration::from_millis(250);
+
+/// Completes once the bucket's epoch, asked of the server now (after a session's start was
+/// acknowledged), is the one this instance works in (Q6): the answer was sent after the start
+/// was stored, and a deleted stream never comes back, so the start landed in that bucket. A
+/// new epoch is applied first (the watcher resets every role and the session book); an
+/// unanswered check is repeated every [`EPOCH_CONFIRM_RETRY`] — the session's roles acquire
+/// nothing meanwhile.
+async fn confirm_epoch(shared: Arc<Shared>, timeout: Duration) {
+    let mut warned = false;
+    loop {
+        let known = shared.bucket.epoch();
+        match shared.store.epoch(timeout).await {
+            Ok(epoch) if epoch == known => return,
+            Ok(_) | Err(FailureKind::BucketNotFound) => {
+                if !warned {
+                    warn!("the bucket was recreated: the session's roles wait for its new epoch");
+                }
+                await_epoch_check(&shared).await;
+                if shared.bucket.epoch() != known {
+                    warned = true;
+                    continue; // applied: confirm it
+                }
+            }
+            Err(kind) => {
+                if !warned {
+                    warn!(
+                        error = %shared.store.describe(kind),
+                        "the bucket's epoch cannot be confirmed after the session's start; its \
+                         roles acquire nothing until it is (retrying every 250 ms)"
+                    );
+                }
+            }
+        }
+        warned = true;
+        tokio::time::sleep(EPOCH_CONFIRM_RETRY).await;
+    }
+}
+
+/// The session key went back (a recreated bucket), or a check found another epoch: before a
+/// new session lets this instance's roles acquire again, give the watcher time to confirm
+/// the bucket's new epoch (P1, P6), so that every new term carries it. At most
+/// [`EPOCH_CHECK_WAIT`].
+async fn await_epoch_check(shared: &Shared) {
+    let before = shared.bucket.epoch();
+    let mut checks = shared.bucket.checks.subscribe();
+    let asked = checks.borrow_and_update().0;
+    shared.bucket.ask_check();
+    // The first check started after this request has seen the bucket as it is now (the key
+    // went back already): a new epoch, or the same bucket (an aged-out marker, an operator's
+    // purge) — then there is nothing to wait for.
+    let checked = checks.wait_for(|(_, done)| *done > asked);
+    let _ = tokio::time::timeout(EPOCH_CHECK_WAIT, checked).await;
+    if shared.bucket.epoch() == before {
+        debug!("the epoch check found the same bucket");
+    }
+}
+
+/// Awaits the future in `slot` (never completes when there is none).
+async fn poll_opt(slot: &mut Option<BoxFuture<'static, ()>>) {
+    match slot {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
 
 async fn sleep_until_opt(at: Option<Instant>) {
     match at {

@@ -216,15 +216,16 @@ fn replay() {
 
 /// Issue 24 item 3, found by `safe_under_faults` (finding F1): the bucket is recreated 40 ms
 /// into the run, before one process's session was ever written (its writes were lost and
-/// slow). Without an epoch check before its session start, that process started its session
-/// in the new bucket unnoticed; its session book, still the old bucket's, then found the new
-/// holder's session "gone" and its takeover overwrote the live holder's role key (S4). The
-/// session task now confirms the bucket's epoch before every session start. (A replay of the
+/// slow). Without an epoch check, that process started its session in the new bucket
+/// unnoticed; its session book, still the old bucket's, then found the new holder's session
+/// "gone" and its takeover overwrote the live holder's role key (S4). The session task
+/// confirms the bucket's epoch before its roles hear of a new session (since issue 27: after
+/// the start's acknowledgement, see the next case). (A replay of the
 /// found run: the flawed variant must still be flagged, or the case no longer tests the
 /// check and has to be captured again: it was, with seed 10, when role keys of a bucket in
 /// use started holding a delete marker.)
 #[test]
-fn a_session_start_confirms_the_bucket_epoch_first() {
+fn a_session_start_confirms_the_bucket_epoch() {
     #[allow(unused_imports)]
     use {FaultKind::*, Target::*};
     let sc = Scenario {
@@ -285,6 +286,75 @@ fn a_session_start_confirms_the_bucket_epoch_first() {
     );
     let flawed = Flaws {
         no_start_check: true,
+        ..Flaws::default()
+    };
+    let (_, found) = run_checked(&sc, flawed, sc.check_opts());
+    assert!(
+        found
+            .iter()
+            .any(|v| v.rule == crate::history::Invariant::S4),
+        "the replay no longer reaches the unchecked session start: {found:?}"
+    );
+}
+
+/// Issue 27, found by `safe_under_faults` in CI: the epoch check of issue 24 (above) ran
+/// *before* the session's start write. Process 4 confirmed epoch 1 at 2 ms, the bucket was
+/// recreated at 20 ms, and its slow start write landed in epoch 2 at 220 ms unnoticed (its
+/// watcher lagged). At 1.66 s its role read a live holder's term (revision 73, process 1's new
+/// session); its old session book showed process 1's key with an older uuid at revision 1921
+/// — "replaced after the term" in restarted revisions — and its takeover overwrote the live
+/// term at 1.774 s, 1.7 ms before the holder learned of it (S4). A check answered after the
+/// start was acknowledged proves where it landed: the roles hear of a session only then (Q6).
+/// The flawed variant (issue 24's check before the start write) must still be flagged, or the
+/// case no longer reaches the window and has to be captured again.
+#[test]
+fn a_session_is_announced_only_after_its_start_confirmed_the_epoch() {
+    #[allow(unused_imports)]
+    use {FaultKind::*, Target::*};
+    let sc = Scenario {
+        seed: 9_892_931_365_568_995_072,
+        nodes: 6,
+        roles: 3,
+        observer: true,
+        immune: false,
+        timing: TimingSpec {
+            ttl_s: 1,
+            hb_div: 7,
+            margin_pct: 14,
+            op_pct: 26,
+            grace_pct: 20,
+            jitter_ms: 0,
+        },
+        net: Net {
+            drop_pct: 1,
+            slow_pct: 1,
+            late_pct: 8,
+            slow_write_pct: 12,
+            lost_ack_pct: 8,
+            retry_pct: 1,
+            stale_pct: 17,
+            fail_pct: 6,
+            long_drain_pct: 0,
+        },
+        drift: false,
+        no_ttl: false,
+        validate: false,
+        marker_ttl_ms: None,
+        fresh_bucket: false,
+        faults: vec![Fault {
+            at_permille: 2,
+            kind: ResetBucket { fresh: false },
+            target: Leader,
+        }],
+    };
+    let (trace, violations) = run_checked(&sc, Flaws::default(), sc.check_opts());
+    assert!(
+        violations.is_empty(),
+        "{}",
+        report(&sc, &trace, &violations)
+    );
+    let flawed = Flaws {
+        check_before_start: true,
         ..Flaws::default()
     };
     let (_, found) = run_checked(&sc, flawed, sc.check_opts());

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
+use uuid::Uuid;
 
 use crate::sim::clock::{MS, Nanos, nanos};
 
@@ -112,8 +113,8 @@ impl Sim {
         self.check_epoch(i);
     }
 
-    /// An epoch check answered while a session start waited for it: the start goes out (in
-    /// the bucket the process now knows), then the task goes on.
+    /// Flaw `check_before_start`: an epoch check answered while a session start waited for
+    /// it: the start goes out, then the task goes on.
     pub(super) fn release_start(&mut self, i: usize, now: Instant) {
         let Some(w) = self.insts[i].held_start.take() else {
             return;
@@ -122,6 +123,35 @@ impl Sim {
         self.send_session_write(i, w);
         self.unblock_session(i);
         self.session_actions(i, now);
+    }
+
+    /// A session's start was acknowledged: it is announced to the roles once an epoch check
+    /// sent from now on answers (`manager::session_task`, Q6).
+    pub(super) fn hold_up(&mut self, i: usize, uuid: Uuid, acked_sent_at: Instant) {
+        self.count("start_epoch_check");
+        let in_flight = self.insts[i].checking_epoch;
+        self.insts[i].held_up = Some((uuid, acked_sent_at, !in_flight));
+        self.check_epoch(i);
+    }
+
+    /// An epoch check answered (`answered`: not while disconnected; the epoch it showed is
+    /// applied already). A started session waiting for it is announced, if the check was sent
+    /// after its start was acknowledged; an earlier or unanswered check is followed by another
+    /// (at once, or 250 ms later).
+    pub(super) fn epoch_checked_for_up(&mut self, i: usize, answered: bool) {
+        let Some((uuid, acked_sent_at, fresh)) = self.insts[i].held_up else {
+            return;
+        };
+        if !fresh || !answered {
+            self.insts[i].held_up = Some((uuid, acked_sent_at, true));
+            let wait = if answered { 0 } else { 250 * MS };
+            let at = self.now + wait + self.rng.hop() + self.rng.hop();
+            self.insts[i].checking_epoch = true;
+            self.push(at, Ev::Inst(i, SInput::EpochChecked));
+            return;
+        }
+        self.insts[i].held_up = None;
+        self.announce(i, uuid, acked_sent_at);
     }
 
     /// The session task's wait is over: what queued up in its inbox is handled in order.

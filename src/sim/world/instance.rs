@@ -7,12 +7,13 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
+use uuid::Uuid;
 
 use crate::core::machine::SessionUpdate;
 use crate::core::session::{SessionAction, SessionLoss, SessionWriteKind};
 use crate::core::session_book::Verdict;
 use crate::core::types::{FailureKind, KeyState, WriteKind, WriteOutcome};
-use crate::sim::clock::{MS, Nanos, nanos};
+use crate::sim::clock::{MS, nanos};
 use crate::sim::kv::{EntryKind, KvWrite};
 use crate::sim::scenario::BACKSTOP_TICK;
 use crate::value::HolderValue;
@@ -151,8 +152,8 @@ impl Sim {
                     let ts = self.answer_ts();
                     self.learn_epoch(i, ts);
                 }
-                // A held session start goes out (after a failed check too: the start write
-                // itself then fails, or lands in the bucket the process knows).
+                // A started session waiting for a check is announced (or checked again).
+                self.epoch_checked_for_up(i, !disconnected);
                 self.release_start(i, now);
             }
             SInput::Unblock => self.unblock_session(i),
@@ -398,14 +399,11 @@ impl Sim {
         while let Some(action) = self.insts[i].session.poll_action() {
             match action {
                 SessionAction::Write(w)
-                    if w.kind == SessionWriteKind::Start && !self.flaws.no_start_check =>
+                    if w.kind == SessionWriteKind::Start && self.flaws.check_before_start =>
                 {
-                    // `manager::session_task`: a session starts only after the bucket's epoch
-                    // was confirmed (a new one resets the roles and the book first, Q6).
-                    self.count("start_epoch_check");
                     let inst = &mut self.insts[i];
                     inst.held_start = Some(w);
-                    inst.session_blocked = Some(Nanos::MAX);
+                    inst.session_blocked = Some(crate::sim::clock::Nanos::MAX);
                     inst.timer = None;
                     return self.check_epoch(i);
                 }
@@ -420,16 +418,14 @@ impl Sim {
                     ..
                 } => {
                     self.insts[i].live = Some(uuid);
-                    // Flaw `renew_after_loss`: the new session's writes extend the lost one.
-                    let uuid = self.insts[i].lost.unwrap_or(uuid);
-                    self.insts[i].renewal = Some((uuid, acked_sent_at, g, now));
-                    self.send_to_roles(
-                        i,
-                        SessionUpdate::Live {
-                            uuid,
-                            acked_sent_at,
-                        },
-                    );
+                    if self.flaws.no_start_check || self.flaws.check_before_start {
+                        self.announce(i, uuid, acked_sent_at);
+                    } else {
+                        // `manager::session_task`: the roles hear of the session once an epoch
+                        // check sent after its start's acknowledgement answered (a new epoch
+                        // resets them and the book first, Q6).
+                        self.hold_up(i, uuid, acked_sent_at);
+                    }
                 }
                 SessionAction::Renewed {
                     uuid,
@@ -437,6 +433,11 @@ impl Sim {
                     ..
                 } => {
                     self.insts[i].live = Some(uuid);
+                    if let Some(held) = &mut self.insts[i].held_up {
+                        // Not announced yet: the announcement carries the latest renewal.
+                        held.1 = acked_sent_at;
+                        continue;
+                    }
                     let uuid = self.insts[i].lost.unwrap_or(uuid);
                     // Wakes no role machine: they read it when they next wake (Q4). The
                     // deadline the applications of the session's terms act on moves now.
@@ -475,6 +476,9 @@ impl Sim {
                     if self.insts[i].live == Some(uuid) {
                         self.insts[i].live = None;
                     }
+                    if self.insts[i].held_up.is_some_and(|(u, ..)| u == uuid) {
+                        self.insts[i].held_up = None;
+                    }
                     if self.flaws.renew_after_loss && reason != SessionLoss::Ended {
                         self.insts[i].lost.get_or_insert(uuid);
                     } else {
@@ -502,6 +506,22 @@ impl Sim {
             }
         }
         self.rearm_session(i, now, g);
+    }
+
+    /// Announces instance `i`'s started session to its role machines (the session task's
+    /// `watch` channel).
+    pub(super) fn announce(&mut self, i: usize, uuid: Uuid, acked_sent_at: Instant) {
+        // Flaw `renew_after_loss`: the new session's writes extend the lost one.
+        let uuid = self.insts[i].lost.unwrap_or(uuid);
+        let now = self.insts[i].clock.local(self.now);
+        self.insts[i].renewal = Some((uuid, acked_sent_at, self.now, now));
+        self.send_to_roles(
+            i,
+            SessionUpdate::Live {
+                uuid,
+                acked_sent_at,
+            },
+        );
     }
 
     /// Sends a write of instance `i`'s session machine.

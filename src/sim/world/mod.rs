@@ -331,7 +331,13 @@ pub(super) struct Inst {
     pub(super) session_inbox: Vec<SessionMsg>,
     /// An epoch check is in flight.
     pub(super) checking_epoch: bool,
-    /// A session start held until an epoch check answers (the task waits meanwhile).
+    /// A session started (its start write acknowledged) but not yet announced to the roles:
+    /// its uuid and the send time of its last acknowledged write, until an epoch check sent
+    /// after the acknowledgement answers (`manager::session_task`, Q6). `.2`: such a check
+    /// is in flight (one sent earlier proves nothing about where the start landed).
+    pub(super) held_up: Option<(Uuid, Instant, bool)>,
+    /// Flaw `check_before_start`: a session start held until an epoch check answers (the task
+    /// waits meanwhile).
     pub(super) held_start: Option<crate::core::session::SessionWrite>,
     /// Role-key writes are refused (`permission_denied`) until then.
     pub(super) deny_role_until: Nanos,
@@ -355,10 +361,16 @@ pub(super) struct Flaws {
     /// A process never tells its role machines the bucket's age at start
     /// (`handle_bucket_age` not called: a fresh process acquires in a young bucket at once).
     pub(super) no_bucket_age: bool,
-    /// A session starts without confirming the bucket's epoch first (the manager before the
-    /// proposed fix F1): a process whose session was not live when the bucket was recreated
-    /// enters the new one with what it knew of the old.
+    /// A started session is announced to its roles without confirming the bucket's epoch
+    /// after its start was acknowledged (the manager before issue 24's fix F1; its check
+    /// before the start write narrowed the window, issue 27 closed it): a process whose
+    /// session was not live when the bucket was recreated enters the new one with what it
+    /// knew of the old.
     pub(super) no_start_check: bool,
+    /// The epoch is confirmed before the session's start write, and the session announced at
+    /// once (issue 24's fix F1): a bucket recreated between the check's answer and the write
+    /// takes the start unnoticed.
+    pub(super) check_before_start: bool,
     /// Targeted moves hold nobody back: the target is not ranked first, the others do not
     /// wait the grace (the move's own claim, the target is the next holder, breaks).
     pub(super) move_no_holdback: bool,
@@ -645,6 +657,7 @@ impl Sim {
             session_blocked: None,
             session_inbox: Vec::new(),
             checking_epoch: false,
+            held_up: None,
             held_start: None,
             deny_role_until: 0,
             deposed: None,
