@@ -41,6 +41,8 @@ pub(crate) struct TermShared {
     pub(crate) lost: std::sync::OnceLock<DemoteReason>,
     /// Wakes whoever waits for [`TermShared::lost`].
     pub(crate) lost_notify: tokio::sync::Notify,
+    /// When the term started (its promotion).
+    pub(crate) started_at: Instant,
 }
 
 impl TermShared {
@@ -72,6 +74,7 @@ impl TermShared {
             start_gate: tokio::sync::Mutex::new(()),
             lost: std::sync::OnceLock::new(),
             lost_notify: tokio::sync::Notify::new(),
+            started_at: Instant::now(),
         }
     }
 

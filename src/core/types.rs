@@ -428,6 +428,10 @@ pub enum DemoteReason {
     BucketReset,
     /// A permanent error.
     Failed(FailureKind),
+    /// The role's driver failed (a panic: a bug): the term was abandoned with its session,
+    /// which stops renewing without ending, so that the role moves elsewhere once the session
+    /// expires (fail-stop).
+    Abandoned,
 }
 
 impl DemoteReason {
@@ -448,6 +452,7 @@ impl DemoteReason {
             Self::ValidationFailed => "validation_failed",
             Self::BucketReset => "bucket_reset",
             Self::Failed(_) => "failed",
+            Self::Abandoned => "abandoned",
         }
     }
 
@@ -461,12 +466,13 @@ impl DemoteReason {
     ///
     /// Not a loss: a release (the lease is deleted only after the work ended) and the ends
     /// the holder reaches on its own before anyone can be promoted ([`DeadlineExpired`],
-    /// [`Disconnected`], [`Failed`]): nobody is promoted before the term's deadline, which
-    /// still bounds the work.
+    /// [`Disconnected`], [`Failed`], [`Abandoned`]): nobody is promoted before the term's
+    /// deadline, which still bounds the work.
     ///
     /// [`DeadlineExpired`]: Self::DeadlineExpired
     /// [`Disconnected`]: Self::Disconnected
     /// [`Failed`]: Self::Failed
+    /// [`Abandoned`]: Self::Abandoned
     #[must_use]
     pub fn is_loss(self) -> bool {
         match self {
@@ -475,9 +481,11 @@ impl DemoteReason {
             | Self::Expired
             | Self::ValidationFailed
             | Self::BucketReset => true,
-            Self::Released(_) | Self::DeadlineExpired | Self::Disconnected | Self::Failed(_) => {
-                false
-            }
+            Self::Released(_)
+            | Self::DeadlineExpired
+            | Self::Disconnected
+            | Self::Failed(_)
+            | Self::Abandoned => false,
         }
     }
 }

@@ -240,7 +240,18 @@ impl RoleManager {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let driver = drivers.entry(session_class).or_insert_with(|| {
-                role_driver::DriverHandle::spawn(session, clock.as_ref(), self.cancel.clone())
+                let shared = self.shared.clone();
+                let on_panic = Box::new(move || {
+                    if let Some(class) = session_class {
+                        shared.abandon_session(class);
+                    }
+                });
+                role_driver::DriverHandle::spawn(
+                    session,
+                    clock.as_ref(),
+                    self.cancel.clone(),
+                    on_panic,
+                )
             });
             // Added before the slot is published (under the `roles` lock): every input sent
             // to the role reaches the driver after the role.

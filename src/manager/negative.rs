@@ -8,7 +8,9 @@
 //! One more test seam lives here: `NATS_ROLES_TEST_WEDGE_IF_EXISTS=PATH` wedges a role runner
 //! once `PATH` exists ([`wedged`], [`wedge`]), so that the process tests can show that `nats-roles run` stops
 //! sending systemd's `WATCHDOG=1` when a task of the manager no longer answers its liveness
-//! probe (`RoleManager::probe`, docs/deploy.md).
+//! probe (`RoleManager::probe`, docs/deploy.md). And `NATS_ROLES_TEST_PANIC_IF_EXISTS=PATH`
+//! makes a role driver panic at its next liveness probe once `PATH` exists
+//! ([`panic_if_asked`]): a driver's panic is fail-stop (its session is abandoned).
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -226,4 +228,15 @@ pub(crate) async fn wedge() {
         "test seam {WEDGE_IF_EXISTS}: the driver of this role's session class is wedged for good (test only)"
     );
     std::future::pending::<()>().await;
+}
+
+/// The environment variable of the panic seam: a file's path.
+const PANIC_IF_EXISTS: &str = "NATS_ROLES_TEST_PANIC_IF_EXISTS";
+
+/// Test seam (`NATS_ROLES_TEST_PANIC_IF_EXISTS=PATH`): a role driver that receives a liveness
+/// probe panics once `PATH` exists, as a bug in the driver would.
+pub(crate) fn panic_if_asked() {
+    if std::env::var_os(PANIC_IF_EXISTS).is_some_and(|path| std::path::Path::new(&path).exists()) {
+        panic!("test seam {PANIC_IF_EXISTS}: the role driver panics (test only)");
+    }
 }

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -35,10 +35,16 @@ impl DriverHandle {
     /// Starts the driver of one session class: `session` and `clock` are that session's
     /// (`None` for the observers' driver). It runs until `cancel` (the manager's end) or
     /// until it has no role left and its handle is dropped.
+    ///
+    /// A panic of the driver is fail-stop: `on_panic` runs (the manager abandons the class's
+    /// session, so that its terms lapse at their deadlines and its roles move elsewhere, as
+    /// after a crash) instead of leaving the roles held by a driver that no longer runs while
+    /// the session renews their terms.
     pub(crate) fn spawn(
         session: Option<watch::Receiver<SessionView>>,
         clock: Option<&Arc<SessionClock>>,
         cancel: CancellationToken,
+        on_panic: Box<dyn FnOnce() + Send>,
     ) -> Self {
         let (adds_tx, adds) = mpsc::unbounded_channel();
         let (inputs_tx, inputs) = mpsc::unbounded_channel();
@@ -52,7 +58,18 @@ impl DriverHandle {
             cancel,
         };
         let renewals = clock.map(|c| c.subscribe());
-        tokio::spawn(driver.run(session, renewals));
+        tokio::spawn(async move {
+            let run = std::panic::AssertUnwindSafe(driver.run(session, renewals));
+            if run.catch_unwind().await.is_err() {
+                tracing::error!(
+                    "the role driver of a session class panicked (a bug: please report it): its \
+                     roles are abandoned — their terms end now, the session expires on the \
+                     server and other instances take the roles; restart this process to \
+                     campaign for them again"
+                );
+                on_panic();
+            }
+        });
         Self {
             adds: adds_tx,
             inputs: inputs_tx,
@@ -204,6 +221,8 @@ impl RoleDriver {
             RoleInput::Probe(reply) => {
                 // Test seam of the liveness probe (`negative-controls` only): the driver is
                 // stuck, as one stuck in an await that never completes would be.
+                #[cfg(feature = "negative-controls")]
+                super::negative::panic_if_asked();
                 #[cfg(feature = "negative-controls")]
                 if super::negative::wedged() {
                     tokio::select! {

@@ -27,6 +27,11 @@ pub(crate) enum SessionInput {
     },
     /// End the session (every role of it was released) and stop.
     Stop,
+    /// The role driver of this session's class failed (a panic): end its terms now and stop
+    /// without ending the session — no renewal, no delete. Its key expires on the server, as
+    /// after a crash of the process, so the roles move elsewhere (fail-stop) instead of
+    /// staying held by a driver that no longer runs.
+    Abandon,
     /// A liveness probe: answer it from the task's loop (`RoleManager::probe`).
     Probe(tokio::sync::oneshot::Sender<()>),
 }
@@ -188,6 +193,30 @@ impl SessionClock {
         let state = self.state();
         let latest = state.renewal?;
         Some((latest, state.terms.get(role).and_then(|t| t.sent)))
+    }
+
+    /// The session is abandoned (its role driver failed, fail-stop): every term resting on it
+    /// ends now ([`DemoteReason::Abandoned`](crate::core::DemoteReason::Abandoned)) — the
+    /// work's cancellation, then the start gate (a start under way completes first or sees
+    /// the term ended, Q12), then the demotion's record — and no renewal moves a deadline
+    /// again.
+    pub(crate) async fn abandon(&self) {
+        let terms: Vec<_> = self.state().terms.drain().map(|(_, t)| t.term).collect();
+        let reason = crate::core::DemoteReason::Abandoned;
+        for term in terms {
+            let shared = &term.inner;
+            shared.end(reason);
+            let _gate = shared.start_gate.lock().await;
+            shared.tap.record(
+                &shared.instance,
+                &shared.role,
+                crate::tap::TapEvent::Demoted {
+                    token: shared.token,
+                    reason,
+                    held: shared.started_at.elapsed(),
+                },
+            );
+        }
     }
 
     /// A renewal was acknowledged: published for the role runners, and every term of that

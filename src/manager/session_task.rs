@@ -145,6 +145,15 @@ impl SessionTask {
                         Some(SessionInput::Probe(reply)) => {
                             let _ = reply.send(());
                         }
+                        Some(SessionInput::Abandon) => {
+                            error!(
+                                "the session is abandoned (its role driver failed): its terms \
+                                 end now, it is renewed no more, and its key expires on the \
+                                 server (other instances then take its roles)"
+                            );
+                            self.clock.abandon().await;
+                            return;
+                        }
                         Some(SessionInput::Stop) | None => {
                             inbox_open = false;
                             self.machine.handle_stop(now);

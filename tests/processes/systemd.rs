@@ -420,6 +420,102 @@ async fn watchdog_pings_every_half_period_while_the_manager_answers_and_stop_whe
     );
 }
 
+/// A panic in a role driver is fail-stop (issue 27, docs/failure-semantics.md): node-a holds
+/// `alpha` under a systemd watchdog, node-b campaigns; a test seam
+/// (`NATS_ROLES_TEST_PANIC_IF_EXISTS`, cargo feature `negative-controls`) makes node-a's role
+/// driver panic at its next liveness probe. Its session is abandoned — no renewal, no delete
+/// — so its term lapses at its deadline, the session key expires on the server and node-b
+/// takes `alpha` without anyone restarting node-a; the watchdog pings stop. The histories are
+/// clean (no overlap: node-b's term begins after node-a's last deadline). Before the fix the
+/// session went on renewing the term of a driver that no longer ran: `alpha` stayed with
+/// node-a, unserved, until a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_role_driver_abandons_its_session_and_the_role_moves_without_a_restart() {
+    let server = NatsServer::start().await;
+    let socket = NotifySocket::bind();
+    let mut d = deployment(&server.url(), "sdpanic", &["alpha"], "");
+    d.arg("--history");
+    d.arg("{dir}/{id}.jsonl");
+    let trigger = d.dir().join("panic");
+    d.env("NOTIFY_SOCKET", socket.path());
+    d.env("WATCHDOG_USEC", "1000000");
+    d.env(
+        "NATS_ROLES_TEST_PANIC_IF_EXISTS",
+        trigger.to_str().expect("path"),
+    );
+    let a_history = d.dir().join("node-a.jsonl");
+    d.start("node-a").await;
+    let limit = Duration::from_secs(20);
+    let started = Instant::now();
+    while super::exec::records(&a_history, "promote").is_empty() {
+        assert!(
+            started.elapsed() < limit,
+            "node-a holds alpha\n{}",
+            d.report()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // node-b (its own deployment: no watchdog, no seam), started after the promotion, only
+    // campaigns.
+    let mut b = deployment(&server.url(), "sdpanic", &["alpha"], "");
+    b.arg("--history");
+    b.arg("{dir}/{id}.jsonl");
+    let b_history = b.dir().join("node-b.jsonl");
+    b.start("node-b").await;
+    std::fs::write(&trigger, b"").expect("create the panic file");
+    let asked = testkit::process::mono_now_ns();
+    let limit = Duration::from_secs(10);
+    let started = Instant::now();
+    while super::exec::records(&b_history, "promote").is_empty() {
+        assert!(
+            started.elapsed() < limit,
+            "node-b did not take alpha within {limit:?} of node-a's driver panic\n{}\n{}",
+            d.report(),
+            b.report()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (promoted_at, _) = super::exec::records(&b_history, "promote")
+        .pop()
+        .expect("node-b's promotion");
+    let stderr = d.instances[0].stderr();
+    assert!(
+        stderr.contains("the role driver of a session class panicked")
+            && stderr.contains("the session is abandoned"),
+        "node-a's log says what happened:\n{stderr}"
+    );
+    // node-a lives on (nothing restarted it) and no longer pings the watchdog.
+    assert!(d.try_exit(0).is_none(), "node-a exited\n{}", d.report());
+    let noticed = Instant::now();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let late = socket
+        .with("WATCHDOG=1")
+        .into_iter()
+        .filter(|x| x.at > noticed)
+        .count();
+    assert_eq!(late, 0, "node-a still pings\n{}", socket.text());
+    eprintln!(
+        "node-b promoted {:.0} ms after the panic file appeared",
+        promoted_at.saturating_sub(asked) as f64 / 1e6
+    );
+    b.terminate(0);
+    b.wait_exit(0, Duration::from_secs(15)).await;
+    d.terminate(0);
+    d.wait_exit(0, Duration::from_secs(15)).await;
+    let files = [
+        a_history.display().to_string(),
+        b_history.display().to_string(),
+    ];
+    let out = testkit::cli::run(
+        &["history", "check", &files[0], &files[1]],
+        &[],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.text());
+    assert!(out.stdout.contains("CLEAN"), "{}", out.text());
+}
+
 /// The instant of the last `WATCHDOG=1` before `t`.
 fn pings_before(socket: &NotifySocket, t: Instant) -> Option<Instant> {
     socket

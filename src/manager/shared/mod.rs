@@ -146,6 +146,14 @@ impl Shared {
         }
     }
 
+    /// The role driver of TTL class `class` failed: its session stops renewing without
+    /// ending (fail-stop, [`SessionInput::Abandon`](super::session_link::SessionInput::Abandon)).
+    pub(crate) fn abandon_session(&self, class: u64) {
+        if let Some(inbox) = self.session_inbox(class) {
+            let _ = inbox.send(super::session_link::SessionInput::Abandon);
+        }
+    }
+
     /// The inbox of this instance's session of TTL class `class`, if it has one.
     fn session_inbox(
         &self,
