@@ -14,6 +14,7 @@ mod lease_protocol;
 mod prepare;
 mod proxy;
 mod renewal_age;
+mod reset_start;
 mod role_driver;
 mod start_retry;
 

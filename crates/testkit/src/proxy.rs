@@ -12,6 +12,14 @@
 //!   do not).
 //! * [`Mode::Delay`] — every chunk is delivered `d` after it was read (order kept).
 //!
+//! [`Proxy::hold_up_from`] arms a trigger: the first client→server chunk that contains a byte
+//! pattern (e.g. the `PUB` line of one key's write) switches the proxy to
+//! `OneWay(Dir::Up)` **at that point** — the bytes before the pattern are delivered, the
+//! pattern and everything after it held — so one chosen request is stalled with all that
+//! follows it until the test heals the link ([`Proxy::set_mode`]). [`Proxy::tripped`] waits
+//! for it. The pattern is searched per chunk read (a pattern split across two reads is
+//! missed: the test must check that the trigger tripped).
+//!
 //! [`Proxy::reset`] closes every live connection with a TCP RST (both sides see a reset);
 //! clients reconnect through the proxy. Dropping the proxy stops it and closes everything.
 //!
@@ -74,7 +82,8 @@ impl Mode {
 /// A TCP proxy on 127.0.0.1 with switchable faults (see the module docs).
 pub struct Proxy {
     addr: SocketAddr,
-    mode: watch::Sender<Mode>,
+    mode: Arc<watch::Sender<Mode>>,
+    trigger: Arc<Trigger>,
     /// Cancelled to close every live connection (replaced by a fresh one on reset).
     generation: Arc<std::sync::Mutex<CancellationToken>>,
     stop: CancellationToken,
@@ -92,18 +101,25 @@ impl Proxy {
             .local_addr()
             .unwrap_or_else(|e| panic!("proxy: local_addr: {e}"));
         let (mode, mode_rx) = watch::channel(Mode::Pass);
+        let mode = Arc::new(mode);
+        let trigger = Arc::new(Trigger::default());
         let generation = Arc::new(std::sync::Mutex::new(CancellationToken::new()));
         let stop = CancellationToken::new();
         let accept_task = tokio::spawn(accept_loop(
             listener,
             upstream,
             mode_rx,
+            Armed {
+                mode: mode.clone(),
+                trigger: trigger.clone(),
+            },
             generation.clone(),
             stop.clone(),
         ));
         Proxy {
             addr,
             mode,
+            trigger,
             generation,
             stop,
             accept_task,
@@ -131,6 +147,23 @@ impl Proxy {
         self.mode.send_replace(mode);
     }
 
+    /// Arms the trigger (see the module docs): the first client→server chunk containing
+    /// `pattern` switches the proxy to `OneWay(Dir::Up)` from the pattern on. Replaces an
+    /// armed trigger that has not tripped.
+    pub fn hold_up_from(&self, pattern: &[u8]) {
+        *self
+            .trigger
+            .pattern
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(pattern.to_vec());
+    }
+
+    /// Waits until the trigger armed by [`Proxy::hold_up_from`] tripped (at once if it did).
+    pub async fn tripped(&self) {
+        let mut rx = self.trigger.tripped.subscribe();
+        let _ = rx.wait_for(|t| *t).await;
+    }
+
     /// Closes every live connection with a TCP reset (held bytes are discarded). New
     /// connections are accepted as before.
     pub fn reset(&self) {
@@ -151,10 +184,41 @@ impl Drop for Proxy {
     }
 }
 
+/// The pattern trigger of [`Proxy::hold_up_from`].
+#[derive(Default)]
+struct Trigger {
+    pattern: std::sync::Mutex<Option<Vec<u8>>>,
+    tripped: watch::Sender<bool>,
+}
+
+impl Trigger {
+    /// Where the armed pattern starts in `chunk`; disarms the trigger when found.
+    fn find(&self, chunk: &[u8]) -> Option<usize> {
+        let mut armed = self
+            .pattern
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pattern = armed.as_deref()?;
+        let at = chunk
+            .windows(pattern.len().max(1))
+            .position(|w| w == pattern)?;
+        *armed = None;
+        Some(at)
+    }
+}
+
+/// What the client→server writer needs to trip the trigger.
+#[derive(Clone)]
+struct Armed {
+    mode: Arc<watch::Sender<Mode>>,
+    trigger: Arc<Trigger>,
+}
+
 async fn accept_loop(
     listener: TcpListener,
     upstream: SocketAddr,
     mode: watch::Receiver<Mode>,
+    armed: Armed,
     generation: Arc<std::sync::Mutex<CancellationToken>>,
     stop: CancellationToken,
 ) {
@@ -172,7 +236,13 @@ async fn accept_loop(
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .child_token();
-        tokio::spawn(connection(client, upstream, mode.clone(), cancel));
+        tokio::spawn(connection(
+            client,
+            upstream,
+            mode.clone(),
+            armed.clone(),
+            cancel,
+        ));
     }
 }
 
@@ -184,6 +254,7 @@ async fn connection(
     client: TcpStream,
     upstream: SocketAddr,
     mode: watch::Receiver<Mode>,
+    armed: Armed,
     cancel: CancellationToken,
 ) {
     let _ = client.set_zero_linger();
@@ -198,8 +269,8 @@ async fn connection(
     let _ = server.set_nodelay(true);
     let (client_r, client_w) = client.into_split();
     let (server_r, server_w) = server.into_split();
-    let up = pipe(client_r, server_w, Dir::Up, mode.clone());
-    let down = pipe(server_r, client_w, Dir::Down, mode);
+    let up = pipe(client_r, server_w, Dir::Up, mode.clone(), Some(armed));
+    let down = pipe(server_r, client_w, Dir::Down, mode, None);
     // When one direction ends (EOF after delivering what it read, or an error), the whole
     // connection is dropped, which resets both sockets.
     tokio::select! {
@@ -216,6 +287,7 @@ async fn pipe(
     mut to: OwnedWriteHalf,
     dir: Dir,
     mut mode: watch::Receiver<Mode>,
+    armed: Option<Armed>,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
     let reader = async move {
@@ -232,7 +304,19 @@ async fn pipe(
         }
     };
     let writer = async {
-        while let Some((read_at, chunk)) = rx.recv().await {
+        while let Some((read_at, mut chunk)) = rx.recv().await {
+            // The trigger: deliver what precedes the pattern, hold the rest.
+            if let Some(armed) = &armed
+                && !mode.borrow().holds(dir)
+                && let Some(at) = armed.trigger.find(&chunk)
+            {
+                if to.write_all(&chunk[..at]).await.is_err() {
+                    return;
+                }
+                chunk.drain(..at);
+                armed.mode.send_replace(Mode::OneWay(Dir::Up));
+                armed.trigger.tripped.send_replace(true);
+            }
             // Hold while the mode holds this direction, then apply its delay.
             if mode.wait_for(|m| !m.holds(dir)).await.is_err() {
                 return;

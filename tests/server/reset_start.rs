@@ -1,0 +1,208 @@
+//! A session start stalled in the network while the bucket is deleted and recreated (protocol
+//! Q6, "Bucket reset (P1)"): the start lands in the new bucket; the starting instance must not
+//! let its roles work there with what it knew of the old bucket.
+
+use std::path::Path;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use nats_roles::tooling::history::{
+    Event, HistoryRecorder, Phase, Record, TrialInfo, check_loaded, load_paths, mono_now_ns,
+};
+use nats_roles::{InstanceId, RoleManager, RoleName, RoleSpec, Timing};
+use testkit::NatsServer;
+use testkit::proxy::{Mode, Proxy};
+use tokio::time::Instant;
+
+const BUCKET: &str = "stalled";
+
+/// Every instance's timing: TTL 2 s, heartbeat 500 ms (a start stalled up to an operation
+/// timeout of 1.5 s is still awaited when it lands).
+fn timing() -> Timing {
+    Timing {
+        ttl: Duration::from_secs(2),
+        heartbeat: Duration::from_millis(500),
+        deadline_margin: 0.1,
+        operation_timeout: Duration::from_millis(1500),
+        disconnect_grace: Duration::from_secs(1),
+        campaign_jitter: Duration::from_millis(1),
+    }
+}
+
+fn harness(dir: &Path, event: Event) {
+    use std::io::Write as _;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("harness.jsonl"))
+        .expect("harness file");
+    writeln!(
+        f,
+        "{}",
+        Record::harness(mono_now_ns(), None, event).to_line()
+    )
+    .expect("harness");
+}
+
+fn fault(dir: &Path, phase: Phase) {
+    harness(
+        dir,
+        Event::Fault {
+            what: "bucket_reset".into(),
+            target: "server".into(),
+            phase,
+        },
+    );
+}
+
+/// The S4/S2 window of protocol Q6's "Bucket reset" paragraph, on real connections: a foreign
+/// value sits in `role.r` of a bucket whose revisions are in the hundreds (another client's
+/// put: a follower's backstop reads it after `ttl + heartbeat + 0.5 s`, Q10). B follows `r`; A
+/// starts last, and a proxy holds A's session start write (its `PUB` line) and everything A
+/// sends after it. The bucket is deleted and recreated 1.5 s later, then A's link heals: its
+/// start lands in the new bucket. A's watcher is blind to it (its consumer went with the old
+/// stream; it notices only at a missed idle heartbeat, ~10 s later). B restarts its session
+/// and takes `r` after the young-bucket hold; the new bucket's revisions then climb past the
+/// old one's (so A's guard against revisions that went back stays silent).
+///
+/// At 81787d6 (before 824ba10: the epoch check *before* the start write; A confirmed epoch 1 before its
+/// stalled start) A's roles heard of the session at once: its backstop read of `r` found the
+/// key absent, its acquire a hold later was refused (B's term), its read found B's term, and
+/// A's old session book, showing B's session key with an older uuid at a revision above the
+/// term's, judged it "replaced": A's takeover CAS overwrote B's live term (`superseded`) and A
+/// promoted with the *old* epoch's token — `S2` (3 of 3 runs). With the epoch confirmed after
+/// the start's acknowledgement, A applies the new epoch before its roles hear of the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_start_stalled_across_a_bucket_reset_takes_no_live_term() {
+    let server = NatsServer::start().await;
+    let upstream: std::net::SocketAddr = format!("127.0.0.1:{}", server.port())
+        .parse()
+        .expect("addr");
+    let admin = testkit::connect(&server.url()).await;
+    let js = jetstream::new(admin.clone());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().to_path_buf();
+    harness(
+        &dir,
+        Event::Trial(TrialInfo {
+            kind: "bucket-reset-stalled-start".into(),
+            ttl_ms: 2000,
+            margin: 0.1,
+            clock: 1.0,
+            heartbeat_ms: Some(500),
+            ..TrialInfo::default()
+        }),
+    );
+    let r = RoleName::new("r").unwrap();
+    let config = || kv::Config {
+        bucket: BUCKET.into(),
+        history: 1,
+        limit_markers: Some(Duration::from_secs(60)),
+        ..Default::default()
+    };
+    let store = testkit::create_kv(&js, config()).await;
+    // Revisions climb: B's session key sits far above anything the new bucket reaches.
+    for i in 0..300 {
+        store
+            .put(format!("data.filler.{i}"), "x".into())
+            .await
+            .expect("filler");
+    }
+    store
+        .put("role.r", "left by another client".into())
+        .await
+        .expect("foreign value");
+    let mut recorders = Vec::new();
+    let mut start = |id: &str, client: async_nats::Client| {
+        let id = InstanceId::new(id).unwrap();
+        let recorder = HistoryRecorder::in_dir(&dir, &id).expect("recorder");
+        recorders.push(recorder.clone());
+        let r = r.clone();
+        tokio::spawn(async move {
+            RoleManager::builder(client, id)
+                .bucket(BUCKET)
+                .history(recorder)
+                .role(RoleSpec::new(r).timing(timing()))
+                .start()
+                .await
+                .expect("manager starts")
+        })
+    };
+    let mb = start("b", testkit::connect(&server.url()).await)
+        .await
+        .unwrap();
+    let link_a = Proxy::start(upstream).await;
+    link_a.hold_up_from(format!("PUB $KV.{BUCKET}.session.a.2000 ").as_bytes());
+    let start_a = start("a", testkit::connect(&link_a.url()).await);
+    tokio::time::timeout(Duration::from_secs(10), link_a.tripped())
+        .await
+        .expect("A's session start write never went through the proxy");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    fault(&dir, Phase::Start);
+    js.delete_key_value(BUCKET).await.expect("delete");
+    let recreated = Instant::now();
+    testkit::create_kv(&js, config()).await;
+    fault(&dir, Phase::End);
+    link_a.set_mode(Mode::Pass);
+    let ma = start_a.await.expect("a");
+    // r is held again in the new bucket (by B: A, unaware of the reset, still follows the
+    // foreign value; or, with A aware, by either); then the new bucket's revisions climb past
+    // the old one's (A's guard against revisions that went back no longer sees the reset).
+    let deadline = Instant::now() + Duration::from_secs(8);
+    while !(ma.is_leader(&r) || mb.is_leader(&r)) {
+        assert!(
+            Instant::now() < deadline,
+            "r not held in the new bucket within 8 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let fresh = js.get_key_value(BUCKET).await.expect("new bucket");
+    for i in 0..320 {
+        fresh
+            .put(format!("data.filler.{i}"), "x".into())
+            .await
+            .expect("filler");
+    }
+    println!(
+        "fillers written {:?} after the recreation",
+        recreated.elapsed()
+    );
+
+    // Watch for two holders while B takes r again in the new bucket and after.
+    let until = Instant::now() + Duration::from_secs(9);
+    let mut both = None;
+    while Instant::now() < until {
+        if ma.is_leader(&r) && mb.is_leader(&r) {
+            both.get_or_insert(recreated.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    println!(
+        "a: {:?} / b: {:?}",
+        ma.leadership(&r)
+            .map(|l| (l.token().epoch(), l.token().term())),
+        mb.leadership(&r)
+            .map(|l| (l.token().epoch(), l.token().term()))
+    );
+    ma.shutdown(Duration::from_secs(5)).await.unwrap();
+    mb.shutdown(Duration::from_secs(5)).await.unwrap();
+    for recorder in &recorders {
+        recorder.stop();
+    }
+    let loaded = load_paths(std::slice::from_ref(&dir)).expect("history loads");
+    let report = check_loaded(&loaded);
+    assert!(
+        both.is_none(),
+        "A and B both held r ({both:?} after the recreation)\n{}",
+        report.render_text()
+    );
+    assert!(report.is_clean(), "{}", report.render_text());
+    // Nobody's term was overwritten: a live term is never taken over here.
+    for id in ["a", "b"] {
+        let text = std::fs::read_to_string(dir.join(format!("{id}.jsonl"))).expect("history");
+        assert!(
+            !text.contains("\"reason\":\"superseded\""),
+            "{id}'s term was overwritten while it held r"
+        );
+    }
+}
