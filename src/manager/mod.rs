@@ -344,6 +344,7 @@ impl RoleManager {
             clock: clock.clone(),
             input_at: tokio::time::Instant::now(),
             start_timeout: timing.ttl,
+            start_epoch: self.shared.bucket.epoch(),
             unannounced: None,
         };
         let handle = tokio::spawn(task.run());

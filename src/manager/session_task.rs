@@ -40,8 +40,10 @@ pub(crate) struct SessionTask {
     /// When the machine took its last input: the arrival of what it acknowledges in the
     /// actions that follow (a renewal is judged against a term's deadline as of then).
     pub(crate) input_at: Instant,
-    /// The timeout of the last start write (the epoch check after it uses the same).
+    /// The timeout of the last start write (the epoch check after it uses the same) and the
+    /// bucket's epoch as this instance knew it when the write was sent.
     pub(crate) start_timeout: Duration,
+    pub(crate) start_epoch: u64,
     /// A started session its roles have not heard of yet: until the bucket's epoch, asked
     /// after the start's acknowledgement, is confirmed (Q6).
     pub(crate) unannounced: Option<Unannounced>,
@@ -84,6 +86,7 @@ impl SessionTask {
                     && w.kind == SessionWriteKind::Start
                 {
                     self.start_timeout = w.timeout;
+                    self.start_epoch = self.shared.bucket.epoch();
                 }
                 if let Some(action) = self.hold_unconfirmed(action, &mut confirming) {
                     self.execute(action, &mut ops);
@@ -205,6 +208,7 @@ impl SessionTask {
                 *confirming = Some(Box::pin(confirm_epoch(
                     self.shared.clone(),
                     self.start_timeout,
+                    self.start_epoch,
                 )));
                 None
             }
@@ -387,25 +391,30 @@ const EPOCH_CHECK_WAIT: Duration = Duration::from_secs(2);
 const EPOCH_CONFIRM_RETRY: Duration = Duration::from_millis(250);
 
 /// Completes once the bucket's epoch, asked of the server now (after a session's start was
-/// acknowledged), is the one this instance works in (Q6): the answer was sent after the start
-/// was stored, and a deleted stream never comes back, so the start landed in that bucket. A
-/// new epoch is applied first (the watcher resets every role and the session book); an
-/// unanswered check is repeated every [`EPOCH_CONFIRM_RETRY`] — the session's roles acquire
-/// nothing meanwhile.
-async fn confirm_epoch(shared: Arc<Shared>, timeout: Duration) {
+/// acknowledged), is `sent_epoch` — the one this instance knew when it sent the start: the
+/// answer was sent after the start was stored, and a deleted stream never comes back, so the
+/// start landed in that bucket (Q6). Another epoch is applied first (the watcher resets every
+/// role and the session book: the young-bucket hold) and then confirmed in turn: the start
+/// landed in the new bucket, or in the deleted one, whose session is renewed nowhere and ends
+/// before the hold does. A failed check is repeated [`EPOCH_CONFIRM_RETRY`] after its answer
+/// or timeout — the session's roles acquire nothing meanwhile.
+async fn confirm_epoch(shared: Arc<Shared>, timeout: Duration, sent_epoch: u64) {
     let mut warned = false;
+    let mut expected = sent_epoch;
     loop {
         let known = shared.bucket.epoch();
         match shared.store.epoch(timeout).await {
-            Ok(epoch) if epoch == known => return,
+            Ok(epoch) if epoch == expected => return,
             Ok(_) | Err(FailureKind::BucketNotFound) => {
                 if !warned {
                     warn!("the bucket was recreated: the session's roles wait for its new epoch");
                 }
                 await_epoch_check(&shared).await;
-                if shared.bucket.epoch() != known {
+                // From now on the epoch this instance works in is the one to confirm.
+                expected = shared.bucket.epoch();
+                if expected != known || expected != sent_epoch {
                     warned = true;
-                    continue; // applied: confirm it
+                    continue; // applied (now or before this check): confirm it
                 }
             }
             Err(kind) => {
