@@ -299,6 +299,21 @@ impl SessionBook {
         out
     }
 
+    /// The longest TTL of the sessions whose values the book holds (zero without any): after
+    /// the bucket is recreated, a holder of the old one with that TTL may act until its
+    /// deadline, so the roles hold their acquires in the new bucket for at least that long
+    /// (Q6). Read before the book is reset.
+    pub fn longest_session_ttl(&self) -> Duration {
+        self.sessions
+            .values()
+            .filter_map(|t| match &t.state {
+                SessionKeyState::Value { value: Some(v), .. } => Some(v.ttl()),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(Duration::ZERO)
+    }
+
     /// The backstop period for a session of TTL `session_ttl` (Q5 rule 4).
     fn period(&self, session_ttl: Duration) -> Duration {
         self.own_ttl.max(session_ttl) + self.own_heartbeat + BACKSTOP_GRACE

@@ -35,7 +35,13 @@ pub(crate) enum RoleInput {
     /// Stop taking part.
     Stop,
     /// The bucket was recreated.
-    BucketReset(u64),
+    BucketReset {
+        /// The new epoch.
+        epoch: u64,
+        /// The longest TTL of the sessions this instance knew in the old bucket (Q6: the
+        /// young-bucket hold lasts at least that long).
+        old_ttl: std::time::Duration,
+    },
     /// Placement chose this instance to receive the role: prepare it (at most this long).
     Prepare(Duration),
     /// Placement: hold back campaigning for a vacancy this long; where the role is wanted.

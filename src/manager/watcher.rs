@@ -176,7 +176,10 @@ async fn check_bucket_once(shared: &Shared, bucket: &BucketRecovery, epoch: u64)
             if now != epoch {
                 warn!(bucket = %bucket.config.name, "bucket was recreated; resetting all roles");
                 let born = super::bucket::born(&bucket.js, &bucket.config.name).await;
-                shared.reset_epoch(now, born);
+                // Read before the book is reset: the old bucket's holders act until their
+                // deadlines, whatever their TTL (Q6).
+                let old_ttl = shared.reports.book().longest_session_ttl();
+                shared.reset_epoch(now, born, old_ttl);
                 shared.reports.book().reset();
                 shared.bucket.moves().clear();
                 // The holders map restarts too: the new bucket's revisions start again at 1.

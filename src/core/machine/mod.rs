@@ -701,10 +701,16 @@ impl RoleMachine {
     /// bucket is the TTL + heartbeat old (Q6, bucket reset: a holder of a bucket this one
     /// replaced may act until then), so an unknown age holds for that long from `now`.
     pub fn handle_bucket_age(&mut self, age: Option<Duration>, now: Instant) {
-        let hold =
-            (self.timing.ttl + self.timing.heartbeat).saturating_sub(age.unwrap_or(Duration::ZERO));
-        self.young_until = (!hold.is_zero()).then_some(now + hold);
+        self.hold_young(age, Duration::ZERO, now);
         self.step(now);
+    }
+
+    /// The young-bucket hold (Q6): no acquire before the bucket is `T + heartbeat` old, `T`
+    /// the longer of this role's TTL and `old_ttl`.
+    fn hold_young(&mut self, age: Option<Duration>, old_ttl: Duration, now: Instant) {
+        let longest = self.timing.ttl.max(old_ttl);
+        let hold = (longest + self.timing.heartbeat).saturating_sub(age.unwrap_or(Duration::ZERO));
+        self.young_until = (!hold.is_zero()).then_some(now + hold);
     }
 
     /// Removes the hold of a key with no entry (the simulation's negative control of the reset
@@ -715,8 +721,16 @@ impl RoleMachine {
     }
 
     /// The bucket was recreated (new epoch): everything known is void. `age` is the new
-    /// bucket's age (see [`RoleMachine::handle_bucket_age`]).
-    pub fn handle_bucket_reset(&mut self, epoch: u64, age: Option<Duration>, now: Instant) {
+    /// bucket's age (see [`RoleMachine::handle_bucket_age`]); `old_ttl` the longest TTL of the
+    /// sessions this instance knew in the old bucket: a holder there acts until its deadline,
+    /// so the hold lasts at least that long (zero when nothing was known).
+    pub fn handle_bucket_reset(
+        &mut self,
+        epoch: u64,
+        age: Option<Duration>,
+        old_ttl: Duration,
+        now: Instant,
+    ) {
         self.epoch = epoch;
         self.known = None;
         self.high_water = 0;
@@ -731,8 +745,10 @@ impl RoleMachine {
         // A recreated bucket says nothing about who held what in the old one, and a holder
         // there acts until it notices (its next session write, at most its deadline: one
         // local lease after its last renewal, which came before the deletion). Acquire in
-        // the new bucket only after that (Q6: no overlap across a bucket reset).
-        self.handle_bucket_age(age, now);
+        // the new bucket only after that (Q6: no overlap across a bucket reset), also for a
+        // holder whose TTL is longer than this role's.
+        self.hold_young(age, old_ttl, now);
+        self.step(now);
     }
 
     /// Revisions up to `revision` were already seen in this bucket (any key, P6): an acquire

@@ -73,7 +73,7 @@ fn an_acquire_below_the_bucket_s_known_revisions_is_not_promoted() {
     // After the reset to the new epoch the role is acquired there once the new bucket is a
     // TTL + heartbeat old (Q6: a holder in the old bucket acts until its deadline; its age
     // unknown here: counted from now), on a session of the new bucket.
-    m.handle_bucket_reset(EPOCH + 1, None, t0);
+    m.handle_bucket_reset(EPOCH + 1, None, Duration::ZERO, t0);
     let actions = drain(&mut m);
     assert!(
         write_of(&actions).is_none(),

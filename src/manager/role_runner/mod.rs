@@ -447,11 +447,12 @@ impl RoleRunner {
                     );
                 }
             }
-            RoleInput::BucketReset(epoch) => {
+            RoleInput::BucketReset { epoch, old_ttl } => {
                 self.resets += 1;
                 self.last_held = None;
                 let age = self.shared.bucket.age(now);
-                self.machine.handle_bucket_reset(epoch, Some(age), now);
+                self.machine
+                    .handle_bucket_reset(epoch, Some(age), old_ttl, now);
             }
             RoleInput::Placement { delay, preferred } => {
                 self.report.preferred(preferred);

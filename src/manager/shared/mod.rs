@@ -108,11 +108,17 @@ impl Shared {
     /// A new bucket epoch (P1), found by the watcher: records it and resets every managed role
     /// to it, under the `roles` lock (a role added at the same time starts on the new epoch or
     /// gets the reset).
-    pub(crate) fn reset_epoch(&self, epoch: u64, born: tokio::time::Instant) {
+    /// `old_ttl` is the longest TTL of the sessions known in the old bucket (Q6).
+    pub(crate) fn reset_epoch(
+        &self,
+        epoch: u64,
+        born: tokio::time::Instant,
+        old_ttl: std::time::Duration,
+    ) {
         let roles = self.managed.roles();
         self.bucket.reset(epoch, born);
         for slot in roles.values() {
-            let _ = slot.inbox.send(RoleInput::BucketReset(epoch));
+            let _ = slot.inbox.send(RoleInput::BucketReset { epoch, old_ttl });
         }
     }
 

@@ -89,10 +89,16 @@ impl Sim {
         let inst = &mut self.insts[i];
         inst.epoch = epoch;
         inst.seen_high = 0;
+        let old_ttl = inst.book.longest_session_ttl();
         inst.book.reset();
         inst.watch_rev.iter_mut().for_each(|r| *r = 0);
         for n in inst.nodes.clone() {
-            self.push(self.now, Ev::Node(n, Input::BucketReset { epoch, age }));
+            let reset = Input::BucketReset {
+                epoch,
+                age,
+                old_ttl,
+            };
+            self.push(self.now, Ev::Node(n, reset));
         }
         self.resync(i);
         if self.insts[i].session_blocked.is_some() && self.insts[i].held_start.is_none() {

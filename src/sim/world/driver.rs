@@ -169,12 +169,16 @@ impl Sim {
                 self.note_hold(n, age, now);
                 self.nodes[n].machine.handle_bucket_age(Some(age), now);
             }
-            Input::BucketReset { epoch, age } => {
+            Input::BucketReset {
+                epoch,
+                age,
+                old_ttl,
+            } => {
                 self.nodes[n].resets += 1;
                 self.note_hold(n, age, now);
                 self.nodes[n]
                     .machine
-                    .handle_bucket_reset(epoch, Some(age), now);
+                    .handle_bucket_reset(epoch, Some(age), old_ttl, now);
             }
         }
         if let Some(state) = read_state {

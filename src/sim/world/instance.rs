@@ -192,7 +192,13 @@ impl Sim {
             // Recreated between the machines' creation and the start.
             self.insts[i].epoch = epoch;
             for &n in &nodes {
-                self.push(g, Ev::Node(n, Input::BucketReset { epoch, age }));
+                // A process that never saw the old bucket knows no holder's TTL there.
+                let reset = Input::BucketReset {
+                    epoch,
+                    age,
+                    old_ttl: Duration::ZERO,
+                };
+                self.push(g, Ev::Node(n, reset));
             }
         } else if !self.flaws.no_bucket_age {
             for &n in &nodes {

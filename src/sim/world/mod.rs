@@ -70,10 +70,12 @@ pub(super) enum Input {
     HolderGone(u64),
     /// The process opened the bucket: it is this old (`handle_bucket_age`).
     BucketAge(Duration),
-    /// The driver found a new bucket epoch: `handle_bucket_reset` with the new bucket's age.
+    /// The driver found a new bucket epoch: `handle_bucket_reset` with the new bucket's age
+    /// and the longest session TTL the process knew in the old one.
     BucketReset {
         epoch: u64,
         age: Duration,
+        old_ttl: Duration,
     },
 }
 
