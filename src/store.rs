@@ -373,11 +373,19 @@ impl LeaseStore {
     /// never shows a recreated bucket).
     ///
     /// # Errors
-    /// [`FailureKind::BucketNotFound`] when the stream is gone, [`FailureKind::Unavailable`]
-    /// when the request fails otherwise or times out.
+    /// [`FailureKind::BucketNotFound`] when the stream is gone,
+    /// [`FailureKind::PermissionDenied`] when the server refuses the stream-info request to
+    /// this user, [`FailureKind::Unavailable`] when the request fails otherwise or times out.
     pub(crate) async fn epoch(&self, timeout: Duration) -> Result<u64, FailureKind> {
         let name = format!("KV_{}", self.bucket);
-        match tokio::time::timeout(timeout, self.js.get_stream(name)).await {
+        let api = format!("{}.STREAM.INFO.{name}", self.api);
+        let denied = permission_violation(self.errors.subscribe(), vec![api]);
+        let info = tokio::time::timeout(timeout, self.js.get_stream(name));
+        let answer = tokio::select! {
+            a = info => a,
+            () = denied => return Err(FailureKind::PermissionDenied),
+        };
+        match answer {
             Err(_) => Err(FailureKind::Unavailable),
             Ok(Ok(stream)) => {
                 let created = stream.cached_info().created.unix_timestamp_nanos();

@@ -207,6 +207,7 @@ impl SessionTask {
                 });
                 *confirming = Some(Box::pin(confirm_epoch(
                     self.shared.clone(),
+                    self.view.clone(),
                     self.start_timeout,
                     self.start_epoch,
                 )));
@@ -397,14 +398,32 @@ const EPOCH_CONFIRM_RETRY: Duration = Duration::from_millis(250);
 /// role and the session book: the young-bucket hold) and then confirmed in turn: the start
 /// landed in the new bucket, or in the deleted one, whose session is renewed nowhere and ends
 /// before the hold does. A failed check is repeated [`EPOCH_CONFIRM_RETRY`] after its answer
-/// or timeout — the session's roles acquire nothing meanwhile.
-async fn confirm_epoch(shared: Arc<Shared>, timeout: Duration, sent_epoch: u64) {
+/// or timeout — the session's roles acquire nothing meanwhile, and report the failure (the
+/// session view's, as a failing session write would; cleared once confirmed).
+async fn confirm_epoch(
+    shared: Arc<Shared>,
+    view: watch::Sender<SessionView>,
+    timeout: Duration,
+    sent_epoch: u64,
+) {
     let mut warned = false;
+    let mut reported: Option<FailureKind> = None;
     let mut expected = sent_epoch;
     loop {
         let known = shared.bucket.epoch();
         match shared.store.epoch(timeout).await {
-            Ok(epoch) if epoch == expected => return,
+            Ok(epoch) if epoch == expected => {
+                if let Some(kind) = reported {
+                    view.send_if_modified(|v| {
+                        let ours = v.failure == Some(kind);
+                        if ours {
+                            v.failure = None;
+                        }
+                        ours
+                    });
+                }
+                return;
+            }
             Ok(_) | Err(FailureKind::BucketNotFound) => {
                 if !warned {
                     warn!("the bucket was recreated: the session's roles wait for its new epoch");
@@ -418,6 +437,10 @@ async fn confirm_epoch(shared: Arc<Shared>, timeout: Duration, sent_epoch: u64) 
                 }
             }
             Err(kind) => {
+                if reported != Some(kind) {
+                    reported = Some(kind);
+                    view.send_modify(|v| v.failure = Some(kind));
+                }
                 if !warned {
                     warn!(
                         error = %shared.store.describe(kind),

@@ -324,3 +324,80 @@ async fn a_holder_with_a_longer_ttl_is_waited_for_after_a_bucket_reset() {
     );
     assert!(report.is_clean(), "{}", report.render_text());
 }
+
+const AUTH_ALL: &str = r#"authorization {
+  users = [
+    { user: admin, password: a }
+    { user: app, password: p, permissions: { publish: { allow: [">"] }, subscribe: { allow: [">"] } } }
+  ]
+}"#;
+
+const AUTH_NO_INFO: &str = r#"authorization {
+  users = [
+    { user: admin, password: a }
+    { user: app, password: p, permissions: { publish: { allow: [">"], deny: ["$JS.API.STREAM.INFO.KV_perm"] }, subscribe: { allow: [">"] } } }
+  ]
+}"#;
+
+/// The epoch check after a session start (Q6) refused by the server: the user may write the
+/// bucket but not ask for its stream info. The session's roles acquire nothing and say why
+/// (`permission_denied` in the role's status, not a silent `Candidate`); once the permission
+/// is back (a config reload) the role is held again without a restart and the failure clears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_epoch_check_after_a_session_start_is_reported_and_heals() {
+    let mut server = NatsServer::start_with_config(AUTH_ALL).await;
+    let admin = testkit::connect_with(&server.url(), || {
+        async_nats::ConnectOptions::with_user_and_password("admin".into(), "a".into())
+    })
+    .await;
+    let js = jetstream::new(admin.clone());
+    let store = testkit::create_kv(&js, testkit::roles::lease_bucket("perm")).await;
+    let config = nats_roles::config::NatsConfig {
+        servers: vec![server.url()],
+        user: Some("app".into()),
+        password: Some("p".into()),
+        ..nats_roles::config::NatsConfig::default()
+    };
+    let (client, errors) = nats_roles::connect(&config, "app").await.expect("connect");
+    let r = RoleName::new("r").unwrap();
+    let m = RoleManager::builder(client, InstanceId::new("a").unwrap())
+        .bucket("perm")
+        .server_errors(errors)
+        .role(RoleSpec::new(r.clone()).timing(timing()))
+        .start()
+        .await
+        .expect("start");
+    wait("r held", Duration::from_secs(10), &|| m.is_leader(&r)).await;
+    server.reload_with(AUTH_NO_INFO);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Another client deletes the session key: the session is lost and starts again.
+    store
+        .delete("session.a.2000")
+        .await
+        .expect("delete the session key");
+    wait("r demoted", Duration::from_secs(5), &|| !m.is_leader(&r)).await;
+    let failure = || m.status(&r).and_then(|s| s.failure);
+    wait("the refusal reported", Duration::from_secs(10), &|| {
+        failure() == Some(nats_roles::FailureKind::PermissionDenied)
+    })
+    .await;
+    // Still refused: nothing is acquired meanwhile.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!m.is_leader(&r), "r acquired without a confirmed epoch");
+    server.reload_with(AUTH_ALL);
+    wait("r held again", Duration::from_secs(10), &|| m.is_leader(&r)).await;
+    wait("the failure cleared", Duration::from_secs(5), &|| {
+        failure().is_none()
+    })
+    .await;
+    m.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+}
+
+/// Polls `ok` every 20 ms until it holds; fails the test after `limit`.
+async fn wait(what: &str, limit: Duration, ok: &dyn Fn() -> bool) {
+    let until = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < until, "{what} within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
