@@ -43,6 +43,10 @@ pub(crate) struct TermShared {
     pub(crate) lost_notify: tokio::sync::Notify,
     /// When the term started (its promotion).
     pub(crate) started_at: Instant,
+    /// Set (once) by whoever records the term's demotion (its role runner, or the session's
+    /// abandonment when the runner is gone): a term draining a release is demoted already,
+    /// and its history must not get a second `demote` (S6).
+    pub(crate) demotion_recorded: std::sync::OnceLock<()>,
 }
 
 impl TermShared {
@@ -75,6 +79,7 @@ impl TermShared {
             lost: std::sync::OnceLock::new(),
             lost_notify: tokio::sync::Notify::new(),
             started_at: Instant::now(),
+            demotion_recorded: std::sync::OnceLock::new(),
         }
     }
 

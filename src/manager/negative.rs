@@ -9,8 +9,9 @@
 //! once `PATH` exists ([`wedged`], [`wedge`]), so that the process tests can show that `nats-roles run` stops
 //! sending systemd's `WATCHDOG=1` when a task of the manager no longer answers its liveness
 //! probe (`RoleManager::probe`, docs/deploy.md). And `NATS_ROLES_TEST_PANIC_IF_EXISTS=PATH`
-//! makes a role driver panic at its next liveness probe once `PATH` exists
-//! ([`panic_if_asked`]): a driver's panic is fail-stop (its session is abandoned).
+//! makes a role driver panic at its next liveness probe once `PATH` exists (only the driver of
+//! the role the file names, when it names one) ([`panic_if_asked`]): a driver's panic is
+//! fail-stop (its session is abandoned).
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -234,9 +235,18 @@ pub(crate) async fn wedge() {
 const PANIC_IF_EXISTS: &str = "NATS_ROLES_TEST_PANIC_IF_EXISTS";
 
 /// Test seam (`NATS_ROLES_TEST_PANIC_IF_EXISTS=PATH`): a role driver that receives a liveness
-/// probe panics once `PATH` exists, as a bug in the driver would.
-pub(crate) fn panic_if_asked() {
-    if std::env::var_os(PANIC_IF_EXISTS).is_some_and(|path| std::path::Path::new(&path).exists()) {
+/// probe panics once `PATH` exists, as a bug in the driver would. When the file names a role
+/// (its content, trimmed, not empty), only the driver probed for that role panics (one
+/// session class; the others go on).
+pub(crate) fn panic_if_asked(role: Option<&str>) {
+    let Some(path) = std::env::var_os(PANIC_IF_EXISTS) else {
+        return;
+    };
+    let Ok(named) = std::fs::read_to_string(std::path::Path::new(&path)) else {
+        return;
+    };
+    let named = named.trim();
+    if named.is_empty() || role == Some(named) {
         panic!("test seam {PANIC_IF_EXISTS}: the role driver panics (test only)");
     }
 }

@@ -222,7 +222,7 @@ impl RoleDriver {
                 // Test seam of the liveness probe (`negative-controls` only): the driver is
                 // stuck, as one stuck in an await that never completes would be.
                 #[cfg(feature = "negative-controls")]
-                super::negative::panic_if_asked();
+                super::negative::panic_if_asked(self.runners.get(&id).map(|r| r.role().as_str()));
                 #[cfg(feature = "negative-controls")]
                 if super::negative::wedged() {
                     tokio::select! {

@@ -198,7 +198,8 @@ impl SessionClock {
     /// The session is abandoned (its role driver failed, fail-stop): every term resting on it
     /// ends now ([`DemoteReason::Abandoned`](crate::core::DemoteReason::Abandoned)) — the
     /// work's cancellation, then the start gate (a start under way completes first or sees
-    /// the term ended, Q12), then the demotion's record — and no renewal moves a deadline
+    /// the term ended, Q12), then the demotion's record, unless the runner recorded it
+    /// already (a term draining a graceful release) — and no renewal moves a deadline
     /// again.
     pub(crate) async fn abandon(&self) {
         let terms: Vec<_> = self.state().terms.drain().map(|(_, t)| t.term).collect();
@@ -207,6 +208,9 @@ impl SessionClock {
             let shared = &term.inner;
             shared.end(reason);
             let _gate = shared.start_gate.lock().await;
+            if shared.demotion_recorded.set(()).is_err() {
+                continue;
+            }
             shared.tap.record(
                 &shared.instance,
                 &shared.role,

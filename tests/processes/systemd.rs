@@ -516,6 +516,115 @@ async fn a_panicking_role_driver_abandons_its_session_and_the_role_moves_without
     assert!(out.stdout.contains("CLEAN"), "{}", out.text());
 }
 
+/// A role driver panics while a graceful release of an `exec` role drains (found by an
+/// attack): the child ignores `SIGTERM`, so the release's drain is still waiting for it when
+/// the driver panics and the session is abandoned. The term was demoted already (`released`);
+/// the abandonment must not record a second `demote` for it (before the fix the history had
+/// `demote … released` and then `demote … abandoned` of one term: S6 "demoted term N, which it
+/// does not hold"). The child is killed at its watchdog's deadline, before node-b's term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_panic_during_a_release_drain_records_the_demotion_once() {
+    let server = NatsServer::start().await;
+    let socket = NotifySocket::bind();
+    let token = "0123456789abcdef0123";
+    let mut d = Deployment::new(&server.url(), "sddrain", &[], "");
+    let child = d.dir().join("child.sh");
+    std::fs::write(
+        &child,
+        "#!/bin/sh\ntrap 'echo ignored' TERM\nwhile :; do sleep 0.1; done\n",
+    )
+    .expect("write the child");
+    make_executable(&child);
+    let yaml = format!(
+        "bucket:\n  name: sddrain\n  replicas: 1\n  auto_create: true\n\
+         timing:\n  ttl: 2s\n  heartbeat: 500ms\n\
+         shutdown:\n  drain_timeout: 10s\n\
+         http:\n  admin_token: \"{token}\"\n\
+         roles:\n  - name: worker\n    exec:\n      command: [{}]\n      stop_timeout: 8s\n",
+        child.display()
+    );
+    std::fs::write(&d.config, &yaml).expect("write config");
+    d.arg("--history");
+    d.arg("{dir}/{id}.jsonl");
+    let trigger = d.dir().join("panic");
+    d.env("NOTIFY_SOCKET", socket.path());
+    d.env("WATCHDOG_USEC", "1000000");
+    d.env(
+        "NATS_ROLES_TEST_PANIC_IF_EXISTS",
+        trigger.to_str().expect("path"),
+    );
+    let a_history = d.dir().join("node-a.jsonl");
+    d.start("node-a").await;
+    let limit = Duration::from_secs(20);
+    let started = Instant::now();
+    while super::exec::records(&a_history, "child_start").is_empty() {
+        assert!(
+            started.elapsed() < limit,
+            "node-a runs worker\n{}",
+            d.report()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut b = Deployment::new(&server.url(), "sddrain", &[], "");
+    std::fs::write(&b.config, &yaml).expect("write config");
+    b.arg("--history");
+    b.arg("{dir}/{id}.jsonl");
+    let b_history = b.dir().join("node-b.jsonl");
+    b.start("node-b").await;
+    let auth = format!("Bearer {token}");
+    let (status, body) = testkit::http::request(
+        d.instances[0].port,
+        "POST",
+        "/api/roles/worker/release",
+        &[("Authorization", auth.as_str())],
+        "",
+    )
+    .await
+    .expect("release");
+    assert_eq!(status, 200, "{body}");
+    // The drain waits for the child, which ignores SIGTERM; the driver panics meanwhile.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    std::fs::write(&trigger, b"").expect("create the panic file");
+    let limit = Duration::from_secs(15);
+    let started = Instant::now();
+    while super::exec::records(&b_history, "promote").is_empty() {
+        assert!(
+            started.elapsed() < limit,
+            "node-b did not take worker\n{}\n{}",
+            d.report(),
+            b.report()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stderr = d.instances[0].stderr();
+    assert!(
+        stderr.contains("the session is abandoned"),
+        "node-a's driver panicked during the drain:\n{stderr}"
+    );
+    b.terminate(0);
+    b.wait_exit(0, Duration::from_secs(15)).await;
+    d.terminate(0);
+    d.wait_exit(0, Duration::from_secs(15)).await;
+    let demotes = super::exec::records(&a_history, "demote");
+    assert_eq!(
+        demotes.len(),
+        1,
+        "one demotion of node-a's term: {demotes:?}"
+    );
+    let files = [
+        a_history.display().to_string(),
+        b_history.display().to_string(),
+    ];
+    let out = testkit::cli::run(
+        &["history", "check", &files[0], &files[1]],
+        &[],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.text());
+    assert!(out.stdout.contains("CLEAN"), "{}", out.text());
+}
+
 /// The instant of the last `WATCHDOG=1` before `t`.
 fn pings_before(socket: &NotifySocket, t: Instant) -> Option<Instant> {
     socket

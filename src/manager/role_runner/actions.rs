@@ -201,6 +201,9 @@ impl RoleRunner {
                 if !wait {
                     self.let_go();
                 }
+                if let Some(l) = &leadership {
+                    let _ = l.inner.demotion_recorded.set(());
+                }
                 self.report.demoted(term.token, reason);
                 if let Some(l) = leadership {
                     // P9: the token is cancelled before on_demote runs (above).

@@ -186,6 +186,12 @@ impl RoleRunner {
         runner
     }
 
+    /// The role (the `negative-controls` panic seam picks a driver by it).
+    #[cfg(feature = "negative-controls")]
+    pub(crate) fn role(&self) -> &RoleName {
+        &self.role
+    }
+
     /// Whether the machine stopped (the driver then finishes the role: [`RoleRunner::finish`]).
     pub(crate) fn is_stopped(&self) -> bool {
         self.machine.is_stopped() && self.gated.is_none()
