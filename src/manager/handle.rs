@@ -46,7 +46,7 @@ impl RoleHandle {
     /// The latest status.
     #[must_use]
     pub fn status(&self) -> RoleStatus {
-        self.status.borrow().clone()
+        super::status::current(&self.status)
     }
 
     /// Follows the role: a channel of its status (this instance's state, the current holder

@@ -215,7 +215,11 @@ impl RoleManager {
             .then(|| u64::try_from(spec.timing.ttl.as_millis()).unwrap_or(u64::MAX));
         // Protocol Q6: no acquire before the bucket is a TTL + heartbeat old.
         let now = tokio::time::Instant::now();
-        machine.handle_bucket_age(Some(self.shared.bucket.age(now)), now);
+        machine.handle_bucket_age(
+            Some(self.shared.bucket.age(now)),
+            self.shared.bucket.old_ttl(),
+            now,
+        );
         let id = self
             .next_role
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -477,7 +481,7 @@ impl RoleManager {
             .managed
             .roles()
             .get(role)
-            .map(|s| s.status.borrow().clone())
+            .map(|s| status::current(&s.status))
     }
 
     /// Status of every managed role, sorted by name.
@@ -488,7 +492,7 @@ impl RoleManager {
             .managed
             .roles()
             .values()
-            .map(|s| s.status.borrow().clone())
+            .map(|s| status::current(&s.status))
             .collect();
         v.sort_by(|a, b| a.role.cmp(&b.role));
         v

@@ -72,9 +72,9 @@ fn facts(shared: &Shared, role: &RoleName) -> TargetFacts {
         };
         let held = roles
             .values()
-            .filter(|s| s.status.borrow().state == RoleState::Leader)
+            .filter(|s| super::status::current(&s.status).state == RoleState::Leader)
             .count();
-        (slot.status.borrow().clone(), slot.class, held)
+        (super::status::current(&slot.status), slot.class, held)
     };
     let now = tokio::time::Instant::now();
     let stopping = matches!(status.state, RoleState::Stopped)

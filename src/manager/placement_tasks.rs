@@ -239,7 +239,7 @@ impl Driver {
             roles: roles
                 .iter()
                 .map(|(name, slot)| {
-                    let status = slot.status.borrow();
+                    let status = super::status::current(&slot.status);
                     let view = RoleView {
                         leader: status.state == RoleState::Leader,
                         declines: declines(&status, now),

@@ -201,9 +201,14 @@ impl SessionClock {
     /// the term ended, Q12), then the demotion's record, unless the runner recorded it
     /// already (a term draining a graceful release) — and no renewal moves a deadline
     /// again.
-    pub(crate) async fn abandon(&self) {
+    ///
+    /// Returns the terms whose demotion it recorded (role and term), for the manager's events:
+    /// a term whose demotion the role runner had recorded already (a release draining) is
+    /// ended but not recorded again.
+    pub(crate) async fn abandon(&self) -> Vec<(crate::names::RoleName, u64)> {
         let terms: Vec<_> = self.state().terms.drain().map(|(_, t)| t.term).collect();
         let reason = crate::core::DemoteReason::Abandoned;
+        let mut recorded = Vec::new();
         for term in terms {
             let shared = &term.inner;
             shared.end(reason);
@@ -220,7 +225,9 @@ impl SessionClock {
                     held: shared.started_at.elapsed(),
                 },
             );
+            recorded.push((shared.role.clone(), shared.token.term()));
         }
+        recorded
     }
 
     /// A renewal was acknowledged: published for the role runners, and every term of that

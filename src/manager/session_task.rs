@@ -154,7 +154,15 @@ impl SessionTask {
                                  end now, it is renewed no more, and its key expires on the \
                                  server (other instances then take its roles)"
                             );
-                            self.clock.abandon().await;
+                            for (role, term) in self.clock.abandon().await {
+                                // The role's runner is gone: the manager says it (the events'
+                                // followers: `run`'s stdout, long-polls, SSE).
+                                self.shared.emit(crate::RoleEvent::Demoted {
+                                    role,
+                                    term,
+                                    reason: crate::core::DemoteReason::Abandoned,
+                                });
+                            }
                             return;
                         }
                         Some(SessionInput::Stop) | None => {

@@ -99,3 +99,26 @@ impl RoleStatus {
         self.state == RoleState::Leader
     }
 }
+
+/// The status of a role as `rx` shows it — unless the role's runner is gone without a last
+/// word (its publisher dropped while the status says it still takes part): its driver failed
+/// and its terms were abandoned (fail-stop, docs/failure-semantics.md). Then the role is
+/// reported stopped, with `abandoned` as the last demotion if it held the role, instead of
+/// the runner's last status for ever (a `LEADER` that another instance has taken over).
+pub(crate) fn current(rx: &tokio::sync::watch::Receiver<RoleStatus>) -> RoleStatus {
+    let mut status = rx.borrow().clone();
+    if rx.has_changed().is_err() && status.state != RoleState::Stopped {
+        if status.state == RoleState::Leader {
+            status.last_demote_reason = Some(DemoteReason::Abandoned);
+        }
+        status.state = RoleState::Stopped;
+        status.token = None;
+        status.held_since = None;
+        status.last_error = Some(
+            "the role's driver failed (a bug): the role is abandoned; restart the process to \
+             campaign for it again"
+                .to_owned(),
+        );
+    }
+    status
+}

@@ -486,6 +486,32 @@ async fn a_panicking_role_driver_abandons_its_session_and_the_role_moves_without
     );
     // node-a lives on (nothing restarted it) and no longer pings the watchdog.
     assert!(d.try_exit(0).is_none(), "node-a exited\n{}", d.report());
+    // What node-a says agrees with the bucket: it holds nothing (an application following
+    // its `/api/self` would otherwise act beside node-b), and it said so on its stdout.
+    let port = d.instances[0].port;
+    let (status, body) = testkit::http::get(port, "/api/self")
+        .await
+        .expect("GET /api/self");
+    assert_eq!(status, 200, "{body}");
+    let view: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(
+        view["roles"],
+        serde_json::json!([]),
+        "node-a still claims: {body}"
+    );
+    let (_, roles) = testkit::http::get(port, "/api/roles")
+        .await
+        .expect("GET /api/roles");
+    assert!(
+        !roles.contains("\"LEADER\""),
+        "node-a's /api/roles still says LEADER: {roles}"
+    );
+    let out = d.instances[0].stdout();
+    assert!(
+        out.iter()
+            .any(|l| l.starts_with("demoted role=alpha") && l.ends_with("reason=abandoned")),
+        "no `demoted … reason=abandoned` line: {out:?}"
+    );
     let noticed = Instant::now();
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let late = socket

@@ -700,8 +700,12 @@ impl RoleMachine {
     /// stream-info answer arrived); `None`: its age is unknown. No acquire is sent before the
     /// bucket is the TTL + heartbeat old (Q6, bucket reset: a holder of a bucket this one
     /// replaced may act until then), so an unknown age holds for that long from `now`.
-    pub fn handle_bucket_age(&mut self, age: Option<Duration>, now: Instant) {
-        self.hold_young(age, Duration::ZERO, now);
+    ///
+    /// `old_ttl`: the longest TTL of the sessions this process knew in a bucket this one
+    /// replaced (zero if none): a holder there may act until its deadline, so the hold lasts at
+    /// least that long (a role added after a reset).
+    pub fn handle_bucket_age(&mut self, age: Option<Duration>, old_ttl: Duration, now: Instant) {
+        self.hold_young(age, old_ttl, now);
         self.step(now);
     }
 

@@ -173,7 +173,7 @@ fn no_acquire_in_a_young_bucket() {
     let timing = Timing::default();
     let (mut m, t0) = machine();
     let age = Duration::from_millis(200);
-    m.handle_bucket_age(Some(age), t0);
+    m.handle_bucket_age(Some(age), Duration::ZERO, t0);
     start_on(&mut m, t0, FREE);
     assert!(
         write_of(&drain(&mut m)).is_none(),
@@ -203,7 +203,7 @@ fn no_acquire_in_a_young_bucket() {
     assert_eq!((kind, expected), (WriteKind::Acquire, 7));
     // An old bucket holds nothing.
     let (mut m, t0) = machine();
-    m.handle_bucket_age(Some(Duration::from_secs(3600)), t0);
+    m.handle_bucket_age(Some(Duration::from_secs(3600)), Duration::ZERO, t0);
     start_on(&mut m, t0, FREE);
     assert!(
         write_of(&drain(&mut m)).is_some(),

@@ -27,6 +27,10 @@ pub(crate) struct BucketView {
     /// (`bucket::born`; written with the epoch): no acquire before it is a TTL + heartbeat old
     /// (protocol Q6).
     born: Mutex<Instant>,
+    /// The longest session TTL this process knew in the bucket the current one replaced (zero
+    /// before any reset): the young-bucket hold of a role added later lasts at least that long
+    /// too (protocol Q6).
+    old_ttl: Mutex<std::time::Duration>,
     /// The highest revision seen in the current bucket, any key (the stream's last sequence at
     /// start-up, then every watcher entry); reset with the epoch. Seeds a new role's high-water
     /// mark (P6). The session tasks raise it too, with the revisions of their own acknowledged
@@ -60,6 +64,7 @@ impl BucketView {
         Self {
             epoch: AtomicU64::new(epoch),
             born: Mutex::new(born),
+            old_ttl: Mutex::new(std::time::Duration::ZERO),
             high_water: AtomicU64::new(last_revision),
             caught_up: watch::channel(false).0,
             check: Notify::new(),
@@ -86,6 +91,11 @@ impl BucketView {
         self.high_water.fetch_max(revision, Ordering::SeqCst);
     }
 
+    /// The longest session TTL known in the bucket the current one replaced (Q6).
+    pub(crate) fn old_ttl(&self) -> std::time::Duration {
+        *lock(&self.old_ttl)
+    }
+
     /// The bucket's age now (protocol Q6), from its creation on this process's clock.
     pub(crate) fn age(&self, now: Instant) -> std::time::Duration {
         let born = *lock(&self.born);
@@ -94,8 +104,9 @@ impl BucketView {
 
     /// A new epoch, created at `born`: only [`Shared::reset_epoch`](super::Shared::reset_epoch),
     /// under the `roles` lock.
-    pub(super) fn reset(&self, epoch: u64, born: Instant) {
+    pub(super) fn reset(&self, epoch: u64, born: Instant, old_ttl: std::time::Duration) {
         *lock(&self.born) = born;
+        *lock(&self.old_ttl) = old_ttl;
         self.epoch.store(epoch, Ordering::SeqCst);
         self.high_water.store(0, Ordering::SeqCst);
     }

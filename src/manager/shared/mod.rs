@@ -116,7 +116,7 @@ impl Shared {
         old_ttl: std::time::Duration,
     ) {
         let roles = self.managed.roles();
-        self.bucket.reset(epoch, born);
+        self.bucket.reset(epoch, born, old_ttl);
         for slot in roles.values() {
             let _ = slot.inbox.send(RoleInput::BucketReset { epoch, old_ttl });
         }

@@ -167,7 +167,9 @@ impl Sim {
             }
             Input::BucketAge(age) => {
                 self.note_hold(n, age, now);
-                self.nodes[n].machine.handle_bucket_age(Some(age), now);
+                self.nodes[n]
+                    .machine
+                    .handle_bucket_age(Some(age), std::time::Duration::ZERO, now);
             }
             Input::BucketReset {
                 epoch,
