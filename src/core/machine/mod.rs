@@ -710,11 +710,17 @@ impl RoleMachine {
     }
 
     /// The young-bucket hold (Q6): no acquire before the bucket is `T + heartbeat` old, `T`
-    /// the longer of this role's TTL and `old_ttl`.
+    /// the longer of this role's TTL and `old_ttl`. A hold already running is never
+    /// shortened: a second reset does not move the deadline of a holder of the bucket before
+    /// (whose session this process may no longer know).
     fn hold_young(&mut self, age: Option<Duration>, old_ttl: Duration, now: Instant) {
         let longest = self.timing.ttl.max(old_ttl);
         let hold = (longest + self.timing.heartbeat).saturating_sub(age.unwrap_or(Duration::ZERO));
-        self.young_until = (!hold.is_zero()).then_some(now + hold);
+        let until = (!hold.is_zero()).then_some(now + hold);
+        self.young_until = match (self.young_until, until) {
+            (Some(running), Some(new)) => Some(running.max(new)),
+            (running, new) => new.or(running.filter(|r| *r > now)),
+        };
     }
 
     /// Removes the hold of a key with no entry (the simulation's negative control of the reset

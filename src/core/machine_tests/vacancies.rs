@@ -211,6 +211,43 @@ fn no_acquire_in_a_young_bucket() {
     );
 }
 
+/// Q6 with mixed TTLs: after a reset the hold lasts the longest session TTL known in the old
+/// bucket (a holder there acts until its own deadline), and a second reset soon after — when
+/// that session is no longer known — does not shorten the hold already running.
+#[test]
+fn a_reset_holds_for_the_old_holders_ttl_and_a_second_reset_does_not_shorten_it() {
+    let timing = Timing::default();
+    let long = timing.ttl * 4;
+    let (mut m, t0) = machine();
+    m.handle_bucket_reset(EPOCH + 1, Some(Duration::ZERO), long, t0);
+    let first = t0 + long + timing.heartbeat;
+    let t1 = t0 + Duration::from_millis(500);
+    m.handle_bucket_reset(EPOCH + 2, Some(Duration::ZERO), Duration::ZERO, t1);
+    session_at(&mut m, SESSION, t1);
+    start_on(&mut m, t1, FREE);
+    assert!(
+        write_of(&drain(&mut m)).is_none(),
+        "acquired in a young bucket"
+    );
+    assert_eq!(
+        m.poll_timeout(),
+        Some(first),
+        "the hold ends with the first reset's (the old holder's TTL), not the second's"
+    );
+    // After the second reset's own hold, still nothing.
+    let t2 = t1 + timing.ttl + timing.heartbeat + Duration::from_millis(1);
+    session_at(&mut m, SESSION, t2);
+    m.handle_timeout(t2);
+    assert!(
+        write_of(&drain(&mut m)).is_none(),
+        "acquired before the first reset's hold ended"
+    );
+    session_at(&mut m, SESSION, first);
+    m.handle_timeout(first);
+    let (_, kind, _) = write_of(&drain(&mut m)).expect("an acquire after the hold");
+    assert_eq!(kind, WriteKind::Acquire);
+}
+
 /// Q5 rule 1, Q6 (a stream purge): a role key with no entry at all — never written, or every
 /// entry of the stream removed without a marker — is acquired only once it was absent for a
 /// TTL + heartbeat (a holder may still act on a term it won there); a marker is acquired at

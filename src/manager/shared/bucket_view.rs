@@ -106,7 +106,10 @@ impl BucketView {
     /// under the `roles` lock.
     pub(super) fn reset(&self, epoch: u64, born: Instant, old_ttl: std::time::Duration) {
         *lock(&self.born) = born;
-        *lock(&self.old_ttl) = old_ttl;
+        // Never shorter than a reset's before: its holders' deadlines do not move.
+        let mut known = lock(&self.old_ttl);
+        *known = (*known).max(old_ttl);
+        drop(known);
         self.epoch.store(epoch, Ordering::SeqCst);
         self.high_water.store(0, Ordering::SeqCst);
     }
