@@ -36,7 +36,16 @@ impl KvLog {
         let (tick_tx, tick) = watch::channel(0u64);
         let log = changes.clone();
         let task = tokio::spawn(async move {
-            while let Some(Ok(entry)) = watch.next().await {
+            while let Some(next) = watch.next().await {
+                // An error is reported and the watch goes on (async-nats recreates its
+                // consumer): ending here would silently drop every later change.
+                let entry = match next {
+                    Ok(entry) => entry,
+                    Err(e) => {
+                        eprintln!("failover_bench: KV watch error (continuing): {e}");
+                        continue;
+                    }
+                };
                 let at = Instant::now();
                 let holder = serde_json::from_slice::<serde_json::Value>(&entry.value)
                     .ok()
