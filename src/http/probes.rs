@@ -108,9 +108,14 @@ impl Api {
                 ));
             }
             if let Some(err) = &status.last_error {
-                reasons.push(format!(
-                    "role {role} cannot campaign or renew: {err} (retrying)"
-                ));
+                if status.state == crate::status::RoleState::Stopped {
+                    // Nothing retries a stopped role (an abandoned one: its driver failed).
+                    reasons.push(format!("role {role}: {err}"));
+                } else {
+                    reasons.push(format!(
+                        "role {role} cannot campaign or renew: {err} (retrying)"
+                    ));
+                }
             }
         }
         let ready = reasons.is_empty();

@@ -506,6 +506,13 @@ async fn a_panicking_role_driver_abandons_its_session_and_the_role_moves_without
         !roles.contains("\"LEADER\""),
         "node-a's /api/roles still says LEADER: {roles}"
     );
+    let (ready, why) = testkit::http::get(port, "/readyz")
+        .await
+        .expect("GET /readyz");
+    assert!(
+        ready == 503 && why.contains("abandoned") && !why.contains("retrying"),
+        "node-a's /readyz: {ready} {why}"
+    );
     let out = d.instances[0].stdout();
     assert!(
         out.iter()
