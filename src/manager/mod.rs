@@ -26,6 +26,7 @@ pub(crate) mod shared;
 mod spec;
 pub(crate) mod startup;
 pub(crate) mod status;
+mod statuses;
 mod ticker;
 mod timer_queue;
 mod vacancy;
@@ -472,30 +473,6 @@ impl RoleManager {
             status: s.status.clone(),
             current: s.current.clone(),
         })
-    }
-
-    /// Status of a managed role.
-    #[must_use]
-    pub fn status(&self, role: &RoleName) -> Option<RoleStatus> {
-        self.shared
-            .managed
-            .roles()
-            .get(role)
-            .map(|s| status::current(&s.status))
-    }
-
-    /// Status of every managed role, sorted by name.
-    #[must_use]
-    pub fn statuses(&self) -> Vec<RoleStatus> {
-        let mut v: Vec<_> = self
-            .shared
-            .managed
-            .roles()
-            .values()
-            .map(|s| status::current(&s.status))
-            .collect();
-        v.sort_by(|a, b| a.role.cmp(&b.role));
-        v
     }
 
     /// The current term of a role, if this instance holds it.
