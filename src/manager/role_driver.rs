@@ -37,9 +37,9 @@ impl DriverHandle {
     /// until it has no role left and its handle is dropped.
     ///
     /// A panic of the driver is fail-stop: `on_panic` runs (the manager abandons the class's
-    /// session, so that its terms lapse at their deadlines and its roles move elsewhere, as
-    /// after a crash) instead of leaving the roles held by a driver that no longer runs while
-    /// the session renews their terms.
+    /// session: its terms end at once, it expires and its roles move elsewhere, as after a
+    /// crash) instead of leaving the roles held by a driver that no longer runs while the
+    /// session renews their terms.
     pub(crate) fn spawn(
         session: Option<watch::Receiver<SessionView>>,
         clock: Option<&Arc<SessionClock>>,

@@ -200,11 +200,8 @@ impl SessionClock {
     /// work's cancellation, then the start gate (a start under way completes first or sees
     /// the term ended, Q12), then the demotion's record, unless the runner recorded it
     /// already (a term draining a graceful release) — and no renewal moves a deadline
-    /// again.
-    ///
-    /// Returns the terms whose demotion it recorded (role and term), for the manager's events:
-    /// a term whose demotion the role runner had recorded already (a release draining) is
-    /// ended but not recorded again.
+    /// again. Returns the terms whose demotion it recorded (role and term), for the manager's
+    /// events.
     pub(crate) async fn abandon(&self) -> Vec<(crate::names::RoleName, u64)> {
         let terms: Vec<_> = self.state().terms.drain().map(|(_, t)| t.term).collect();
         let reason = crate::core::DemoteReason::Abandoned;

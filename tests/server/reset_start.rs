@@ -29,6 +29,46 @@ fn timing() -> Timing {
     }
 }
 
+/// A server, an admin's JetStream context, and a history directory whose harness file names
+/// the trial (`kind`, the TTL and heartbeat the checker bounds L1 with).
+struct Setup {
+    server: NatsServer,
+    upstream: std::net::SocketAddr,
+    js: jetstream::Context,
+    _tmp: tempfile::TempDir,
+    dir: std::path::PathBuf,
+}
+
+impl Setup {
+    async fn start(kind: &str, ttl_ms: u64, heartbeat_ms: u64) -> Setup {
+        let server = NatsServer::start().await;
+        let upstream = format!("127.0.0.1:{}", server.port())
+            .parse()
+            .expect("addr");
+        let js = jetstream::new(testkit::connect(&server.url()).await);
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().to_path_buf();
+        harness(
+            &dir,
+            Event::Trial(TrialInfo {
+                kind: kind.into(),
+                ttl_ms,
+                margin: 0.1,
+                clock: 1.0,
+                heartbeat_ms: Some(heartbeat_ms),
+                ..TrialInfo::default()
+            }),
+        );
+        Setup {
+            server,
+            upstream,
+            js,
+            _tmp: tmp,
+            dir,
+        }
+    }
+}
+
 fn harness(dir: &Path, event: Event) {
     use std::io::Write as _;
     let mut f = std::fs::OpenOptions::new()
@@ -74,25 +114,13 @@ fn fault(dir: &Path, phase: Phase) {
 /// the start's acknowledgement, A applies the new epoch before its roles hear of the session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_start_stalled_across_a_bucket_reset_takes_no_live_term() {
-    let server = NatsServer::start().await;
-    let upstream: std::net::SocketAddr = format!("127.0.0.1:{}", server.port())
-        .parse()
-        .expect("addr");
-    let admin = testkit::connect(&server.url()).await;
-    let js = jetstream::new(admin.clone());
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = tmp.path().to_path_buf();
-    harness(
-        &dir,
-        Event::Trial(TrialInfo {
-            kind: "bucket-reset-stalled-start".into(),
-            ttl_ms: 2000,
-            margin: 0.1,
-            clock: 1.0,
-            heartbeat_ms: Some(500),
-            ..TrialInfo::default()
-        }),
-    );
+    let Setup {
+        server,
+        upstream,
+        js,
+        _tmp,
+        dir,
+    } = Setup::start("bucket-reset-stalled-start", 2000, 500).await;
     let r = RoleName::new("r").unwrap();
     let config = || kv::Config {
         bucket: BUCKET.into(),
@@ -219,25 +247,13 @@ async fn a_session_start_stalled_across_a_bucket_reset_takes_no_live_term() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holders_with_a_longer_ttl_are_waited_for_after_a_bucket_reset_also_by_roles_added_later() {
     const MIXED: &str = "mixed";
-    let server = NatsServer::start().await;
-    let upstream: std::net::SocketAddr = format!("127.0.0.1:{}", server.port())
-        .parse()
-        .expect("addr");
-    let admin = testkit::connect(&server.url()).await;
-    let js = jetstream::new(admin.clone());
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = tmp.path().to_path_buf();
-    harness(
-        &dir,
-        Event::Trial(TrialInfo {
-            kind: "mixed-ttl-reset".into(),
-            ttl_ms: 4000,
-            margin: 0.1,
-            clock: 1.0,
-            heartbeat_ms: Some(1000),
-            ..TrialInfo::default()
-        }),
-    );
+    let Setup {
+        server,
+        upstream,
+        js,
+        _tmp,
+        dir,
+    } = Setup::start("mixed-ttl-reset", 4000, 1000).await;
     let (r, late) = (RoleName::new("r").unwrap(), RoleName::new("late").unwrap());
     testkit::create_kv(&js, testkit::roles::lease_bucket(MIXED)).await;
     let long = Timing {
