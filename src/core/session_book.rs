@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::machine::BACKSTOP_GRACE;
+use super::presence::{Presence, PresentRecord, Wanted, session_ended};
 use super::session::SessionKeyState;
 use super::types::WriteOutcome;
 use crate::names::{InstanceId, RoleName};
@@ -117,6 +118,20 @@ pub struct SessionBook {
     /// This instance's own TTL and heartbeat (the backstop waits for the longer TTL).
     own_ttl: Duration,
     own_heartbeat: Duration,
+    /// Q8: the member records and whom this instance follows; `None`: every session key is
+    /// followed (the shared watcher delivers them all).
+    presence: Option<Following>,
+}
+
+/// The member records and the instances whose session keys this instance follows (Q8).
+#[derive(Debug)]
+struct Following {
+    presence: Presence,
+    /// Instances whose session keys are followed now.
+    follows: BTreeSet<InstanceId>,
+    /// Members whose record this instance asked to delete, with the record's revision (one
+    /// delete per revision).
+    ending: HashMap<InstanceId, u64>,
 }
 
 impl SessionBook {
@@ -130,7 +145,130 @@ impl SessionBook {
             by_key: HashMap::new(),
             own_ttl,
             own_heartbeat,
+            presence: None,
         }
+    }
+
+    /// The book of instance `me` that follows only the session keys protocol Q8 says
+    /// (itself, the members it is a successor of, orphans): [`SessionBook::wanted`] tells
+    /// whom, [`SessionBook::follow_only`] is told whom it follows.
+    #[must_use]
+    pub fn following(mut self, me: InstanceId) -> Self {
+        let mut follows = BTreeSet::new();
+        follows.insert(me.clone());
+        self.presence = Some(Following {
+            presence: Presence::new(me),
+            follows,
+            ending: HashMap::new(),
+        });
+        self
+    }
+
+    /// Whether the session key `key` belongs to an instance this book follows.
+    #[must_use]
+    pub fn follows_key(&self, key: &str) -> bool {
+        match &self.presence {
+            None => true,
+            Some(f) => instance_of(key).is_some_and(|i| f.follows.contains(&i)),
+        }
+    }
+
+    /// A member record of `id` at `record.revision` (Q8 rule 1).
+    pub fn member_put(&mut self, id: InstanceId, record: PresentRecord) {
+        if let Some(f) = &mut self.presence {
+            f.presence.record(id, record);
+        }
+    }
+
+    /// `id`'s member record is gone (a marker at `revision`, or replaced by a foreign value).
+    pub fn member_gone(&mut self, id: &InstanceId, revision: u64) {
+        if let Some(f) = &mut self.presence {
+            f.presence.record_gone(id, revision);
+            f.ending.remove(id);
+        }
+    }
+
+    /// The member record of `id` this book knows.
+    #[must_use]
+    pub fn member(&self, id: &InstanceId) -> Option<&PresentRecord> {
+        self.presence.as_ref().and_then(|f| f.presence.get(id))
+    }
+
+    /// Whom to follow and read now (Q8 rules 3 and 5); `None` when every key is followed.
+    #[must_use]
+    pub fn wanted(&mut self, now: Instant) -> Option<Wanted> {
+        let named: BTreeSet<InstanceId> =
+            self.by_key.keys().filter_map(|k| instance_of(k)).collect();
+        let f = self.presence.as_mut()?;
+        f.presence.set_named(&named, now);
+        Some(f.presence.wanted(now))
+    }
+
+    /// The instances whose session keys are followed from now on. The keys of an instance no
+    /// longer followed are forgotten (nothing here judges them any more: Q8 rule 7); the keys
+    /// of a newly followed one that roles rest on are tracked from `now`, as not seen yet.
+    pub fn follow_only(&mut self, follows: BTreeSet<InstanceId>, now: Instant) {
+        let Some(f) = &mut self.presence else {
+            return;
+        };
+        self.sessions
+            .retain(|key, _| instance_of(key).is_some_and(|i| follows.contains(&i)));
+        for key in self.by_key.keys() {
+            if instance_of(key).is_some_and(|i| follows.contains(&i) && !f.follows.contains(&i)) {
+                self.sessions
+                    .entry(key.clone())
+                    .or_insert_with(|| Track::new(now));
+            }
+        }
+        f.follows = follows;
+    }
+
+    /// Followed members (other than this instance) whose record lists a session that ended,
+    /// by what the followed keys show (Q8 rule 4): their records are to be deleted, by CAS on
+    /// the revision returned. Each record revision is returned once.
+    pub fn ended_members(&mut self, now: Instant) -> Vec<(InstanceId, u64)> {
+        let Some(f) = &self.presence else {
+            return Vec::new();
+        };
+        let candidates: Vec<(InstanceId, u64, Vec<(String, Uuid, Duration)>)> = f
+            .follows
+            .iter()
+            .filter(|id| *id != f.presence.me())
+            .filter_map(|id| {
+                let record = f.presence.get(id)?;
+                if f.ending.get(id) == Some(&record.revision) {
+                    return None;
+                }
+                let keys = record
+                    .sessions
+                    .iter()
+                    .map(|(ttl_ms, uuid)| {
+                        let period = self.period(Duration::from_millis(*ttl_ms));
+                        (crate::value::session_key(id, *ttl_ms), *uuid, period)
+                    })
+                    .collect();
+                Some((id.clone(), record.revision, keys))
+            })
+            .collect();
+        let mut out = Vec::new();
+        for (id, revision, keys) in candidates {
+            let mut ended = false;
+            for (key, uuid, period) in keys {
+                // A listed key with no entry seen is counted from now (rule 4's period).
+                let t = self.sessions.entry(key).or_insert_with(|| Track::new(now));
+                ended |= session_ended(uuid, &t.state, t.seen_at, now, period);
+            }
+            if ended {
+                out.push((id, revision));
+            }
+        }
+        if let Some(f) = &mut self.presence {
+            for (id, revision) in &out {
+                f.ending.insert(id.clone(), *revision);
+                f.presence.saw_end(id, *revision);
+            }
+        }
+        out
     }
 
     /// A role with this TTL and heartbeat joined: the backstop waits for the longest TTL and
@@ -145,6 +283,10 @@ impl SessionBook {
         self.sessions.clear();
         self.roles.clear();
         self.by_key.clear();
+        if let Some(f) = &mut self.presence {
+            f.presence.reset();
+            f.ending.clear();
+        }
     }
 
     /// A session key's entry from the watcher (or a newer one from a read). Returns the roles
@@ -155,6 +297,10 @@ impl SessionBook {
         state: SessionKeyState,
         now: Instant,
     ) -> Vec<(RoleName, u64)> {
+        if !self.follows_key(key) {
+            // Not followed (Q8 rule 7): a late event of a consumer just stopped.
+            return Vec::new();
+        }
         let rev = state.revision();
         let track = self
             .sessions
@@ -210,9 +356,11 @@ impl SessionBook {
         let since = previous
             .filter(|p| p.revision == revision && p.uuid == uuid)
             .map_or(now, |p| p.since);
-        self.sessions
-            .entry(key.to_string())
-            .or_insert_with(|| Track::new(now));
+        if self.follows_key(key) {
+            self.sessions
+                .entry(key.to_string())
+                .or_insert_with(|| Track::new(now));
+        }
         let mut interest = Interest {
             key: key.to_string(),
             uuid,
@@ -440,33 +588,71 @@ impl SessionBook {
     /// adoption, Q7: it ranks first for them).
     #[must_use]
     pub fn returned(&self, key: &str, uuid: Uuid) -> bool {
-        self.sessions.get(key).is_some_and(|t| {
+        let followed = self.sessions.get(key).is_some_and(|t| {
             matches!(&t.state, SessionKeyState::Value { value: Some(v), .. } if v.session != uuid)
-        })
+        });
+        // Not followed (Q8): its member record lists the class's current session.
+        followed
+            || crate::value::parse_session_key(key).is_some_and(|(instance, ttl_ms)| {
+                self.member(&instance)
+                    .and_then(|r| r.sessions.get(&ttl_ms))
+                    .is_some_and(|u| *u != uuid)
+                    && self.is_member_live(&instance)
+            })
+    }
+
+    fn is_member_live(&self, id: &InstanceId) -> bool {
+        self.presence
+            .as_ref()
+            .is_some_and(|f| f.presence.is_live(id))
     }
 
     /// Whether `instance` has the live session `uuid` (the latest entry of one of its session
     /// keys holds it): the target of a move still lives (Q13).
     #[must_use]
     pub fn is_live_session(&self, instance: &InstanceId, uuid: Uuid) -> bool {
-        self.sessions.values().any(|t| {
+        let followed = self.sessions.values().any(|t| {
             matches!(&t.state, SessionKeyState::Value { value: Some(v), .. }
                 if v.session == uuid && &v.instance == instance)
-        })
+        });
+        followed
+            || (!self.follows_instance(instance)
+                && self.is_member_live(instance)
+                && self
+                    .member(instance)
+                    .is_some_and(|r| r.sessions.values().any(|u| *u == uuid)))
+    }
+
+    fn follows_instance(&self, id: &InstanceId) -> bool {
+        self.presence
+            .as_ref()
+            .is_none_or(|f| f.follows.contains(id))
     }
 
     /// Instances with a live session (the latest entry of one of their session keys holds a
     /// session value), for herd ranking (Q7).
     #[must_use]
     pub fn live_instances(&self) -> BTreeSet<InstanceId> {
-        self.sessions
+        let mut live: BTreeSet<InstanceId> = self
+            .sessions
             .values()
             .filter_map(|t| match &t.state {
                 SessionKeyState::Value { value: Some(v), .. } => Some(v.instance.clone()),
                 _ => None,
             })
-            .collect()
+            .collect();
+        if let Some(f) = &self.presence {
+            // Q8: the members whose records list a session not seen to end (followed or
+            // not); a followed member whose every key shows its end is not live.
+            live.extend(f.presence.live());
+        }
+        live
     }
+}
+
+/// The instance a canonical session key names.
+fn instance_of(key: &str) -> Option<InstanceId> {
+    crate::value::parse_session_key(key).map(|(i, _)| i)
 }
 
 /// The herd stagger (protocol Q7).

@@ -1,0 +1,259 @@
+//! Who is present in the bucket and whose sessions this instance follows (protocol Q8): the
+//! sessions each member record lists, the successor ranking, the set of instances to follow
+//! (itself, the members it is a successor of, orphans), the second tier it reads, and the
+//! judgement that a member's listed session ended. Pure: the watcher feeds it the `member.`
+//! entries and the instances role values name; the follower acts on what it answers.
+//!
+//! Nothing here decides a vacancy. A member record only says whom to follow and who counts as
+//! live for the herd ranking and placement; Q5 decides vacancies from the followed keys.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::session_types::SessionKeyState;
+use crate::names::InstanceId;
+
+/// How many members follow each member's sessions (protocol Q8 rule 2).
+pub const SUCCESSORS: usize = 3;
+
+/// How long an instance that role values name but that never had a record here waits to be
+/// followed as an orphan: its record usually arrives just after its first role value (the
+/// record and the acquire are written concurrently at a session start).
+pub const ORPHAN_GRACE: Duration = Duration::from_millis(1500);
+
+/// One member record as presence reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresentRecord {
+    /// The record's revision (the CAS of a delete).
+    pub revision: u64,
+    /// The member's live sessions: TTL class in milliseconds → session uuid. Empty: the
+    /// record says nothing about sessions (an older build): not present.
+    pub sessions: BTreeMap<u64, Uuid>,
+}
+
+/// Whom to follow and whom to read, as of one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Wanted {
+    /// Instances whose session keys this instance follows (one consumer each).
+    pub follow: BTreeSet<InstanceId>,
+    /// Members this instance reads from the stream leader once per backstop period (the
+    /// second tier: it ranks `SUCCESSORS … 2 × SUCCESSORS − 1` for them).
+    pub poll: BTreeSet<InstanceId>,
+    /// When the answer may change without any input (an orphan's grace ends).
+    pub recheck_at: Option<Instant>,
+}
+
+/// The member records this instance knows and what follows from them.
+#[derive(Debug)]
+pub struct Presence {
+    me: InstanceId,
+    records: BTreeMap<InstanceId, PresentRecord>,
+    /// Members whose record was deleted (a marker seen): an orphan at once when named.
+    deleted: BTreeSet<InstanceId>,
+    /// Followed members seen to end a listed session, with the record revision judged: not
+    /// live until the record is written again.
+    ended: BTreeMap<InstanceId, u64>,
+    /// Instances role values name, with when this instance first saw one named.
+    named: HashMap<InstanceId, Instant>,
+}
+
+impl Presence {
+    /// Nothing known yet, for instance `me`.
+    #[must_use]
+    pub fn new(me: InstanceId) -> Self {
+        Self {
+            me,
+            records: BTreeMap::new(),
+            deleted: BTreeSet::new(),
+            ended: BTreeMap::new(),
+            named: HashMap::new(),
+        }
+    }
+
+    /// The instance this presence is of.
+    #[must_use]
+    pub fn me(&self) -> &InstanceId {
+        &self.me
+    }
+
+    /// Forgets everything (the bucket was recreated).
+    pub fn reset(&mut self) {
+        self.records.clear();
+        self.deleted.clear();
+        self.ended.clear();
+        self.named.clear();
+    }
+
+    /// A record of `id` was written (or a newer one read). Older revisions are ignored.
+    pub fn record(&mut self, id: InstanceId, record: PresentRecord) {
+        if self
+            .records
+            .get(&id)
+            .is_some_and(|r| r.revision >= record.revision)
+        {
+            return;
+        }
+        self.deleted.remove(&id);
+        self.ended.remove(&id);
+        self.records.insert(id, record);
+    }
+
+    /// `id`'s record was deleted, purged or expired (a marker at `revision`), or replaced by
+    /// something that is not a record.
+    pub fn record_gone(&mut self, id: &InstanceId, revision: u64) {
+        if self.records.get(id).is_some_and(|r| r.revision >= revision) {
+            return;
+        }
+        self.records.remove(id);
+        self.ended.remove(id);
+        self.deleted.insert(id.clone());
+    }
+
+    /// The record of `id`, if any.
+    #[must_use]
+    pub fn get(&self, id: &InstanceId) -> Option<&PresentRecord> {
+        self.records.get(id)
+    }
+
+    /// A followed member was seen to end a session its record at `revision` lists: not live
+    /// until its record changes.
+    pub fn saw_end(&mut self, id: &InstanceId, revision: u64) {
+        if self.records.get(id).is_some_and(|r| r.revision == revision) {
+            self.ended.insert(id.clone(), revision);
+        }
+    }
+
+    /// The instances role values name now (their holders), as of `now`.
+    pub fn set_named(&mut self, named: &BTreeSet<InstanceId>, now: Instant) {
+        self.named.retain(|id, _| named.contains(id));
+        for id in named {
+            self.named.entry(id.clone()).or_insert(now);
+        }
+    }
+
+    /// Whether `id` has a record listing a session that was not seen to end.
+    #[must_use]
+    pub fn is_live(&self, id: &InstanceId) -> bool {
+        self.records.get(id).is_some_and(|r| !r.sessions.is_empty()) && !self.ended.contains_key(id)
+    }
+
+    /// The live members (Q8 rule 1), this instance included once its record is seen.
+    #[must_use]
+    pub fn live(&self) -> BTreeSet<InstanceId> {
+        self.records
+            .keys()
+            .filter(|id| self.is_live(id))
+            .cloned()
+            .collect()
+    }
+
+    /// The live members other than `h` in the order they follow `h` (rendezvous hash of
+    /// `(h, member)`, highest first).
+    #[must_use]
+    pub fn ranking(&self, h: &InstanceId) -> Vec<InstanceId> {
+        let mut ranked: Vec<(u64, &InstanceId)> = self
+            .records
+            .keys()
+            .filter(|m| *m != h && self.is_live(m))
+            .map(|m| (pair_weight(h, m), m))
+            .collect();
+        ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        ranked.into_iter().map(|(_, m)| m.clone()).collect()
+    }
+
+    /// Whether `id` counts as an orphan now: role values name it and it has no record that
+    /// lists a session — its record was deleted, or it never had one here for
+    /// [`ORPHAN_GRACE`] since it was first named.
+    fn orphan(&self, id: &InstanceId, since: Instant, now: Instant) -> Result<bool, Instant> {
+        if self.records.get(id).is_some_and(|r| !r.sessions.is_empty()) {
+            return Ok(false);
+        }
+        if self.deleted.contains(id) || self.records.contains_key(id) {
+            return Ok(true);
+        }
+        let due = since + ORPHAN_GRACE;
+        if due <= now { Ok(true) } else { Err(due) }
+    }
+
+    /// Whom this instance follows and reads now (Q8 rules 3 and 5).
+    #[must_use]
+    pub fn wanted(&self, now: Instant) -> Wanted {
+        let mut out = Wanted::default();
+        out.follow.insert(self.me.clone());
+        for h in self.records.keys() {
+            if *h == self.me || (!self.is_live(h) && !self.ended.contains_key(h)) {
+                continue;
+            }
+            let rank = self.ranking(h).iter().position(|m| *m == self.me);
+            match rank {
+                Some(k) if k < SUCCESSORS => {
+                    out.follow.insert(h.clone());
+                }
+                Some(k) if k < 2 * SUCCESSORS => {
+                    out.poll.insert(h.clone());
+                }
+                _ => {}
+            }
+        }
+        for (id, since) in &self.named {
+            match self.orphan(id, *since, now) {
+                Ok(true) => {
+                    out.follow.insert(id.clone());
+                }
+                Ok(false) => {}
+                Err(due) => {
+                    out.recheck_at = Some(out.recheck_at.map_or(due, |t| t.min(due)));
+                }
+            }
+        }
+        out.poll.retain(|h| !out.follow.contains(h));
+        out
+    }
+}
+
+/// Whether a session a member's record lists (`uuid`) has ended, from what the key shows:
+/// `state`, first sighted at `seen_at` (Q8 rule 4). A marker, another uuid, or no entry or
+/// the same entry for `period` — a member record's delete is not a vacancy, so no CAS proof
+/// is needed, only a fair judgement.
+#[must_use]
+pub fn session_ended(
+    uuid: Uuid,
+    state: &SessionKeyState,
+    seen_at: Instant,
+    now: Instant,
+    period: Duration,
+) -> bool {
+    match state {
+        SessionKeyState::Marker { .. } => true,
+        SessionKeyState::Value { value: Some(v), .. } if v.session != uuid => true,
+        SessionKeyState::Value { .. } | SessionKeyState::Absent => {
+            now.saturating_duration_since(seen_at) >= period
+        }
+    }
+}
+
+/// The weight of member `m` as a follower of `h`: FNV-1a over both ids, then mixed.
+fn pair_weight(h: &InstanceId, m: &InstanceId) -> u64 {
+    let mut x: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in h
+        .as_str()
+        .bytes()
+        .chain(std::iter::once(0xff))
+        .chain(m.as_str().bytes())
+    {
+        x ^= u64::from(b);
+        x = x.wrapping_mul(0x0100_0000_01b3);
+    }
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+#[cfg(test)]
+#[path = "presence_tests.rs"]
+mod tests;

@@ -1,0 +1,133 @@
+//! Tests of the presence book: successors, orphans, the second tier and end judgements.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::*;
+use crate::core::session_types::SessionKeyState;
+
+fn id(s: &str) -> InstanceId {
+    InstanceId::new(s).expect("valid")
+}
+
+fn rec(revision: u64) -> PresentRecord {
+    PresentRecord {
+        revision,
+        sessions: BTreeMap::from([(3000, Uuid::new_v4())]),
+    }
+}
+
+fn fleet(me: &str, n: usize) -> Presence {
+    let mut p = Presence::new(id(me));
+    for i in 0..n {
+        p.record(id(&format!("n{i}")), rec(i as u64 + 1));
+    }
+    p
+}
+
+#[test]
+fn every_member_has_exactly_its_successors_following_it() {
+    let n = 12;
+    let now = Instant::now();
+    let books: Vec<Presence> = (0..n).map(|i| fleet(&format!("n{i}"), n)).collect();
+    for h in 0..n {
+        let h = id(&format!("n{h}"));
+        let followers = books
+            .iter()
+            .filter(|b| *b.me() != h && b.wanted(now).follow.contains(&h))
+            .count();
+        let readers = books
+            .iter()
+            .filter(|b| b.wanted(now).poll.contains(&h))
+            .count();
+        assert_eq!(followers, SUCCESSORS, "{h}");
+        assert_eq!(readers, SUCCESSORS, "{h}");
+    }
+    // Each instance follows itself and about SUCCESSORS others.
+    let total: usize = books.iter().map(|b| b.wanted(now).follow.len()).sum();
+    assert_eq!(total, n * (SUCCESSORS + 1));
+}
+
+#[test]
+fn a_deleted_record_moves_the_ranking_and_makes_its_instance_an_orphan() {
+    let now = Instant::now();
+    let mut p = fleet("n0", 8);
+    let h = id("n5");
+    let before = p.ranking(&h);
+    let gone = before[0].clone();
+    p.record_gone(&gone, 100);
+    let after = p.ranking(&h);
+    assert_eq!(after, before[1..].to_vec(), "the next member moves up");
+    // Named by a role value: a deleted record is an orphan at once.
+    p.set_named(&BTreeSet::from([gone.clone()]), now);
+    assert!(p.wanted(now).follow.contains(&gone));
+    // Written again: no longer an orphan (unless a successor).
+    p.record(gone.clone(), rec(101));
+    let w = p.wanted(now);
+    assert_eq!(
+        w.follow.contains(&gone),
+        p.ranking(&gone)
+            .iter()
+            .take(SUCCESSORS)
+            .any(|m| m == p.me())
+    );
+}
+
+#[test]
+fn an_instance_never_seen_with_a_record_is_followed_after_the_grace() {
+    let now = Instant::now();
+    let mut p = fleet("n0", 3);
+    let stranger = id("old-build");
+    p.set_named(&BTreeSet::from([stranger.clone()]), now);
+    let w = p.wanted(now);
+    assert!(!w.follow.contains(&stranger));
+    assert_eq!(w.recheck_at, Some(now + ORPHAN_GRACE));
+    assert!(p.wanted(now + ORPHAN_GRACE).follow.contains(&stranger));
+    // A record without sessions (an older build) does not make it present.
+    p.record(
+        stranger.clone(),
+        PresentRecord {
+            revision: 9,
+            sessions: BTreeMap::new(),
+        },
+    );
+    assert!(p.wanted(now).follow.contains(&stranger));
+    assert!(!p.is_live(&stranger));
+}
+
+#[test]
+fn older_record_events_are_ignored_and_an_end_is_forgotten_with_a_new_record() {
+    let mut p = fleet("n0", 2);
+    let n1 = id("n1");
+    p.record_gone(&n1, 1); // not above the record's revision 2
+    assert!(p.is_live(&n1));
+    p.saw_end(&n1, 1); // another revision: ignored
+    assert!(p.is_live(&n1));
+    p.saw_end(&n1, 2);
+    assert!(!p.is_live(&n1));
+    p.record(n1.clone(), rec(7));
+    assert!(p.is_live(&n1));
+}
+
+#[test]
+fn a_session_ends_by_a_marker_another_uuid_or_a_period_without_change() {
+    let u = Uuid::new_v4();
+    let t0 = Instant::now();
+    let p = Duration::from_secs(4);
+    let marker = SessionKeyState::Marker {
+        revision: 5,
+        expired: true,
+    };
+    assert!(session_ended(u, &marker, t0, t0, p));
+    assert!(!session_ended(u, &SessionKeyState::Absent, t0, t0, p));
+    assert!(session_ended(u, &SessionKeyState::Absent, t0, t0 + p, p));
+    let foreign = SessionKeyState::Value {
+        revision: 5,
+        value: None,
+    };
+    assert!(!session_ended(u, &foreign, t0, t0 + p / 2, p));
+    assert!(session_ended(u, &foreign, t0, t0 + p, p));
+}
