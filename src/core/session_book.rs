@@ -230,7 +230,7 @@ impl SessionBook {
         let Some(f) = &self.presence else {
             return Vec::new();
         };
-        let candidates: Vec<(InstanceId, u64, Vec<(String, Uuid, Duration)>)> = f
+        let candidates: Vec<(InstanceId, u64, Vec<ListedKey>)> = f
             .follows
             .iter()
             .filter(|id| *id != f.presence.me())
@@ -463,7 +463,8 @@ impl SessionBook {
     }
 
     /// The backstop period for a session of TTL `session_ttl` (Q5 rule 4).
-    fn period(&self, session_ttl: Duration) -> Duration {
+    #[must_use]
+    pub fn period(&self, session_ttl: Duration) -> Duration {
         self.own_ttl.max(session_ttl) + self.own_heartbeat + BACKSTOP_GRACE
     }
 
@@ -649,6 +650,9 @@ impl SessionBook {
         live
     }
 }
+
+/// A session key a member record lists: the key, the uuid listed, the backstop period.
+type ListedKey = (String, Uuid, Duration);
 
 /// The instance a canonical session key names.
 fn instance_of(key: &str) -> Option<InstanceId> {

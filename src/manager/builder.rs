@@ -454,7 +454,7 @@ impl RoleManagerBuilder {
             bucket: shared::BucketView::new(opened.epoch, opened.born, opened.last_revision),
             managed: shared::Managed::default(),
             released: shared::ReleasedRoles::default(),
-            reports: shared::Reports::new(),
+            reports: shared::Reports::new(self.instance.clone()),
         });
         let cancel = CancellationToken::new();
         let (probes, probe_inboxes) = super::probe::Probes::new();
@@ -508,7 +508,7 @@ impl RoleManagerBuilder {
         manager.tasks.spawn(
             watcher::run(
                 shared.clone(),
-                opened.kv,
+                opened.kv.clone(),
                 watcher::BucketRecovery {
                     js: opened.js,
                     config: self.bucket.clone(),
@@ -523,6 +523,13 @@ impl RoleManagerBuilder {
             super::backstop::run(shared.clone(), probe_inboxes.reaper, cancel.clone())
                 .instrument(span.clone()),
         );
+        manager.tasks.spawn(
+            super::follower::run(shared.clone(), opened.kv.clone(), cancel.clone())
+                .instrument(span.clone()),
+        );
+        manager
+            .tasks
+            .spawn(super::successor::run(shared.clone(), cancel.clone()).instrument(span.clone()));
         manager.tasks.spawn(
             connection::monitor(
                 self.client.clone(),

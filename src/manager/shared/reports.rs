@@ -22,16 +22,22 @@ pub(crate) struct Reports {
     book: Mutex<SessionBook>,
     /// Open vacancies this instance measures (`role_vacancy_seconds`).
     pub(crate) vacancies: VacancyClock,
+    /// Rung by whoever reports something to the book that may change whom this instance
+    /// follows (a member record, a role holder not followed: protocol Q8); the follower
+    /// alone waits for it and re-reads [`SessionBook::wanted`].
+    pub(crate) follow: tokio::sync::Notify,
 }
 
 impl Reports {
-    pub(crate) fn new() -> Self {
+    /// The reports of instance `me`, whose book follows only what protocol Q8 says.
+    pub(crate) fn new(me: crate::names::InstanceId) -> Self {
         Self {
-            book: Mutex::new(SessionBook::new(
-                crate::core::Timing::MIN_TTL,
-                crate::core::Timing::MAX_TTL,
-            )),
+            book: Mutex::new(
+                SessionBook::new(crate::core::Timing::MIN_TTL, crate::core::Timing::MAX_TTL)
+                    .following(me),
+            ),
             vacancies: VacancyClock::default(),
+            follow: tokio::sync::Notify::new(),
         }
     }
 
