@@ -447,6 +447,16 @@ impl SessionBook {
         out
     }
 
+    /// A delete of `id`'s record at `revision` asked for by [`SessionBook::ended_members`]
+    /// failed or its outcome is unknown: it is asked for again (if the record is unchanged).
+    pub fn end_not_done(&mut self, id: &InstanceId, revision: u64) {
+        if let Some(f) = &mut self.presence
+            && f.ending.get(id) == Some(&revision)
+        {
+            f.ending.remove(id);
+        }
+    }
+
     /// The longest TTL of the sessions whose values the book holds (zero without any): after
     /// the bucket is recreated, a holder of the old one with that TTL may act until its
     /// deadline, so the roles hold their acquires in the new bucket for at least that long

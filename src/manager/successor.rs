@@ -40,8 +40,13 @@ struct Polled {
     reading: bool,
 }
 
+/// How long a failed record delete waits before it is asked for again.
+const DELETE_RETRY: Duration = Duration::from_secs(1);
+
 enum Done {
     Deleted(InstanceId, u64, WriteOutcome),
+    /// A failed delete's pause is over.
+    Retry(InstanceId, u64),
     Read {
         member: InstanceId,
         record: u64,
@@ -143,8 +148,19 @@ fn finished(
                 revision,
                 "deleted the member record of an instance whose session ended (protocol Q8)"
             ),
-            other => debug!(%member, revision, outcome = ?other, "member record not deleted"),
+            // Somebody changed the record: judged again as it is now.
+            WriteOutcome::Conflict => {}
+            other => {
+                debug!(%member, revision, outcome = ?other, "member record not deleted; retrying");
+                io.push(Box::pin(async move {
+                    tokio::time::sleep(DELETE_RETRY).await;
+                    Done::Retry(member, revision)
+                }));
+            }
         },
+        Done::Retry(member, revision) => {
+            shared.reports.book().end_not_done(&member, revision);
+        }
         Done::Read {
             member,
             record,
