@@ -9,6 +9,7 @@ pub(crate) mod events;
 mod handle;
 mod health_task;
 mod liveness;
+mod member_record;
 pub(crate) mod move_request;
 mod moves;
 #[cfg(feature = "negative-controls")]
@@ -362,6 +363,8 @@ impl RoleManager {
                 task: handle,
             },
         );
+        drop(sessions);
+        self.shared.managed.class_added();
         (view_rx, clock)
     }
 
