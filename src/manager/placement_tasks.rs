@@ -420,3 +420,69 @@ async fn sleep_until_opt(at: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use async_nats::jetstream::kv::Operation;
+
+    use super::*;
+    use crate::codec::test_entry;
+    use crate::placement::PlacementSettings;
+    use crate::placement::test_record;
+
+    fn controller() -> Controller {
+        Controller::new(
+            ControllerSettings {
+                instance: InstanceId::new("a").expect("valid"),
+                config: PlacementSettings::default(),
+                operation_timeout: Duration::from_secs(1),
+                move_timeout: Duration::from_secs(10),
+                storm_window: Duration::from_secs(3),
+            },
+            Instant::now(),
+        )
+    }
+
+    /// A record rewritten with the content the controller has (the presence TTL's refresh,
+    /// protocol Q8 rule 1) re-plans nothing; a changed one does; a presence record
+    /// (`placement: false`) is no record to placement.
+    #[test]
+    fn unchanged_rewrites_and_presence_records_are_not_placement_changes() {
+        let mut c = controller();
+        let mut b = test_record("b", &[("r", 0)], 250);
+        b.sessions = [(1000, uuid::Uuid::from_u128(1))].into();
+        let put = |record: &crate::placement::MemberRecord, revision| {
+            test_entry("member.b", revision, Operation::Put, &record.to_bytes())
+        };
+        let MemberChange::Input(input) = member_change(&c, &put(&b, 3)) else {
+            panic!("a new record is a change");
+        };
+        c.step(input, Instant::now());
+        let MemberChange::Unchanged(input) = member_change(&c, &put(&b, 4)) else {
+            panic!("a rewrite with the same content is no change");
+        };
+        c.step(input, Instant::now());
+        assert_eq!(
+            c.membership().record(&b.instance),
+            Some(&b),
+            "the rewrite's revision is taken in"
+        );
+        let mut renewed = b.clone();
+        renewed.sessions = [(1000, uuid::Uuid::from_u128(2))].into();
+        assert!(matches!(
+            member_change(&c, &put(&renewed, 5)),
+            MemberChange::Input(Input::MemberPut { .. })
+        ));
+        let mut presence = b.clone();
+        presence.placement = false;
+        presence.roles.clear();
+        assert!(matches!(
+            member_change(&c, &put(&presence, 6)),
+            MemberChange::Input(Input::MemberGone {
+                expired: false,
+                revision: 6,
+                ..
+            })
+        ));
+    }
+}
