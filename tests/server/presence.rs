@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use futures_util::StreamExt;
+use nats_roles::config::NatsConfig;
+use nats_roles::tooling::inspect::Inspector;
 use nats_roles::{RoleManager, RoleSpec, Timing};
 use testkit::roles::*;
 use testkit::server_and_client;
@@ -82,7 +84,7 @@ fn listed(record: &serde_json::Value) -> Option<&str> {
 /// that follows the delete in the stream, and is deleted at a graceful stop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_without_placement_writes_a_presence_record_of_its_live_sessions() {
-    let (_server, client) = server_and_client().await;
+    let (server, client) = server_and_client().await;
     let timing = Timing {
         ttl: TTL,
         heartbeat: HEARTBEAT,
@@ -134,6 +136,25 @@ async fn an_instance_without_placement_writes_a_presence_record_of_its_live_sess
         Some("30"),
         "the presence TTL: {:?}",
         raw.headers
+    );
+
+    // Placement readers (`nats-roles plan`, `status`, `drain`) do not count it as a member.
+    let (inspect_client, errors) = nats_roles::connect(
+        &NatsConfig {
+            servers: vec![server.url()],
+            ..NatsConfig::default()
+        },
+        "presence",
+    )
+    .await
+    .expect("connect");
+    let inspector = Inspector::open(&inspect_client, BUCKET, &errors, Duration::from_secs(5))
+        .await
+        .expect("open");
+    let members = inspector.members().await.expect("members");
+    assert!(
+        members.is_empty(),
+        "a presence record read as a placement member: {members:?}"
     );
 
     // 2. Rewritten unchanged every third of the presence TTL (10 s; 5 s of margin).
