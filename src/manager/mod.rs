@@ -10,6 +10,7 @@ mod follower;
 mod handle;
 mod health_task;
 mod liveness;
+mod member_record;
 pub(crate) mod move_request;
 mod moves;
 #[cfg(feature = "negative-controls")]
@@ -364,6 +365,8 @@ impl RoleManager {
                 task: handle,
             },
         );
+        drop(sessions);
+        self.shared.managed.class_added();
         (view_rx, clock)
     }
 

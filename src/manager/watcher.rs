@@ -270,6 +270,8 @@ async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
     }
     if entry.key.starts_with(crate::placement::MEMBER_PREFIX) {
         observe_presence(shared, entry);
+        // This instance's own record deleted or replaced: written again (Q8 rule 6).
+        shared.member.observe(entry);
         if let Some(p) = &shared.placement {
             p.observe_member(entry.clone()).await;
         }

@@ -1,0 +1,236 @@
+//! Presence records (protocol Q8 rules 1 and 6) against a real nats-server: a manager without
+//! placement writes `member.<instance>` listing its live session, with the presence TTL,
+//! refreshes it unchanged, rewrites it with a new session after a loss, writes it again after
+//! another client deleted it only after a session renewal, and deletes it at a graceful stop.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use futures_util::StreamExt;
+use nats_roles::config::NatsConfig;
+use nats_roles::tooling::inspect::Inspector;
+use nats_roles::{RoleManager, RoleSpec, Timing};
+use testkit::roles::*;
+use testkit::server_and_client;
+use tokio::time::Instant;
+
+/// Session TTL of the test's role: the presence TTL is `max(30 s, 10 × 3 s)` = 30 s.
+const TTL: Duration = Duration::from_secs(3);
+/// The role's heartbeat: one session renewal per second (long, so that an immediate rewrite
+/// after a delete would almost never have a renewal before it).
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+const BUCKET: &str = "presence";
+const MEMBER: &str = "member.node-a";
+const SESSION: &str = "session.node-a.3000";
+
+/// The record and session value as JSON, with the record's revision.
+async fn json_of(store: &kv::Store, key: &str) -> Option<(u64, serde_json::Value)> {
+    let entry = store.entry(key).await.ok().flatten()?;
+    if entry.operation != kv::Operation::Put {
+        return None;
+    }
+    serde_json::from_slice(&entry.value)
+        .ok()
+        .map(|v| (entry.revision, v))
+}
+
+/// Waits (at most `limit`) until `key` holds a value `ok` accepts; that value.
+async fn wait_json(
+    store: &kv::Store,
+    key: &str,
+    limit: Duration,
+    what: &str,
+    ok: impl Fn(u64, &serde_json::Value) -> bool,
+) -> (u64, serde_json::Value) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let now = json_of(store, key).await;
+        if let Some((rev, v)) = &now
+            && ok(*rev, v)
+        {
+            return (*rev, v.clone());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} within {limit:?}; {key} holds {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The session uuid `session.node-a.3000` holds now.
+async fn session_uuid(store: &kv::Store) -> String {
+    let (_, v) = wait_json(
+        store,
+        SESSION,
+        Duration::from_secs(10),
+        "a live session",
+        |_, v| v["session"].is_string(),
+    )
+    .await;
+    v["session"].as_str().expect("a string").to_owned()
+}
+
+/// The session the record lists for the 3 s class.
+fn listed(record: &serde_json::Value) -> Option<&str> {
+    record["sessions"]["3000"].as_str()
+}
+
+/// Protocol Q8 rule 1 and rule 6 for an instance without placement: its presence record
+/// (`placement: false`, no roles) lists its live session with `Nats-TTL` 30 (the presence TTL),
+/// is rewritten unchanged within a third of it, names the new session after the session was
+/// lost and restarted, comes back after another client deleted it only after a session renewal
+/// that follows the delete in the stream, and is deleted at a graceful stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_without_placement_writes_a_presence_record_of_its_live_sessions() {
+    let (server, client) = server_and_client().await;
+    let timing = Timing {
+        ttl: TTL,
+        heartbeat: HEARTBEAT,
+        ..fast()
+    };
+    let a = RoleManager::builder(client.clone(), inst("node-a"))
+        .bucket(BUCKET)
+        .auto_create(1)
+        .role(RoleSpec::new(role("x")).timing(timing))
+        .start()
+        .await
+        .expect("node-a starts");
+    let store = jetstream::new(client.clone())
+        .get_key_value(BUCKET)
+        .await
+        .expect("the bucket");
+
+    // 1. The presence record lists the live session, with the presence TTL.
+    let first = session_uuid(&store).await;
+    let (rev, record) = wait_json(
+        &store,
+        MEMBER,
+        Duration::from_secs(10),
+        "a presence record",
+        |_, v| listed(v).is_some(),
+    )
+    .await;
+    assert_eq!(listed(&record), Some(first.as_str()), "{record}");
+    assert_eq!(record["placement"], false, "{record}");
+    assert_eq!(record["instance"], "node-a", "{record}");
+    assert!(
+        record["roles"]
+            .as_object()
+            .is_some_and(serde_json::Map::is_empty),
+        "{record}"
+    );
+    let stream = jetstream::new(client.clone())
+        .get_stream(format!("KV_{BUCKET}"))
+        .await
+        .expect("the stream");
+    let raw = stream
+        .get_last_raw_message_by_subject(&format!("$KV.{BUCKET}.{MEMBER}"))
+        .await
+        .expect("the record's message");
+    assert_eq!(
+        raw.headers
+            .get("Nats-TTL")
+            .map(async_nats::HeaderValue::as_str),
+        Some("30"),
+        "the presence TTL: {:?}",
+        raw.headers
+    );
+
+    // Placement readers (`nats-roles plan`, `status`, `drain`) do not count it as a member.
+    let (inspect_client, errors) = nats_roles::connect(
+        &NatsConfig {
+            servers: vec![server.url()],
+            ..NatsConfig::default()
+        },
+        "presence",
+    )
+    .await
+    .expect("connect");
+    let inspector = Inspector::open(&inspect_client, BUCKET, &errors, Duration::from_secs(5))
+        .await
+        .expect("open");
+    let members = inspector.members().await.expect("members");
+    assert!(
+        members.is_empty(),
+        "a presence record read as a placement member: {members:?}"
+    );
+
+    // 2. Rewritten unchanged every third of the presence TTL (10 s; 5 s of margin).
+    let (refreshed, again) = wait_json(
+        &store,
+        MEMBER,
+        Duration::from_secs(15),
+        "a refresh",
+        |r, _| r > rev,
+    )
+    .await;
+    assert_eq!(again, record, "a refresh changes nothing but the revision");
+
+    // 3. Another client deletes the session key: the session is lost, a new one starts, and
+    // the record names it.
+    store.delete(SESSION).await.expect("delete the session key");
+    let (_, renamed) = wait_json(
+        &store,
+        MEMBER,
+        Duration::from_secs(10),
+        "the new session listed",
+        |r, v| r > refreshed && listed(v).is_some_and(|s| s != first),
+    )
+    .await;
+    let second = session_uuid(&store).await;
+    assert_eq!(listed(&renamed), Some(second.as_str()), "{renamed}");
+
+    // 4. Another client deletes the record: it comes back, after a session renewal that
+    // follows the delete in the stream (Q8 rule 6).
+    let mut watch = store
+        .watch_many([MEMBER, SESSION])
+        .await
+        .expect("watch the record and the session");
+    store.delete(MEMBER).await.expect("delete the record");
+    let mut deleted_at = None;
+    let mut renewed_after_delete = None;
+    let order = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(entry)) = watch.next().await {
+            match (entry.key.as_str(), entry.operation) {
+                (MEMBER, kv::Operation::Delete) => deleted_at = Some(entry.revision),
+                (SESSION, kv::Operation::Put) if deleted_at.is_some() => {
+                    renewed_after_delete.get_or_insert(entry.revision);
+                }
+                (MEMBER, kv::Operation::Put) if deleted_at.is_some() => {
+                    return (
+                        entry.revision,
+                        serde_json::from_slice::<serde_json::Value>(&entry.value),
+                    );
+                }
+                _ => {}
+            }
+        }
+        panic!("the watch ended");
+    })
+    .await;
+    let Ok((rewritten, value)) = order else {
+        panic!("the record was not written again within 10 s of its delete (at {deleted_at:?})");
+    };
+    let value = value.expect("a JSON record");
+    assert_eq!(listed(&value), Some(second.as_str()), "{value}");
+    assert!(
+        renewed_after_delete.is_some_and(|s| s < rewritten),
+        "the record came back at revision {rewritten} without a session renewal between its \
+         delete at {deleted_at:?} and it (first renewal after the delete: \
+         {renewed_after_delete:?})"
+    );
+
+    // 5. A graceful stop deletes the record.
+    a.shutdown(Duration::from_secs(5))
+        .await
+        .expect("a clean stop");
+    let entry = store.entry(MEMBER).await.expect("read the record");
+    assert!(
+        entry
+            .as_ref()
+            .is_none_or(|e| e.operation != kv::Operation::Put),
+        "the record is still there after a graceful stop: {entry:?}"
+    );
+}
