@@ -164,13 +164,15 @@ async fn each_instance_s_sessions_are_followed_by_itself_and_its_successors_only
     }
 }
 
-/// A holder killed together with all its successors: nobody follows its sessions, and the
-/// second tier (the next `SUCCESSORS` members) finds its end by reading its session keys
-/// once per backstop period, deletes its record, and every candidate follows it as an orphan
-/// and takes its roles. Without the second tier the roles would wait for the presence TTL
-/// (30 s).
+/// A holder killed together with all its successors: nobody follows its sessions any more.
+/// The members after them find its end — the successors of the dead successors delete their
+/// records, which moves the survivors up in the holder's ranking (they follow it from its
+/// keys' last entries: the expiry marker), or the second tier reads its keys once per
+/// backstop period — delete its record, and every candidate follows it as an orphan and
+/// takes its roles. Without either the roles would wait for the presence TTL (30 s); here
+/// (TTL 2 s) they were re-held 2.07–2.29 s after the kill.
 #[tokio::test]
-async fn a_holder_killed_with_all_its_successors_is_found_by_the_second_tier() {
+async fn a_holder_killed_with_all_its_successors_is_still_found() {
     let mut f = fleet("q8-tier2").await;
     let holders = f.holders().await;
     let h = holders["r0"].clone();
@@ -213,6 +215,9 @@ async fn a_holder_killed_with_all_its_successors_is_found_by_the_second_tier() {
     })
     .await;
     eprintln!("roles {lost:?} of {h} re-held {took:?} after {dead:?} were killed");
+    if std::env::var_os("Q8_DEBUG").is_some() {
+        eprintln!("{}", f.d.report());
+    }
 }
 
 /// Another client deletes a live holder's member record: every instance now follows the holder

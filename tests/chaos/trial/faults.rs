@@ -173,7 +173,7 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
         Kind::Herd => {
             // In turn: a crash (vacancy by expiry), a graceful stop (vacancy by release), and
             // a crash of the holder together with all its successors (protocol Q8: nobody
-            // follows its sessions any more; the second tier must find its end).
+            // follows its sessions any more; the members after them must find its end).
             let Some((i, _)) = sys.holder_target(rng).await else {
                 return;
             };
