@@ -152,9 +152,20 @@ impl Presence {
 
     /// The live members other than `h` in the order they follow `h` (rendezvous hash of
     /// `(h, member)`, highest first).
+    ///
+    /// This instance counts itself live whatever its own record shows: it follows the members
+    /// it ranks high for from its start, before its record is written or seen (a process cut
+    /// off before its watcher delivered its own record still tracks the sessions it is a
+    /// successor of, and its reaps and leader reads need no watcher).
     #[must_use]
     pub fn ranking(&self, h: &InstanceId) -> Vec<InstanceId> {
-        follow_order(h, self.records.keys().filter(|m| self.is_live(m)))
+        follow_order(
+            h,
+            self.records
+                .keys()
+                .filter(|m| self.is_live(m))
+                .chain(std::iter::once(&self.me)),
+        )
     }
 
     /// Whether `id` counts as an orphan now: role values name it and it has no record that

@@ -298,18 +298,8 @@ async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
     let foreign_holder = holder
         .as_ref()
         .is_some_and(|(_, _, h)| *h != shared.instance);
-    let (verdict, followed) = {
-        let mut book = shared.reports.book();
-        let followed = holder
-            .as_ref()
-            .is_none_or(|(key, _, _)| book.follows_key(key));
-        (book.role(&role, holder, state.revision(), now), followed)
-    };
-    if !followed || state.lease().is_none() {
-        // Whom to follow may change: a holder not followed (an orphan?), or one fewer role
-        // naming somebody (Q8 rule 3).
-        shared.reports.follow.notify_one();
-    }
+    // Rings the follower when the value names a session not followed or nobody (Q8).
+    let verdict = shared.reports.role(&role, holder, state.revision(), now);
     let gone = verdict == Verdict::Gone || (foreign_holder && shared.backend.ignores_sessions());
     let info =
         HolderInfo::from_state(&role, &state, epoch, Some(entry.created.into())).filter(|_| !gone);
