@@ -3,124 +3,25 @@
 //! *presence record* (`placement: false`, no roles). Both list the instance's live sessions
 //! (`sessions`: TTL class → uuid), are written only while one of them is live, carry the
 //! presence TTL (`Nats-TTL`, [`presence_ttl`]) and are rewritten unchanged every third of it.
-//! [`MemberLink`] is what the rest of the manager tells the writer.
+//! `member_link::MemberLink` is what the rest of the manager tells the writer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::kv::Entry;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 use uuid::Uuid;
 
+use super::member_link::{Gone, presence_ttl};
 use super::placement_link::{PlacementLink, Written};
 use super::session_link::{SessionClock, SessionView};
 use super::shared::Shared;
-use crate::codec::member::MemberEntry;
 use crate::core::{KeyState, SessionUpdate, WriteOutcome};
-use crate::names::InstanceId;
 use crate::placement::controller::RecordRoles;
-use crate::placement::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
-
-/// The shortest presence TTL (protocol Q8 rule 1).
-pub(crate) const MIN_PRESENCE_TTL: Duration = Duration::from_secs(30);
-
-/// The presence TTL is this many times the longest session TTL (at least
-/// [`MIN_PRESENCE_TTL`]).
-const PRESENCE_TTL_FACTOR: u32 = 10;
-
-/// The presence TTL of an instance whose longest session TTL is `longest`: `max(30 s, 10 ×
-/// longest)` (protocol Q8 rule 1). The record is rewritten every third of it.
-#[must_use]
-pub(crate) fn presence_ttl(longest: Duration) -> Duration {
-    longest
-        .saturating_mul(PRESENCE_TTL_FACTOR)
-        .max(MIN_PRESENCE_TTL)
-}
-
-/// Another process deleted or replaced this instance's record (seen by the watcher).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Gone {
-    /// The revision of the entry that deleted or replaced it.
-    revision: u64,
-    /// When this instance saw it.
-    seen_at: Instant,
-}
-
-/// The manager's side of the member record's writer: its settings and what the watcher tells
-/// it. Every manager has one (`Shared::member`).
-#[derive(Debug)]
-pub(crate) struct MemberLink {
-    /// `member.<instance>`.
-    key: String,
-    incarnation: Uuid,
-    /// The member heartbeat period: the record's `heartbeat_ms`, and at most one rewrite
-    /// after a delete or replacement per period (protocol Q8 rule 6).
-    pub(crate) heartbeat: Duration,
-    /// Longest wait for one write or read of the record.
-    pub(crate) operation_timeout: Duration,
-    /// Advertised HTTP address (the record's `http`).
-    pub(crate) http: Option<String>,
-    /// When this manager started (RFC 3339), for the record.
-    pub(crate) started_at: String,
-    /// The last delete or replacement of the record the watcher saw (writer: the watcher,
-    /// through [`MemberLink::observe`]).
-    gone: watch::Sender<Option<Gone>>,
-}
-
-impl MemberLink {
-    /// The link of `instance`'s writer.
-    pub(crate) fn new(
-        instance: &InstanceId,
-        incarnation: Uuid,
-        heartbeat: Duration,
-        operation_timeout: Duration,
-        http: Option<String>,
-    ) -> Self {
-        Self {
-            key: format!("{MEMBER_PREFIX}{instance}"),
-            incarnation,
-            heartbeat,
-            operation_timeout,
-            http,
-            started_at: crate::value::now_rfc3339(),
-            gone: watch::Sender::new(None),
-        }
-    }
-
-    /// The watcher saw a `member.` entry (every one: it picks this instance's own). A delete,
-    /// purge or expiry marker of this instance's key, a value there that is not a record of
-    /// it, or a record of another incarnation (another process with this instance id) means
-    /// the record is gone: the writer writes it again under protocol Q8 rule 6 (after a
-    /// session renewal sent after this moment, at most once per member heartbeat). Returns
-    /// whether it was such an entry.
-    pub(crate) fn observe(&self, entry: &Entry) -> bool {
-        if entry.key != self.key {
-            return false;
-        }
-        let gone = match crate::codec::member::watched(entry) {
-            MemberEntry::Record(record) => record.incarnation != self.incarnation,
-            MemberEntry::Foreign { .. } | MemberEntry::Gone { .. } => true,
-            MemberEntry::NotAnInstance => false,
-        };
-        if gone {
-            self.gone_at(entry.revision);
-        }
-        gone
-    }
-
-    /// This instance's record was deleted or replaced at `revision`, seen now (see
-    /// [`MemberLink::observe`]).
-    pub(crate) fn gone_at(&self, revision: u64) {
-        self.gone.send_replace(Some(Gone {
-            revision,
-            seen_at: Instant::now(),
-        }));
-    }
-}
+use crate::placement::{MEMBER_VERSION, MemberRecord};
 
 /// The placement part of the writer: the record's placement fields and the flags it
 /// publishes back.
@@ -196,7 +97,7 @@ struct Writer {
 impl Writer {
     async fn run(mut self, cancel: CancellationToken) {
         let mut added = self.shared.managed.classes_added();
-        let mut gone = self.shared.member.gone.subscribe();
+        let mut gone = self.shared.member.gone();
         let mut inputs = self.placement.as_ref().map(|p| Inputs::new(&p.link));
         loop {
             self.take_classes();
@@ -550,20 +451,5 @@ async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_presence_ttl_is_ten_ttls_and_at_least_thirty_seconds() {
-        assert_eq!(presence_ttl(Duration::ZERO), MIN_PRESENCE_TTL);
-        assert_eq!(presence_ttl(Duration::from_secs(2)), MIN_PRESENCE_TTL);
-        assert_eq!(
-            presence_ttl(Duration::from_secs(5)),
-            Duration::from_secs(50)
-        );
     }
 }

@@ -9,6 +9,7 @@ pub(crate) mod events;
 mod handle;
 mod health_task;
 mod liveness;
+mod member_link;
 mod member_record;
 pub(crate) mod move_request;
 mod moves;
