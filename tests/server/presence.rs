@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv};
 use futures_util::StreamExt;
 use nats_roles::config::NatsConfig;
+use nats_roles::manager::PlacementSettings;
 use nats_roles::tooling::inspect::Inspector;
 use nats_roles::{RoleManager, RoleSpec, Timing};
 use testkit::roles::*;
@@ -223,6 +224,84 @@ async fn an_instance_without_placement_writes_a_presence_record_of_its_live_sess
     );
 
     // 5. A graceful stop deletes the record.
+    a.shutdown(Duration::from_secs(5))
+        .await
+        .expect("a clean stop");
+    let entry = store.entry(MEMBER).await.expect("read the record");
+    assert!(
+        entry
+            .as_ref()
+            .is_none_or(|e| e.operation != kv::Operation::Put),
+        "the record is still there after a graceful stop: {entry:?}"
+    );
+}
+
+/// With placement the member record is the placement record (no `placement` field: `true`)
+/// and lists the live sessions too, with the presence TTL; placement readers list it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placement_member_record_lists_its_live_sessions_with_the_presence_ttl() {
+    let (server, client) = server_and_client().await;
+    let timing = Timing {
+        ttl: TTL,
+        heartbeat: HEARTBEAT,
+        ..fast()
+    };
+    let a = RoleManager::builder(client.clone(), inst("node-a"))
+        .bucket(BUCKET)
+        .auto_create(1)
+        .role(RoleSpec::new(role("x")).timing(timing))
+        .placement(PlacementSettings {
+            enabled: true,
+            ..PlacementSettings::default()
+        })
+        .start()
+        .await
+        .expect("node-a starts");
+    let store = jetstream::new(client.clone())
+        .get_key_value(BUCKET)
+        .await
+        .expect("the bucket");
+    let session = session_uuid(&store).await;
+    let (_, record) = wait_json(
+        &store,
+        MEMBER,
+        Duration::from_secs(10),
+        "a member record listing the session",
+        |_, v| listed(v) == Some(session.as_str()),
+    )
+    .await;
+    assert!(record.get("placement").is_none(), "{record}");
+    assert!(record["roles"].get("x").is_some(), "{record}");
+    let stream = jetstream::new(client.clone())
+        .get_stream(format!("KV_{BUCKET}"))
+        .await
+        .expect("the stream");
+    let raw = stream
+        .get_last_raw_message_by_subject(&format!("$KV.{BUCKET}.{MEMBER}"))
+        .await
+        .expect("the record's message");
+    assert_eq!(
+        raw.headers
+            .get("Nats-TTL")
+            .map(async_nats::HeaderValue::as_str),
+        Some("30"),
+        "{:?}",
+        raw.headers
+    );
+    let (inspect_client, errors) = nats_roles::connect(
+        &NatsConfig {
+            servers: vec![server.url()],
+            ..NatsConfig::default()
+        },
+        "presence",
+    )
+    .await
+    .expect("connect");
+    let inspector = Inspector::open(&inspect_client, BUCKET, &errors, Duration::from_secs(5))
+        .await
+        .expect("open");
+    let members = inspector.members().await.expect("members");
+    assert_eq!(members.len(), 1, "{members:?}");
     a.shutdown(Duration::from_secs(5))
         .await
         .expect("a clean stop");
