@@ -48,7 +48,8 @@ pub(crate) fn spawn(
         clocks: BTreeMap::new(),
         closed: BTreeSet::new(),
         rev: None,
-        adopted: false,
+        known: None,
+        permit: false,
         stored: None,
         written_at: None,
         gone: None,
@@ -80,8 +81,12 @@ struct Writer {
     closed: BTreeSet<u64>,
     /// Revision of our last write; `None`: read the key first.
     rev: Option<u64>,
-    /// Whether this process wrote the record once.
-    adopted: bool,
+    /// Revision of our last acknowledged write, kept when `rev` is not (`None`: this process
+    /// has not written the record yet).
+    known: Option<u64>,
+    /// A rewrite after a delete or replacement passed rule 6's checks: the next write may
+    /// go over whatever the key holds.
+    permit: bool,
     /// The record as last stored.
     stored: Option<MemberRecord>,
     /// Send time of the last write (the next unchanged rewrite is a third of the TTL later).
@@ -183,7 +188,7 @@ impl Writer {
     fn on_gone(&mut self, gone: Gone) {
         // The first write reads the key and writes over whatever it holds; an entry not newer
         // than our last write was answered by it.
-        if !self.adopted || self.rev.is_some_and(|mine| gone.revision <= mine) {
+        if self.known.is_none_or(|mine| gone.revision <= mine) {
             return;
         }
         debug!(
@@ -216,6 +221,7 @@ impl Writer {
                 return Some(allowed);
             }
             self.gone = None;
+            self.permit = true;
             self.last_rewrite = Some(now);
         }
         if let Some(at) = self.retry_at.filter(|at| *at > now) {
@@ -276,7 +282,9 @@ impl Writer {
     }
 
     /// Writes `record` with the presence TTL `ttl` by CAS on our revision (read first when
-    /// unknown).
+    /// unknown). A key found changed since our last acknowledged write (a write of ours with
+    /// an unknown outcome was followed by a cut link, and another process deleted the record
+    /// meanwhile) counts as deleted by another process: written only under rule 6.
     async fn write(&mut self, record: MemberRecord, ttl: Duration) {
         let shared = self.shared.clone();
         let link = &shared.member;
@@ -284,7 +292,21 @@ impl Writer {
         let expected = match self.rev {
             Some(r) => r,
             None => match shared.store.read(&link.key, timeout).await {
-                Ok(KeyState::Absent) => 0,
+                Ok(KeyState::Absent) if self.known.is_none() || self.permit => 0,
+                Ok(KeyState::Absent) => {
+                    // Our record was there: purged since.
+                    self.gone = Some(Instant::now());
+                    return;
+                }
+                Ok(
+                    KeyState::Vacant { revision, .. }
+                    | KeyState::Held { revision, .. }
+                    | KeyState::Unknown { revision },
+                ) if self.known.is_some_and(|k| k != revision) && !self.permit => {
+                    debug!(revision, "the member record changed since our last write");
+                    self.gone = Some(Instant::now());
+                    return;
+                }
                 Ok(
                     KeyState::Vacant { revision, .. }
                     | KeyState::Held { revision, .. }
@@ -319,7 +341,8 @@ impl Writer {
         match outcome {
             WriteOutcome::Ok { revision } => {
                 self.rev = Some(revision);
-                self.adopted = true;
+                self.known = Some(revision);
+                self.permit = false;
                 self.stored = Some(record);
                 self.written_at = Some(sent);
                 if let Some(p) = &self.placement {
