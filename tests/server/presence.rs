@@ -1,7 +1,9 @@
 //! Presence records (protocol Q8 rules 1 and 6) against a real nats-server: a manager without
 //! placement writes `member.<instance>` listing its live session, with the presence TTL,
 //! refreshes it unchanged, rewrites it with a new session after a loss, writes it again after
-//! another client deleted it only after a session renewal, and deletes it at a graceful stop.
+//! another client deleted it only after a session renewal (and at most once per member
+//! heartbeat), and deletes it at a graceful stop; with placement the member record lists the
+//! sessions too.
 
 use std::time::Duration;
 
@@ -312,4 +314,71 @@ async fn a_placement_member_record_lists_its_live_sessions_with_the_presence_ttl
             .is_none_or(|e| e.operation != kv::Operation::Put),
         "the record is still there after a graceful stop: {entry:?}"
     );
+}
+
+/// Protocol Q8 rule 6: a record deleted by another process again and again is written again at
+/// most once per member heartbeat period (a quarter of `placement.member_ttl`: 2 s here, twice
+/// the session's renewal period, so the renewal it also waits for does not hide the limit).
+/// Two processes with one instance id do not rewrite in a loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_deleted_again_and_again_is_written_at_most_once_per_member_heartbeat() {
+    let (_server, client) = server_and_client().await;
+    let timing = Timing {
+        ttl: TTL,
+        heartbeat: HEARTBEAT,
+        ..fast()
+    };
+    let a = RoleManager::builder(client.clone(), inst("node-a"))
+        .bucket(BUCKET)
+        .auto_create(1)
+        .role(RoleSpec::new(role("x")).timing(timing))
+        .placement(PlacementSettings {
+            enabled: true,
+            member_ttl: Some(Duration::from_secs(8)),
+            ..PlacementSettings::default()
+        })
+        .start()
+        .await
+        .expect("node-a starts");
+    let store = jetstream::new(client.clone())
+        .get_key_value(BUCKET)
+        .await
+        .expect("the bucket");
+    wait_json(
+        &store,
+        MEMBER,
+        Duration::from_secs(10),
+        "a member record",
+        |_, v| listed(v).is_some(),
+    )
+    .await;
+    let mut watch = store.watch(MEMBER).await.expect("watch the record");
+    let mut rewrites = Vec::new();
+    store.delete(MEMBER).await.expect("delete the record");
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(Ok(entry)) = watch.next().await {
+            if entry.operation != kv::Operation::Put {
+                continue;
+            }
+            rewrites.push(Instant::now());
+            if rewrites.len() == 3 {
+                return;
+            }
+            store.delete(MEMBER).await.expect("delete the record");
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("3 rewrites within 20 s; seen at {rewrites:?}"));
+    for pair in rewrites.windows(2) {
+        let gap = pair[1] - pair[0];
+        // The limit is 2 s between the rewrites' sends; 200 ms for their round trips.
+        assert!(
+            gap >= Duration::from_millis(1800),
+            "rewritten {gap:?} after the previous rewrite (at most once per member heartbeat, \
+             2 s): {rewrites:?}"
+        );
+    }
+    a.shutdown(Duration::from_secs(5))
+        .await
+        .expect("a clean stop");
 }
