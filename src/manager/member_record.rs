@@ -12,14 +12,14 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 use uuid::Uuid;
 
 use super::member_link::{Gone, presence_ttl};
 use super::placement_link::{PlacementLink, Written};
 use super::session_link::{SessionClock, SessionView};
 use super::shared::Shared;
-use crate::core::{KeyState, SessionUpdate, WriteOutcome};
+use crate::core::{FailureKind, KeyState, SessionUpdate, WriteOutcome};
 use crate::placement::controller::RecordRoles;
 use crate::placement::{MEMBER_VERSION, MemberRecord};
 
@@ -55,6 +55,7 @@ pub(crate) fn spawn(
         gone: None,
         retry_at: None,
         last_rewrite: None,
+        failing: None,
     };
     tasks.spawn(writer.run(cancel.clone()).instrument(span.clone()));
 }
@@ -97,6 +98,8 @@ struct Writer {
     retry_at: Option<Instant>,
     /// The last rewrite after a delete or replacement (at most one per heartbeat).
     last_rewrite: Option<Instant>,
+    /// The persistent failure of the record's writes, warned of once.
+    failing: Option<FailureKind>,
 }
 
 impl Writer {
@@ -313,11 +316,7 @@ impl Writer {
                     | KeyState::Unknown { revision },
                 ) => revision,
                 Err(kind) => {
-                    debug!(
-                        error = kind.as_str(),
-                        "cannot read the member record; retrying"
-                    );
-                    self.retry_at = Some(Instant::now() + link.heartbeat / 2);
+                    self.failed(kind, ttl, link.heartbeat / 2);
                     return;
                 }
             },
@@ -340,6 +339,9 @@ impl Writer {
             .await;
         match outcome {
             WriteOutcome::Ok { revision } => {
+                if self.failing.take().is_some() {
+                    info!("this instance's member record is written again");
+                }
                 self.rev = Some(revision);
                 self.known = Some(revision);
                 self.permit = false;
@@ -359,11 +361,39 @@ impl Writer {
                 self.stored = None;
                 self.gone = Some(Instant::now());
             }
+            WriteOutcome::Failed(kind) => {
+                self.rev = None;
+                self.failed(kind, ttl, link.heartbeat / 4);
+            }
             other => {
                 debug!(outcome = ?other, "member record write failed; retrying");
                 self.rev = None;
                 self.retry_at = Some(Instant::now() + link.heartbeat / 4);
             }
+        }
+    }
+
+    /// A read or write of the record failed for `kind`: retried after `soon`, or — a persistent
+    /// failure, such as a permission the NATS user lacks — every third of the presence TTL
+    /// `ttl`, with one warning (other instances then follow this one as an orphan, Q8 rule 3).
+    fn failed(&mut self, kind: FailureKind, ttl: Duration, soon: Duration) {
+        if kind.is_permanent() {
+            if self.failing != Some(kind) {
+                warn!(
+                    error = %self.shared.store.describe(kind),
+                    "cannot write this instance's member record; retrying every {:?} (the \
+                     other instances follow this one as an orphan meanwhile)",
+                    ttl / 3
+                );
+            }
+            self.failing = Some(kind);
+            self.retry_at = Some(Instant::now() + ttl / 3);
+        } else {
+            debug!(
+                error = kind.as_str(),
+                "member record read or write failed; retrying"
+            );
+            self.retry_at = Some(Instant::now() + soon);
         }
     }
 

@@ -3,7 +3,7 @@
 //! refreshes it unchanged, rewrites it with a new session after a loss, writes it again after
 //! another client deleted it only after a session renewal (and at most once per member
 //! heartbeat), and deletes it at a graceful stop; with placement the member record lists the
-//! sessions too.
+//! sessions too; a record the NATS user may not write is retried slowly.
 
 use std::time::Duration;
 
@@ -378,6 +378,102 @@ async fn a_record_deleted_again_and_again_is_written_at_most_once_per_member_hea
              2 s): {rewrites:?}"
         );
     }
+    a.shutdown(Duration::from_secs(5))
+        .await
+        .expect("a clean stop");
+}
+
+/// A NATS user that may publish anything but its member record.
+const AUTH_DENY_MEMBER: &str = r#"authorization {
+  users = [
+    { user: admin, password: a }
+    {
+      user: ro, password: r,
+      permissions: {
+        publish: { allow: [">"], deny: ["$KV.presence.member.node-a"] }
+        subscribe: { allow: [">"] }
+      }
+    }
+  ]
+}"#;
+
+/// The same users after the operator fixed the permission.
+const AUTH_FIXED: &str = r#"authorization {
+  users = [
+    { user: admin, password: a }
+    { user: ro, password: r, permissions: { publish: { allow: [">"] }, subscribe: { allow: [">"] } } }
+  ]
+}"#;
+
+/// Publish violations of the member record's subject in the server's log.
+fn member_violations(server: &testkit::NatsServer) -> usize {
+    std::fs::read_to_string(server.log_path())
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("Publish Violation") && l.contains("$KV.presence.member.node-a"))
+        .count()
+}
+
+/// A member record the NATS user may not write (a persistent failure) is retried at a slow
+/// cadence — every third of the presence TTL (10 s), not every quarter of a member heartbeat
+/// (one permission violation in the server's log each time) — and written once the operator
+/// fixed the permission, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_member_record_is_retried_slowly_and_written_once_allowed() {
+    let mut server = testkit::NatsServer::start_with_config(AUTH_DENY_MEMBER).await;
+    let config = NatsConfig {
+        servers: vec![server.url()],
+        user: Some("ro".into()),
+        password: Some("r".into()),
+        ..NatsConfig::default()
+    };
+    let (client, errors) = nats_roles::connect(&config, "presence-perm")
+        .await
+        .expect("connect as ro");
+    let timing = Timing {
+        ttl: TTL,
+        heartbeat: HEARTBEAT,
+        ..fast()
+    };
+    let a = RoleManager::builder(client.clone(), inst("node-a"))
+        .bucket(BUCKET)
+        .auto_create(1)
+        .server_errors(errors)
+        .role(RoleSpec::new(role("x")).timing(timing))
+        .start()
+        .await
+        .expect("node-a starts");
+    let store = jetstream::new(client.clone())
+        .get_key_value(BUCKET)
+        .await
+        .expect("the bucket");
+    session_uuid(&store).await;
+    // The first attempt is denied at once; 4 s more hold at most one more (the next is 10 s
+    // after the first), where a retry every quarter heartbeat (~190 ms) would make about 20.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while member_violations(&server) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no denied write of the member record in the log"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let denied = member_violations(&server);
+    assert!(
+        denied <= 2,
+        "{denied} denied writes of the member record within 4 s of the first: not slow"
+    );
+    server.reload_with(AUTH_FIXED);
+    let session = session_uuid(&store).await;
+    wait_json(
+        &store,
+        MEMBER,
+        Duration::from_secs(15),
+        "the record written once allowed",
+        |_, v| listed(v) == Some(session.as_str()),
+    )
+    .await;
     a.shutdown(Duration::from_secs(5))
         .await
         .expect("a clean stop");
