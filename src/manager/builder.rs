@@ -451,7 +451,7 @@ impl RoleManagerBuilder {
             events: self.events,
             observers: self.observers,
             tap: Tap::new(sinks),
-            member: super::member_record::MemberLink::new(
+            member: super::member_link::MemberLink::new(
                 &self.instance,
                 incarnation,
                 member_ttl / 4,

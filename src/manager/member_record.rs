@@ -3,124 +3,25 @@
 //! *presence record* (`placement: false`, no roles). Both list the instance's live sessions
 //! (`sessions`: TTL class → uuid), are written only while one of them is live, carry the
 //! presence TTL (`Nats-TTL`, [`presence_ttl`]) and are rewritten unchanged every third of it.
-//! [`MemberLink`] is what the rest of the manager tells the writer.
+//! `member_link::MemberLink` is what the rest of the manager tells the writer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::kv::Entry;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 use uuid::Uuid;
 
+use super::member_link::{Gone, presence_ttl};
 use super::placement_link::{PlacementLink, Written};
 use super::session_link::{SessionClock, SessionView};
 use super::shared::Shared;
-use crate::codec::member::MemberEntry;
-use crate::core::{KeyState, SessionUpdate, WriteOutcome};
-use crate::names::InstanceId;
+use crate::core::{FailureKind, KeyState, SessionUpdate, WriteOutcome};
 use crate::placement::controller::RecordRoles;
-use crate::placement::{MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
-
-/// The shortest presence TTL (protocol Q8 rule 1).
-pub(crate) const MIN_PRESENCE_TTL: Duration = Duration::from_secs(30);
-
-/// The presence TTL is this many times the longest session TTL (at least
-/// [`MIN_PRESENCE_TTL`]).
-const PRESENCE_TTL_FACTOR: u32 = 10;
-
-/// The presence TTL of an instance whose longest session TTL is `longest`: `max(30 s, 10 ×
-/// longest)` (protocol Q8 rule 1). The record is rewritten every third of it.
-#[must_use]
-pub(crate) fn presence_ttl(longest: Duration) -> Duration {
-    longest
-        .saturating_mul(PRESENCE_TTL_FACTOR)
-        .max(MIN_PRESENCE_TTL)
-}
-
-/// Another process deleted or replaced this instance's record (seen by the watcher).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Gone {
-    /// The revision of the entry that deleted or replaced it.
-    revision: u64,
-    /// When this instance saw it.
-    seen_at: Instant,
-}
-
-/// The manager's side of the member record's writer: its settings and what the watcher tells
-/// it. Every manager has one (`Shared::member`).
-#[derive(Debug)]
-pub(crate) struct MemberLink {
-    /// `member.<instance>`.
-    key: String,
-    incarnation: Uuid,
-    /// The member heartbeat period: the record's `heartbeat_ms`, and at most one rewrite
-    /// after a delete or replacement per period (protocol Q8 rule 6).
-    pub(crate) heartbeat: Duration,
-    /// Longest wait for one write or read of the record.
-    pub(crate) operation_timeout: Duration,
-    /// Advertised HTTP address (the record's `http`).
-    pub(crate) http: Option<String>,
-    /// When this manager started (RFC 3339), for the record.
-    pub(crate) started_at: String,
-    /// The last delete or replacement of the record the watcher saw (writer: the watcher,
-    /// through [`MemberLink::observe`]).
-    gone: watch::Sender<Option<Gone>>,
-}
-
-impl MemberLink {
-    /// The link of `instance`'s writer.
-    pub(crate) fn new(
-        instance: &InstanceId,
-        incarnation: Uuid,
-        heartbeat: Duration,
-        operation_timeout: Duration,
-        http: Option<String>,
-    ) -> Self {
-        Self {
-            key: format!("{MEMBER_PREFIX}{instance}"),
-            incarnation,
-            heartbeat,
-            operation_timeout,
-            http,
-            started_at: crate::value::now_rfc3339(),
-            gone: watch::Sender::new(None),
-        }
-    }
-
-    /// The watcher saw a `member.` entry (every one: it picks this instance's own). A delete,
-    /// purge or expiry marker of this instance's key, a value there that is not a record of
-    /// it, or a record of another incarnation (another process with this instance id) means
-    /// the record is gone: the writer writes it again under protocol Q8 rule 6 (after a
-    /// session renewal sent after this moment, at most once per member heartbeat). Returns
-    /// whether it was such an entry.
-    pub(crate) fn observe(&self, entry: &Entry) -> bool {
-        if entry.key != self.key {
-            return false;
-        }
-        let gone = match crate::codec::member::watched(entry) {
-            MemberEntry::Record(record) => record.incarnation != self.incarnation,
-            MemberEntry::Foreign { .. } | MemberEntry::Gone { .. } => true,
-            MemberEntry::NotAnInstance => false,
-        };
-        if gone {
-            self.gone_at(entry.revision);
-        }
-        gone
-    }
-
-    /// This instance's record was deleted or replaced at `revision`, seen now (see
-    /// [`MemberLink::observe`]).
-    pub(crate) fn gone_at(&self, revision: u64) {
-        self.gone.send_replace(Some(Gone {
-            revision,
-            seen_at: Instant::now(),
-        }));
-    }
-}
+use crate::placement::{MEMBER_VERSION, MemberRecord};
 
 /// The placement part of the writer: the record's placement fields and the flags it
 /// publishes back.
@@ -147,12 +48,14 @@ pub(crate) fn spawn(
         clocks: BTreeMap::new(),
         closed: BTreeSet::new(),
         rev: None,
-        adopted: false,
+        known: None,
+        permit: false,
         stored: None,
         written_at: None,
         gone: None,
         retry_at: None,
         last_rewrite: None,
+        failing: None,
     };
     tasks.spawn(writer.run(cancel.clone()).instrument(span.clone()));
 }
@@ -179,8 +82,12 @@ struct Writer {
     closed: BTreeSet<u64>,
     /// Revision of our last write; `None`: read the key first.
     rev: Option<u64>,
-    /// Whether this process wrote the record once.
-    adopted: bool,
+    /// Revision of our last acknowledged write, kept when `rev` is not (`None`: this process
+    /// has not written the record yet).
+    known: Option<u64>,
+    /// A rewrite after a delete or replacement passed rule 6's checks: the next write may
+    /// go over whatever the key holds.
+    permit: bool,
     /// The record as last stored.
     stored: Option<MemberRecord>,
     /// Send time of the last write (the next unchanged rewrite is a third of the TTL later).
@@ -191,12 +98,14 @@ struct Writer {
     retry_at: Option<Instant>,
     /// The last rewrite after a delete or replacement (at most one per heartbeat).
     last_rewrite: Option<Instant>,
+    /// The persistent failure of the record's writes, warned of once.
+    failing: Option<FailureKind>,
 }
 
 impl Writer {
     async fn run(mut self, cancel: CancellationToken) {
         let mut added = self.shared.managed.classes_added();
-        let mut gone = self.shared.member.gone.subscribe();
+        let mut gone = self.shared.member.gone();
         let mut inputs = self.placement.as_ref().map(|p| Inputs::new(&p.link));
         loop {
             self.take_classes();
@@ -282,7 +191,7 @@ impl Writer {
     fn on_gone(&mut self, gone: Gone) {
         // The first write reads the key and writes over whatever it holds; an entry not newer
         // than our last write was answered by it.
-        if !self.adopted || self.rev.is_some_and(|mine| gone.revision <= mine) {
+        if self.known.is_none_or(|mine| gone.revision <= mine) {
             return;
         }
         debug!(
@@ -315,6 +224,7 @@ impl Writer {
                 return Some(allowed);
             }
             self.gone = None;
+            self.permit = true;
             self.last_rewrite = Some(now);
         }
         if let Some(at) = self.retry_at.filter(|at| *at > now) {
@@ -375,7 +285,9 @@ impl Writer {
     }
 
     /// Writes `record` with the presence TTL `ttl` by CAS on our revision (read first when
-    /// unknown).
+    /// unknown). A key found changed since our last acknowledged write (a write of ours with
+    /// an unknown outcome was followed by a cut link, and another process deleted the record
+    /// meanwhile) counts as deleted by another process: written only under rule 6.
     async fn write(&mut self, record: MemberRecord, ttl: Duration) {
         let shared = self.shared.clone();
         let link = &shared.member;
@@ -383,18 +295,28 @@ impl Writer {
         let expected = match self.rev {
             Some(r) => r,
             None => match shared.store.read(&link.key, timeout).await {
-                Ok(KeyState::Absent) => 0,
+                Ok(KeyState::Absent) if self.known.is_none() || self.permit => 0,
+                Ok(KeyState::Absent) => {
+                    // Our record was there: purged since.
+                    self.gone = Some(Instant::now());
+                    return;
+                }
+                Ok(
+                    KeyState::Vacant { revision, .. }
+                    | KeyState::Held { revision, .. }
+                    | KeyState::Unknown { revision },
+                ) if self.known.is_some_and(|k| k != revision) && !self.permit => {
+                    debug!(revision, "the member record changed since our last write");
+                    self.gone = Some(Instant::now());
+                    return;
+                }
                 Ok(
                     KeyState::Vacant { revision, .. }
                     | KeyState::Held { revision, .. }
                     | KeyState::Unknown { revision },
                 ) => revision,
                 Err(kind) => {
-                    debug!(
-                        error = kind.as_str(),
-                        "cannot read the member record; retrying"
-                    );
-                    self.retry_at = Some(Instant::now() + link.heartbeat / 2);
+                    self.failed(kind, ttl, link.heartbeat / 2);
                     return;
                 }
             },
@@ -417,8 +339,12 @@ impl Writer {
             .await;
         match outcome {
             WriteOutcome::Ok { revision } => {
+                if self.failing.take().is_some() {
+                    info!("this instance's member record is written again");
+                }
                 self.rev = Some(revision);
-                self.adopted = true;
+                self.known = Some(revision);
+                self.permit = false;
                 self.stored = Some(record);
                 self.written_at = Some(sent);
                 if let Some(p) = &self.placement {
@@ -435,11 +361,39 @@ impl Writer {
                 self.stored = None;
                 self.gone = Some(Instant::now());
             }
+            WriteOutcome::Failed(kind) => {
+                self.rev = None;
+                self.failed(kind, ttl, link.heartbeat / 4);
+            }
             other => {
                 debug!(outcome = ?other, "member record write failed; retrying");
                 self.rev = None;
                 self.retry_at = Some(Instant::now() + link.heartbeat / 4);
             }
+        }
+    }
+
+    /// A read or write of the record failed for `kind`: retried after `soon`, or — a persistent
+    /// failure, such as a permission the NATS user lacks — every third of the presence TTL
+    /// `ttl`, with one warning (other instances then follow this one as an orphan, Q8 rule 3).
+    fn failed(&mut self, kind: FailureKind, ttl: Duration, soon: Duration) {
+        if kind.is_permanent() {
+            if self.failing != Some(kind) {
+                warn!(
+                    error = %self.shared.store.describe(kind),
+                    "cannot write this instance's member record; retrying every {:?} (the \
+                     other instances follow this one as an orphan meanwhile)",
+                    ttl / 3
+                );
+            }
+            self.failing = Some(kind);
+            self.retry_at = Some(Instant::now() + ttl / 3);
+        } else {
+            debug!(
+                error = kind.as_str(),
+                "member record read or write failed; retrying"
+            );
+            self.retry_at = Some(Instant::now() + soon);
         }
     }
 
@@ -550,20 +504,5 @@ async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_presence_ttl_is_ten_ttls_and_at_least_thirty_seconds() {
-        assert_eq!(presence_ttl(Duration::ZERO), MIN_PRESENCE_TTL);
-        assert_eq!(presence_ttl(Duration::from_secs(2)), MIN_PRESENCE_TTL);
-        assert_eq!(
-            presence_ttl(Duration::from_secs(5)),
-            Duration::from_secs(50)
-        );
     }
 }

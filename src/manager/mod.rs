@@ -10,6 +10,7 @@ mod follower;
 mod handle;
 mod health_task;
 mod liveness;
+mod member_link;
 mod member_record;
 pub(crate) mod move_request;
 mod moves;
