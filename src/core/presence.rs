@@ -58,6 +58,16 @@ pub struct Presence {
     ended: BTreeMap<InstanceId, u64>,
     /// Instances role values name, with when this instance first saw one named.
     named: HashMap<InstanceId, Instant>,
+    /// This instance's place in the rankings, computed once per change of the live members
+    /// (a vacancy or a refresh asks [`Presence::wanted`] again and finds it here).
+    places: Option<Places>,
+}
+
+/// The members this instance is a successor of and the second tier of.
+#[derive(Debug, Clone, Default)]
+struct Places {
+    follow: BTreeSet<InstanceId>,
+    poll: BTreeSet<InstanceId>,
 }
 
 impl Presence {
@@ -70,6 +80,7 @@ impl Presence {
             deleted: BTreeSet::new(),
             ended: BTreeMap::new(),
             named: HashMap::new(),
+            places: None,
         }
     }
 
@@ -81,6 +92,7 @@ impl Presence {
 
     /// Forgets everything (the bucket was recreated).
     pub fn reset(&mut self) {
+        self.places = None;
         self.records.clear();
         self.deleted.clear();
         self.ended.clear();
@@ -97,6 +109,7 @@ impl Presence {
             return;
         }
         self.deleted.remove(&id);
+        let was_live = self.is_live(&id);
         // A rewrite listing the same sessions (the presence TTL's refresh) does not bring
         // back a member seen to end; one listing other sessions does.
         match self.records.get(&id) {
@@ -109,7 +122,10 @@ impl Presence {
                 self.ended.remove(&id);
             }
         }
-        self.records.insert(id, record);
+        self.records.insert(id.clone(), record);
+        if self.is_live(&id) != was_live {
+            self.places = None;
+        }
     }
 
     /// `id`'s record was deleted, purged or expired (a marker at `revision`), or replaced by
@@ -118,7 +134,9 @@ impl Presence {
         if self.records.get(id).is_some_and(|r| r.revision >= revision) {
             return;
         }
-        self.records.remove(id);
+        if self.records.remove(id).is_some() {
+            self.places = None;
+        }
         self.ended.remove(id);
         self.deleted.insert(id.clone());
     }
@@ -132,8 +150,10 @@ impl Presence {
     /// A followed member was seen to end a session its record at `revision` lists: not live
     /// until its record changes.
     pub fn saw_end(&mut self, id: &InstanceId, revision: u64) {
-        if self.records.get(id).is_some_and(|r| r.revision == revision) {
-            self.ended.insert(id.clone(), revision);
+        if self.records.get(id).is_some_and(|r| r.revision == revision)
+            && self.ended.insert(id.clone(), revision).is_none()
+        {
+            self.places = None;
         }
     }
 
@@ -194,25 +214,18 @@ impl Presence {
     }
 
     /// Whom this instance follows and reads now (Q8 rules 3 and 5).
-    #[must_use]
-    pub fn wanted(&self, now: Instant) -> Wanted {
-        let mut out = Wanted::default();
+    pub fn wanted(&mut self, now: Instant) -> Wanted {
+        let places = match self.places.take() {
+            Some(p) => p,
+            None => self.compute_places(),
+        };
+        let mut out = Wanted {
+            follow: places.follow.clone(),
+            poll: places.poll.clone(),
+            recheck_at: None,
+        };
+        self.places = Some(places);
         out.follow.insert(self.me.clone());
-        for h in self.records.keys() {
-            if *h == self.me || (!self.is_live(h) && !self.ended.contains_key(h)) {
-                continue;
-            }
-            let rank = self.ranking(h).iter().position(|m| *m == self.me);
-            match rank {
-                Some(k) if k < SUCCESSORS => {
-                    out.follow.insert(h.clone());
-                }
-                Some(k) if k < 2 * SUCCESSORS => {
-                    out.poll.insert(h.clone());
-                }
-                _ => {}
-            }
-        }
         for (id, since) in &self.named {
             match self.orphan(id, *since, now) {
                 Ok(true) => {
@@ -226,6 +239,37 @@ impl Presence {
         }
         out.poll.retain(|h| !out.follow.contains(h));
         out
+    }
+
+    /// This instance's rank for every live member (and every member seen to end whose record
+    /// is still there): O(members²) hashes, without sorting.
+    fn compute_places(&self) -> Places {
+        let live: Vec<&InstanceId> = self
+            .records
+            .keys()
+            .filter(|m| self.is_live(m) && **m != self.me)
+            .collect();
+        let mut places = Places::default();
+        for h in self.records.keys() {
+            if *h == self.me || (!self.is_live(h) && !self.ended.contains_key(h)) {
+                continue;
+            }
+            let mine = (pair_weight(h, &self.me), &self.me);
+            let ahead = live
+                .iter()
+                .filter(|m| **m != h)
+                .filter(|m| {
+                    let theirs = (pair_weight(h, m), **m);
+                    theirs.0 > mine.0 || (theirs.0 == mine.0 && theirs.1 < mine.1)
+                })
+                .count();
+            if ahead < SUCCESSORS {
+                places.follow.insert(h.clone());
+            } else if ahead < 2 * SUCCESSORS {
+                places.poll.insert(h.clone());
+            }
+        }
+        places
     }
 }
 

@@ -32,22 +32,33 @@ fn fleet(me: &str, n: usize) -> Presence {
 fn every_member_has_exactly_its_successors_following_it() {
     let n = 12;
     let now = Instant::now();
-    let books: Vec<Presence> = (0..n).map(|i| fleet(&format!("n{i}"), n)).collect();
+    let mut books: Vec<Presence> = (0..n).map(|i| fleet(&format!("n{i}"), n)).collect();
+    let wanted: Vec<Wanted> = books.iter_mut().map(|b| b.wanted(now)).collect();
     for h in 0..n {
         let h = id(&format!("n{h}"));
         let followers = books
             .iter()
-            .filter(|b| *b.me() != h && b.wanted(now).follow.contains(&h))
+            .zip(&wanted)
+            .filter(|(b, w)| *b.me() != h && w.follow.contains(&h))
             .count();
-        let readers = books
-            .iter()
-            .filter(|b| b.wanted(now).poll.contains(&h))
-            .count();
+        let readers = wanted.iter().filter(|w| w.poll.contains(&h)).count();
         assert_eq!(followers, SUCCESSORS, "{h}");
         assert_eq!(readers, SUCCESSORS, "{h}");
+        // The places computed without sorting agree with the ranking.
+        for (b, w) in books.iter().zip(&wanted) {
+            if *b.me() == h {
+                continue;
+            }
+            let rank = b.ranking(&h).iter().position(|m| m == b.me());
+            assert_eq!(w.follow.contains(&h), rank.is_some_and(|k| k < SUCCESSORS));
+            assert_eq!(
+                w.poll.contains(&h),
+                rank.is_some_and(|k| (SUCCESSORS..2 * SUCCESSORS).contains(&k))
+            );
+        }
     }
     // Each instance follows itself and about SUCCESSORS others.
-    let total: usize = books.iter().map(|b| b.wanted(now).follow.len()).sum();
+    let total: usize = wanted.iter().map(|w| w.follow.len()).sum();
     assert_eq!(total, n * (SUCCESSORS + 1));
 }
 

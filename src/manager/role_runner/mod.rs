@@ -513,6 +513,13 @@ impl RoleRunner {
             previous.map(|v| &v.holder),
             returning,
         );
+        tracing::debug!(
+            live = live.len(),
+            previous = ?previous.map(|v| &v.holder),
+            returning,
+            ?delay,
+            "vacancy: waiting for the better-ranked candidates (herd, protocol Q7)"
+        );
         self.machine.handle_herd_delay(delay);
     }
 
