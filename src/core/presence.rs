@@ -188,6 +188,7 @@ impl Presence {
     /// it ranks high for from its start, before its record is written or seen (a process cut
     /// off before its watcher delivered its own record still tracks the sessions it is a
     /// successor of, and its reaps and leader reads need no watcher).
+    #[cfg(test)]
     #[must_use]
     pub fn ranking(&self, h: &InstanceId) -> Vec<InstanceId> {
         follow_order(
