@@ -101,7 +101,8 @@ impl Coverage {
                 e.writer.is_some_and(|w| w.1 == WriteKind::Acquire) && !promoted.contains(&e.rev)
             })
             .count();
-        self.session_expiries += trace.logs[trace.roles..]
+        self.session_expiries += trace
+            .session_logs()
             .iter()
             .flatten()
             .filter(|e| matches!(e.kind, EntryKind::Expiry))
@@ -146,7 +147,9 @@ impl Coverage {
             }
             (EntryKind::Put(_), Some((w, _))) if w == node => self.own_reclaim += 1,
             (EntryKind::Put(_), Some((w, _))) if slot(w) == slot(node) => self.adoption += 1,
-            (EntryKind::Put(_) | EntryKind::Session(_), _) => self.takeover += 1,
+            (EntryKind::Put(_) | EntryKind::Session(_) | EntryKind::Member(_), _) => {
+                self.takeover += 1;
+            }
             (EntryKind::Vanished, _) => {}
         }
     }
@@ -154,7 +157,7 @@ impl Coverage {
     /// Session starts over a value of another incarnation of the same id that this
     /// incarnation had yielded to (it wrote the key before that value).
     pub(super) fn yields(&mut self, trace: &Trace) {
-        for log in &trace.logs[trace.roles..] {
+        for log in trace.session_logs() {
             for (k, w) in log.windows(2).enumerate() {
                 let (EntryKind::Session(old), EntryKind::Session(new)) = (&w[0].kind, &w[1].kind)
                 else {
@@ -226,7 +229,7 @@ fn released(trace: &Trace, role: usize, put: &Entry, v: &LeaseValue, at: Nanos) 
     let Some(k) = trace.session_keys.iter().position(|k| *k == v.session_key) else {
         return false;
     };
-    let log = &trace.logs[trace.roles + k];
+    let log = &trace.session_logs()[k];
     let n = log.partition_point(|e| e.at <= at);
     let name = crate::names::RoleName::new(format!("r{role}")).expect("valid role name");
     n.checked_sub(1).is_some_and(|i| {

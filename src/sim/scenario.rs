@@ -211,6 +211,12 @@ impl Scenario {
             .count()
     }
 
+    /// The presence TTL of member records (Q8 rule 1: `max(30 s, 10 × TTL)`), shortened to
+    /// [`PRESENCE_TTLS`] × TTL so that it ends records within a run.
+    pub(super) fn presence_ttl(&self) -> Nanos {
+        PRESENCE_TTLS * self.timing.ttl_s * SEC
+    }
+
     /// The slowest node clock's rate (ppm of server time).
     pub(super) fn slowest_ppm(&self) -> u64 {
         if self.drift {
@@ -278,6 +284,10 @@ impl Scenario {
 /// How often the watcher looks for sessions due for a reap (every run's; the world's watchers
 /// tick with it, the fail-over bounds above count it).
 pub(super) const BACKSTOP_TICK: Duration = Duration::from_millis(250);
+
+/// The simulation's presence TTL in TTLs (the real one is at least 10, and 30 s: longer than
+/// a run).
+pub(super) const PRESENCE_TTLS: u64 = 4;
 
 /// Beyond the hold of a young bucket: the herd's grace for a returning holder and a read.
 pub(super) const YOUNG_SLACK: Nanos = 150 * MS;
