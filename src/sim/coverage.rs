@@ -8,6 +8,7 @@ use super::clock::{MS, Nanos};
 use super::kv::{Entry, EntryKind};
 use super::strategy::{
     aged_marker_scenario, faulty_scenario, foreign_value_scenario, reset_scenario,
+    successors_scenario,
 };
 use super::trace::{Rec, Seen, Trace};
 use super::world::{Flaws, Sim};
@@ -42,6 +43,8 @@ pub(super) struct Coverage {
     pub(super) yield_over_stale: usize,
     /// Promotes whose acquire went out when a young-bucket hold ended (Q6).
     pub(super) young_hold: usize,
+    /// Member records the server expired (Q8 rule 5's last resort).
+    pub(super) record_expiries: usize,
     /// Paths of the drivers the runs reached (reaps accepted, refused then learned, on
     /// revision 0; markers aged out; epochs learned; foreign writes...).
     pub(super) paths: std::collections::BTreeMap<&'static str, usize>,
@@ -103,6 +106,12 @@ impl Coverage {
             .count();
         self.session_expiries += trace
             .session_logs()
+            .iter()
+            .flatten()
+            .filter(|e| matches!(e.kind, EntryKind::Expiry))
+            .count();
+        self.record_expiries += trace
+            .member_logs()
             .iter()
             .flatten()
             .filter(|e| matches!(e.kind, EntryKind::Expiry))
@@ -265,6 +274,7 @@ fn fault_runs_cover_the_interesting_paths() {
     run_into(&mut cov, foreign_value_scenario(), 60);
     run_into(&mut cov, aged_marker_scenario(), 60);
     run_into(&mut cov, reset_scenario(), 60);
+    run_into(&mut cov, successors_scenario(), 60);
     println!("{cov:#?}");
     let counts = [
         cov.first,
@@ -293,6 +303,16 @@ fn fault_runs_cover_the_interesting_paths() {
         "foreign_role_own_incarnation",
         "foreign_role_other_incarnation",
         "foreign_session_written",
+        // Q8: records deleted by a successor that saw the session end and by the second
+        // tier, orphans followed, records deleted or replaced by another client and written
+        // again by their owner after a renewal (rule 6).
+        "record_deleted_by_successor",
+        "record_deleted_by_second_tier",
+        "orphan_followed",
+        "foreign_member_delete",
+        "foreign_member_write",
+        "own_record_removed_by_another",
+        "record_rewritten_after_delete",
     ] {
         assert!(
             cov.paths.get(path).is_some_and(|&c| c > 0),

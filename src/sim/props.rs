@@ -11,7 +11,7 @@ use super::render::{render, report};
 use super::scenario::{Fault, FaultKind, Net, Scenario, Target, TimingSpec};
 use super::strategy::{
     aged_marker_scenario, config, fault_free_scenario, faulty_scenario, foreign_value_scenario,
-    graceful_scenario, reset_scenario, targeted_config,
+    graceful_scenario, reset_scenario, successors_scenario, targeted_config,
 };
 use super::trace::{Rec, Seen, Trace};
 use super::world::{Flaws, HERD_CAP, run_checked};
@@ -61,6 +61,21 @@ proptest! {
     fn safe_and_live_across_bucket_resets(sc in reset_scenario()) {
         let opts = CheckOpts {
             liveness: Some(sc.failover_bound() + sc.max_campaign_delay()),
+            stop_bound: None,
+            ..sc.check_opts()
+        };
+        let (trace, violations) = run_checked(&sc, Flaws::default(), opts);
+        prop_assert!(violations.is_empty(), "{}", report(&sc, &trace, &violations));
+    }
+
+    /// The holder of role 0 killed together with its successors (Q8): S2–S6, and the role
+    /// held again within the second tier's bound (a TTL and a backstop period after the
+    /// crash: a survivor reads the session key, deletes the record, and every candidate
+    /// follows the orphan).
+    #[test]
+    fn live_when_a_holder_dies_with_its_successors(sc in successors_scenario()) {
+        let opts = CheckOpts {
+            liveness: Some(sc.second_tier_bound()),
             stop_bound: None,
             ..sc.check_opts()
         };

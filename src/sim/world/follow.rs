@@ -78,7 +78,14 @@ impl Sim {
     /// Whether the watcher of process `i` delivers entry `rev` of session key `key` now: its
     /// instance is followed and the entry was stored after the consumer was created (or it is
     /// the consumer's first delivery, `replay`).
-    pub(super) fn delivers(&self, i: usize, key: usize, epoch: u64, rev: u64, replay: bool) -> bool {
+    pub(super) fn delivers(
+        &self,
+        i: usize,
+        key: usize,
+        epoch: u64,
+        rev: u64,
+        replay: bool,
+    ) -> bool {
         let Some(&from) = self.insts[i].follow.consumers.get(&key) else {
             return false;
         };
@@ -133,7 +140,11 @@ impl Sim {
         }
         if let Some(t) = recheck_at {
             let at = self.insts[i].clock.global(t).max(self.now);
-            if self.insts[i].follow.recheck.is_none_or(|r| r > at || r < self.now) {
+            if self.insts[i]
+                .follow
+                .recheck
+                .is_none_or(|r| r > at || r < self.now)
+            {
                 self.insts[i].follow.recheck = Some(at);
                 self.push(at, Ev::Inst(i, SInput::Recheck));
             }

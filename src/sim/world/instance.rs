@@ -119,8 +119,7 @@ impl Sim {
                     return;
                 }
                 // Q8: a session key only of a followed instance, through its consumer.
-                if self.session_slot(key).is_some() && !self.delivers(i, key, epoch, rev, replay)
-                {
+                if self.session_slot(key).is_some() && !self.delivers(i, key, epoch, rev, replay) {
                     return;
                 }
                 let known = self.insts[i].watch_rev[key];

@@ -107,7 +107,9 @@ impl Sim {
     pub(super) fn record_renewed(&mut self, i: usize, uuid: Uuid, sent: Instant, now: Instant) {
         let own = &self.insts[i].own;
         let after_delete = own.blocked_since.is_some_and(|t| sent >= t);
-        let due = own.last_write.is_none_or(|w| now >= w + self.timing.heartbeat);
+        let due = own
+            .last_write
+            .is_none_or(|w| now >= w + self.timing.heartbeat);
         if (after_delete || (own.retry && own.blocked_since.is_none())) && due {
             if after_delete {
                 self.count("record_rewritten_after_delete");
@@ -180,4 +182,3 @@ impl Sim {
         own.retry = own.session.is_some();
     }
 }
-

@@ -664,7 +664,8 @@ impl Sim {
         let mut follow = follow::Following::default();
         follow.follows.insert(instance.clone());
         follow.consumers.insert(self.session_key_of(slot), 0);
-        let book = SessionBook::new(self.timing.ttl, self.timing.heartbeat).following(instance.clone());
+        let book =
+            SessionBook::new(self.timing.ttl, self.timing.heartbeat).following(instance.clone());
         self.insts.push(Inst {
             slot,
             id: instance,
