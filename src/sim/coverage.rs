@@ -303,9 +303,10 @@ fn fault_runs_cover_the_interesting_paths() {
         "foreign_role_own_incarnation",
         "foreign_role_other_incarnation",
         "foreign_session_written",
-        // Q8: records deleted by a successor that saw the session end and by the second
-        // tier, orphans followed, records deleted or replaced by another client and written
+        // Q8: session entries of instances not followed (not delivered), records deleted by a
+        // successor that saw the session end and by the second tier, orphans followed, records deleted or replaced by another client and written
         // again by their owner after a renewal (rule 6).
+        "session_entry_not_followed",
         "record_deleted_by_successor",
         "record_deleted_by_second_tier",
         "orphan_followed",

@@ -238,13 +238,24 @@ fn replay() {
 /// the start's acknowledgement, see the next case). (A replay of the
 /// found run: the flawed variant must still be flagged, or the case no longer tests the
 /// check and has to be captured again: it was, with seed 10, when role keys of a bucket in
-/// use started holding a delete marker.)
+/// use started holding a delete marker, and with seed 97 when the processes started following
+/// only what protocol Q8 says.)
 #[test]
 fn a_session_start_confirms_the_bucket_epoch() {
+    clean_and_flagged_s4(
+        &start_check_case(),
+        Flaws {
+            no_start_check: true,
+            ..Flaws::default()
+        },
+    );
+}
+
+fn start_check_case() -> Scenario {
     #[allow(unused_imports)]
     use {FaultKind::*, Target::*};
-    let sc = Scenario {
-        seed: 10,
+    Scenario {
+        seed: 97,
         nodes: 5,
         roles: 1,
         observer: false,
@@ -292,14 +303,7 @@ fn a_session_start_confirms_the_bucket_epoch() {
                 target: Leader,
             },
         ],
-    };
-    clean_and_flagged_s4(
-        &sc,
-        Flaws {
-            no_start_check: true,
-            ..Flaws::default()
-        },
-    );
+    }
 }
 
 /// Issue 27, found by `safe_under_faults` in CI: the epoch check of issue 24 (above) ran
@@ -311,12 +315,30 @@ fn a_session_start_confirms_the_bucket_epoch() {
 /// term at 1.774 s, 1.7 ms before the holder learned of it (S4). A check answered after the
 /// start was acknowledged proves where it landed: the roles hear of a session only then (Q6).
 /// The flawed variant (issue 24's check before the start write) must still be flagged, or the
-/// case no longer reaches the window and has to be captured again.
+/// case no longer reaches the window and has to be captured again. It runs as the processes
+/// did before protocol Q8 (`pre_q8`: the same random choices as when it was found); with Q8,
+/// no seed of 60,000 around this scenario (3–6 processes, the reset at 1–20 ‰, TTL 1–2 s)
+/// reached the window (whether Q8 closes it or only makes it rarer was not investigated).
 #[test]
 fn a_session_is_announced_only_after_its_start_confirmed_the_epoch() {
+    let before_q8 = Flaws {
+        pre_q8: true,
+        ..Flaws::default()
+    };
+    clean_and_flagged_s4_from(
+        &announce_case(),
+        before_q8,
+        Flaws {
+            check_before_start: true,
+            ..before_q8
+        },
+    );
+}
+
+fn announce_case() -> Scenario {
     #[allow(unused_imports)]
     use {FaultKind::*, Target::*};
-    let sc = Scenario {
+    Scenario {
         seed: 9_892_931_365_568_995_072,
         nodes: 6,
         roles: 3,
@@ -351,20 +373,18 @@ fn a_session_is_announced_only_after_its_start_confirmed_the_epoch() {
             kind: ResetBucket { fresh: false },
             target: Leader,
         }],
-    };
-    clean_and_flagged_s4(
-        &sc,
-        Flaws {
-            check_before_start: true,
-            ..Flaws::default()
-        },
-    );
+    }
 }
 
 /// A replay of a found run: clean as the code is, and flagged S4 with `flawed` (else the case
 /// no longer reaches the window it pins and has to be captured again).
 fn clean_and_flagged_s4(sc: &Scenario, flawed: Flaws) {
-    let (trace, violations) = run_checked(sc, Flaws::default(), sc.check_opts());
+    clean_and_flagged_s4_from(sc, Flaws::default(), flawed);
+}
+
+/// [`clean_and_flagged_s4`] with `base` as the code is (a mode such as `pre_q8`).
+fn clean_and_flagged_s4_from(sc: &Scenario, base: Flaws, flawed: Flaws) {
+    let (trace, violations) = run_checked(sc, base, sc.check_opts());
     assert!(violations.is_empty(), "{}", report(sc, &trace, &violations));
     let (_, found) = run_checked(sc, flawed, sc.check_opts());
     assert!(

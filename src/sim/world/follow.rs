@@ -86,6 +86,9 @@ impl Sim {
         rev: u64,
         replay: bool,
     ) -> bool {
+        if self.flaws.pre_q8 {
+            return true;
+        }
         let Some(&from) = self.insts[i].follow.consumers.get(&key) else {
             return false;
         };

@@ -120,6 +120,7 @@ impl Sim {
                 }
                 // Q8: a session key only of a followed instance, through its consumer.
                 if self.session_slot(key).is_some() && !self.delivers(i, key, epoch, rev, replay) {
+                    self.count("session_entry_not_followed");
                     return;
                 }
                 let known = self.insts[i].watch_rev[key];

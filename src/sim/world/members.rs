@@ -70,6 +70,9 @@ impl Sim {
 
     /// Writes process `i`'s record listing session `uuid` (CAS on the revision known).
     fn write_record(&mut self, i: usize, uuid: Uuid, now: Instant) {
+        if self.flaws.pre_q8 {
+            return;
+        }
         let ttl_ms = u64::try_from(self.timing.ttl.as_millis()).unwrap_or(u64::MAX);
         let inst = &mut self.insts[i];
         inst.own.session = Some(uuid);
@@ -135,6 +138,9 @@ impl Sim {
 
     /// The session ended at a graceful stop: the record is deleted (CAS).
     pub(super) fn record_stopped(&mut self, i: usize) {
+        if self.flaws.pre_q8 {
+            return;
+        }
         let inst = &mut self.insts[i];
         inst.own.session = None;
         let w = KvWrite {
