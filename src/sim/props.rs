@@ -394,3 +394,66 @@ fn clean_and_flagged_s4_from(sc: &Scenario, base: Flaws, flawed: Flaws) {
         "the replay no longer reaches the window it pins ({flawed:?}): {found:?}"
     );
 }
+
+/// Q8, found by `live_after_aged_out_markers` (20,000 cases): of two processes, the follower
+/// is paused for 2.7 TTLs; the holder crashes meanwhile, its expiry marker ages out, and a
+/// foreign value takes the follower's session key, so the follower starts no session for a
+/// backstop period after it resumes and its own member record expires (presence TTL). With
+/// a presence that counted an instance live only by its own record, the follower then ranked
+/// itself out of the holder's successors, stopped following the holder's key and forgot its
+/// sighting; it followed it again only as an orphan when the holder's record expired too,
+/// and took the role 9 s after the resume (the bound is a backstop period and three ticks).
+/// An instance ranks itself live whatever its own record shows (`Presence::ranking`).
+#[test]
+fn a_follower_whose_own_record_expired_still_follows_the_holder() {
+    #[allow(unused_imports)]
+    use {FaultKind::*, Target::*};
+    let sc = Scenario {
+        seed: 0,
+        nodes: 2,
+        roles: 1,
+        observer: false,
+        immune: false,
+        timing: TimingSpec {
+            ttl_s: 3,
+            hb_div: 3,
+            margin_pct: 5,
+            op_pct: 5,
+            grace_pct: 20,
+            jitter_ms: 0,
+        },
+        net: Net::default(),
+        drift: false,
+        no_ttl: false,
+        validate: false,
+        marker_ttl_ms: Some(1000),
+        fresh_bucket: false,
+        faults: vec![
+            Fault {
+                at_permille: 142,
+                kind: Pause { ttl_pct: 270 },
+                target: Follower(0),
+            },
+            Fault {
+                at_permille: 142,
+                kind: ForeignSession,
+                target: Follower(0),
+            },
+            Fault {
+                at_permille: 164,
+                kind: Crash,
+                target: Leader,
+            },
+        ],
+    };
+    let opts = CheckOpts {
+        liveness: Some(sc.aged_marker_bound()),
+        ..sc.check_opts()
+    };
+    let (trace, violations) = run_checked(&sc, Flaws::default(), opts);
+    assert!(
+        violations.is_empty(),
+        "{}",
+        report(&sc, &trace, &violations)
+    );
+}
