@@ -30,3 +30,8 @@ pub mod value {
         SessionValue, VALUE_VERSION, now_rfc3339, parse_session_key, session_key,
     };
 }
+
+/// Who follows whose sessions (`docs/protocol.md`, Q8): the successor order of a member.
+pub mod presence {
+    pub use crate::core::presence::{SUCCESSORS, follow_order};
+}

@@ -29,6 +29,20 @@ impl MemberRecord {
     }
 }
 
+/// A record as presence reads it (protocol Q8): its revision and the sessions it lists.
+// The follower side (the watcher feeding `core::presence`) is built on the Q8 branch.
+#[cfg_attr(not(test), allow(dead_code))]
+#[must_use]
+pub(crate) fn present(
+    record: &MemberRecord,
+    revision: u64,
+) -> crate::core::presence::PresentRecord {
+    crate::core::presence::PresentRecord {
+        revision,
+        sessions: record.sessions.clone(),
+    }
+}
+
 /// What one watched `member.` entry says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum MemberEntry {
@@ -109,6 +123,72 @@ mod tests {
         let bytes = r.to_bytes();
         assert!(String::from_utf8_lossy(&bytes).contains(r#""unavailable":["r"]"#));
         assert_eq!(MemberRecord::parse("member.node-a", &bytes), Some(r));
+    }
+
+    #[test]
+    fn sessions_and_the_placement_flag_round_trip() {
+        let mut r = record();
+        // Left out while empty (sessions) and true (placement): the bytes older readers know.
+        let plain = String::from_utf8_lossy(&r.to_bytes()).into_owned();
+        assert!(
+            !plain.contains("sessions") && !plain.contains("placement"),
+            "{plain}"
+        );
+        let a = uuid::Uuid::from_u128(0xA);
+        let b = uuid::Uuid::from_u128(0xB);
+        r.sessions = [(2000, a), (10_000, b)].into();
+        let bytes = r.to_bytes();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        assert!(
+            text.contains(&format!(r#""sessions":{{"2000":"{a}","10000":"{b}"}}"#)),
+            "{text}"
+        );
+        assert_eq!(
+            MemberRecord::parse("member.node-a", &bytes),
+            Some(r.clone())
+        );
+        // A presence record (no placement, no roles).
+        r.placement = false;
+        r.roles.clear();
+        let bytes = r.to_bytes();
+        assert!(String::from_utf8_lossy(&bytes).contains(r#""placement":false"#));
+        let parsed = MemberRecord::parse("member.node-a", &bytes).expect("a presence record");
+        assert!(!parsed.placement);
+        assert_eq!(parsed, r);
+        assert_eq!(
+            present(&parsed, 17),
+            crate::core::presence::PresentRecord {
+                revision: 17,
+                sessions: [(2000, a), (10_000, b)].into(),
+            }
+        );
+    }
+
+    #[test]
+    fn records_without_sessions_or_placement_flag_are_placement_records_without_sessions() {
+        let old =
+            br#"{"v":2,"instance":"node-a","incarnation":"00000000-0000-0000-0000-000000000000",
+            "weight":1,"priority":0,"roles":{"r":5},"heartbeat_ms":250}"#;
+        let parsed = MemberRecord::parse("member.node-a", old).expect("a version-2 record");
+        assert!(parsed.placement);
+        assert!(parsed.sessions.is_empty());
+        assert!(present(&parsed, 3).sessions.is_empty());
+        // Sessions that are not TTL → uuid are not a record.
+        for raw in [
+            r#"{"x":"00000000-0000-0000-0000-00000000000a"}"#,
+            r#"{"2000":"nope"}"#,
+            "[]",
+        ] {
+            assert_eq!(
+                MemberRecord::parse("member.node-a", &with("sessions", raw)),
+                None,
+                "{raw}"
+            );
+        }
+        assert_eq!(
+            MemberRecord::parse("member.node-a", &with("placement", r#""no""#)),
+            None
+        );
     }
 
     #[test]

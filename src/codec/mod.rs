@@ -13,6 +13,7 @@
 //! | `role.rs` | `role.<name>`: bytes ⇄ [`LeaseValue`](crate::value::LeaseValue) / [`HolderValue`](crate::value::HolderValue) (P2, Q2, Q10), entries → [`KeyState`](crate::core::KeyState) |
 //! | `session.rs` | `session.<instance>.<ttl_ms>`: bytes ⇄ [`SessionValue`](crate::value::SessionValue), entries → [`SessionKeyState`](crate::core::SessionKeyState) |
 //! | `member.rs` | `member.<instance>`: bytes ⇄ [`MemberRecord`](crate::placement::MemberRecord) (P10, Q9), entries → [`member::MemberEntry`] |
+//! | `presence.rs` | `member.<instance>` as presence reads it (Q8): entries → [`presence::PresenceEntry`] (the sessions a record lists, or its end) |
 //! | `control.rs` | `control.freeze`, `control.drain.<instance>`, `control.move.<role>`: bytes ⇄ the freeze, drain and move records, entries → [`control::Control`] |
 //! | `outcome.rs` | the server's answer to a write or a leader read → [`WriteOutcome`](crate::core::WriteOutcome) / [`FailureKind`](crate::core::FailureKind) (P3) |
 //!
@@ -23,6 +24,7 @@ pub(crate) mod control;
 mod entry;
 pub(crate) mod member;
 pub(crate) mod outcome;
+pub(crate) mod presence;
 pub(crate) mod role;
 pub(crate) mod session;
 

@@ -17,7 +17,7 @@ pub mod types;
 pub use backoff::RetryPolicy;
 pub use bucket_settings::{BucketSettings, MAX_BUCKET_REPLICAS};
 pub use machine::{Identity, RoleMachine, SessionUpdate};
-pub use presence::{PresentRecord, Wanted};
+pub use presence::PresentRecord;
 pub use server_code::{FailureClass, ServerCode};
 pub use session::{SessionAction, SessionKeyState, SessionLoss, SessionMachine, SessionWriteKind};
 pub use session_book::{Herd, Reap, SessionBook, Verdict};

@@ -152,16 +152,20 @@ impl Presence {
 
     /// The live members other than `h` in the order they follow `h` (rendezvous hash of
     /// `(h, member)`, highest first).
+    ///
+    /// This instance counts itself live whatever its own record shows: it follows the members
+    /// it ranks high for from its start, before its record is written or seen (a process cut
+    /// off before its watcher delivered its own record still tracks the sessions it is a
+    /// successor of, and its reaps and leader reads need no watcher).
     #[must_use]
     pub fn ranking(&self, h: &InstanceId) -> Vec<InstanceId> {
-        let mut ranked: Vec<(u64, &InstanceId)> = self
-            .records
-            .keys()
-            .filter(|m| *m != h && self.is_live(m))
-            .map(|m| (pair_weight(h, m), m))
-            .collect();
-        ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-        ranked.into_iter().map(|(_, m)| m.clone()).collect()
+        follow_order(
+            h,
+            self.records
+                .keys()
+                .filter(|m| self.is_live(m))
+                .chain(std::iter::once(&self.me)),
+        )
     }
 
     /// Whether `id` counts as an orphan now: role values name it and it has no record that
@@ -233,6 +237,24 @@ pub fn session_ended(
             now.saturating_duration_since(seen_at) >= period
         }
     }
+}
+
+/// `members` other than `h` in the order they follow `h` (Q8 rule 2: rendezvous hash of
+/// `(h, member)`, highest first; the first [`SUCCESSORS`] are `h`'s successors, the next
+/// [`SUCCESSORS`] its second tier).
+#[must_use]
+pub fn follow_order<'a>(
+    h: &InstanceId,
+    members: impl IntoIterator<Item = &'a InstanceId>,
+) -> Vec<InstanceId> {
+    let mut ranked: Vec<(u64, &InstanceId)> = members
+        .into_iter()
+        .filter(|m| *m != h)
+        .map(|m| (pair_weight(h, m), m))
+        .collect();
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    ranked.dedup_by(|a, b| a.1 == b.1);
+    ranked.into_iter().map(|(_, m)| m.clone()).collect()
 }
 
 /// The weight of member `m` as a follower of `h`: FNV-1a over both ids, then mixed.

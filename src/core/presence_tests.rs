@@ -131,3 +131,18 @@ fn a_session_ends_by_a_marker_another_uuid_or_a_period_without_change() {
     assert!(!session_ended(u, &foreign, t0, t0 + p / 2, p));
     assert!(session_ended(u, &foreign, t0, t0 + p, p));
 }
+
+#[test]
+fn an_instance_follows_the_members_it_ranks_high_for_before_its_own_record_is_seen() {
+    let now = Instant::now();
+    // n9 has no record yet: it still ranks itself among the live members.
+    let mut p = Presence::new(id("n9"));
+    p.record(id("n0"), rec(1));
+    let w = p.wanted(now);
+    assert!(
+        w.follow.contains(&id("n0")),
+        "the only other member: n9 is its successor"
+    );
+    p.record(id("n1"), rec(2));
+    assert_eq!(p.ranking(&id("n0")).len(), 2);
+}

@@ -230,7 +230,7 @@ impl SessionBook {
         let Some(f) = &self.presence else {
             return Vec::new();
         };
-        let candidates: Vec<(InstanceId, u64, Vec<(String, Uuid, Duration)>)> = f
+        let candidates: Vec<(InstanceId, u64, Vec<ListedKey>)> = f
             .follows
             .iter()
             .filter(|id| *id != f.presence.me())
@@ -447,6 +447,16 @@ impl SessionBook {
         out
     }
 
+    /// A delete of `id`'s record at `revision` asked for by [`SessionBook::ended_members`]
+    /// failed or its outcome is unknown: it is asked for again (if the record is unchanged).
+    pub fn end_not_done(&mut self, id: &InstanceId, revision: u64) {
+        if let Some(f) = &mut self.presence
+            && f.ending.get(id) == Some(&revision)
+        {
+            f.ending.remove(id);
+        }
+    }
+
     /// The longest TTL of the sessions whose values the book holds (zero without any): after
     /// the bucket is recreated, a holder of the old one with that TTL may act until its
     /// deadline, so the roles hold their acquires in the new bucket for at least that long
@@ -463,7 +473,8 @@ impl SessionBook {
     }
 
     /// The backstop period for a session of TTL `session_ttl` (Q5 rule 4).
-    fn period(&self, session_ttl: Duration) -> Duration {
+    #[must_use]
+    pub fn period(&self, session_ttl: Duration) -> Duration {
         self.own_ttl.max(session_ttl) + self.own_heartbeat + BACKSTOP_GRACE
     }
 
@@ -649,6 +660,9 @@ impl SessionBook {
         live
     }
 }
+
+/// A session key a member record lists: the key, the uuid listed, the backstop period.
+type ListedKey = (String, Uuid, Duration);
 
 /// The instance a canonical session key names.
 fn instance_of(key: &str) -> Option<InstanceId> {

@@ -183,7 +183,8 @@ impl Inspector {
     }
 
     /// Placement membership records (`member.<instance>`) in the bucket; invalid or foreign
-    /// values are skipped. Expired or deleted records are not listed.
+    /// values are skipped. Expired or deleted records are not listed, nor presence records
+    /// (`placement: false`: instances without placement, protocol Q8).
     ///
     /// # Errors
     /// [`Error::JetStream`] when listing or reading the keys fails; [`Error::Timeout`].
@@ -192,7 +193,7 @@ impl Inspector {
         self.read_keys(
             |key| key.starts_with(MEMBER_PREFIX).then_some(()),
             |(), entry| match codec::member::watched(&entry) {
-                MemberEntry::Record(record) => Some(*record),
+                MemberEntry::Record(record) => record.placement.then_some(*record),
                 MemberEntry::NotAnInstance
                 | MemberEntry::Foreign { .. }
                 | MemberEntry::Gone { .. } => None,

@@ -395,25 +395,27 @@ impl RoleManagerBuilder {
                 .map(|r| r.timing.operation_timeout)
                 .max()
                 .unwrap_or(Timing::default().operation_timeout);
+        // The member TTL: placement's `member_ttl`, or the shortest role TTL. Its quarter is
+        // the member heartbeat period of every record (placement or presence).
+        let member_ttl = self
+            .placement
+            .as_ref()
+            .and_then(|config| config.member_ttl)
+            .or_else(|| self.roles.iter().map(|r| r.timing.ttl).min())
+            .unwrap_or(Timing::default().ttl)
+            .max(Duration::from_secs(1));
+        let operation_timeout = self
+            .roles
+            .iter()
+            .map(|r| r.timing.operation_timeout)
+            .min()
+            .unwrap_or(Timing::default().operation_timeout);
         let placement = self.placement.clone().map(|config| {
-            let shortest = self.roles.iter().map(|r| r.timing.ttl).min();
-            let member_ttl = config
-                .member_ttl
-                .or(shortest)
-                .unwrap_or(Timing::default().ttl)
-                .max(Duration::from_secs(1));
-            let operation_timeout = self
-                .roles
-                .iter()
-                .map(|r| r.timing.operation_timeout)
-                .min()
-                .unwrap_or(Timing::default().operation_timeout);
             let (link, ends) = PlacementLink::new(placement_link::Settings {
                 config,
                 member_ttl,
                 operation_timeout,
                 priority: self.priority,
-                http: self.meta.get("http").cloned(),
             });
             (Arc::new(link), ends)
         });
@@ -449,12 +451,19 @@ impl RoleManagerBuilder {
             events: self.events,
             observers: self.observers,
             tap: Tap::new(sinks),
+            member: super::member_link::MemberLink::new(
+                &self.instance,
+                incarnation,
+                member_ttl / 4,
+                operation_timeout,
+                self.meta.get("http").cloned(),
+            ),
             placement: placement.as_ref().map(|(link, _)| link.clone()),
             backend,
             bucket: shared::BucketView::new(opened.epoch, opened.born, opened.last_revision),
             managed: shared::Managed::default(),
             released: shared::ReleasedRoles::default(),
-            reports: shared::Reports::new(),
+            reports: shared::Reports::new(self.instance.clone()),
         });
         let cancel = CancellationToken::new();
         let (probes, probe_inboxes) = super::probe::Probes::new();
@@ -508,7 +517,7 @@ impl RoleManagerBuilder {
         manager.tasks.spawn(
             watcher::run(
                 shared.clone(),
-                opened.kv,
+                opened.kv.clone(),
                 watcher::BucketRecovery {
                     js: opened.js,
                     config: self.bucket.clone(),
@@ -524,6 +533,13 @@ impl RoleManagerBuilder {
                 .instrument(span.clone()),
         );
         manager.tasks.spawn(
+            super::follower::run(shared.clone(), opened.kv.clone(), cancel.clone())
+                .instrument(span.clone()),
+        );
+        manager
+            .tasks
+            .spawn(super::successor::run(shared.clone(), cancel.clone()).instrument(span.clone()));
+        manager.tasks.spawn(
             connection::monitor(
                 self.client.clone(),
                 shared.clone(),
@@ -532,9 +548,13 @@ impl RoleManagerBuilder {
             )
             .instrument(span.clone()),
         );
-        if let Some((link, ends)) = placement {
-            placement_tasks::spawn(&manager.tasks, &shared, &link, ends, &cancel, &span);
-        }
+        let placement = placement.map(|(link, ends)| {
+            let written =
+                placement_tasks::spawn(&manager.tasks, &shared, &link, ends, &cancel, &span);
+            super::member_record::PlacementPart { link, written }
+        });
+        // Every manager writes its member record (protocol Q8 rule 1).
+        super::member_record::spawn(&manager.tasks, &shared, placement, &cancel, &span);
         if let (Some((checker, policy)), Some((state, _))) = (self.health, health) {
             manager.tasks.spawn(
                 health_task::health_loop(

@@ -6,9 +6,12 @@ mod bucket;
 mod builder;
 mod connection;
 pub(crate) mod events;
+mod follower;
 mod handle;
 mod health_task;
 mod liveness;
+mod member_link;
+mod member_record;
 pub(crate) mod move_request;
 mod moves;
 #[cfg(feature = "negative-controls")]
@@ -27,6 +30,7 @@ mod spec;
 pub(crate) mod startup;
 pub(crate) mod status;
 mod statuses;
+mod successor;
 mod ticker;
 mod timer_queue;
 mod vacancy;
@@ -362,6 +366,8 @@ impl RoleManager {
                 task: handle,
             },
         );
+        drop(sessions);
+        self.shared.managed.class_added();
         (view_rx, clock)
     }
 
@@ -511,28 +517,6 @@ impl RoleManager {
             .entry(role.clone())
             .or_insert_with(|| watch::channel(None).0)
             .subscribe()
-    }
-
-    /// Holders of every role seen in the bucket, each with the latest renewal of its
-    /// holder's session seen (`renewed_at`; the receivers of [`RoleManager::observe`] carry
-    /// the time of the term's own last write there, and change only when the role does).
-    #[must_use]
-    pub fn holders(&self) -> Vec<HolderInfo> {
-        let renewals = self.shared.bucket.renewals().clone();
-        self.shared
-            .bucket
-            .holders()
-            .values()
-            .filter_map(|h| h.borrow().clone())
-            .map(|mut info| {
-                if let Some(at) = info.holder.as_ref().and_then(|h| renewals.get(h))
-                    && info.renewed_at.is_none_or(|r| r < *at)
-                {
-                    info.renewed_at = Some(*at);
-                }
-                info
-            })
-            .collect()
     }
 
     /// Placement: starts (`true`) or ends draining. A draining instance hands every role over

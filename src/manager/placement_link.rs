@@ -30,8 +30,6 @@ pub(crate) struct Settings {
     pub(crate) operation_timeout: Duration,
     /// Default priority of this instance.
     pub(crate) priority: i32,
-    /// Advertised HTTP address.
-    pub(crate) http: Option<String>,
 }
 
 /// What the last stored membership record said (so a caller can wait until it is out).
@@ -141,16 +139,11 @@ pub(crate) struct PlacementLink {
     /// Live members at their capacity, skipped by the herd ranking (writer: the driver).
     pub(crate) full:
         std::sync::Mutex<std::sync::Arc<std::collections::BTreeSet<crate::names::InstanceId>>>,
-    /// The flags of the last record written (writer: the heartbeat).
+    /// The flags of the last record written (writer: the member record's writer).
     written: watch::Receiver<Option<Written>>,
-    /// When this manager started (RFC 3339), for the record.
-    pub(crate) started_at: String,
     /// The live-session set last sent to the driver (writer: the watcher), so that only
     /// changes are sent.
     sessions_sent: std::sync::Mutex<Option<std::collections::BTreeSet<crate::names::InstanceId>>>,
-    /// Asks the record writer to read its key and write the record again (another process
-    /// deleted or replaced it: records are written only on change, protocol Q9).
-    pub(crate) rewrite: tokio::sync::Notify,
 }
 
 /// The writing ends of the link's channels, owned by the placement tasks.
@@ -162,7 +155,7 @@ pub(crate) struct PlacementEnds {
     pub(crate) record_roles: watch::Sender<Option<RecordRoles>>,
     /// The driver's.
     pub(crate) view: watch::Sender<Arc<PlacementView>>,
-    /// The heartbeat's.
+    /// The member record writer's (`member_record`).
     pub(crate) written: watch::Sender<Option<Written>>,
 }
 
@@ -195,9 +188,7 @@ impl PlacementLink {
             view: view_rx,
             written: written_rx,
             full: std::sync::Mutex::default(),
-            started_at: crate::value::now_rfc3339(),
             sessions_sent: std::sync::Mutex::new(None),
-            rewrite: tokio::sync::Notify::new(),
         };
         let ends = PlacementEnds {
             inbox,

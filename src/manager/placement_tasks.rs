@@ -2,8 +2,8 @@
 //! [`Controller`] (it feeds the controller the membership changes the watcher sees, the
 //! roles added and removed and re-plan requests, and carries out its actions — per-role
 //! campaign hold-back for vacancies another live member is preferred for, voluntary graceful
-//! releases of roles the plan gives to someone else), and the heartbeat that publishes this
-//! instance's membership record.
+//! releases of roles the plan gives to someone else). The record itself is written by
+//! `member_record` (every manager has that writer).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,12 +20,12 @@ use super::role_input::RoleInput;
 use super::shared::{RoleSlot, Shared};
 use super::status::RoleStatus;
 use crate::codec::member::MemberEntry;
-use crate::core::{FailureKind, KeyState, ReleaseReason, WriteOutcome};
+use crate::core::{FailureKind, ReleaseReason};
 use crate::names::{InstanceId, RoleName};
 use crate::placement::controller::{
     Controller, ControllerSettings, Input, PlacementAction, RecordRoles, RoleView, World,
 };
-use crate::placement::{Frozen, MEMBER_PREFIX, MEMBER_VERSION, MemberRecord};
+use crate::placement::{Frozen, MEMBER_PREFIX, MEMBER_VERSION};
 use crate::status::RoleState;
 use crate::tap::PlacementEvent;
 
@@ -34,7 +34,8 @@ use crate::tap::PlacementEvent;
 /// events (protocol Q9).
 const TICK: Duration = Duration::from_millis(100);
 
-/// Runs the placement tasks of a manager: the controller driver and the heartbeat.
+/// Runs the controller driver of a manager; returns the sender of the written record's flags,
+/// for the member record's writer.
 pub(crate) fn spawn(
     tasks: &tokio_util::task::TaskTracker,
     shared: &Arc<Shared>,
@@ -42,7 +43,7 @@ pub(crate) fn spawn(
     ends: PlacementEnds,
     cancel: &CancellationToken,
     span: &tracing::Span,
-) {
+) -> watch::Sender<Option<Written>> {
     use tracing::Instrument;
     let PlacementEnds {
         inbox,
@@ -50,10 +51,6 @@ pub(crate) fn spawn(
         view,
         written,
     } = ends;
-    tasks.spawn(
-        run_heartbeat(shared.clone(), link.clone(), written, cancel.clone())
-            .instrument(span.clone()),
-    );
     let driver = Driver {
         controller: Controller::new(
             ControllerSettings {
@@ -73,6 +70,7 @@ pub(crate) fn spawn(
         deleting: std::collections::BTreeSet::new(),
     };
     tasks.spawn(driver.run(inbox, cancel.clone()).instrument(span.clone()));
+    written
 }
 
 /// The driver of the placement controller: the only owner of its state.
@@ -176,8 +174,9 @@ impl Driver {
         let mut replanned = false;
         match input {
             PlacementInput::Member { entry, done } => {
-                match member_change(&self.shared, &self.link, &entry) {
+                match member_change(&self.controller, &entry) {
                     MemberChange::NotAnInstance => {}
+                    MemberChange::Unchanged(input) => self.step(input, now),
                     change => {
                         if let MemberChange::Input(input) = change {
                             self.step(input, now);
@@ -348,7 +347,7 @@ impl Driver {
         *logged = now;
     }
 
-    /// The heartbeat rewrites the record at once (once the driver started).
+    /// The record's writer rewrites the record at once (once the driver started).
     fn publish_record_roles(&self) {
         let next = self.controller.record_roles();
         self.record_roles
@@ -364,76 +363,46 @@ enum MemberChange {
     Unreadable,
     /// A record written or deleted.
     Input(Input),
+    /// A record rewritten with the content the controller has (its presence TTL's refresh,
+    /// protocol Q8 rule 1): its revision is taken in, nothing is re-planned.
+    Unchanged(Input),
 }
 
-fn member_change(shared: &Shared, p: &PlacementLink, entry: &Entry) -> MemberChange {
+/// What `entry` means to the controller. This instance's own record deleted or replaced is
+/// the member record writer's business (the watcher tells it: `MemberLink::observe`).
+fn member_change(controller: &Controller, entry: &Entry) -> MemberChange {
     let (id, expired) = match crate::codec::member::watched(entry) {
         MemberEntry::NotAnInstance => {
             warn!(key = %entry.key, "ignoring a member key that is not a valid instance id");
             return MemberChange::NotAnInstance;
         }
-        MemberEntry::Foreign { id } => {
+        MemberEntry::Foreign { .. } => {
             warn!(key = %entry.key, "ignoring an invalid or foreign member record");
-            if id == shared.instance {
-                // Our key no longer holds our record: written again (Q9).
-                p.rewrite.notify_one();
-            }
             return MemberChange::Unreadable;
         }
+        // A presence record (an instance without placement, protocol Q8 rule 1): to
+        // placement, no record.
+        MemberEntry::Record(record) if !record.placement => (record.instance, false),
         MemberEntry::Record(record) => {
-            if record.instance == shared.instance && record.incarnation != shared.incarnation {
-                debug!(other = %record.incarnation, "member record of another incarnation of this instance id");
-                // Written once per change (Q9): ours must be written again.
-                p.rewrite.notify_one();
-            }
-            return MemberChange::Input(Input::MemberPut {
+            let unchanged = record.v == MEMBER_VERSION
+                && controller.membership().record(&record.instance) == Some(&*record);
+            let input = Input::MemberPut {
                 record,
                 revision: entry.revision,
-            });
+            };
+            return if unchanged {
+                MemberChange::Unchanged(input)
+            } else {
+                MemberChange::Input(input)
+            };
         }
         MemberEntry::Gone { id, expired } => (id, expired),
     };
-    if id == shared.instance {
-        // Our record was deleted (by another member that took us for gone, an operator, or
-        // our own graceful stop — then the writer has stopped): written again (Q9).
-        p.rewrite.notify_one();
-    }
     MemberChange::Input(Input::MemberGone {
         id,
         expired,
         revision: entry.revision,
     })
-}
-
-/// This instance's record as it should be stored now.
-fn record(shared: &Shared, p: &PlacementLink, roles: RecordRoles) -> MemberRecord {
-    MemberRecord {
-        v: MEMBER_VERSION,
-        instance: shared.instance.clone(),
-        incarnation: shared.incarnation,
-        weight: p.settings.config.weight,
-        priority: p.settings.priority,
-        roles: roles.roles,
-        pinned: roles.pinned,
-        unavailable: roles.unavailable,
-        draining: *p.draining.borrow(),
-        healthy: *p.healthy.borrow(),
-        http: p.settings.http.clone(),
-        started_at: Some(p.started_at.clone()),
-        zone: p.settings.config.zone.clone(),
-        capacity: p.settings.config.capacity,
-        max_roles: p.settings.config.max_roles,
-        version: p.settings.config.version.as_ref().map(ToString::to_string),
-        costs: roles.costs,
-        settings: Some(p.settings.config.digest()),
-        parked: roles.parked,
-        prepares: roles.prepares,
-        prepared: roles.prepared,
-        prepare_failed: roles.prepare_failed,
-        frozen: *p.frozen.borrow(),
-        heartbeat_ms: u64::try_from(heartbeat(p.settings.member_ttl).as_millis())
-            .unwrap_or(u64::MAX),
-    }
 }
 
 /// Whether this instance will not take a role now, from the role's status: it cools down
@@ -445,135 +414,75 @@ fn declines(status: &RoleStatus, now: Instant) -> bool {
         || (!status.is_leader() && status.failure.is_some_and(FailureKind::is_permanent))
 }
 
-/// Heartbeat period of a record with this TTL.
-fn heartbeat(ttl: Duration) -> Duration {
-    ttl / 4
-}
-
-/// Writes this instance's membership record (format 2, protocol Q9) by CAS on its own
-/// revision, without a TTL and only when it changes: draining, health, the freeze flag or the
-/// roles; and again when another process deleted or replaced it (`PlacementLink::rewrite`, at
-/// most once per [`heartbeat`] period so that two processes with one instance id do not
-/// rewrite in a loop). A member is live while its session is. Deletes the record on cancel.
-async fn run_heartbeat(
-    shared: Arc<Shared>,
-    p: Arc<PlacementLink>,
-    written: watch::Sender<Option<Written>>,
-    cancel: CancellationToken,
-) {
-    let key = format!("{MEMBER_PREFIX}{}", shared.instance);
-    let period = heartbeat(p.settings.member_ttl);
-    let timeout = p.settings.operation_timeout.min(period);
-    let mut draining = p.draining.subscribe();
-    let mut healthy = p.healthy.subscribe();
-    let mut frozen = p.frozen.subscribe();
-    let mut roles = p.record_roles.clone();
-    // Revision of our last write; `None`: read the key first.
-    let mut rev: Option<u64> = None;
-    let mut adopted = false;
-    // The record as last stored (nothing to write while it is unchanged).
-    let mut stored: Option<MemberRecord> = None;
-    // A retry after a failed write, or a rewrite held back to one per period.
-    let mut retry_at: Option<Instant> = Some(Instant::now());
-    let mut last_rewrite: Option<Instant> = None;
-    loop {
-        tokio::select! {
-            biased;
-            () = cancel.cancelled() => break,
-            _ = draining.changed() => {}
-            _ = healthy.changed() => {}
-            _ = frozen.changed() => {}
-            // Not after the driver stopped (a dropped sender answers at once, forever).
-            Ok(()) = roles.changed() => {}
-            () = p.rewrite.notified() => {
-                let now = Instant::now();
-                let at = last_rewrite.map_or(now, |t| (t + period).max(now));
-                last_rewrite = Some(at);
-                rev = None;
-                stored = None;
-                retry_at = Some(at);
-                continue;
-            }
-            () = sleep_until_opt(retry_at) => { retry_at = None; }
-        }
-        if retry_at.is_some_and(|t| t > Instant::now()) {
-            continue;
-        }
-        // Not before the driver took in the roles this manager started with.
-        let Some(record_roles) = roles.borrow_and_update().clone() else {
-            // Written as soon as the driver publishes them (`roles.changed()`).
-            retry_at = None;
-            continue;
-        };
-        let record = record(&shared, &p, record_roles);
-        if rev.is_some() && stored.as_ref() == Some(&record) {
-            continue;
-        }
-        let expected = match rev {
-            Some(r) => r,
-            None => match shared.store.read(&key, timeout).await {
-                Ok(KeyState::Absent) => 0,
-                Ok(KeyState::Vacant { revision, .. }) => revision,
-                Ok(KeyState::Held { revision, .. }) => {
-                    if adopted {
-                        warn!(
-                            "the member record of this instance id was deleted or rewritten by \
-                             another process; writing it again (instance ids must be unique)"
-                        );
-                    }
-                    revision
-                }
-                Ok(KeyState::Unknown { revision }) => revision,
-                Err(kind) => {
-                    debug!(
-                        error = kind.as_str(),
-                        "cannot read the member record; retrying"
-                    );
-                    retry_at = Some(Instant::now() + period / 2);
-                    continue;
-                }
-            },
-        };
-        let flags = Written {
-            draining: record.draining,
-            healthy: record.healthy,
-        };
-        let outcome = shared
-            .store
-            .cas(&key, expected, None, record.to_bytes(), false, timeout)
-            .await;
-        match outcome {
-            WriteOutcome::Ok { revision } => {
-                rev = Some(revision);
-                adopted = true;
-                stored = Some(record);
-                written.send_replace(Some(flags));
-            }
-            WriteOutcome::Conflict => {
-                warn!("member record changed under us; re-reading it");
-                rev = None;
-                retry_at = Some(Instant::now() + period / 2);
-            }
-            other => {
-                debug!(outcome = ?other, "member record write failed; retrying");
-                rev = None;
-                retry_at = Some(Instant::now() + period / 4);
-            }
-        }
-    }
-    // Graceful stop: delete the record at our revision (anything else is not ours to delete).
-    if let Some(r) = rev {
-        let outcome = shared
-            .store
-            .cas(&key, r, None, bytes::Bytes::new(), true, timeout)
-            .await;
-        debug!(?outcome, "member record deleted");
-    }
-}
-
 async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use async_nats::jetstream::kv::Operation;
+
+    use super::*;
+    use crate::codec::test_entry;
+    use crate::placement::PlacementSettings;
+    use crate::placement::test_record;
+
+    fn controller() -> Controller {
+        Controller::new(
+            ControllerSettings {
+                instance: InstanceId::new("a").expect("valid"),
+                config: PlacementSettings::default(),
+                operation_timeout: Duration::from_secs(1),
+                move_timeout: Duration::from_secs(10),
+                storm_window: Duration::from_secs(3),
+            },
+            Instant::now(),
+        )
+    }
+
+    /// A record rewritten with the content the controller has (the presence TTL's refresh,
+    /// protocol Q8 rule 1) re-plans nothing; a changed one does; a presence record
+    /// (`placement: false`) is no record to placement.
+    #[test]
+    fn unchanged_rewrites_and_presence_records_are_not_placement_changes() {
+        let mut c = controller();
+        let mut b = test_record("b", &[("r", 0)], 250);
+        b.sessions = [(1000, uuid::Uuid::from_u128(1))].into();
+        let put = |record: &crate::placement::MemberRecord, revision| {
+            test_entry("member.b", revision, Operation::Put, &record.to_bytes())
+        };
+        let MemberChange::Input(input) = member_change(&c, &put(&b, 3)) else {
+            panic!("a new record is a change");
+        };
+        c.step(input, Instant::now());
+        let MemberChange::Unchanged(input) = member_change(&c, &put(&b, 4)) else {
+            panic!("a rewrite with the same content is no change");
+        };
+        c.step(input, Instant::now());
+        assert_eq!(
+            c.membership().record(&b.instance),
+            Some(&b),
+            "the rewrite's revision is taken in"
+        );
+        let mut renewed = b.clone();
+        renewed.sessions = [(1000, uuid::Uuid::from_u128(2))].into();
+        assert!(matches!(
+            member_change(&c, &put(&renewed, 5)),
+            MemberChange::Input(Input::MemberPut { .. })
+        ));
+        let mut presence = b.clone();
+        presence.placement = false;
+        presence.roles.clear();
+        assert!(matches!(
+            member_change(&c, &put(&presence, 6)),
+            MemberChange::Input(Input::MemberGone {
+                expired: false,
+                revision: 6,
+                ..
+            })
+        ));
     }
 }

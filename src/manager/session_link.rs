@@ -108,6 +108,12 @@ impl SessionClock {
         self.renewals.subscribe()
     }
 
+    /// The latest acknowledged write of the session (its start or a renewal), of whichever
+    /// session of the class it was.
+    pub(crate) fn latest(&self) -> Option<Renewal> {
+        self.state().renewal
+    }
+
     /// Whether the session's latest renewal of `session` was not applied to `role`'s held term
     /// (it arrived after the term's deadline): the term's deadline no longer follows the
     /// session's, and the role needs its own timer for it.

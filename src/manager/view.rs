@@ -3,10 +3,38 @@
 use std::collections::BTreeMap;
 
 use super::RoleManager;
+use super::events::HolderInfo;
 #[cfg(any(feature = "tooling", feature = "http"))]
 use crate::store::LeaseStore;
 
 impl RoleManager {
+    /// Holders of every role seen in the bucket, each with the latest renewal of its
+    /// holder's session seen (`renewed_at`; `None` for a holder whose sessions this instance
+    /// does not follow, protocol Q8; the receivers of [`RoleManager::observe`] carry
+    /// the time of the term's own last write there, and change only when the role does).
+    #[must_use]
+    pub fn holders(&self) -> Vec<HolderInfo> {
+        let renewals = self.shared.bucket.renewals().clone();
+        self.shared
+            .bucket
+            .holders()
+            .values()
+            .filter_map(|h| h.borrow().clone())
+            .map(|mut info| {
+                match info.holder.as_ref().and_then(|h| renewals.get(h)) {
+                    Some(at) if info.renewed_at.is_none_or(|r| r < *at) => {
+                        info.renewed_at = Some(*at);
+                    }
+                    Some(_) => {}
+                    // Q8: the session of a holder this instance does not follow is not seen
+                    // renewed; the term's own write time would read as a stale renewal.
+                    None => info.renewed_at = None,
+                }
+                info
+            })
+            .collect()
+    }
+
     /// Whether the NATS connection is up right now.
     #[must_use]
     pub fn is_connected(&self) -> bool {

@@ -15,6 +15,7 @@ use super::probe::{Inbox, answering};
 use super::role_input::RoleInput;
 use super::session_link::SessionInput;
 use super::shared::Shared;
+use crate::codec::presence::PresenceEntry;
 use crate::core::{KeyState, SessionKeyState, Verdict};
 use crate::names::{InstanceId, RoleName};
 use crate::store::ROLE_PREFIX;
@@ -147,8 +148,9 @@ pub(crate) async fn run(
     }
 }
 
-/// The key prefixes the watcher follows (Q8).
-const WATCHED: [&str; 4] = ["role.>", "session.>", "member.>", "control.>"];
+/// The key prefixes the watcher follows (Q8): not `session.>` — the sessions that matter are
+/// followed one instance at a time (`manager::follower`).
+const WATCHED: [&str; 3] = ["role.>", "member.>", "control.>"];
 
 /// What the watcher needs to notice a deleted or recreated bucket.
 pub(crate) struct BucketRecovery {
@@ -246,8 +248,7 @@ async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
         shared.bucket.saw_revision(entry.revision);
     }
     if entry.key.starts_with(SESSION_PREFIX) {
-        dispatch_session(shared, entry);
-        return;
+        return; // not watched here (Q8): the follower's consumers deliver session keys
     }
     if entry.key == crate::placement::FREEZE_KEY {
         if let Some(p) = &shared.placement {
@@ -268,6 +269,9 @@ async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
         return;
     }
     if entry.key.starts_with(crate::placement::MEMBER_PREFIX) {
+        observe_presence(shared, entry);
+        // This instance's own record deleted or replaced: written again (Q8 rule 6).
+        shared.member.observe(entry);
         if let Some(p) = &shared.placement {
             p.observe_member(entry.clone()).await;
         }
@@ -294,10 +298,8 @@ async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
     let foreign_holder = holder
         .as_ref()
         .is_some_and(|(_, _, h)| *h != shared.instance);
-    let verdict = shared
-        .reports
-        .book()
-        .role(&role, holder, state.revision(), now);
+    // Rings the follower when the value names a session not followed or nobody (Q8).
+    let verdict = shared.reports.role(&role, holder, state.revision(), now);
     let gone = verdict == Verdict::Gone || (foreign_holder && shared.backend.ignores_sessions());
     let info =
         HolderInfo::from_state(&role, &state, epoch, Some(entry.created.into())).filter(|_| !gone);
@@ -403,9 +405,24 @@ pub(crate) fn record_vacancy(
     );
 }
 
-/// A session key's entry: the session book learns it (roles resting on a session that is now
-/// gone become vacant), and this instance's own session task hears of its key.
-fn dispatch_session(shared: &Shared, entry: &Entry) {
+/// A `member.` entry: the session book learns which sessions the member lists, or that its
+/// record is gone (Q8 rule 1); the follower re-reads whom to follow, placement whom is live.
+fn observe_presence(shared: &Shared, entry: &Entry) {
+    match crate::codec::presence::presence(entry) {
+        PresenceEntry::Ignored => return,
+        PresenceEntry::Record(id, record) => shared.reports.book().member_put(id, record),
+        PresenceEntry::Gone(id, revision) => shared.reports.book().member_gone(&id, revision),
+    }
+    shared.reports.follow.notify_one();
+    if *shared.bucket.caught_up.borrow() {
+        sessions_to_placement(shared);
+    }
+}
+
+/// A session key's entry (from the consumer of its instance, `manager::follower`): the
+/// session book learns it (roles resting on a session that is now gone become vacant), and
+/// this instance's own session task hears of its key.
+pub(crate) fn dispatch_session(shared: &Shared, entry: &Entry) {
     // Only the canonical spelling names a session (Q1): a look-alike key changes nothing.
     let Some((instance, ttl_ms)) = parse_session_key(&entry.key) else {
         debug!(key = %entry.key, "ignoring a key that is not a session key");

@@ -17,7 +17,8 @@ pub const MEMBER_VERSION: u32 = 2;
 /// The earlier format (heartbeated with a per-key TTL, live while rewritten), still read.
 pub const MEMBER_VERSION_HEARTBEATED: u32 = 1;
 
-/// What one instance says about itself, heartbeated with a per-key TTL.
+/// What one instance says about itself: its placement inputs (with placement) and its live
+/// sessions (every instance, protocol Q8 rule 1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberRecord {
     /// Format version; readers ignore other versions.
@@ -97,10 +98,26 @@ pub struct MemberRecord {
     /// Heartbeat period of the record in milliseconds (readers use it to notice a silent
     /// member before its key expires).
     pub heartbeat_ms: u64,
+    /// The instance's live sessions (protocol Q8 rule 1): TTL class in milliseconds → the
+    /// uuid of its session of that class. Left out while empty; a record without it (an older
+    /// writer) says nothing about sessions.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sessions: BTreeMap<u64, Uuid>,
+    /// Whether the instance takes part in placement. `false` marks a *presence record*
+    /// (protocol Q8 rule 1): an instance without placement says only that it is present and
+    /// which sessions it has (no roles); placement readers ignore it. Left out while `true`,
+    /// so older readers see a placement record as before.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub placement: bool,
 }
 
 fn yes() -> bool {
     true
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 impl MemberRecord {
@@ -143,5 +160,7 @@ pub(crate) fn test_record(id: &str, roles: &[(&str, i32)], heartbeat_ms: u64) ->
         prepare_failed: BTreeSet::new(),
         frozen: false,
         heartbeat_ms,
+        sessions: BTreeMap::new(),
+        placement: true,
     }
 }

@@ -218,6 +218,8 @@ pub fn simulate(
             prepare_failed: BTreeSet::new(),
             frozen: false,
             heartbeat_ms: 0,
+            sessions: BTreeMap::new(),
+            placement: true,
         });
         c.weight = j.weight;
         after.push(c);

@@ -12,6 +12,7 @@ mod http_api;
 mod kit_smoke;
 mod lease_protocol;
 mod prepare;
+mod presence;
 mod proxy;
 mod renewal_age;
 mod reset_start;

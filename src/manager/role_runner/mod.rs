@@ -526,7 +526,7 @@ impl RoleRunner {
         else {
             return;
         };
-        let verdict = self.shared.reports.book().role(
+        let verdict = self.shared.reports.role(
             &self.role,
             Some((&v.session_key, v.session, v.holder.clone())),
             *revision,

@@ -29,6 +29,9 @@ pub(crate) struct Managed {
     /// This instance's sessions, one per TTL class in milliseconds (protocol Q1); the manager
     /// adds them with the first role of a class, and takes them at shutdown.
     sessions: Mutex<HashMap<u64, SessionClass>>,
+    /// Counts the session classes added (the member record's writer follows every class,
+    /// protocol Q8 rule 1): bumped after a class is in `sessions`.
+    classes_added: watch::Sender<u64>,
 }
 
 impl Managed {
@@ -43,6 +46,17 @@ impl Managed {
 
     pub(crate) fn sessions(&self) -> MutexGuard<'_, HashMap<u64, SessionClass>> {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A session class was added to `sessions` (its first role): the followers of
+    /// [`Managed::classes_added`] look again.
+    pub(crate) fn class_added(&self) {
+        self.classes_added.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Follows the session classes added ([`Managed::class_added`]).
+    pub(crate) fn classes_added(&self) -> watch::Receiver<u64> {
+        self.classes_added.subscribe()
     }
 }
 

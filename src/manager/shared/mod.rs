@@ -58,6 +58,9 @@ pub(crate) struct Shared {
     /// Where the role drivers, the watcher and the session tasks report what happens
     /// (history, metrics).
     pub(crate) tap: crate::tap::Tap,
+    /// The member record's writer (every manager, protocol Q8 rule 1): its settings, and what
+    /// the watcher tells it (`MemberLink::observe`).
+    pub(crate) member: super::member_link::MemberLink,
     /// The placement tasks (membership, plan), when enabled.
     pub(crate) placement: Option<Arc<super::placement_link::PlacementLink>>,
     /// What the role drivers write leases with and hand terms on through (the store; decorated

@@ -3,7 +3,7 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::core::SessionBook;
+use crate::core::{SessionBook, Verdict};
 use crate::manager::vacancy::VacancyClock;
 
 /// What several tasks report to. Each is a type with its own rules that combines the reports
@@ -22,21 +22,50 @@ pub(crate) struct Reports {
     book: Mutex<SessionBook>,
     /// Open vacancies this instance measures (`role_vacancy_seconds`).
     pub(crate) vacancies: VacancyClock,
+    /// Rung by whoever reports something to the book that may change whom this instance
+    /// follows (a member record, a role holder not followed: protocol Q8); the follower
+    /// alone waits for it and re-reads [`SessionBook::wanted`].
+    pub(crate) follow: tokio::sync::Notify,
 }
 
 impl Reports {
-    pub(crate) fn new() -> Self {
+    /// The reports of instance `me`, whose book follows only what protocol Q8 says.
+    pub(crate) fn new(me: crate::names::InstanceId) -> Self {
         Self {
-            book: Mutex::new(SessionBook::new(
-                crate::core::Timing::MIN_TTL,
-                crate::core::Timing::MAX_TTL,
-            )),
+            book: Mutex::new(
+                SessionBook::new(crate::core::Timing::MIN_TTL, crate::core::Timing::MAX_TTL)
+                    .following(me),
+            ),
             vacancies: VacancyClock::default(),
+            follow: tokio::sync::Notify::new(),
         }
     }
 
     /// The session book.
     pub(crate) fn book(&self) -> MutexGuard<'_, SessionBook> {
         self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reports a role value (or its absence: `holder` `None`) to the book and returns its
+    /// verdict (Q5). Rings the follower when the value names a session this instance does not
+    /// follow, or names nobody: whom to follow may change (Q8 rule 3, an orphan).
+    pub(crate) fn role(
+        &self,
+        role: &crate::names::RoleName,
+        holder: Option<(&str, uuid::Uuid, crate::names::InstanceId)>,
+        revision: u64,
+        now: tokio::time::Instant,
+    ) -> Verdict {
+        let (verdict, followed) = {
+            let mut book = self.book();
+            let followed = holder
+                .as_ref()
+                .is_some_and(|(key, _, _)| book.follows_key(key));
+            (book.role(role, holder, revision, now), followed)
+        };
+        if !followed {
+            self.follow.notify_one();
+        }
+        verdict
     }
 }

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
+use nats_roles::InstanceId;
 use nats_roles::tooling::history::Phase;
+use nats_roles::tooling::presence::{SUCCESSORS, follow_order};
 use rand::Rng;
 use rand::rngs::StdRng;
 use tokio::time::Instant;
@@ -169,22 +171,52 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
         }
         Kind::Clock(_) => clock_round(sys).await,
         Kind::Herd => {
-            // Alternate crash (vacancy by expiry) and graceful stop (vacancy by release).
+            // In turn: a crash (vacancy by expiry), a graceful stop (vacancy by release), and
+            // a crash of the holder together with all its successors (protocol Q8: nobody
+            // follows its sessions any more; the members after them must find its end).
             let Some((i, _)) = sys.holder_target(rng).await else {
                 return;
             };
             let id = sys.nodes[i].id().to_owned();
-            if round.is_multiple_of(2) {
-                sys.primary("sigkill", &id);
-                sys.nodes[i].kill().await;
-            } else {
-                sys.primary("sigterm", &id);
-                sys.nodes[i].terminate(Duration::from_secs(20)).await;
+            let mut stopped = vec![i];
+            match round % 3 {
+                0 => {
+                    sys.primary("sigkill", &id);
+                    sys.nodes[i].kill().await;
+                }
+                1 => {
+                    sys.primary("sigterm", &id);
+                    sys.nodes[i].terminate(Duration::from_secs(20)).await;
+                }
+                _ => {
+                    let members: Vec<InstanceId> = sys
+                        .nodes
+                        .iter()
+                        .filter_map(|n| InstanceId::new(n.id()).ok())
+                        .collect();
+                    let holder = InstanceId::new(id.as_str()).expect("a node id is an instance id");
+                    let successors: Vec<usize> = follow_order(&holder, &members)
+                        .iter()
+                        .take(SUCCESSORS)
+                        .map(|s| sys.node_index(s.as_str()))
+                        .collect();
+                    sys.primary("sigkill", &id);
+                    sys.nodes[i].kill().await;
+                    for j in successors {
+                        let sid = sys.nodes[j].id().to_owned();
+                        sys.fault("sigkill", &sid, Phase::Start);
+                        sys.nodes[j].kill().await;
+                        stopped.push(j);
+                    }
+                }
             }
             sys.expect_all_held(Duration::from_secs(10), "after the holder stopped")
                 .await;
-            sys.start_node(i).await;
-            sys.fault("restart", &id, Phase::End);
+            for j in stopped {
+                let sid = sys.nodes[j].id().to_owned();
+                sys.start_node(j).await;
+                sys.fault("restart", &sid, Phase::End);
+            }
         }
         Kind::ForeignSession
         | Kind::ForeignRole

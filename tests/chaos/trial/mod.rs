@@ -58,7 +58,8 @@ pub enum Kind {
     /// The holder's clock runs at `rate / 100` (libfaketime); it is partitioned so its own
     /// deadline is what ends its acting.
     Clock(u32),
-    /// 50 candidates for one role; the holder is killed or stopped repeatedly.
+    /// 50 candidates for one role; the holder is killed, stopped, or killed together with
+    /// its successors (protocol Q8: the members after them find it), in turn.
     Herd,
     /// Issue 24 B7: a foreign client writes a live instance's session key with a valid
     /// session of another incarnation and no TTL.

@@ -56,10 +56,10 @@ pub async fn run(spec: Spec) -> Outcome {
     );
 
     let (n_nodes, n_shared) = match kind {
-        // Protocol v2: every instance watches every session (K² deliveries: 50 debug
-        // processes at TTL 1 s already make the server send ~10,000 msg/s on 2 cores; 100
-        // made the watchers lag past the liveness bound). The 100-candidate herd is measured
-        // in release builds by `examples/scale_bench` (docs/benchmarks.md, "Scale").
+        // 50 debug processes (before protocol Q8 every instance watched every session, K²
+        // deliveries, and 100 made the watchers lag past the liveness bound on 2 cores). The
+        // 100-candidate herd is measured in release builds by `examples/scale_bench`
+        // (docs/benchmarks.md, "Scale").
         Kind::Herd => (HERD_NODES, 1),
         Kind::Clock(_) => (2, 1),
         Kind::Endurance => (3, 3),

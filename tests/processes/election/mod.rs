@@ -260,7 +260,7 @@ async fn three_instances_twenty_roles_each_role_has_exactly_one_holder() {
         .collect();
     assert!(demoted.is_empty(), "unexpected demotions: {demoted:?}");
     // Nothing else in the bucket claims a role, and each instance keeps exactly one session
-    // (one TTL class: the fast timing's 1 s).
+    // (one TTL class: the fast timing's 1 s) and its presence record (protocol Q8).
     let keys: BTreeSet<String> = store
         .keys()
         .await
@@ -270,6 +270,7 @@ async fn three_instances_twenty_roles_each_role_has_exactly_one_holder() {
         .await;
     let mut expected: BTreeSet<String> = roles.iter().map(|r| format!("role.{r}")).collect();
     expected.extend(THREE.iter().map(|id| format!("session.{id}.1000")));
+    expected.extend(THREE.iter().map(|id| format!("member.{id}")));
     assert_eq!(keys, expected);
 }
 

@@ -1,0 +1,180 @@
+//! [`MemberLink`]: how the rest of the manager talks to the writer of this instance's member
+//! record (`member_record`, protocol Q8 rules 1 and 6) — its settings and what the watcher
+//! tells it — and the presence TTL (a leaf: no driver code).
+
+use std::time::Duration;
+
+use async_nats::jetstream::kv::Entry;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::codec::member::MemberEntry;
+use crate::names::InstanceId;
+use crate::placement::MEMBER_PREFIX;
+
+/// The shortest presence TTL (protocol Q8 rule 1).
+pub(crate) const MIN_PRESENCE_TTL: Duration = Duration::from_secs(30);
+
+/// The presence TTL is this many times the longest session TTL (at least
+/// [`MIN_PRESENCE_TTL`]).
+const PRESENCE_TTL_FACTOR: u32 = 10;
+
+/// The presence TTL of an instance whose longest session TTL is `longest`: `max(30 s, 10 ×
+/// longest)` (protocol Q8 rule 1). The record is rewritten every third of it.
+#[must_use]
+pub(crate) fn presence_ttl(longest: Duration) -> Duration {
+    longest
+        .saturating_mul(PRESENCE_TTL_FACTOR)
+        .max(MIN_PRESENCE_TTL)
+}
+
+/// Another process deleted or replaced this instance's record (seen by the watcher).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Gone {
+    /// The revision of the entry that deleted or replaced it.
+    pub(crate) revision: u64,
+    /// When this instance saw it.
+    pub(crate) seen_at: Instant,
+}
+
+/// The manager's side of the member record's writer: its settings and what the watcher tells
+/// it. Every manager has one (`Shared::member`).
+#[derive(Debug)]
+pub(crate) struct MemberLink {
+    /// `member.<instance>`.
+    pub(crate) key: String,
+    incarnation: Uuid,
+    /// The member heartbeat period: the record's `heartbeat_ms`, and at most one rewrite
+    /// after a delete or replacement per period (protocol Q8 rule 6).
+    pub(crate) heartbeat: Duration,
+    /// Longest wait for one write or read of the record.
+    pub(crate) operation_timeout: Duration,
+    /// Advertised HTTP address (the record's `http`).
+    pub(crate) http: Option<String>,
+    /// When this manager started (RFC 3339), for the record.
+    pub(crate) started_at: String,
+    /// The last delete or replacement of the record the watcher saw (writer: the watcher,
+    /// through [`MemberLink::observe`]).
+    gone: watch::Sender<Option<Gone>>,
+}
+
+impl MemberLink {
+    /// The link of `instance`'s writer.
+    pub(crate) fn new(
+        instance: &InstanceId,
+        incarnation: Uuid,
+        heartbeat: Duration,
+        operation_timeout: Duration,
+        http: Option<String>,
+    ) -> Self {
+        Self {
+            key: format!("{MEMBER_PREFIX}{instance}"),
+            incarnation,
+            heartbeat,
+            operation_timeout,
+            http,
+            started_at: crate::value::now_rfc3339(),
+            gone: watch::Sender::new(None),
+        }
+    }
+
+    /// The watcher saw a `member.` entry (every one: it picks this instance's own). A delete,
+    /// purge or expiry marker of this instance's key, a value there that is not a record of
+    /// it, or a record of another incarnation (another process with this instance id) means
+    /// the record is gone: the writer writes it again under protocol Q8 rule 6 (after a
+    /// session renewal sent after this moment, at most once per member heartbeat). Returns
+    /// whether it was such an entry.
+    pub(crate) fn observe(&self, entry: &Entry) -> bool {
+        if entry.key != self.key {
+            return false;
+        }
+        let gone = match crate::codec::member::watched(entry) {
+            MemberEntry::Record(record) => record.incarnation != self.incarnation,
+            MemberEntry::Foreign { .. } | MemberEntry::Gone { .. } => true,
+            MemberEntry::NotAnInstance => false,
+        };
+        if gone {
+            self.gone_at(entry.revision);
+        }
+        gone
+    }
+
+    /// Follows the deletes and replacements the watcher saw (the writer).
+    pub(crate) fn gone(&self) -> watch::Receiver<Option<Gone>> {
+        self.gone.subscribe()
+    }
+
+    /// This instance's record was deleted or replaced at `revision`, seen now (see
+    /// [`MemberLink::observe`]).
+    pub(crate) fn gone_at(&self, revision: u64) {
+        self.gone.send_replace(Some(Gone {
+            revision,
+            seen_at: Instant::now(),
+        }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The watcher hands every `member.` entry over: only this instance's record deleted,
+    /// expired or replaced (a foreign value, another incarnation) asks for a rewrite, with the
+    /// entry's revision; this process's own writes and other instances' keys do not.
+    #[test]
+    fn only_this_instance_s_record_gone_or_replaced_asks_for_a_rewrite() {
+        use async_nats::jetstream::kv::Operation;
+
+        let me = InstanceId::new("node-a").expect("valid");
+        let incarnation = Uuid::from_u128(7);
+        let link = MemberLink::new(
+            &me,
+            incarnation,
+            Duration::from_millis(250),
+            Duration::from_secs(1),
+            None,
+        );
+        let gone = link.gone();
+        let mut ours = crate::placement::test_record("node-a", &[], 250);
+        ours.incarnation = incarnation;
+        let entry = |key: &str, revision, op, value: &[u8]| {
+            crate::codec::test_entry(key, revision, op, value)
+        };
+        assert!(!link.observe(&entry("member.node-a", 3, Operation::Put, &ours.to_bytes())));
+        let mut theirs = crate::placement::test_record("node-b", &[], 250);
+        theirs.incarnation = Uuid::from_u128(8);
+        assert!(!link.observe(&entry("member.node-b", 4, Operation::Delete, b"")));
+        assert!(!link.observe(&entry(
+            "member.node-b",
+            5,
+            Operation::Put,
+            &theirs.to_bytes()
+        )));
+        assert_eq!(*gone.borrow(), None);
+        let mut other = ours.clone();
+        other.incarnation = Uuid::from_u128(9);
+        for (revision, op, value) in [
+            (6, Operation::Delete, Vec::new()),
+            (7, Operation::Purge, Vec::new()),
+            (8, Operation::Put, b"garbage".to_vec()),
+            (9, Operation::Put, other.to_bytes().to_vec()),
+        ] {
+            assert!(
+                link.observe(&entry("member.node-a", revision, op, &value)),
+                "{revision}"
+            );
+            assert_eq!(gone.borrow().map(|g| g.revision), Some(revision));
+        }
+    }
+
+    #[test]
+    fn the_presence_ttl_is_ten_ttls_and_at_least_thirty_seconds() {
+        assert_eq!(presence_ttl(Duration::ZERO), MIN_PRESENCE_TTL);
+        assert_eq!(presence_ttl(Duration::from_secs(2)), MIN_PRESENCE_TTL);
+        assert_eq!(
+            presence_ttl(Duration::from_secs(5)),
+            Duration::from_secs(50)
+        );
+    }
+}
