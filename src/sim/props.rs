@@ -238,15 +238,22 @@ fn replay() {
 /// the start's acknowledgement, see the next case). (A replay of the
 /// found run: the flawed variant must still be flagged, or the case no longer tests the
 /// check and has to be captured again: it was, with seed 10, when role keys of a bucket in
-/// use started holding a delete marker, and with seed 97 when the processes started following
-/// only what protocol Q8 says.)
+/// use started holding a delete marker. It runs as the processes did before protocol Q8,
+/// `pre_q8`, with the random choices it was captured with: under Q8 it was captured again
+/// with seed 97, which no longer reached the window after the next change of whom a process
+/// follows.)
 #[test]
 fn a_session_start_confirms_the_bucket_epoch() {
-    clean_and_flagged_s4(
+    let before_q8 = Flaws {
+        pre_q8: true,
+        ..Flaws::default()
+    };
+    clean_and_flagged_s4_from(
         &start_check_case(),
+        before_q8,
         Flaws {
             no_start_check: true,
-            ..Flaws::default()
+            ..before_q8
         },
     );
 }
@@ -255,7 +262,7 @@ fn start_check_case() -> Scenario {
     #[allow(unused_imports)]
     use {FaultKind::*, Target::*};
     Scenario {
-        seed: 97,
+        seed: 10,
         nodes: 5,
         roles: 1,
         observer: false,

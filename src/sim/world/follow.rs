@@ -3,20 +3,22 @@
 //! instances the session book wants followed — each through its own consumer, which starts a
 //! round trip after the decision with the last entry of the key and delivers what is stored
 //! after its creation; an instance no longer followed delivers nothing more. Every backstop
-//! tick the book's ended members' records are deleted (rule 4, CAS on the record's revision)
-//! and the second tier reads the session keys of the members it polls from the leader once per
-//! backstop period and deletes a record whose session it judges ended (rule 5).
+//! tick the book's ended members' records are deleted (rule 4, CAS on the record's revision; a
+//! failed delete is asked for again a second later) and the second tier reads the session keys
+//! of the members it polls from the leader once per backstop period (the first read spread
+//! over a period, one read in flight) and deletes a record whose session it judges ended
+//! (rule 5), as `manager::successor` does.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::core::PresentRecord;
+use crate::core::presence::Wanted;
 use crate::core::presence::session_ended;
 use crate::core::session::SessionKeyState;
 use crate::core::types::WriteOutcome;
-use crate::core::PresentRecord;
-use crate::core::presence::Wanted;
 use crate::names::InstanceId;
 use crate::sim::clock::Nanos;
 use crate::sim::kv::{EntryKind, KvWrite};
@@ -40,14 +42,34 @@ pub(in crate::sim) struct Following {
     pub(super) recheck: Option<Nanos>,
 }
 
-/// The second tier's reads of one member's session keys.
-#[derive(Debug)]
+/// The second tier's reads of one member's session keys (as `manager::successor`).
+#[derive(Debug, Default)]
 pub(in crate::sim) struct Poll {
-    next_at: Instant,
+    /// When to read next; `None`: the member just entered the second tier (its first read is
+    /// spread over a period).
+    next_at: Option<Instant>,
     /// Session key → the revision read last and when it was first read.
     reads: HashMap<usize, (u64, Instant)>,
-    /// The record revision whose delete was sent.
-    deleting: Option<u64>,
+    /// A read in flight.
+    reading: bool,
+}
+
+/// How long a failed record delete waits before it is asked for again
+/// (`manager::successor::DELETE_RETRY`).
+const DELETE_RETRY: Duration = Duration::from_secs(1);
+
+/// A fraction in `[0, 1)` fixed per member: where in the period its first second-tier read
+/// falls (`manager::successor::spread`).
+fn spread(member: &InstanceId) -> f64 {
+    let h = member
+        .as_str()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    #[allow(clippy::cast_precision_loss)]
+    let f = (h >> 11) as f64 / (1u64 << 53) as f64;
+    f
 }
 
 impl Sim {
@@ -136,11 +158,7 @@ impl Sim {
         let f = &mut self.insts[i].follow;
         f.polls.retain(|s, _| polled.contains(s));
         for s in polled {
-            f.polls.entry(s).or_insert_with(|| Poll {
-                next_at: now,
-                reads: HashMap::new(),
-                deleting: None,
-            });
+            f.polls.entry(s).or_default();
         }
         if let Some(t) = recheck_at {
             let at = self.insts[i].clock.global(t).max(self.now);
@@ -231,23 +249,35 @@ impl Sim {
             let Some(slot) = self.slot_of(&id) else {
                 continue;
             };
-            self.delete_record(i, slot, revision, MemberOp::SuccessorDelete);
+            self.delete_record(
+                i,
+                slot,
+                revision,
+                MemberOp::Delete {
+                    slot,
+                    revision,
+                    second_tier: false,
+                },
+            );
         }
         let period = self.period();
-        let due: Vec<usize> = self.insts[i]
-            .follow
-            .polls
-            .iter()
-            .filter(|(_, p)| now >= p.next_at)
-            .map(|(s, _)| *s)
-            .collect();
-        for slot in due {
-            if let Some(p) = self.insts[i].follow.polls.get_mut(&slot) {
-                p.next_at = now + period;
-            }
+        let slots: Vec<usize> = self.insts[i].follow.polls.keys().copied().collect();
+        for slot in slots {
             let Some(record) = self.insts[i].book.member(&instance_id(slot)).cloned() else {
                 continue;
             };
+            let Some(p) = self.insts[i].follow.polls.get_mut(&slot) else {
+                continue;
+            };
+            if p.reading || p.next_at.is_some_and(|t| now < t) {
+                continue;
+            }
+            let Some(next) = p.next_at else {
+                p.next_at = Some(now + period.mul_f64(spread(&instance_id(slot))));
+                continue;
+            };
+            p.next_at = Some(next.max(now) + period);
+            p.reading = true;
             for (ttl_ms, uuid) in record.sessions {
                 let name = crate::value::session_key(&instance_id(slot), ttl_ms);
                 let Some(key) = self.session_key_named(&name) else {
@@ -295,17 +325,29 @@ impl Sim {
             .book
             .member(&instance_id(slot))
             .map(|r| r.revision);
-        let (Some(state), Some(p)) = (state, self.insts[i].follow.polls.get_mut(&slot)) else {
+        let Some(p) = self.insts[i].follow.polls.get_mut(&slot) else {
             return;
+        };
+        p.reading = false;
+        let Some(state) = state else {
+            return; // unknown: judged at the next read
         };
         let read = p.reads.entry(key).or_insert((state.revision(), now));
         if read.0 != state.revision() {
             *read = (state.revision(), now);
         }
         let ended = session_ended(uuid, &state, read.1, now, period);
-        if ended && current == Some(record) && p.deleting != Some(record) {
-            p.deleting = Some(record);
-            self.delete_record(i, slot, record, MemberOp::SecondTierDelete);
+        if ended && current == Some(record) {
+            self.delete_record(
+                i,
+                slot,
+                record,
+                MemberOp::Delete {
+                    slot,
+                    revision: record,
+                    second_tier: true,
+                },
+            );
         }
     }
 
@@ -316,13 +358,32 @@ impl Sim {
         };
         let (_, what) = self.insts[i].member_ops.remove(at);
         let now = self.insts[i].clock.local(self.now);
-        let ok = matches!(outcome, WriteOutcome::Ok { .. });
-        match what {
-            MemberOp::Own => self.own_record_done(i, outcome, now),
-            MemberOp::SuccessorDelete if ok => self.count("record_deleted_by_successor"),
-            MemberOp::SecondTierDelete if ok => self.count("record_deleted_by_second_tier"),
-            _ => {}
+        match (what, outcome) {
+            (MemberOp::Own, _) => self.own_record_done(i, outcome, now),
+            (MemberOp::Delete { second_tier, .. }, WriteOutcome::Ok { .. }) => {
+                self.count(if second_tier {
+                    "record_deleted_by_second_tier"
+                } else {
+                    "record_deleted_by_successor"
+                });
+            }
+            // Somebody changed the record: judged again as it is now.
+            (MemberOp::Delete { .. } | MemberOp::Poll { .. }, WriteOutcome::Conflict)
+            | (MemberOp::Poll { .. }, _) => {}
+            (MemberOp::Delete { slot, revision, .. }, _) => {
+                // As `manager::successor`: a failed delete is asked for again a while later.
+                let at = self.now + self.insts[i].clock.span(DELETE_RETRY);
+                self.push(at, Ev::Inst(i, SInput::EndNotDone { slot, revision }));
+            }
         }
+    }
+
+    /// A failed record delete's pause is over: the book asks for it again (if the record is
+    /// unchanged).
+    pub(super) fn end_not_done(&mut self, i: usize, slot: usize, revision: u64) {
+        self.insts[i]
+            .book
+            .end_not_done(&instance_id(slot), revision);
     }
 
     /// A new bucket: no records, no consumers of the old stream (the watcher's replay creates

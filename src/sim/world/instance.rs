@@ -146,6 +146,7 @@ impl Sim {
                 };
                 self.member_done(i, op, outcome);
             }
+            SInput::EndNotDone { slot, revision } => self.end_not_done(i, slot, revision),
             SInput::Polled { key, op, result } => {
                 let result = result.ok().filter(|_| !disconnected);
                 self.polled(i, key, op, result);
@@ -406,7 +407,11 @@ impl Sim {
         let (i, role) = (self.nodes[n].inst, self.nodes[n].role);
         let name = self.roles[role].clone();
         let holder = Some((v.session_key.as_str(), v.session, v.holder.clone()));
-        if self.insts[i].book.role(&name, holder, *revision, now) == Verdict::Gone {
+        let verdict = self.insts[i].book.role(&name, holder, *revision, now);
+        // As the role runner: a role value read rings the follower (an orphan named only by
+        // a read is followed too, Q8 rule 3).
+        self.refollow(i);
+        if verdict == Verdict::Gone {
             self.nodes[n].last_held = Some(*revision);
             self.rank_for_vacancy(n);
             self.nodes[n].machine.handle_holder_gone(*revision, now);

@@ -41,10 +41,13 @@ pub(in crate::sim) struct OwnRecord {
 pub(in crate::sim) enum MemberOp {
     /// A write or delete of the own record.
     Own,
-    /// A successor's delete of a member's record (Q8 rule 4).
-    SuccessorDelete,
-    /// A second-tier delete (rule 5).
-    SecondTierDelete,
+    /// Another process's delete of member `slot`'s record at `revision`: a successor's that
+    /// saw its session end (Q8 rule 4), or the second tier's (rule 5).
+    Delete {
+        slot: usize,
+        revision: u64,
+        second_tier: bool,
+    },
     /// A second-tier read of session key `key` listed with `uuid` in member `slot`'s record at
     /// revision `record`.
     Poll {

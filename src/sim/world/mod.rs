@@ -164,6 +164,11 @@ pub(super) enum SInput {
         op: u64,
         outcome: WriteOutcome,
     },
+    /// A failed delete of member `slot`'s record at `revision` is asked for again (Q8).
+    EndNotDone {
+        slot: usize,
+        revision: u64,
+    },
     /// A second-tier read of session key `key` (Q8 rule 5) answered.
     Polled {
         key: usize,
