@@ -383,13 +383,9 @@ fn announce_case() -> Scenario {
     }
 }
 
-/// A replay of a found run: clean as the code is, and flagged S4 with `flawed` (else the case
-/// no longer reaches the window it pins and has to be captured again).
-fn clean_and_flagged_s4(sc: &Scenario, flawed: Flaws) {
-    clean_and_flagged_s4_from(sc, Flaws::default(), flawed);
-}
-
-/// [`clean_and_flagged_s4`] with `base` as the code is (a mode such as `pre_q8`).
+/// A replay of a found run: clean as the code is (with `base`, a mode such as `pre_q8`), and
+/// flagged S4 with `flawed` (else the case no longer reaches the window it pins and has to be
+/// captured again).
 fn clean_and_flagged_s4_from(sc: &Scenario, base: Flaws, flawed: Flaws) {
     let (trace, violations) = run_checked(sc, base, sc.check_opts());
     assert!(violations.is_empty(), "{}", report(sc, &trace, &violations));
