@@ -62,7 +62,9 @@
 //! the members it polls, once per backstop period, and deletes a record it judges ended
 //! (rule 5). Q8's faults: a holder killed together with its successors, another client
 //! deleting a member record or writing one listing a session that never existed (with
-//! restarts and bucket resets from above).
+//! restarts and bucket resets from above). The replays of runs found before Q8 run in mode
+//! `pre_q8` (no member records, every session key delivered), which keeps the random choices
+//! they were captured with.
 //!
 //! [`check::check`] turns a [`trace::Trace`] into a list of [`violation::Violation`]s, named with
 //! the one list of IDs, [`crate::history::Invariant`], as in `docs/reliability.md` (S1, L2 and L3 do not apply: the model has no fenced writes, and
