@@ -2,13 +2,9 @@
 //! the member's live sessions, or its end. Only what the follower needs; the full record is
 //! `member.rs`'s.
 
-use std::collections::BTreeMap;
-
 use async_nats::jetstream::kv::Entry;
-use serde::Deserialize;
-use uuid::Uuid;
 
-use super::member::{MemberEntry, watched};
+use super::member::{MemberEntry, present, watched};
 use crate::core::PresentRecord;
 use crate::names::InstanceId;
 
@@ -24,13 +20,6 @@ pub(crate) enum PresenceEntry {
     Gone(InstanceId, u64),
 }
 
-/// The sessions a record lists (a record of an older build lists none).
-#[derive(Deserialize)]
-struct Sessions {
-    #[serde(default)]
-    sessions: BTreeMap<u64, Uuid>,
-}
-
 /// A watched `member.` entry, as presence reads it.
 pub(crate) fn presence(entry: &Entry) -> PresenceEntry {
     match watched(entry) {
@@ -39,23 +28,17 @@ pub(crate) fn presence(entry: &Entry) -> PresenceEntry {
             PresenceEntry::Gone(id, entry.revision)
         }
         MemberEntry::Record(record) => {
-            let sessions = serde_json::from_slice::<Sessions>(&entry.value)
-                .map(|s| s.sessions)
-                .unwrap_or_default();
-            PresenceEntry::Record(
-                record.instance,
-                PresentRecord {
-                    revision: entry.revision,
-                    sessions,
-                },
-            )
+            PresenceEntry::Record(record.instance.clone(), present(&record, entry.revision))
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use async_nats::jetstream::kv::Operation;
+    use uuid::Uuid;
 
     use super::*;
     use crate::codec::test_entry;

@@ -39,6 +39,12 @@ pub struct InstanceConfig {
     /// one. Default: `None` (never counts as older).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// How long this instance's member record outlives it when nobody saw it die (protocol
+    /// Q8: the last resort after its successors and second tier; the record is rewritten
+    /// every third of it). At least 30 s; raised to 10 × the longest role TTL. Default:
+    /// `None` (5 min).
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub presence_ttl: Option<std::time::Duration>,
     /// Free-form metadata published with held roles (e.g. `host`, an HTTP
     /// address); at most 32 entries, keys and values at most 256 bytes.
     /// Default: empty.

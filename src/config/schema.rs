@@ -135,6 +135,7 @@ pub(super) const INSTANCE: &[Field] = &[
     opt("capacity", U32),
     opt("max_roles", U32),
     opt("version", Kind::Text),
+    opt("presence_ttl", Kind::Duration),
     f("meta", Kind::Table),
 ];
 

@@ -502,6 +502,15 @@ impl Config {
     }
 
     fn check_fencing_and_shutdown(&self, p: &mut Problems) {
+        if let Some(ttl) = self.instance.presence_ttl {
+            if ttl < Duration::from_secs(30) {
+                p.push(
+                    "instance.presence_ttl",
+                    "must be at least 30s (the member record is rewritten every third of it)",
+                );
+            }
+            p.at_most("instance.presence_ttl", ttl, MAX_DURATION);
+        }
         if self.fencing.validation_interval == Some(Duration::ZERO) {
             p.push(
                 "fencing.validation_interval",

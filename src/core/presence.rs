@@ -97,7 +97,18 @@ impl Presence {
             return;
         }
         self.deleted.remove(&id);
-        self.ended.remove(&id);
+        // A rewrite listing the same sessions (the presence TTL's refresh) does not bring
+        // back a member seen to end; one listing other sessions does.
+        match self.records.get(&id) {
+            Some(old) if old.sessions == record.sessions => {
+                if let Some(judged) = self.ended.get_mut(&id) {
+                    *judged = record.revision;
+                }
+            }
+            _ => {
+                self.ended.remove(&id);
+            }
+        }
         self.records.insert(id, record);
     }
 

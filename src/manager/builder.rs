@@ -37,6 +37,8 @@ pub struct RoleManagerBuilder {
     pub(super) meta: BTreeMap<String, String>,
     pub(super) retry: RetryPolicy,
     pub(super) drain_timeout: Duration,
+    /// The presence TTL of the member record (protocol Q8 rule 1); `None`: the default.
+    pub(super) presence_ttl: Option<Duration>,
     pub(super) validation_interval: Option<Duration>,
     pub(super) health: Option<(Arc<dyn HealthChecker>, HealthPolicy)>,
     pub(super) roles: Vec<RoleSpec>,
@@ -66,6 +68,7 @@ impl RoleManager {
             meta: BTreeMap::new(),
             retry: RetryPolicy::default(),
             drain_timeout: Duration::from_secs(5),
+            presence_ttl: None,
             validation_interval: None,
             health: None,
             roles: Vec::new(),
@@ -103,6 +106,7 @@ impl RoleManager {
             .validation_interval(config.fencing.validation_interval)
             .role_metrics(config.telemetry.role_metrics.clone());
         builder.bucket = config.bucket_settings();
+        builder.presence_ttl = config.instance.presence_ttl;
         builder = builder
             .priority(config.instance.priority)
             .placement(PlacementSettings {
@@ -254,6 +258,16 @@ impl RoleManagerBuilder {
     /// Longest wait for `on_demote` during a graceful release.
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
+        self
+    }
+
+    /// How long this instance's member record outlives it when nobody saw it die (protocol
+    /// Q8 rule 1: the last resort after its successors and its second tier; the record is
+    /// rewritten unchanged every third of it, a message to every instance). Default `max(5
+    /// min, 10 × the longest role TTL)`; a value below 10 × the longest role TTL is raised to
+    /// it.
+    pub fn presence_ttl(mut self, ttl: Duration) -> Self {
+        self.presence_ttl = Some(ttl);
         self
     }
 
@@ -457,6 +471,7 @@ impl RoleManagerBuilder {
                 member_ttl / 4,
                 operation_timeout,
                 self.meta.get("http").cloned(),
+                self.presence_ttl,
             ),
             placement: placement.as_ref().map(|(link, _)| link.clone()),
             backend,

@@ -13,20 +13,21 @@ use crate::codec::member::MemberEntry;
 use crate::names::InstanceId;
 use crate::placement::MEMBER_PREFIX;
 
-/// The shortest presence TTL (protocol Q8 rule 1).
-pub(crate) const MIN_PRESENCE_TTL: Duration = Duration::from_secs(30);
+/// The default shortest presence TTL (protocol Q8 rule 1): a refresh every 100 s, so that a
+/// fleet of 100 instances gets 100 refresh deliveries per second.
+pub(crate) const MIN_PRESENCE_TTL: Duration = Duration::from_secs(300);
 
 /// The presence TTL is this many times the longest session TTL (at least
 /// [`MIN_PRESENCE_TTL`]).
 const PRESENCE_TTL_FACTOR: u32 = 10;
 
-/// The presence TTL of an instance whose longest session TTL is `longest`: `max(30 s, 10 ×
-/// longest)` (protocol Q8 rule 1). The record is rewritten every third of it.
+/// The presence TTL of an instance whose longest session TTL is `longest`: `max(configured
+/// or 5 min, 10 × longest)` (protocol Q8 rule 1). The record is rewritten every third of it.
 #[must_use]
-pub(crate) fn presence_ttl(longest: Duration) -> Duration {
+pub(crate) fn presence_ttl(longest: Duration, configured: Option<Duration>) -> Duration {
     longest
         .saturating_mul(PRESENCE_TTL_FACTOR)
-        .max(MIN_PRESENCE_TTL)
+        .max(configured.unwrap_or(MIN_PRESENCE_TTL))
 }
 
 /// Another process deleted or replaced this instance's record (seen by the watcher).
@@ -54,6 +55,8 @@ pub(crate) struct MemberLink {
     pub(crate) http: Option<String>,
     /// When this manager started (RFC 3339), for the record.
     pub(crate) started_at: String,
+    /// The presence TTL asked for (`RoleManagerBuilder::presence_ttl`).
+    pub(crate) presence_ttl: Option<Duration>,
     /// The last delete or replacement of the record the watcher saw (writer: the watcher,
     /// through [`MemberLink::observe`]).
     gone: watch::Sender<Option<Gone>>,
@@ -67,6 +70,7 @@ impl MemberLink {
         heartbeat: Duration,
         operation_timeout: Duration,
         http: Option<String>,
+        presence_ttl: Option<Duration>,
     ) -> Self {
         Self {
             key: format!("{MEMBER_PREFIX}{instance}"),
@@ -75,6 +79,7 @@ impl MemberLink {
             operation_timeout,
             http,
             started_at: crate::value::now_rfc3339(),
+            presence_ttl,
             gone: watch::Sender::new(None),
         }
     }
@@ -134,6 +139,7 @@ mod tests {
             Duration::from_millis(250),
             Duration::from_secs(1),
             None,
+            None,
         );
         let gone = link.gone();
         let mut ours = crate::placement::test_record("node-a", &[], 250);
@@ -169,11 +175,20 @@ mod tests {
     }
 
     #[test]
-    fn the_presence_ttl_is_ten_ttls_and_at_least_thirty_seconds() {
-        assert_eq!(presence_ttl(Duration::ZERO), MIN_PRESENCE_TTL);
-        assert_eq!(presence_ttl(Duration::from_secs(2)), MIN_PRESENCE_TTL);
+    fn the_presence_ttl_is_ten_ttls_and_at_least_five_minutes_or_what_was_asked() {
+        assert_eq!(presence_ttl(Duration::ZERO, None), MIN_PRESENCE_TTL);
+        assert_eq!(presence_ttl(Duration::from_secs(2), None), MIN_PRESENCE_TTL);
         assert_eq!(
-            presence_ttl(Duration::from_secs(5)),
+            presence_ttl(Duration::from_secs(60), None),
+            Duration::from_secs(600)
+        );
+        let asked = Some(Duration::from_secs(30));
+        assert_eq!(
+            presence_ttl(Duration::from_secs(2), asked),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            presence_ttl(Duration::from_secs(5), asked),
             Duration::from_secs(50)
         );
     }

@@ -184,7 +184,10 @@ impl Writer {
     /// The presence TTL of this instance now (its longest session TTL class).
     fn ttl(&self) -> Duration {
         let longest = self.views.keys().max().copied().unwrap_or(0);
-        presence_ttl(Duration::from_millis(longest))
+        presence_ttl(
+            Duration::from_millis(longest),
+            self.shared.member.presence_ttl,
+        )
     }
 
     /// A delete or replacement of the record, seen by the watcher.

@@ -17,7 +17,8 @@ use testkit::roles::*;
 use testkit::server_and_client;
 use tokio::time::Instant;
 
-/// Session TTL of the test's role: the presence TTL is `max(30 s, 10 × 3 s)` = 30 s.
+/// Session TTL of the test's role: the presence TTL the tests ask for is `max(30 s, 10 × 3 s)`
+/// = 30 s (the default is 5 min).
 const TTL: Duration = Duration::from_secs(3);
 /// The role's heartbeat: one session renewal per second (long, so that an immediate rewrite
 /// after a delete would almost never have a renewal before it).
@@ -94,6 +95,7 @@ async fn an_instance_without_placement_writes_a_presence_record_of_its_live_sess
         ..fast()
     };
     let a = RoleManager::builder(client.clone(), inst("node-a"))
+        .presence_ttl(Duration::from_secs(30))
         .bucket(BUCKET)
         .auto_create(1)
         .role(RoleSpec::new(role("x")).timing(timing))
@@ -249,6 +251,7 @@ async fn a_placement_member_record_lists_its_live_sessions_with_the_presence_ttl
         ..fast()
     };
     let a = RoleManager::builder(client.clone(), inst("node-a"))
+        .presence_ttl(Duration::from_secs(30))
         .bucket(BUCKET)
         .auto_create(1)
         .role(RoleSpec::new(role("x")).timing(timing))
@@ -329,6 +332,7 @@ async fn a_record_deleted_again_and_again_is_written_at_most_once_per_member_hea
         ..fast()
     };
     let a = RoleManager::builder(client.clone(), inst("node-a"))
+        .presence_ttl(Duration::from_secs(30))
         .bucket(BUCKET)
         .auto_create(1)
         .role(RoleSpec::new(role("x")).timing(timing))
@@ -436,6 +440,7 @@ async fn a_denied_member_record_is_retried_slowly_and_written_once_allowed() {
         ..fast()
     };
     let a = RoleManager::builder(client.clone(), inst("node-a"))
+        .presence_ttl(Duration::from_secs(30))
         .bucket(BUCKET)
         .auto_create(1)
         .server_errors(errors)
