@@ -234,3 +234,24 @@ fn control_no_bucket_age_breaks_exclusivity() {
     println!("no bucket age: {caught}/100 runs caught");
     assert!(caught >= 90, "only {caught}/100 runs caught");
 }
+
+/// (h) Q8 with rules 4 and 5 off (no successor deletes a member's record, no second tier, no
+/// presence TTL): a holder killed together with its successors keeps its record for good, so
+/// nobody follows its session key and its roles stay unheld: flagged L1 against the second
+/// tier's bound, which the same runs with the rules meet.
+#[test]
+fn control_no_record_ends_breaks_liveness() {
+    let faults = [at(300, FaultKind::CrashWithSuccessors)];
+    let flaws = Flaws {
+        no_record_ends: true,
+        ..Flaws::default()
+    };
+    let scenario = |seed| control_scenario(seed, (5, 6), 4, &faults);
+    let opts = |sc: &Scenario| CheckOpts {
+        liveness: Some(sc.second_tier_bound()),
+        ..CheckOpts::default()
+    };
+    let caught = catch_rate(scenario, flaws, opts, &[Invariant::L1]);
+    println!("no record ends: {caught}/100 runs caught");
+    assert!(caught >= 90, "only {caught}/100 runs caught");
+}

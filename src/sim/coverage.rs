@@ -8,6 +8,7 @@ use super::clock::{MS, Nanos};
 use super::kv::{Entry, EntryKind};
 use super::strategy::{
     aged_marker_scenario, faulty_scenario, foreign_value_scenario, reset_scenario,
+    successors_scenario,
 };
 use super::trace::{Rec, Seen, Trace};
 use super::world::{Flaws, Sim};
@@ -42,6 +43,8 @@ pub(super) struct Coverage {
     pub(super) yield_over_stale: usize,
     /// Promotes whose acquire went out when a young-bucket hold ended (Q6).
     pub(super) young_hold: usize,
+    /// Member records the server expired (Q8 rule 5's last resort).
+    pub(super) record_expiries: usize,
     /// Paths of the drivers the runs reached (reaps accepted, refused then learned, on
     /// revision 0; markers aged out; epochs learned; foreign writes...).
     pub(super) paths: std::collections::BTreeMap<&'static str, usize>,
@@ -101,7 +104,14 @@ impl Coverage {
                 e.writer.is_some_and(|w| w.1 == WriteKind::Acquire) && !promoted.contains(&e.rev)
             })
             .count();
-        self.session_expiries += trace.logs[trace.roles..]
+        self.session_expiries += trace
+            .session_logs()
+            .iter()
+            .flatten()
+            .filter(|e| matches!(e.kind, EntryKind::Expiry))
+            .count();
+        self.record_expiries += trace
+            .member_logs()
             .iter()
             .flatten()
             .filter(|e| matches!(e.kind, EntryKind::Expiry))
@@ -146,7 +156,9 @@ impl Coverage {
             }
             (EntryKind::Put(_), Some((w, _))) if w == node => self.own_reclaim += 1,
             (EntryKind::Put(_), Some((w, _))) if slot(w) == slot(node) => self.adoption += 1,
-            (EntryKind::Put(_) | EntryKind::Session(_), _) => self.takeover += 1,
+            (EntryKind::Put(_) | EntryKind::Session(_) | EntryKind::Member(_), _) => {
+                self.takeover += 1;
+            }
             (EntryKind::Vanished, _) => {}
         }
     }
@@ -154,7 +166,7 @@ impl Coverage {
     /// Session starts over a value of another incarnation of the same id that this
     /// incarnation had yielded to (it wrote the key before that value).
     pub(super) fn yields(&mut self, trace: &Trace) {
-        for log in &trace.logs[trace.roles..] {
+        for log in trace.session_logs() {
             for (k, w) in log.windows(2).enumerate() {
                 let (EntryKind::Session(old), EntryKind::Session(new)) = (&w[0].kind, &w[1].kind)
                 else {
@@ -226,7 +238,7 @@ fn released(trace: &Trace, role: usize, put: &Entry, v: &LeaseValue, at: Nanos) 
     let Some(k) = trace.session_keys.iter().position(|k| *k == v.session_key) else {
         return false;
     };
-    let log = &trace.logs[trace.roles + k];
+    let log = &trace.session_logs()[k];
     let n = log.partition_point(|e| e.at <= at);
     let name = crate::names::RoleName::new(format!("r{role}")).expect("valid role name");
     n.checked_sub(1).is_some_and(|i| {
@@ -262,6 +274,7 @@ fn fault_runs_cover_the_interesting_paths() {
     run_into(&mut cov, foreign_value_scenario(), 60);
     run_into(&mut cov, aged_marker_scenario(), 60);
     run_into(&mut cov, reset_scenario(), 60);
+    run_into(&mut cov, successors_scenario(), 60);
     println!("{cov:#?}");
     let counts = [
         cov.first,
@@ -290,6 +303,17 @@ fn fault_runs_cover_the_interesting_paths() {
         "foreign_role_own_incarnation",
         "foreign_role_other_incarnation",
         "foreign_session_written",
+        // Q8: session entries of instances not followed (not delivered), records deleted by a
+        // successor that saw the session end and by the second tier, orphans followed, records deleted or replaced by another client and written
+        // again by their owner after a renewal (rule 6).
+        "session_entry_not_followed",
+        "record_deleted_by_successor",
+        "record_deleted_by_second_tier",
+        "orphan_followed",
+        "foreign_member_delete",
+        "foreign_member_write",
+        "own_record_removed_by_another",
+        "record_rewritten_after_delete",
     ] {
         assert!(
             cov.paths.get(path).is_some_and(|&c| c > 0),

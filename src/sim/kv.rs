@@ -1,13 +1,16 @@
-//! The in-memory model of the bucket's keys (protocol v2): role keys (no TTL) and session keys
-//! (per-message TTL, expiry markers that may age out), `history: 1`, CAS on the last subject
-//! sequence, one stream sequence for all keys, and the bucket's epoch (a deleted and recreated
-//! bucket starts again with no keys and revisions from 1).
+//! The in-memory model of the bucket's keys (protocol v2): role keys (no TTL), session keys
+//! and member records (per-message TTL, expiry markers that may age out), `history: 1`, CAS on
+//! the last subject sequence, one stream sequence for all keys, and the bucket's epoch (a
+//! deleted and recreated bucket starts again with no keys and revisions from 1).
+
+use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
 use crate::core::session::SessionKeyState;
 use crate::core::types::WriteOutcome;
 use crate::core::types::{KeyState, WriteKind};
+use crate::names::InstanceId;
 use crate::value::{HolderValue, LeaseValue, SessionValue};
 
 use super::clock::Nanos;
@@ -23,6 +26,8 @@ pub(super) enum EntryKind {
     Put(Box<LeaseValue>),
     /// A session value.
     Session(Box<SessionValue>),
+    /// A member record (protocol Q8 rule 1: the presence part, `member.<instance>`).
+    Member(Box<MemberRec>),
     /// A delete marker (a release, a session end, an operator's eviction).
     Delete,
     /// A server expiry marker (`MaxAge`): the only marker that ages out
@@ -42,6 +47,16 @@ impl EntryKind {
     }
 }
 
+/// What a member record says, as far as protocol Q8 reads it: whose it is and the live
+/// sessions it lists (TTL class in ms → uuid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct MemberRec {
+    pub(super) instance: InstanceId,
+    /// The writing process (another client's records carry a random one).
+    pub(super) incarnation: Uuid,
+    pub(super) sessions: BTreeMap<u64, Uuid>,
+}
+
 /// First eight hex digits of a nonce.
 pub(super) fn short(u: Uuid) -> String {
     u.simple().to_string()[..8].to_owned()
@@ -52,6 +67,10 @@ pub(super) fn kind_name(k: &EntryKind) -> String {
     match k {
         EntryKind::Put(v) => format!("put(nonce {} session {})", short(v.nonce), short(v.session)),
         EntryKind::Session(v) => format!("session({} {})", v.instance, short(v.session)),
+        EntryKind::Member(m) => {
+            let sessions: Vec<String> = m.sessions.values().map(|u| short(*u)).collect();
+            format!("member({} [{}])", m.instance, sessions.join(" "))
+        }
         EntryKind::Delete => "delete".into(),
         EntryKind::Expiry => "expiry".into(),
         EntryKind::Purge => "purge".into(),
@@ -82,7 +101,7 @@ impl Entry {
                 revision: self.rev,
                 value: HolderValue::Lease(v.clone()),
             },
-            EntryKind::Session(_) => KeyState::Held {
+            EntryKind::Session(_) | EntryKind::Member(_) => KeyState::Held {
                 revision: self.rev,
                 value: HolderValue::Foreign,
             },
@@ -105,7 +124,7 @@ impl Entry {
                 revision: self.rev,
                 value: Some((**v).clone()),
             },
-            EntryKind::Put(_) => SessionKeyState::Value {
+            EntryKind::Put(_) | EntryKind::Member(_) => SessionKeyState::Value {
                 revision: self.rev,
                 value: None,
             },
@@ -157,7 +176,7 @@ pub(super) struct KvWrite {
 #[derive(Debug, Default)]
 pub(super) struct Kv {
     /// Every key's log over every epoch, in time order, by key index (roles first, then one
-    /// session key per instance slot).
+    /// session key per instance slot, then one member key per instance slot).
     pub(super) logs: Vec<Vec<Entry>>,
     /// The bucket ignores TTLs (server < 2.11 or no limit markers, P3): keys never expire.
     pub(super) no_ttl: bool,

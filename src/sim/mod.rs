@@ -4,8 +4,9 @@
 //! [`SessionMachine`](crate::core::SessionMachine), a watcher with a
 //! [`SessionBook`](crate::core::SessionBook) and one
 //! [`RoleMachine`](crate::core::machine::RoleMachine) per role, wired as the manager wires them,
-//! and an in-memory model of the bucket: role keys and session keys (`history: 1`, per-message
-//! TTL with expiry markers, CAS on the last subject sequence, the bucket's epoch). The
+//! and an in-memory model of the bucket: role keys, session keys and member records (`history:
+//! 1`, per-message TTL with expiry markers, CAS on the last subject sequence, the bucket's
+//! epoch). The
 //! simulation owns time: watcher deliveries, write applications and acknowledgements, reads,
 //! expiries, timers and faults run in server-time order from one RNG seeded by the
 //! [`scenario::Scenario`], so a failing case reproduces from the scenario proptest prints.
@@ -47,6 +48,24 @@
 //!   sent), and a bucket in use before the run starts at a realistic stream sequence; a run
 //!   has at most one reset, of a bucket that was in use (`strategy::one_reset` says why).
 //!
+//! Protocol Q8 (successors instead of everyone) runs in every property: each process writes its
+//! member record listing its live session when the session is announced (presence TTL
+//! shortened to 4 × TTL so that it matters within a run; CAS on the revision it knows),
+//! rewrites it every third of that TTL while the session lives, deletes it at a graceful stop,
+//! and after another writer deleted or replaced it writes it again only after an acknowledged
+//! renewal sent after it saw that (rule 6). Its session book is
+//! [`SessionBook::following`](crate::core::SessionBook::following): the watcher delivers role
+//! and member keys, and session keys only of the instances `wanted` names — a newly followed
+//! instance through a consumer created a round trip later that delivers the key's last entry
+//! first; an unfollowed one's entries no longer arrive. Every backstop tick the book's ended
+//! members' records are deleted by CAS (rule 4) and the second tier reads the session keys of
+//! the members it polls, once per backstop period, and deletes a record it judges ended
+//! (rule 5). Q8's faults: a holder killed together with its successors, another client
+//! deleting a member record or writing one listing a session that never existed (with
+//! restarts and bucket resets from above). The replays of runs found before Q8 run in mode
+//! `pre_q8` (no member records, every session key delivered), which keeps the random choices
+//! they were captured with.
+//!
 //! [`check::check`] turns a [`trace::Trace`] into a list of [`violation::Violation`]s, named with
 //! the one list of IDs, [`crate::history::Invariant`], as in `docs/reliability.md` (S1, L2 and L3 do not apply: the model has no fenced writes, and
 //! fail-over figures and steady-state windows are the real-server checker's):
@@ -72,7 +91,8 @@
 //!   was created (no acquire in a young bucket, Q6), and a stop finishes promptly. Dedicated
 //!   properties check it under their faults too: followers paused while markers age out (a
 //!   backstop period after the resume), foreign role values and refused releases, bucket
-//!   resets with paused or cut-off holders. In every run, what progress needs locally: after a
+//!   resets with paused or cut-off holders, a holder killed with its successors (within a TTL
+//!   and a backstop period: the second tier). In every run, what progress needs locally: after a
 //!   timer fired, `poll_timeout()` is in the future (still due is a busy loop in a real
 //!   driver), and a campaigning machine that is not stopped and has no operation in flight has
 //!   a timer (otherwise it waits for events that may never come); a run that never ends (more
@@ -80,13 +100,15 @@
 //!
 //! Negative controls run deliberately broken variants (a KV without CAS, a KV that drops the
 //! TTL of renewals, a harness without local deadlines, `ignore-session`, `renew-after-loss`, a
-//! backstop that reads instead of reaping, a process that is not told the bucket's age) and
-//! require the checker to notice. A coverage test makes sure the fault runs reach the
-//! interesting paths (backstop takeovers, adoption, own-write reclaim, late commits, each
-//! demote reason; reaps accepted, refused then learned, and on revision 0 after a leader read
-//! found no entry; released terms taken over; a yield that ends by writing over a stale
-//! value; a young-bucket hold). Single-machine regression tests pin the machine bugs the
-//! simulation found.
+//! backstop that reads instead of reaping, a process that is not told the bucket's age, Q8
+//! without its rules 4 and 5) and require the checker to notice. A coverage test makes sure
+//! the fault runs reach the interesting paths (backstop takeovers, adoption, own-write
+//! reclaim, late commits, each demote reason; reaps accepted, refused then learned, and on
+//! revision 0 after a leader read found no entry; released terms taken over; a yield that ends
+//! by writing over a stale value; a young-bucket hold; Q8's session entries not delivered to
+//! non-followers, record deletes by a successor and by the second tier, orphans followed,
+//! records removed by another client and written again). Single-machine regression tests pin
+//! the machine bugs the simulation found.
 //!
 //! To debug a failure, paste the printed `Scenario` into [`props::replay`] (or set
 //! `SIM_WINDOW_MS` to widen the trace printed with the failure). `PROPTEST_CASES` sets the

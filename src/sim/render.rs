@@ -50,10 +50,13 @@ pub(super) fn render(trace: &Trace, from: Nanos, to: Nanos) -> String {
     let mut lines: Vec<(Nanos, usize, String)> = Vec::new();
     let within = |g: Nanos| g >= from && g <= to;
     for (key, log) in trace.logs.iter().enumerate() {
+        let sessions = trace.roles + trace.session_keys.len();
         let name = if key < trace.roles {
             format!("r{key}")
-        } else {
+        } else if key < sessions {
             format!("s{}", key - trace.roles)
+        } else {
+            format!("m{}", key - sessions)
         };
         for e in log.iter().filter(|e| within(e.at)) {
             lines.push((

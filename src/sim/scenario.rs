@@ -112,6 +112,15 @@ pub(super) enum FaultKind {
     /// the fault, and its watcher delivers nothing, for `ttl_pct` % of the TTL; its writes reach
     /// the new leader (a stream-leader change while a backstop read is in flight, item 14).
     DeposedLeader { ttl_pct: u64 },
+    /// The process dies together with the processes of its successors (protocol Q8 rule 2:
+    /// the members ranked first to follow it, by the records in the bucket now): nobody
+    /// follows its sessions any more; the second tier or the presence TTL must end its
+    /// record.
+    CrashWithSuccessors,
+    /// Another client deletes the instance's member record (`delete`), or writes one of its id
+    /// with another incarnation listing a session that never existed, no TTL (Q8: a record is
+    /// never a vacancy rule; the owner writes it again after a renewal, rule 6).
+    ForeignMember { delete: bool },
     /// An operator deletes the bucket and creates it again (all keys gone, revisions from 1,
     /// a new epoch); `fresh`: a new process (a spare instance slot) starts right after (item
     /// 3). The target is ignored.
@@ -119,11 +128,15 @@ pub(super) enum FaultKind {
 }
 
 impl FaultKind {
-    /// A fault that keeps the liveness check: it hits processes or keys, not the network.
+    /// A fault that keeps the liveness check: it hits processes or keys, not the network (a
+    /// holder killed with its successors has a bound of its own: the second tier's).
     pub(super) fn keeps_liveness(self) -> bool {
         !matches!(
             self,
-            Self::Pause { .. } | Self::Disconnect { .. } | Self::DeposedLeader { .. }
+            Self::Pause { .. }
+                | Self::Disconnect { .. }
+                | Self::DeposedLeader { .. }
+                | Self::CrashWithSuccessors
         )
     }
 }
@@ -211,6 +224,12 @@ impl Scenario {
             .count()
     }
 
+    /// The presence TTL of member records (Q8 rule 1: `max(30 s, 10 × TTL)`), shortened to
+    /// [`PRESENCE_TTLS`] × TTL so that it ends records within a run.
+    pub(super) fn presence_ttl(&self) -> Nanos {
+        PRESENCE_TTLS * self.timing.ttl_s * SEC
+    }
+
     /// The slowest node clock's rate (ppm of server time).
     pub(super) fn slowest_ppm(&self) -> u64 {
         if self.drift {
@@ -243,6 +262,22 @@ impl Scenario {
         let tick = nanos(BACKSTOP_TICK);
         let period = ttl + ttl / u64::from(self.timing.hb_div) + grace;
         scale(period + 3 * tick, PPM, self.slowest_ppm(), true) + LIVENESS_SLACK
+    }
+
+    /// Liveness after a holder died together with its successors (Q8 rule 5, counted from
+    /// the crash): nobody follows it; the second tier reads its session key from the leader
+    /// once per backstop period — the first read after its expiry marker (a TTL after the
+    /// crash) finds the end at most a period later — and deletes its record; then every
+    /// candidate follows it as an orphan and its consumer delivers the marker. Two ticks for
+    /// the reads' and the delete's round trips.
+    pub(super) fn second_tier_bound(&self) -> Nanos {
+        let ttl = self.timing.ttl_s * SEC;
+        let grace = nanos(crate::core::machine::BACKSTOP_GRACE);
+        let tick = nanos(BACKSTOP_TICK);
+        let period = ttl + ttl / u64::from(self.timing.hb_div) + grace;
+        scale(ttl + period + 2 * tick, PPM, self.slowest_ppm(), true)
+            + LIVENESS_SLACK
+            + FOLLOW_SLACK
     }
 
     /// The longest placement hold-back any node is given: it may delay a fail-over or a
@@ -279,11 +314,18 @@ impl Scenario {
 /// tick with it, the fail-over bounds above count it).
 pub(super) const BACKSTOP_TICK: Duration = Duration::from_millis(250);
 
+/// The simulation's presence TTL in TTLs (the real one is at least 10, and 30 s: longer than
+/// a run).
+pub(super) const PRESENCE_TTLS: u64 = 4;
+
 /// Beyond the hold of a young bucket: the herd's grace for a returning holder and a read.
 pub(super) const YOUNG_SLACK: Nanos = 150 * MS;
 
 /// Fault-free fail-over beyond the TTL: delivery + herd delay + jitter + write +
 /// acknowledgement + drain.
 pub(super) const LIVENESS_SLACK: Nanos = 150 * MS;
+/// Beyond the fail-over slack, when candidates learn a holder's end through its record's
+/// delete (Q8 rule 4): the delete's delivery, the consumer's creation and its first delivery.
+pub(super) const FOLLOW_SLACK: Nanos = 20 * MS;
 /// A fault-free stop (drain ≤ 10 ms, then a delete) finishes within this.
 pub(super) const STOP_BOUND: Nanos = 200 * MS;

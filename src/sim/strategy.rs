@@ -47,8 +47,8 @@ pub(super) fn net_faults() -> impl Strategy<Value = Net> {
     )
 }
 
-/// Fault kinds; `all` adds pauses, disconnects and deposed leaders (which void the liveness
-/// check).
+/// Fault kinds; `all` adds pauses, disconnects, deposed leaders and holders killed with their
+/// successors (which void the fault-free liveness bound).
 pub(super) fn fault_kind(all: bool) -> BoxedStrategy<FaultKind> {
     let process = prop_oneof![
         2 => Just(FaultKind::Crash),
@@ -68,6 +68,7 @@ pub(super) fn fault_kind(all: bool) -> BoxedStrategy<FaultKind> {
             FaultKind::RefusedRelease { deny_ms, cooldown_ms }
         }),
         1 => any::<bool>().prop_map(|fresh| FaultKind::ResetBucket { fresh }),
+        2 => any::<bool>().prop_map(|delete| FaultKind::ForeignMember { delete }),
     ];
     let common = prop_oneof![5 => process, 3 => foreign];
     if all {
@@ -76,6 +77,7 @@ pub(super) fn fault_kind(all: bool) -> BoxedStrategy<FaultKind> {
             2 => (50u64..=300).prop_map(|ttl_pct| FaultKind::Pause { ttl_pct }),
             1 => (10u64..=200).prop_map(|ttl_pct| FaultKind::Disconnect { ttl_pct }),
             1 => (50u64..=300).prop_map(|ttl_pct| FaultKind::DeposedLeader { ttl_pct }),
+            1 => Just(FaultKind::CrashWithSuccessors),
         ]
         .boxed()
     } else {
@@ -403,6 +405,45 @@ pub(super) fn foreign_value_scenario() -> impl Strategy<Value = Scenario> {
                 marker_ttl_ms: None,
                 fresh_bucket: false,
                 faults: rounds.into_iter().flatten().chain(refused).collect(),
+            },
+        )
+}
+
+/// The holder of role 0 killed together with its successors (Q8 rule 2) among 5–6 processes,
+/// a perfect network: the survivors are its second tier (rule 5). Some of the dead start
+/// again later (members restarting: their old records name dead sessions).
+pub(super) fn successors_scenario() -> impl Strategy<Value = Scenario> {
+    (
+        (any::<u64>(), 1usize..=3, 5usize..=6),
+        (any::<bool>(), any::<bool>()),
+        timing_spec(),
+        (100u64..=400, prop::collection::vec(450u64..=900, 0..=2)),
+    )
+        .prop_map(
+            |((seed, roles, nodes), (drift, validate), timing, (at, restarts))| Scenario {
+                seed,
+                nodes,
+                roles,
+                observer: false,
+                immune: false,
+                timing,
+                net: Net::default(),
+                drift,
+                no_ttl: false,
+                validate,
+                marker_ttl_ms: None,
+                fresh_bucket: false,
+                faults: std::iter::once(Fault {
+                    at_permille: at,
+                    kind: FaultKind::CrashWithSuccessors,
+                    target: Target::Leader,
+                })
+                .chain(restarts.into_iter().map(|at_permille| Fault {
+                    at_permille,
+                    kind: FaultKind::Restart,
+                    target: Target::Leader,
+                }))
+                .collect(),
             },
         )
 }

@@ -99,9 +99,11 @@ pub(super) struct NodeTrace {
 pub(super) struct Trace {
     /// Every role machine of every process.
     pub(super) nodes: Vec<NodeTrace>,
-    /// Number of roles: keys `0..roles` of `logs` are role keys, the others session keys.
+    /// Number of roles: keys `0..roles` of `logs` are role keys, then the session keys, then
+    /// the member keys (one per instance slot each).
     pub(super) roles: usize,
-    /// Names of the session keys (key `roles + k` is `session_keys[k]`).
+    /// Names of the session keys (key `roles + k` is `session_keys[k]`; key
+    /// `roles + session_keys.len() + k` is slot `k`'s member key).
     pub(super) session_keys: Vec<String>,
     /// Every key's log, over every bucket epoch.
     pub(super) logs: Vec<Vec<Entry>>,
@@ -116,6 +118,18 @@ pub(super) struct Trace {
     pub(super) counts: std::collections::BTreeMap<&'static str, usize>,
     /// Targeted moves applied during the run.
     pub(super) moves: Vec<MoveApplied>,
+}
+
+impl Trace {
+    /// The session keys' logs (by instance slot).
+    pub(super) fn session_logs(&self) -> &[Vec<Entry>] {
+        &self.logs[self.roles..self.roles + self.session_keys.len()]
+    }
+
+    /// The member keys' logs (by instance slot).
+    pub(super) fn member_logs(&self) -> &[Vec<Entry>] {
+        &self.logs[self.roles + self.session_keys.len()..]
+    }
 }
 
 /// A targeted move (protocol Q13) as the world applied it.

@@ -21,6 +21,7 @@ impl Sim {
         if disconnected {
             return;
         }
+        self.follow_tick(i, now);
         let due = self.insts[i].book.due_reaps(now);
         for reap in due {
             self.send_reap(i, reap);

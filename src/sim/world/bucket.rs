@@ -92,6 +92,8 @@ impl Sim {
         let old_ttl = inst.book.longest_session_ttl();
         inst.book.reset();
         inst.watch_rev.iter_mut().for_each(|r| *r = 0);
+        self.follow_reset(i);
+        let inst = &mut self.insts[i];
         for n in inst.nodes.clone() {
             let reset = Input::BucketReset {
                 epoch,

@@ -98,6 +98,8 @@ impl Sim {
                 }
             }
             FaultKind::Move { to, grace_ms } => self.start_move(i, to, grace_ms),
+            FaultKind::CrashWithSuccessors => self.crash_with_successors(i),
+            FaultKind::ForeignMember { delete } => self.foreign_member(i, delete),
             FaultKind::ResetBucket { .. } => {}
         }
     }
@@ -262,6 +264,67 @@ impl Sim {
                 writer: None,
             });
         }
+    }
+
+    /// Crashes instance `i` and the running processes of its successors, ranked by the member
+    /// records in the bucket now (Q8 rule 2).
+    fn crash_with_successors(&mut self, i: usize) {
+        let h = self.insts[i].id.clone();
+        let mut presence = crate::core::presence::Presence::new(h.clone());
+        for slot in 0..self.session_keys.len() {
+            let key = self.member_key_of(slot);
+            if let Some(e) = self.kv.last(key)
+                && let EntryKind::Member(rec) = &e.kind
+            {
+                let record = crate::core::PresentRecord {
+                    revision: e.rev,
+                    sessions: rec.sessions.clone(),
+                };
+                presence.record(super::instance_id(slot), record);
+            }
+        }
+        let successors: Vec<_> = presence
+            .ranking(&h)
+            .into_iter()
+            .take(crate::core::presence::SUCCESSORS)
+            .collect();
+        self.crash(i);
+        for j in 0..self.insts.len() {
+            let inst = &self.insts[j];
+            if inst.started && !inst.crashed && successors.contains(&inst.id) {
+                let name = format!("node-{}/{j}", inst.slot);
+                self.faults
+                    .push((self.now, format!("Crash (a successor) {name}")));
+                self.crash(j);
+            }
+        }
+    }
+
+    /// Another client deletes instance `i`'s member record, or writes one of its id with
+    /// another incarnation and a session that never existed (no TTL, no CAS).
+    fn foreign_member(&mut self, i: usize, delete: bool) {
+        let key = self.member_key_of(self.insts[i].slot);
+        if delete {
+            self.count("foreign_member_delete");
+            let gap = self.gap();
+            let rev = self.kv.evict(key, self.now, gap);
+            return self.stored(key, rev, None);
+        }
+        let ttl_ms = u64::try_from(self.timing.ttl.as_millis()).unwrap_or(u64::MAX);
+        let rec = crate::sim::kv::MemberRec {
+            instance: self.insts[i].id.clone(),
+            incarnation: self.rng.uuid(),
+            sessions: std::collections::BTreeMap::from([(ttl_ms, self.rng.uuid())]),
+        };
+        self.count("foreign_member_write");
+        self.foreign_write(KvWrite {
+            key,
+            expected: None,
+            kind: EntryKind::Member(Box::new(rec)),
+            ttl: None,
+            renew: false,
+            writer: None,
+        });
     }
 
     pub(super) fn crash(&mut self, i: usize) {

@@ -118,6 +118,11 @@ impl Sim {
                 {
                     return;
                 }
+                // Q8: a session key only of a followed instance, through its consumer.
+                if self.session_slot(key).is_some() && !self.delivers(i, key, epoch, rev, replay) {
+                    self.count("session_entry_not_followed");
+                    return;
+                }
                 let known = self.insts[i].watch_rev[key];
                 if rev < known || (rev == known && !replay) {
                     return;
@@ -128,6 +133,24 @@ impl Sim {
                 self.dispatch(i, key, epoch, rev, now);
             }
             SInput::Tick => self.tick(i, disconnected, now),
+            SInput::Consumer { key, epoch } => self.consumer_created(i, key, epoch),
+            SInput::Recheck => {
+                self.insts[i].follow.recheck = None;
+                self.refollow(i);
+            }
+            SInput::MemberDone { op, outcome } => {
+                let outcome = if disconnected {
+                    WriteOutcome::Unknown
+                } else {
+                    outcome
+                };
+                self.member_done(i, op, outcome);
+            }
+            SInput::EndNotDone { slot, revision } => self.end_not_done(i, slot, revision),
+            SInput::Polled { key, op, result } => {
+                let result = result.ok().filter(|_| !disconnected);
+                self.polled(i, key, op, result);
+            }
             SInput::Reaped { op, outcome } => self.reaped(i, op, outcome, disconnected, now),
             SInput::Backstop { key, op, result } => {
                 let result = result.ok().filter(|_| !disconnected);
@@ -220,13 +243,22 @@ impl Sim {
     }
 
     /// When a watcher starts, and after a reconnect recreated it, it (re)delivers the last
-    /// entry of every key.
+    /// entry of every role and member key, and its consumers that of every followed session
+    /// key (they are recreated with it).
     pub(super) fn resync(&mut self, i: usize) {
         let epoch = self.kv.epoch;
         if self.insts[i].epoch != epoch {
             return; // the watcher of a deleted bucket: the next epoch check replays
         }
+        let now = self.now;
+        for from in self.insts[i].follow.consumers.values_mut() {
+            *from = now;
+        }
         let mut last: Vec<(u64, usize)> = (0..self.kv.logs.len())
+            .filter(|&key| {
+                self.session_slot(key).is_none()
+                    || self.insts[i].follow.consumers.contains_key(&key)
+            })
             .map(|key| (self.kv.last_rev(key), key))
             .filter(|(rev, _)| *rev > 0)
             .collect();
@@ -252,6 +284,9 @@ impl Sim {
             return;
         };
         let g = self.now;
+        if self.member_slot(key).is_some() {
+            return self.member_entry(i, key, epoch, rev);
+        }
         if key >= self.roles.len() {
             let state = entry.session_state();
             let slot = key - self.roles.len();
@@ -301,6 +336,8 @@ impl Sim {
         if gone {
             self.push(g, Ev::Node(n, Input::HolderGone(rev)));
         }
+        // The instances role values name changed, perhaps an orphan's among them (Q8 rule 3).
+        self.refollow(i);
     }
 
     /// Roles whose holder's session is gone (Q5): their nodes hear it.
@@ -370,7 +407,11 @@ impl Sim {
         let (i, role) = (self.nodes[n].inst, self.nodes[n].role);
         let name = self.roles[role].clone();
         let holder = Some((v.session_key.as_str(), v.session, v.holder.clone()));
-        if self.insts[i].book.role(&name, holder, *revision, now) == Verdict::Gone {
+        let verdict = self.insts[i].book.role(&name, holder, *revision, now);
+        // As the role runner: a role value read rings the follower (an orphan named only by
+        // a read is followed too, Q8 rule 3).
+        self.refollow(i);
+        if verdict == Verdict::Gone {
             self.nodes[n].last_held = Some(*revision);
             self.rank_for_vacancy(n);
             self.nodes[n].machine.handle_holder_gone(*revision, now);
@@ -444,6 +485,7 @@ impl Sim {
                         held.1 = acked_sent_at;
                         continue;
                     }
+                    self.record_renewed(i, uuid, acked_sent_at, now);
                     let uuid = self.insts[i].lost.unwrap_or(uuid);
                     // Wakes no role machine: they read it when they next wake (Q4). The
                     // deadline the applications of the session's terms act on moves now.
@@ -497,6 +539,10 @@ impl Sim {
                             },
                         );
                     }
+                    if reason == SessionLoss::Ended && self.insts[i].stopping {
+                        // A graceful stop: the record goes (Q8 rule 1).
+                        self.record_stopped(i);
+                    }
                     if reason == SessionLoss::BucketReset {
                         // The task waits for the watcher to confirm a new epoch before it goes
                         // on (the rest of the actions wait with it).
@@ -518,6 +564,8 @@ impl Sim {
     /// `watch` channel).
     pub(super) fn announce(&mut self, i: usize, uuid: Uuid, acked_sent_at: Instant) {
         // Flaw `renew_after_loss`: the new session's writes extend the lost one.
+        // Q8 rule 1: the record naming the session goes out before the roles hear of it.
+        self.record_session_started(i, uuid);
         let uuid = self.insts[i].lost.unwrap_or(uuid);
         let now = self.insts[i].clock.local(self.now);
         self.insts[i].renewal = Some((uuid, acked_sent_at, self.now, now));

@@ -1,12 +1,15 @@
 //! The simulated world: processes (instances) with one session machine, a watcher with a
-//! session book and one role machine per role each, their drivers, the network and the server,
-//! run in server-time order from one event queue.
+//! session book that follows only what protocol Q8 says, a member record and one role machine
+//! per role each, their drivers, the network and the server, run in server-time order from one
+//! event queue.
 
 mod backstop;
 mod bucket;
 mod driver;
 mod faults;
+mod follow;
 mod instance;
+mod members;
 mod server;
 
 pub(super) use instance::HERD_CAP;
@@ -148,6 +151,30 @@ pub(super) enum SInput {
     Unblock,
     /// A deposed-leader fault ended: the watcher is recreated.
     Undeposed,
+    /// The consumer of session key `key` (a newly followed instance, Q8) was created at the
+    /// server, in bucket `epoch`.
+    Consumer {
+        key: usize,
+        epoch: u64,
+    },
+    /// The book's `recheck_at` came: whom to follow is evaluated again.
+    Recheck,
+    /// A member-key write (the own record, or another's delete, Q8) finished.
+    MemberDone {
+        op: u64,
+        outcome: WriteOutcome,
+    },
+    /// A failed delete of member `slot`'s record at `revision` is asked for again (Q8).
+    EndNotDone {
+        slot: usize,
+        revision: u64,
+    },
+    /// A second-tier read of session key `key` (Q8 rule 5) answered.
+    Polled {
+        key: usize,
+        op: u64,
+        result: Result<SessionKeyState, FailureKind>,
+    },
     /// The watcher's consumer missed its idle heartbeats (its stream was deleted): the
     /// watcher fails and is recreated after an epoch check.
     WatcherFailed,
@@ -218,6 +245,8 @@ pub(super) enum Who {
     Session(usize),
     /// The watcher of instance `i` (a reap of a session key, or the leader read after one).
     Backstop(usize),
+    /// Instance `i`'s member-key writes and second-tier reads (Q8).
+    Member(usize),
     /// Another client (no acknowledgement awaited).
     Foreign,
 }
@@ -345,6 +374,12 @@ pub(super) struct Inst {
     pub(super) deny_role_until: Nanos,
     /// Reads served by a deposed leader frozen at `.0`, the watcher silent, until `.1`.
     pub(super) deposed: Option<(Nanos, Nanos)>,
+    /// The own member record (Q8 rules 1 and 6).
+    pub(super) own: members::OwnRecord,
+    /// Whom the watcher follows and the second tier polls (Q8 rules 2–5).
+    pub(super) follow: follow::Following,
+    /// Member-key operations in flight, by operation id.
+    pub(super) member_ops: Vec<(u64, members::MemberOp)>,
 }
 
 /// Deliberate driver bugs for the negative controls.
@@ -376,6 +411,13 @@ pub(super) struct Flaws {
     /// Targeted moves hold nobody back: the target is not ranked first, the others do not
     /// wait the grace (the move's own claim, the target is the next holder, breaks).
     pub(super) move_no_holdback: bool,
+    /// Q8 rules 4 and 5 off: no successor deletes a member's record, no second tier, and
+    /// records carry no presence TTL (a record of a dead member stays for good).
+    pub(super) no_record_ends: bool,
+    /// Not a bug: every process runs as a build before protocol Q8 (no member records; the
+    /// watcher delivers every session key), as the replays of runs found before Q8 need to
+    /// reproduce them exactly (the same random choices).
+    pub(super) pre_q8: bool,
 }
 
 /// A foreign role write waiting for a vacancy
@@ -437,7 +479,8 @@ impl Sim {
             .map(|s| crate::value::session_key(&instance_id(s), ttl_ms))
             .collect();
         let created = sc.fresh_bucket.then_some(0);
-        let mut kv = Kv::new(roles.len() + slots, sc.no_ttl, created, flaws.kv);
+        // Role keys, then a session key and a member key per instance slot.
+        let mut kv = Kv::new(roles.len() + 2 * slots, sc.no_ttl, created, flaws.kv);
         kv.marker_ttl = sc.marker_ttl_ms.map(|ms| ms * MS);
         let mut rng = Rng(SplitMix64::new(sc.seed));
         if !sc.fresh_bucket {
@@ -627,6 +670,13 @@ impl Sim {
             seed,
         );
         let keys = self.kv.logs.len();
+        let mut follow = follow::Following::default();
+        follow.follows.insert(instance.clone());
+        follow.consumers.insert(self.session_key_of(slot), 0);
+        let mut book = SessionBook::new(self.timing.ttl, self.timing.heartbeat);
+        if !self.flaws.pre_q8 {
+            book = book.following(instance.clone());
+        }
         self.insts.push(Inst {
             slot,
             id: instance,
@@ -638,7 +688,7 @@ impl Sim {
             clock,
             campaign,
             session,
-            book: SessionBook::new(self.timing.ttl, self.timing.heartbeat),
+            book,
             nodes,
             started: false,
             crashed: false,
@@ -663,6 +713,9 @@ impl Sim {
             held_start: None,
             deny_role_until: 0,
             deposed: None,
+            own: members::OwnRecord::default(),
+            follow,
+            member_ops: Vec::new(),
         });
         self.push(at, Ev::Inst(i, SInput::Start));
     }

@@ -58,6 +58,7 @@ impl Sim {
                 },
             ),
             Who::Backstop(i) => Ev::Inst(i, SInput::Reaped { op, outcome }),
+            Who::Member(i) => Ev::Inst(i, SInput::MemberDone { op, outcome }),
             Who::Foreign => return,
         };
         self.push(at, ev);
@@ -67,7 +68,7 @@ impl Sim {
     pub(super) fn inst_of(&self, who: Who) -> usize {
         match who {
             Who::Role(n) => self.nodes[n].inst,
-            Who::Session(i) | Who::Backstop(i) => i,
+            Who::Session(i) | Who::Backstop(i) | Who::Member(i) => i,
             Who::Foreign => unreachable!("another client's writes and reads bypass the network"),
         }
     }
@@ -223,7 +224,7 @@ impl Sim {
         if self.kv.last(key).is_some_and(|e| e.kind.is_marker()) {
             if key < self.roles.len() {
                 self.try_foreign_roles();
-            } else {
+            } else if self.session_slot(key).is_some() {
                 self.try_foreign_sessions();
             }
         }
@@ -309,6 +310,14 @@ impl Sim {
                     result: session,
                 },
             ),
+            Who::Member(i) => Ev::Inst(
+                i,
+                SInput::Polled {
+                    key,
+                    op,
+                    result: session,
+                },
+            ),
             Who::Foreign => return,
         };
         self.push(at, ev);
@@ -336,7 +345,7 @@ impl Sim {
         } else {
             None
         };
-        if let Who::Session(_) | Who::Backstop(_) = who {
+        if let Who::Session(_) | Who::Backstop(_) | Who::Member(_) = who {
             let state = as_of.map_or_else(
                 || self.kv.session_state(key),
                 |t| self.kv.session_state_at(key, t),
