@@ -224,7 +224,7 @@ impl Scenario {
             .count()
     }
 
-    /// The presence TTL of member records (Q8 rule 1: `max(30 s, 10 × TTL)`), shortened to
+    /// The presence TTL of member records (Q8 rule 1: `max(5 min or instance.presence_ttl, 10 × TTL)`), shortened to
     /// [`PRESENCE_TTLS`] × TTL so that it ends records within a run.
     pub(super) fn presence_ttl(&self) -> Nanos {
         PRESENCE_TTLS * self.timing.ttl_s * SEC
@@ -314,7 +314,7 @@ impl Scenario {
 /// tick with it, the fail-over bounds above count it).
 pub(super) const BACKSTOP_TICK: Duration = Duration::from_millis(250);
 
-/// The simulation's presence TTL in TTLs (the real one is at least 10, and 30 s: longer than
+/// The simulation's presence TTL in TTLs (the real one is at least 10, and 5 min by default: longer than
 /// a run).
 pub(super) const PRESENCE_TTLS: u64 = 4;
 
