@@ -9,7 +9,7 @@
 //! over a period, one read in flight) and deletes a record whose session it judges ended
 //! (rule 5), as `manager::successor` does.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -24,35 +24,8 @@ use crate::sim::clock::Nanos;
 use crate::sim::kv::{EntryKind, KvWrite};
 
 use super::instance::BACKSTOP_IO_TIMEOUT;
-use super::members::MemberOp;
+use super::presence_state::MemberOp;
 use super::{Ev, SInput, Sim, Who, instance_id};
-
-/// Whom one process follows and polls.
-#[derive(Debug, Default)]
-pub(in crate::sim) struct Following {
-    /// Instances whose session keys are followed (what the book was told last).
-    pub(super) follows: BTreeSet<InstanceId>,
-    /// The consumers of followed session keys: key → server time of the consumer's creation
-    /// (`Nanos::MAX` while it is being created); entries stored before it reach the process
-    /// only as the consumer's first delivery.
-    pub(super) consumers: HashMap<usize, Nanos>,
-    /// The second tier: member slot → what its reads found.
-    pub(super) polls: BTreeMap<usize, Poll>,
-    /// A re-evaluation is scheduled then (the book's `recheck_at`).
-    pub(super) recheck: Option<Nanos>,
-}
-
-/// The second tier's reads of one member's session keys (as `manager::successor`).
-#[derive(Debug, Default)]
-pub(in crate::sim) struct Poll {
-    /// When to read next; `None`: the member just entered the second tier (its first read is
-    /// spread over a period).
-    next_at: Option<Instant>,
-    /// Session key → the revision read last and when it was first read.
-    reads: HashMap<usize, (u64, Instant)>,
-    /// A read in flight.
-    reading: bool,
-}
 
 /// How long a failed record delete waits before it is asked for again
 /// (`manager::successor::DELETE_RETRY`).

@@ -15,47 +15,8 @@ use crate::sim::clock::Nanos;
 use crate::sim::kv::{EntryKind, KvWrite, MemberRec};
 
 use super::instance::BACKSTOP_IO_TIMEOUT;
+use super::presence_state::MemberOp;
 use super::{Sim, Who};
-
-/// The own record's state in one process.
-#[derive(Debug, Default)]
-pub(in crate::sim) struct OwnRecord {
-    /// The last revision of the own member key this process knows (acknowledged writes, the
-    /// watcher): every write's CAS.
-    pub(super) rev: u64,
-    /// The session the record written last lists.
-    pub(super) session: Option<Uuid>,
-    /// Rule 6: the record was deleted or replaced by another process at this moment; written
-    /// again only after an acknowledged renewal sent after it.
-    pub(super) blocked_since: Option<Instant>,
-    /// The last write (rule 6: at most one rewrite per heartbeat).
-    pub(super) last_write: Option<Instant>,
-    /// A write failed without being stored: the next renewal writes again.
-    pub(super) retry: bool,
-    /// The next unchanged rewrite (server time).
-    pub(super) next_refresh: Nanos,
-}
-
-/// What a member-key operation of a process was (its outcome's meaning).
-#[derive(Debug, Clone)]
-pub(in crate::sim) enum MemberOp {
-    /// A write or delete of the own record.
-    Own,
-    /// Another process's delete of member `slot`'s record at `revision`: a successor's that
-    /// saw its session end (Q8 rule 4), or the second tier's (rule 5).
-    Delete {
-        slot: usize,
-        revision: u64,
-        second_tier: bool,
-    },
-    /// A second-tier read of session key `key` listed with `uuid` in member `slot`'s record at
-    /// revision `record`.
-    Poll {
-        slot: usize,
-        uuid: Uuid,
-        record: u64,
-    },
-}
 
 impl Sim {
     /// The presence TTL of the member records' writes (none with flaw `no_record_ends`).

@@ -10,6 +10,7 @@ mod faults;
 mod follow;
 mod instance;
 mod members;
+mod presence_state;
 mod server;
 
 pub(super) use instance::HERD_CAP;
@@ -375,11 +376,11 @@ pub(super) struct Inst {
     /// Reads served by a deposed leader frozen at `.0`, the watcher silent, until `.1`.
     pub(super) deposed: Option<(Nanos, Nanos)>,
     /// The own member record (Q8 rules 1 and 6).
-    pub(super) own: members::OwnRecord,
+    pub(super) own: presence_state::OwnRecord,
     /// Whom the watcher follows and the second tier polls (Q8 rules 2–5).
-    pub(super) follow: follow::Following,
+    pub(super) follow: presence_state::Following,
     /// Member-key operations in flight, by operation id.
-    pub(super) member_ops: Vec<(u64, members::MemberOp)>,
+    pub(super) member_ops: Vec<(u64, presence_state::MemberOp)>,
 }
 
 /// Deliberate driver bugs for the negative controls.
@@ -670,7 +671,7 @@ impl Sim {
             seed,
         );
         let keys = self.kv.logs.len();
-        let mut follow = follow::Following::default();
+        let mut follow = presence_state::Following::default();
         follow.follows.insert(instance.clone());
         follow.consumers.insert(self.session_key_of(slot), 0);
         let mut book = SessionBook::new(self.timing.ttl, self.timing.heartbeat);
@@ -713,7 +714,7 @@ impl Sim {
             held_start: None,
             deny_role_until: 0,
             deposed: None,
-            own: members::OwnRecord::default(),
+            own: presence_state::OwnRecord::default(),
             follow,
             member_ops: Vec::new(),
         });
