@@ -298,6 +298,7 @@ pub fn session_ended(
 /// `members` other than `h` in the order they follow `h` (Q8 rule 2: rendezvous hash of
 /// `(h, member)`, highest first; the first [`SUCCESSORS`] are `h`'s successors, the next
 /// [`SUCCESSORS`] its second tier).
+#[cfg(any(test, feature = "tooling"))]
 #[must_use]
 pub fn follow_order<'a>(
     h: &InstanceId,
