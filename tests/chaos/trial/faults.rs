@@ -200,7 +200,11 @@ pub(super) async fn one_round(sys: &mut System, fault: Kind, round: usize, rng: 
                         .take(SUCCESSORS)
                         .map(|s| sys.node_index(s.as_str()))
                         .collect();
-                    sys.primary("sigkill", &id);
+                    // Its own fault name: the checker's "the key did not expire" bound (TTL
+                    // after the last renewal plus slack) is the one-holder crash's; here the
+                    // members after the successors find the end (Q8), within TTL + one
+                    // backstop period, which the trial's L1 gap bound covers.
+                    sys.primary("sigkill_with_successors", &id);
                     sys.nodes[i].kill().await;
                     for j in successors {
                         let sid = sys.nodes[j].id().to_owned();

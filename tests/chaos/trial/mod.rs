@@ -306,7 +306,8 @@ fn reheld_bound_ms(kind: Kind) -> u64 {
     2 * backstop_ms(kind) + 1000
 }
 
-/// Longest vacancy after the last fault (L1) for this kind: a TTL plus renew and backoff, plus
+/// Longest vacancy after the last fault (L1) for this kind: a TTL plus renew and backoff (and a
+/// backstop period for the herd's kill of a holder with its successors), plus
 /// what NATS itself needs to come back (a restarted server's watchers stall up to ~10 s; a
 /// stream-leader fail-over takes 6-8 s); for the issue-24 faults the bound they are held to.
 fn l1_bound_ms(kind: Kind) -> u64 {
@@ -317,6 +318,10 @@ fn l1_bound_ms(kind: Kind) -> u64 {
         // Writes are refused while the stream is full: the backoff (at most 2.4 s) runs up.
         Kind::DiskFull => ttl + 4_000,
         k if k.protocol() || k == Kind::BackstopLeader => reheld_bound_ms(k),
+        // A holder killed with its successors (protocol Q8) is found by the members after
+        // them: the dead successors' records go and the next members follow it, or the second
+        // tier reads its keys within a backstop period.
+        Kind::Herd => ttl + backstop_ms(kind) + 1_500,
         _ => ttl + 1_500,
     }
 }
