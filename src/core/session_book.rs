@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::machine::BACKSTOP_GRACE;
-use super::presence::{Presence, PresentRecord, Wanted, session_ended};
+use super::presence::{NamedSession, Presence, PresentRecord, Wanted, session_ended};
 use super::session::SessionKeyState;
 use super::types::WriteOutcome;
 use crate::names::{InstanceId, RoleName};
@@ -197,8 +197,15 @@ impl SessionBook {
     /// Whom to follow and read now (Q8 rules 3 and 5); `None` when every key is followed.
     #[must_use]
     pub fn wanted(&mut self, now: Instant) -> Option<Wanted> {
-        let named: BTreeSet<InstanceId> =
-            self.by_key.keys().filter_map(|k| instance_of(k)).collect();
+        let named: BTreeSet<NamedSession> = self
+            .by_key
+            .iter()
+            .filter_map(|(k, by_uuid)| {
+                let (id, ttl_ms) = crate::value::parse_session_key(k)?;
+                Some(by_uuid.keys().map(move |u| (id.clone(), ttl_ms, *u)))
+            })
+            .flatten()
+            .collect();
         let f = self.presence.as_mut()?;
         f.presence.set_named(&named, now);
         Some(f.presence.wanted(now))

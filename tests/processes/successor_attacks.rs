@@ -32,7 +32,7 @@ struct Fleet {
     /// `h` and `b` (role `fx`, histories).
     cands: Deployment,
     /// The successors (role `other`).
-    _rest: Deployment,
+    rest: Deployment,
     kv: jetstream::kv::Store,
     b: String,
 }
@@ -89,7 +89,7 @@ async fn fleet(bucket: &str) -> Fleet {
     Fleet {
         _server: server,
         cands,
-        _rest: rest,
+        rest,
         kv,
         b,
     }
@@ -132,6 +132,8 @@ async fn wait(
 
 /// How another client rewrites `h`'s record right after `h` was killed.
 enum Forge {
+    /// The record listing one session in a TTL class nobody uses (1 h), no `Nats-TTL`.
+    UnusedLongClass,
     /// The record listing a made-up uuid in `h`'s own class.
     FakeUuid,
     /// The record without `sessions` (an older build's).
@@ -159,6 +161,10 @@ async fn attack(bucket: &str, forge: Forge, limit: Duration) -> Duration {
         .and_then(|s| s.keys().next().cloned())
         .expect("a listed session");
     let bytes: Vec<u8> = match forge {
+        Forge::UnusedLongClass => {
+            json["sessions"] = serde_json::json!({ "3600000": uuid::Uuid::new_v4().to_string() });
+            serde_json::to_vec(&json).expect("json")
+        }
         Forge::FakeUuid => {
             let mut sessions = serde_json::Map::new();
             sessions.insert(class, serde_json::json!(uuid::Uuid::new_v4().to_string()));
@@ -256,11 +262,23 @@ async fn check(d: &Deployment) {
     assert!(out.stdout.contains("CLEAN"), "{}", out.text());
 }
 
-/// TTL 2 s, backstop period 3 s: a successor deletes the forged record once it judged the
-/// listed session ended (a marker, another uuid, or one period without a change), and `b`
-/// follows `h` as an orphan. 15 s is far from the 1 h the forged record claims and from the
+/// TTL 2 s, backstop period 3 s: `b` follows `h` as an orphan — a successor deleted the
+/// forged record once it judged the listed session ended (a marker, another uuid, or one
+/// period without a change), or the record does not list the session `fx` rests on (Q8 rule
+/// 3c) — and sees its end. 15 s is far from the 1 h the forged record claims and from the
 /// presence TTL (which a record written without `Nats-TTL` does not have).
 const LIMIT: Duration = Duration::from_secs(15);
+
+/// The record of a dead holder rewritten by another client to list a session in a TTL class
+/// nobody uses (1 h) — no such key exists, and the record has no `Nats-TTL`. Before the fix
+/// `fx` stayed unheld: the successors judged the listed key by the claimed class (ended after
+/// an hour of absence), the record never expires, and `b`, not a successor, never followed
+/// `h` (observed: holder still `h0` 15 s after the kill).
+#[tokio::test]
+async fn a_dead_holder_s_record_listing_an_unused_long_ttl_class_does_not_pin_its_roles() {
+    let took = attack("q8-attack-long-class", Forge::UnusedLongClass, LIMIT).await;
+    eprintln!("re-held {took:?} after the kill");
+}
 
 /// The record of a dead holder rewritten to list a made-up session uuid in its own class.
 #[tokio::test]
@@ -481,4 +499,44 @@ async fn a_holder_dying_while_its_successors_are_stopped_is_replaced() {
     )
     .await;
     stop_and_check(&mut d, &BTreeSet::from([hi])).await;
+}
+
+/// The holder is killed and restarted at once with the same instance id but without `fx` in
+/// its configuration (the role moved to other machines by a configuration change; the old
+/// process crashed instead of releasing). The new process writes its session over the old
+/// one's key (same TTL class) and its record lists only the new session. `fx` rests on the
+/// old session, which ended: its successors (not candidates for `fx`) see the key change, but
+/// the record they judge lists only the live new session, so nobody deletes it; `b` never
+/// follows `h` (Q8 rule 7) and `fx` must still be re-held — before Q8 every instance saw the
+/// key change and `b` took `fx` at once.
+#[tokio::test]
+async fn a_holder_restarted_without_its_role_does_not_keep_the_role_unheld() {
+    let mut f = fleet("q8-attack-restart").await;
+    let killed = Instant::now();
+    signal(f.cands.instances[0].pid(), SIGKILL);
+    f.cands.wait_exit(0, Duration::from_secs(5)).await;
+    killed_record(&f.cands, HOLDER);
+    f.rest.start(HOLDER).await;
+    let b = f.b.clone();
+    let deadline = killed + LIMIT;
+    while holder(&f.kv, "fx").await.as_deref() != Some(b.as_str()) {
+        assert!(
+            Instant::now() < deadline,
+            "fx not re-held by {b} within {LIMIT:?} of the restart of {HOLDER} without fx \
+             (holder now {:?}, member.{HOLDER} = {:?})\n{}",
+            holder(&f.kv, "fx").await,
+            f.kv.get(format!("member.{HOLDER}"))
+                .await
+                .ok()
+                .flatten()
+                .map(|v| String::from_utf8_lossy(&v).into_owned()),
+            f.cands.report()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("re-held {:?} after the restart", killed.elapsed());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    f.cands.terminate(1);
+    f.cands.wait_exit(1, Duration::from_secs(10)).await;
+    check(&f.cands).await;
 }
