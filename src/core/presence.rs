@@ -284,6 +284,20 @@ impl Presence {
     }
 }
 
+/// The TTL class by which a listed session key's judgement ([`session_ended`]) waits: the one
+/// of the session value the key shows (a session value's `ttl_ms` is its key's class), zero
+/// for anything else — never the class the member record claims. A record is any client's
+/// write: one listing a class nobody uses (`"3600000"`, a key that has no entry) would
+/// otherwise keep a dead member live (herd ranking, placement, successor rankings) for as long
+/// as it claims (a foreign record has no presence TTL either).
+#[must_use]
+pub fn shown_ttl(state: &SessionKeyState) -> Duration {
+    match state {
+        SessionKeyState::Value { value: Some(v), .. } => v.ttl(),
+        _ => Duration::ZERO,
+    }
+}
+
 /// Whether a session a member's record lists (`uuid`) has ended, from what the key shows:
 /// `state`, first sighted at `seen_at` (Q8 rule 4). A marker, another uuid, or no entry or
 /// the same entry for `period` — a member record's delete is not a vacancy, so no CAS proof
