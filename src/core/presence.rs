@@ -24,6 +24,9 @@ pub const SUCCESSORS: usize = 3;
 /// record and the acquire are written concurrently at a session start).
 pub const ORPHAN_GRACE: Duration = Duration::from_millis(1500);
 
+/// A session some role value names: its instance, TTL class in milliseconds and uuid.
+pub type NamedSession = (InstanceId, u64, Uuid);
+
 /// One member record as presence reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PresentRecord {
@@ -56,8 +59,8 @@ pub struct Presence {
     /// Followed members seen to end a listed session, with the record revision judged: not
     /// live until the record is written again.
     ended: BTreeMap<InstanceId, u64>,
-    /// Instances role values name, with when this instance first saw one named.
-    named: HashMap<InstanceId, Instant>,
+    /// Sessions role values name, with when this instance first saw each named.
+    named: HashMap<NamedSession, Instant>,
     /// This instance's place in the rankings, computed once per change of the live members
     /// (a vacancy or a refresh asks [`Presence::wanted`] again and finds it here).
     places: Option<Places>,
@@ -157,11 +160,11 @@ impl Presence {
         }
     }
 
-    /// The instances role values name now (their holders), as of `now`.
-    pub fn set_named(&mut self, named: &BTreeSet<InstanceId>, now: Instant) {
-        self.named.retain(|id, _| named.contains(id));
-        for id in named {
-            self.named.entry(id.clone()).or_insert(now);
+    /// The sessions role values name now (their holders'), as of `now`.
+    pub fn set_named(&mut self, named: &BTreeSet<NamedSession>, now: Instant) {
+        self.named.retain(|s, _| named.contains(s));
+        for s in named {
+            self.named.entry(s.clone()).or_insert(now);
         }
     }
 
@@ -200,15 +203,22 @@ impl Presence {
         )
     }
 
-    /// Whether `id` counts as an orphan now: role values name it and it has no record that
-    /// lists a session — its record was deleted, or it never had one here for
-    /// [`ORPHAN_GRACE`] since it was first named.
-    fn orphan(&self, id: &InstanceId, since: Instant, now: Instant) -> Result<bool, Instant> {
-        if self.records.get(id).is_some_and(|r| !r.sessions.is_empty()) {
-            return Ok(false);
-        }
-        if self.deleted.contains(id) || self.records.contains_key(id) {
-            return Ok(true);
+    /// Whether the instance of `named`, a session a role value names, counts as an orphan
+    /// now: its record does not list that session — the record was deleted or lists no
+    /// session at all (at once), or there is none here or it lists other sessions for
+    /// [`ORPHAN_GRACE`] since the session was first named. The record of a new session
+    /// arrives just after its first role values; a session that ended while its instance
+    /// lives on (restarted without the role, or a TTL class given up) is never listed again,
+    /// so its end is seen by its successors only, and they judge only the sessions the record
+    /// lists: without this, a role resting on it waits for ever for a candidate that is not
+    /// a successor (Q8 rule 7).
+    fn orphan(&self, named: &NamedSession, since: Instant, now: Instant) -> Result<bool, Instant> {
+        let (id, ttl_ms, uuid) = named;
+        match self.records.get(id) {
+            Some(r) if r.sessions.get(ttl_ms) == Some(uuid) => return Ok(false),
+            Some(r) if r.sessions.is_empty() => return Ok(true),
+            None if self.deleted.contains(id) => return Ok(true),
+            _ => {}
         }
         let due = since + ORPHAN_GRACE;
         if due <= now { Ok(true) } else { Err(due) }
@@ -227,10 +237,10 @@ impl Presence {
         };
         self.places = Some(places);
         out.follow.insert(self.me.clone());
-        for (id, since) in &self.named {
-            match self.orphan(id, *since, now) {
+        for (named, since) in &self.named {
+            match self.orphan(named, *since, now) {
                 Ok(true) => {
-                    out.follow.insert(id.clone());
+                    out.follow.insert(named.0.clone());
                 }
                 Ok(false) => {}
                 Err(due) => {
@@ -271,6 +281,20 @@ impl Presence {
             }
         }
         places
+    }
+}
+
+/// The TTL class by which a listed session key's judgement ([`session_ended`]) waits: the one
+/// of the session value the key shows (a session value's `ttl_ms` is its key's class), zero
+/// for anything else — never the class the member record claims. A record is any client's
+/// write: one listing a class nobody uses (`"3600000"`, a key that has no entry) would
+/// otherwise keep a dead member live (herd ranking, placement, successor rankings) for as long
+/// as it claims (a foreign record has no presence TTL either).
+#[must_use]
+pub fn shown_ttl(state: &SessionKeyState) -> Duration {
+    match state {
+        SessionKeyState::Value { value: Some(v), .. } => v.ttl(),
+        _ => Duration::ZERO,
     }
 }
 

@@ -73,7 +73,7 @@ fn a_deleted_record_moves_the_ranking_and_makes_its_instance_an_orphan() {
     let after = p.ranking(&h);
     assert_eq!(after, before[1..].to_vec(), "the next member moves up");
     // Named by a role value: a deleted record is an orphan at once.
-    p.set_named(&BTreeSet::from([gone.clone()]), now);
+    p.set_named(&BTreeSet::from([(gone.clone(), 3000, Uuid::new_v4())]), now);
     assert!(p.wanted(now).follow.contains(&gone));
     // Written again: no longer an orphan (unless a successor).
     p.record(gone.clone(), rec(101));
@@ -92,7 +92,10 @@ fn an_instance_never_seen_with_a_record_is_followed_after_the_grace() {
     let now = Instant::now();
     let mut p = fleet("n0", 3);
     let stranger = id("old-build");
-    p.set_named(&BTreeSet::from([stranger.clone()]), now);
+    p.set_named(
+        &BTreeSet::from([(stranger.clone(), 3000, Uuid::new_v4())]),
+        now,
+    );
     let w = p.wanted(now);
     assert!(!w.follow.contains(&stranger));
     assert_eq!(w.recheck_at, Some(now + ORPHAN_GRACE));
@@ -156,4 +159,52 @@ fn an_instance_follows_the_members_it_ranks_high_for_before_its_own_record_is_se
     );
     p.record(id("n1"), rec(2));
     assert_eq!(p.ranking(&id("n0")).len(), 2);
+}
+
+#[test]
+fn a_named_session_its_instance_s_record_does_not_list_is_followed_after_the_grace() {
+    let now = Instant::now();
+    let mut p = fleet("n0", 8);
+    // n0 is a successor of few members: pick one it does not follow.
+    let w = p.wanted(now);
+    let h = (1..8)
+        .map(|i| id(&format!("n{i}")))
+        .find(|h| !w.follow.contains(h))
+        .expect("a member n0 does not follow");
+    let live = *p
+        .get(&h)
+        .expect("a record")
+        .sessions
+        .get(&3000)
+        .expect("listed");
+    // A role value naming the session the record lists: nothing to follow.
+    p.set_named(&BTreeSet::from([(h.clone(), 3000, live)]), now);
+    let w = p.wanted(now);
+    assert!(!w.follow.contains(&h));
+    assert_eq!(w.recheck_at, None);
+    // A role value naming an older session of h (h restarted without the role, or gave its
+    // TTL class up): only its successors see that session's end and they judge only the
+    // listed ones, so it is followed as an orphan after the grace.
+    let dead = Uuid::new_v4();
+    p.set_named(
+        &BTreeSet::from([(h.clone(), 3000, live), (h.clone(), 3000, dead)]),
+        now,
+    );
+    let w = p.wanted(now);
+    assert!(!w.follow.contains(&h));
+    assert_eq!(w.recheck_at, Some(now + ORPHAN_GRACE));
+    assert!(p.wanted(now + ORPHAN_GRACE).follow.contains(&h));
+    // Another class the record does not list: the same.
+    p.set_named(
+        &BTreeSet::from([(h.clone(), 2000, live)]),
+        now + ORPHAN_GRACE,
+    );
+    assert!(!p.wanted(now + ORPHAN_GRACE).follow.contains(&h));
+    assert!(p.wanted(now + 2 * ORPHAN_GRACE).follow.contains(&h));
+    // The role taken over (nothing names the old session): not followed any more.
+    p.set_named(
+        &BTreeSet::from([(h.clone(), 3000, live)]),
+        now + 2 * ORPHAN_GRACE,
+    );
+    assert!(!p.wanted(now + 2 * ORPHAN_GRACE).follow.contains(&h));
 }

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::machine::BACKSTOP_GRACE;
-use super::presence::{Presence, PresentRecord, Wanted, session_ended};
+use super::presence::{NamedSession, Presence, PresentRecord, Wanted, session_ended, shown_ttl};
 use super::session::SessionKeyState;
 use super::types::WriteOutcome;
 use crate::names::{InstanceId, RoleName};
@@ -197,8 +197,15 @@ impl SessionBook {
     /// Whom to follow and read now (Q8 rules 3 and 5); `None` when every key is followed.
     #[must_use]
     pub fn wanted(&mut self, now: Instant) -> Option<Wanted> {
-        let named: BTreeSet<InstanceId> =
-            self.by_key.keys().filter_map(|k| instance_of(k)).collect();
+        let named: BTreeSet<NamedSession> = self
+            .by_key
+            .iter()
+            .filter_map(|(k, by_uuid)| {
+                let (id, ttl_ms) = crate::value::parse_session_key(k)?;
+                Some(by_uuid.keys().map(move |u| (id.clone(), ttl_ms, *u)))
+            })
+            .flatten()
+            .collect();
         let f = self.presence.as_mut()?;
         f.presence.set_named(&named, now);
         Some(f.presence.wanted(now))
@@ -242,10 +249,7 @@ impl SessionBook {
                 let keys = record
                     .sessions
                     .iter()
-                    .map(|(ttl_ms, uuid)| {
-                        let period = self.period(Duration::from_millis(*ttl_ms));
-                        (crate::value::session_key(id, *ttl_ms), *uuid, period)
-                    })
+                    .map(|(ttl_ms, uuid)| (crate::value::session_key(id, *ttl_ms), *uuid))
                     .collect();
                 Some((id.clone(), record.revision, keys))
             })
@@ -253,9 +257,12 @@ impl SessionBook {
         let mut out = Vec::new();
         for (id, revision, keys) in candidates {
             let mut ended = false;
-            for (key, uuid, period) in keys {
-                // A listed key with no entry seen is counted from now (rule 4's period).
+            for (key, uuid) in keys {
+                // A listed key with no entry seen is counted from now (rule 4's period), by
+                // the class of what the key shows, not of what the record claims.
                 let t = self.sessions.entry(key).or_insert_with(|| Track::new(now));
+                let period =
+                    self.own_ttl.max(shown_ttl(&t.state)) + self.own_heartbeat + BACKSTOP_GRACE;
                 ended |= session_ended(uuid, &t.state, t.seen_at, now, period);
             }
             if ended {
@@ -661,8 +668,8 @@ impl SessionBook {
     }
 }
 
-/// A session key a member record lists: the key, the uuid listed, the backstop period.
-type ListedKey = (String, Uuid, Duration);
+/// A session key a member record lists: the key and the uuid listed.
+type ListedKey = (String, Uuid);
 
 /// The instance a canonical session key names.
 fn instance_of(key: &str) -> Option<InstanceId> {

@@ -444,3 +444,56 @@ fn a_lost_reap_does_not_block_the_key_for_good() {
         vec![reap(10)]
     );
 }
+
+/// Protocol Q8 rule 4: a follower judges a listed session by what its key shows. A record
+/// another client wrote for a dead member, listing a class nobody uses (1 h: its key has no
+/// entry), is judged ended after this instance's own backstop period — not after the hour the
+/// record claims, during which the dead member counted as live for the herd ranking,
+/// placement and the successor rankings (a foreign record has no presence TTL). A key showing
+/// a live session value of a long class is judged by that value's class.
+#[test]
+fn a_listed_session_is_judged_by_the_class_its_key_shows_not_the_one_the_record_claims() {
+    let now = Instant::now();
+    let mut b = SessionBook::new(TTL, HEARTBEAT).following(b_me());
+    b.follow_only(BTreeSet::from([b_me(), a()]), now);
+    b.member_put(
+        a(),
+        crate::core::PresentRecord {
+            revision: 7,
+            sessions: std::collections::BTreeMap::from([(3_600_000, uuid(9))]),
+        },
+    );
+    assert!(b.ended_members(now).is_empty());
+    assert!(
+        b.ended_members(now + PERIOD - Duration::from_millis(1))
+            .is_empty()
+    );
+    assert_eq!(b.ended_members(now + PERIOD), vec![(a(), 7)]);
+
+    // A live session of a 60 s class under the listed key: its own class's period.
+    let mut b = SessionBook::new(TTL, HEARTBEAT).following(b_me());
+    b.follow_only(BTreeSet::from([b_me(), a()]), now);
+    b.member_put(
+        a(),
+        crate::core::PresentRecord {
+            revision: 7,
+            sessions: std::collections::BTreeMap::from([(60_000, uuid(9))]),
+        },
+    );
+    let mut long = session(3, uuid(9));
+    if let SessionKeyState::Value { value: Some(v), .. } = &mut long {
+        v.ttl_ms = 60_000;
+    }
+    b.observe("session.a.60000", long, now);
+    assert!(b.ended_members(now + PERIOD).is_empty());
+    let long_period = Duration::from_millis(60_000 + 750 + 500);
+    assert!(
+        b.ended_members(now + long_period - Duration::from_millis(1))
+            .is_empty()
+    );
+    assert_eq!(b.ended_members(now + long_period), vec![(a(), 7)]);
+}
+
+fn b_me() -> InstanceId {
+    InstanceId::new("me").expect("valid")
+}

@@ -18,7 +18,7 @@ use tracing::{debug, info};
 use uuid::Uuid;
 
 use super::shared::Shared;
-use crate::core::presence::session_ended;
+use crate::core::presence::{session_ended, shown_ttl};
 use crate::core::{FailureKind, SessionKeyState, WriteOutcome};
 use crate::names::InstanceId;
 use crate::placement::MEMBER_PREFIX;
@@ -50,7 +50,7 @@ enum Done {
     Read {
         member: InstanceId,
         record: u64,
-        reads: Vec<(String, Uuid, Duration, Result<SessionKeyState, FailureKind>)>,
+        reads: Vec<(String, Uuid, Result<SessionKeyState, FailureKind>)>,
     },
 }
 
@@ -92,10 +92,19 @@ fn on_tick(
         if p.reading || p.next_at.is_some_and(|t| now < t) {
             continue;
         }
+        // Once per period of what the listed keys showed at the last read (the record's
+        // claimed classes are not trusted: `shown_ttl`).
         let period = record
             .sessions
             .keys()
-            .map(|ttl_ms| book.period(Duration::from_millis(*ttl_ms)))
+            .map(|ttl_ms| {
+                let key = crate::value::session_key(member, *ttl_ms);
+                book.period(
+                    p.keys
+                        .get(&key)
+                        .map_or(Duration::ZERO, |(s, _)| shown_ttl(s)),
+                )
+            })
             .max()
             .unwrap_or(Duration::ZERO);
         // The first read is spread over a period, so that a member that becomes live in many
@@ -106,25 +115,19 @@ fn on_tick(
         };
         p.next_at = Some(next.max(now) + period);
         p.reading = true;
-        let keys: Vec<(String, Uuid, Duration)> = record
+        let keys: Vec<(String, Uuid)> = record
             .sessions
             .iter()
-            .map(|(ttl_ms, uuid)| {
-                (
-                    crate::value::session_key(member, *ttl_ms),
-                    *uuid,
-                    book.period(Duration::from_millis(*ttl_ms)),
-                )
-            })
+            .map(|(ttl_ms, uuid)| (crate::value::session_key(member, *ttl_ms), *uuid))
             .collect();
         let store = shared.store.clone();
         let member = member.clone();
         let record = record.revision;
         io.push(Box::pin(async move {
             let mut reads = Vec::with_capacity(keys.len());
-            for (key, uuid, period) in keys {
+            for (key, uuid) in keys {
                 let r = store.read_session(&key, IO_TIMEOUT).await;
-                reads.push((key, uuid, period, r));
+                reads.push((key, uuid, r));
             }
             Done::Read {
                 member,
@@ -172,10 +175,12 @@ fn finished(
             };
             p.reading = false;
             let mut ended = false;
-            for (key, uuid, period, read) in reads {
+            for (key, uuid, read) in reads {
                 let Ok(state) = read else {
                     continue; // unknown: judged at the next read
                 };
+                // By the class of what the key shows, not of what the record claims.
+                let period = shared.reports.book().period(shown_ttl(&state));
                 let seen_at = match p.keys.get(&key) {
                     Some((known, at)) if known.revision() == state.revision() => *at,
                     _ => now,

@@ -31,6 +31,7 @@ mod release;
 mod session_clock;
 mod sites;
 mod start_retry;
+mod successor_attacks;
 mod successors;
 mod systemd;
 mod transition_lines;
