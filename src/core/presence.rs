@@ -125,6 +125,14 @@ impl Presence {
                 self.ended.remove(&id);
             }
         }
+        // A named session of `id` this record does not list waits its grace from now (the
+        // record just changed: a restarted holder's record lists its new session before it
+        // takes its roles back, and nobody follows it meanwhile).
+        if !record.sessions.is_empty() {
+            self.named.retain(|(named, ttl_ms, uuid), _| {
+                *named != id || record.sessions.get(ttl_ms) == Some(uuid)
+            });
+        }
         self.records.insert(id.clone(), record);
         if self.is_live(&id) != was_live {
             self.places = None;

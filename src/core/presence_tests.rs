@@ -208,3 +208,32 @@ fn a_named_session_its_instance_s_record_does_not_list_is_followed_after_the_gra
     );
     assert!(!p.wanted(now + 2 * ORPHAN_GRACE).follow.contains(&h));
 }
+
+#[test]
+fn a_restarted_holder_s_old_session_waits_its_grace_from_the_new_record() {
+    let t0 = Instant::now();
+    let mut p = fleet("n0", 10);
+    // A member n0 is no successor of (so it would follow it only as an orphan).
+    let h = (1..10)
+        .map(|i| id(&format!("n{i}")))
+        .find(|h| !p.ranking(h).iter().take(SUCCESSORS).any(|m| *m == id("n0")))
+        .expect("n0 is a successor of at most a few of nine members");
+    let old = p.get(&h).expect("a record").sessions[&3000];
+    let named = BTreeSet::from([(h.clone(), 3000, old)]);
+    p.set_named(&named, t0);
+    let later = t0 + ORPHAN_GRACE * 10;
+    // The holder restarts: its record lists a new session while its role values still name
+    // the old one. Nobody follows it at once (it takes its roles back within the grace) ...
+    p.record(
+        h.clone(),
+        PresentRecord {
+            revision: 50,
+            sessions: BTreeMap::from([(3000, Uuid::new_v4())]),
+        },
+    );
+    p.set_named(&named, later);
+    assert!(!p.wanted(later).follow.contains(&h));
+    // ... but if the old session stays named past the grace, it is followed as an orphan.
+    p.set_named(&named, later + ORPHAN_GRACE);
+    assert!(p.wanted(later + ORPHAN_GRACE).follow.contains(&h));
+}
