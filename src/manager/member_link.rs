@@ -60,7 +60,15 @@ pub(crate) struct MemberLink {
     /// The last delete or replacement of the record the watcher saw (writer: the watcher,
     /// through [`MemberLink::observe`]).
     gone: watch::Sender<Option<Gone>>,
+    /// The bytes of the last records the writer sent (newest last; the writer pushes each
+    /// before sending it): a record of this incarnation with other bytes was written by
+    /// another client (a forged copy) and counts as a replacement.
+    sent: std::sync::Mutex<std::collections::VecDeque<bytes::Bytes>>,
 }
+
+/// How many of the writer's last records [`MemberLink::observe`] recognises as its own (a
+/// watcher entry may arrive after the next write was sent).
+const SENT_KEPT: usize = 3;
 
 impl MemberLink {
     /// The link of `instance`'s writer.
@@ -81,6 +89,7 @@ impl MemberLink {
             started_at: crate::value::now_rfc3339(),
             presence_ttl,
             gone: watch::Sender::new(None),
+            sent: std::sync::Mutex::new(std::collections::VecDeque::new()),
         }
     }
 
@@ -95,7 +104,11 @@ impl MemberLink {
             return false;
         }
         let gone = match crate::codec::member::watched(entry) {
-            MemberEntry::Record(record) => record.incarnation != self.incarnation,
+            // Another incarnation's record, or one of ours with bytes this process never
+            // sent (another client's forged copy).
+            MemberEntry::Record(record) => {
+                record.incarnation != self.incarnation || !self.was_sent(&entry.value)
+            }
             MemberEntry::Foreign { .. } | MemberEntry::Gone { .. } => true,
             MemberEntry::NotAnInstance => false,
         };
@@ -103,6 +116,28 @@ impl MemberLink {
             self.gone_at(entry.revision);
         }
         gone
+    }
+
+    /// The writer is about to send `bytes` as this instance's record.
+    pub(crate) fn note_sent(&self, bytes: bytes::Bytes) {
+        let mut sent = self
+            .sent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if sent.back() != Some(&bytes) {
+            sent.push_back(bytes);
+        }
+        while sent.len() > SENT_KEPT {
+            sent.pop_front();
+        }
+    }
+
+    fn was_sent(&self, bytes: &[u8]) -> bool {
+        self.sent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|b| b.as_ref() == bytes)
     }
 
     /// Follows the deletes and replacements the watcher saw (the writer).
@@ -147,6 +182,7 @@ mod tests {
         let entry = |key: &str, revision, op, value: &[u8]| {
             crate::codec::test_entry(key, revision, op, value)
         };
+        link.note_sent(ours.to_bytes());
         assert!(!link.observe(&entry("member.node-a", 3, Operation::Put, &ours.to_bytes())));
         let mut theirs = crate::placement::test_record("node-b", &[], 250);
         theirs.incarnation = Uuid::from_u128(8);
@@ -172,6 +208,41 @@ mod tests {
             );
             assert_eq!(gone.borrow().map(|g| g.revision), Some(revision));
         }
+    }
+
+    /// A record of this incarnation with bytes the writer never sent (another client's forged
+    /// copy, here without sessions) is a replacement; the writer's last few records are not,
+    /// whichever of them the watcher delivers last.
+    #[test]
+    fn a_record_of_this_incarnation_this_process_never_sent_is_a_replacement() {
+        use async_nats::jetstream::kv::Operation;
+
+        let me = InstanceId::new("node-a").expect("valid");
+        let incarnation = Uuid::from_u128(7);
+        let link = MemberLink::new(
+            &me,
+            incarnation,
+            Duration::from_millis(250),
+            Duration::from_secs(1),
+            None,
+            None,
+        );
+        let mut first = crate::placement::test_record("node-a", &[], 250);
+        first.incarnation = incarnation;
+        first.sessions.insert(3000, Uuid::from_u128(1));
+        let mut second = first.clone();
+        second.sessions.insert(3000, Uuid::from_u128(2));
+        link.note_sent(first.to_bytes());
+        link.note_sent(second.to_bytes());
+        let entry = |revision, value: &[u8]| {
+            crate::codec::test_entry("member.node-a", revision, Operation::Put, value)
+        };
+        assert!(!link.observe(&entry(3, &first.to_bytes())));
+        assert!(!link.observe(&entry(4, &second.to_bytes())));
+        let mut forged = second.clone();
+        forged.sessions.clear();
+        assert!(link.observe(&entry(5, &forged.to_bytes())));
+        assert_eq!(link.gone().borrow().map(|g| g.revision), Some(5));
     }
 
     #[test]

@@ -328,17 +328,12 @@ impl Writer {
             draining: record.draining,
             healthy: record.healthy,
         };
+        let body = record.to_bytes();
+        link.note_sent(body.clone());
         let sent = Instant::now();
         let outcome = shared
             .store
-            .cas(
-                &link.key,
-                expected,
-                Some(ttl),
-                record.to_bytes(),
-                false,
-                timeout,
-            )
+            .cas(&link.key, expected, Some(ttl), body, false, timeout)
             .await;
         match outcome {
             WriteOutcome::Ok { revision } => {

@@ -83,8 +83,8 @@ async fn fleet(bucket: &str) -> Fleet {
         async |kv| listed(kv, &all).await == all,
     )
     .await;
-    // The orphan grace and a few heartbeats: the followers settle.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The orphan grace (1.5 s) and a heartbeat: the followers settle.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(holder(&kv, "fx").await.as_deref(), Some(HOLDER));
     Fleet {
         _server: server,
@@ -210,7 +210,7 @@ async fn attack(bucket: &str, forge: Forge, limit: Duration) -> Duration {
     }
     let took = killed.elapsed();
     // b's term a little while, then a graceful stop closes it.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     f.cands.terminate(1);
     f.cands.wait_exit(1, Duration::from_secs(10)).await;
     check(&f.cands).await;
@@ -539,4 +539,40 @@ async fn a_holder_restarted_without_its_role_does_not_keep_the_role_unheld() {
     f.cands.terminate(1);
     f.cands.wait_exit(1, Duration::from_secs(10)).await;
     check(&f.cands).await;
+}
+
+/// Another client rewrites a live instance's record with its own incarnation but without
+/// `sessions` (or with any other content): the instance must write its record again within a
+/// few member heartbeats, as it does for a record of another incarnation (Q8 rule 6), so that
+/// it is not an orphan (followed by every instance) nor misdescribed to placement for long.
+/// FAILS on this branch: `MemberLink::observe` tells the writer only of markers, foreign values
+/// and other incarnations, so the forged record stays until the writer's next change or
+/// presence refresh (a third of the presence TTL: 100 s by default).
+#[tokio::test]
+async fn a_live_member_s_record_forged_with_its_own_incarnation_is_written_again() {
+    let f = fleet("q8-attack-same-incarnation").await;
+    let b = f.b.clone();
+    let key = format!("member.{b}");
+    let entry =
+        f.kv.entry(key.clone())
+            .await
+            .expect("read")
+            .expect("b's record");
+    let mut json: serde_json::Value = serde_json::from_slice(&entry.value).expect("json");
+    json.as_object_mut().expect("object").remove("sessions");
+    f.kv.update(
+        &key,
+        serde_json::to_vec(&json).expect("json").into(),
+        entry.revision,
+    )
+    .await
+    .expect("the foreign write");
+    let ids = BTreeSet::from([b.clone()]);
+    wait(
+        &f.kv,
+        "b's record listing its session again",
+        Duration::from_secs(10),
+        async |kv| listed(kv, &ids).await == ids,
+    )
+    .await;
 }
