@@ -346,6 +346,23 @@ pub fn follow_order<'a>(
     ranked.into_iter().map(|(_, m)| m.clone()).collect()
 }
 
+/// Where in a backstop period the second tier's first read of `member` falls, as a fraction
+/// in `[0, 1)` fixed per member (Q8 rule 5): a member that enters many second tiers at once
+/// is not read by all of them together.
+#[must_use]
+pub fn first_read_spread(member: &InstanceId) -> f64 {
+    let h = member
+        .as_str()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    // 53 bits of the hash as a fraction.
+    #[allow(clippy::cast_precision_loss)]
+    let f = (h >> 11) as f64 / (1u64 << 53) as f64;
+    f
+}
+
 /// The weight of member `m` as a follower of `h`: FNV-1a over both ids, then mixed.
 fn pair_weight(h: &InstanceId, m: &InstanceId) -> u64 {
     let mut x: u64 = 0xcbf2_9ce4_8422_2325;

@@ -159,6 +159,19 @@ impl MemberLink {
 mod tests {
     use super::*;
 
+    /// The link of instance `node-a`, incarnation `incarnation`.
+    fn link_of_node_a(incarnation: Uuid) -> MemberLink {
+        let me = InstanceId::new("node-a").expect("valid");
+        MemberLink::new(
+            &me,
+            incarnation,
+            Duration::from_millis(250),
+            Duration::from_secs(1),
+            None,
+            None,
+        )
+    }
+
     /// The watcher hands every `member.` entry over: only this instance's record deleted,
     /// expired or replaced (a foreign value, another incarnation) asks for a rewrite, with the
     /// entry's revision; this process's own writes and other instances' keys do not.
@@ -166,16 +179,8 @@ mod tests {
     fn only_this_instance_s_record_gone_or_replaced_asks_for_a_rewrite() {
         use async_nats::jetstream::kv::Operation;
 
-        let me = InstanceId::new("node-a").expect("valid");
         let incarnation = Uuid::from_u128(7);
-        let link = MemberLink::new(
-            &me,
-            incarnation,
-            Duration::from_millis(250),
-            Duration::from_secs(1),
-            None,
-            None,
-        );
+        let link = link_of_node_a(incarnation);
         let gone = link.gone();
         let mut ours = crate::placement::test_record("node-a", &[], 250);
         ours.incarnation = incarnation;
@@ -217,16 +222,8 @@ mod tests {
     fn a_record_of_this_incarnation_this_process_never_sent_is_a_replacement() {
         use async_nats::jetstream::kv::Operation;
 
-        let me = InstanceId::new("node-a").expect("valid");
         let incarnation = Uuid::from_u128(7);
-        let link = MemberLink::new(
-            &me,
-            incarnation,
-            Duration::from_millis(250),
-            Duration::from_secs(1),
-            None,
-            None,
-        );
+        let link = link_of_node_a(incarnation);
         let mut first = crate::placement::test_record("node-a", &[], 250);
         first.incarnation = incarnation;
         first.sessions.insert(3000, Uuid::from_u128(1));

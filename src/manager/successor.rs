@@ -110,7 +110,8 @@ fn on_tick(
         // The first read is spread over a period, so that a member that becomes live in many
         // second tiers at once is not read by all of them together.
         let Some(next) = p.next_at else {
-            p.next_at = Some(now + period.mul_f64(spread(member)));
+            p.next_at =
+                Some(now + period.mul_f64(crate::core::presence::first_read_spread(member)));
             continue;
         };
         p.next_at = Some(next.max(now) + period);
@@ -211,18 +212,4 @@ fn delete(shared: &Arc<Shared>, member: InstanceId, revision: u64) -> BoxFuture<
             .await;
         Done::Deleted(member, revision, outcome)
     })
-}
-
-/// A fraction in `[0, 1)` fixed per member: where in the period its first read falls.
-fn spread(member: &InstanceId) -> f64 {
-    let h = member
-        .as_str()
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    // 53 bits of the hash as a fraction.
-    #[allow(clippy::cast_precision_loss)]
-    let f = (h >> 11) as f64 / (1u64 << 53) as f64;
-    f
 }

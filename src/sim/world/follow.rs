@@ -31,20 +31,6 @@ use super::{Ev, SInput, Sim, Who, instance_id};
 /// (`manager::successor::DELETE_RETRY`).
 const DELETE_RETRY: Duration = Duration::from_secs(1);
 
-/// A fraction in `[0, 1)` fixed per member: where in the period its first second-tier read
-/// falls (`manager::successor::spread`).
-fn spread(member: &InstanceId) -> f64 {
-    let h = member
-        .as_str()
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    #[allow(clippy::cast_precision_loss)]
-    let f = (h >> 11) as f64 / (1u64 << 53) as f64;
-    f
-}
-
 impl Sim {
     /// Key index of instance slot `slot`'s member key.
     pub(super) fn member_key_of(&self, slot: usize) -> usize {
@@ -246,7 +232,10 @@ impl Sim {
                 continue;
             }
             let Some(next) = p.next_at else {
-                p.next_at = Some(now + period.mul_f64(spread(&instance_id(slot))));
+                p.next_at = Some(
+                    now + period
+                        .mul_f64(crate::core::presence::first_read_spread(&instance_id(slot))),
+                );
                 continue;
             };
             p.next_at = Some(next.max(now) + period);
