@@ -40,6 +40,7 @@ pub mod callbacks;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod groups;
 pub mod health;
 #[cfg(feature = "http")]
 pub mod http;

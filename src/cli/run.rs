@@ -37,7 +37,7 @@ fn stop_bound(config: &Config) -> Duration {
     long_about = "Role elections on NATS JetStream KV: one active holder per role, fenced \
                   terms, graceful hand-over. `run` runs a role manager from a YAML file (with \
                   its dashboard, HTTP API and metrics); `exec` holds one role while a command \
-                  runs; `status`, `watch`, `evict`, `move`, `plan`, `drain`, `undrain`, `freeze` and `unfreeze` talk to \
+                  runs; `status`, `watch`, `evict`, `move`, `plan`, `drain`, `undrain`, `scale`, `freeze` and `unfreeze` talk to \
                   the bucket directly; `history check` judges recorded election histories."
 )]
 struct Cli {
@@ -76,6 +76,10 @@ enum Command {
     Drain(super::drain::DrainArgs),
     /// End the drain `drain` asked for. Exit 0 taking part again, 4 still draining.
     Undrain(super::drain::UndrainArgs),
+    /// Set a role group's count for every instance configured with it (its count record);
+    /// --reset returns to the configured counts. Exit 0 acted on, 3 no instance takes part,
+    /// 4 timed out.
+    Scale(super::scale::ScaleArgs),
     /// Freeze every instance's voluntary placement moves (vacant roles are still taken).
     Freeze(super::plan::FreezeArgs),
     /// End an operator's freeze of voluntary placement moves.
@@ -157,6 +161,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Move(args) => super::outcome::block_on(super::moves::run(args)),
         Command::Drain(args) => super::outcome::block_on(super::drain::drain(args)),
         Command::Undrain(args) => super::outcome::block_on(super::drain::undrain(args)),
+        Command::Scale(args) => super::outcome::block_on(super::scale::run(args)),
         Command::Freeze(args) => super::outcome::block_on(super::plan::freeze(args)),
         Command::Unfreeze(args) => super::outcome::block_on(super::plan::unfreeze(args)),
         Command::History(command) => super::history::run(command),
@@ -548,7 +553,12 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     // A signal while waiting for an earlier process's commands ends the process as one
     // while starting does (nothing written yet).
     let starting = async {
-        await_earlier_children(&config, &id, processes.lock_dir.as_deref()).await;
+        super::earlier_children::await_earlier_children(
+            &config,
+            &id,
+            processes.lock_dir.as_deref(),
+        )
+        .await;
         start(
             &config,
             &id,
@@ -604,53 +614,6 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     result.map_err(|e| Failure::Runtime(e.to_string()))
 }
 
-/// Before this process starts its session: a child of an earlier process of this instance
-/// (killed, restarted at once by a supervisor) may still run for a moment — its watchdog kills
-/// its group as soon as that process is gone — and restart adoption would hand this process
-/// the role at once. Waiting for the role locks (protocol Q12 rule 8) keeps the new term from
-/// beginning while the old child acts; bounded by the role's `stop_timeout` and two seconds
-/// (the new child still waits for the lock itself).
-async fn await_earlier_children(config: &Config, id: &InstanceId, dir: Option<&std::path::Path>) {
-    let Some(dir) = dir else {
-        return;
-    };
-    for role in config.roles.iter().filter(|r| r.campaign) {
-        let Some(exec) = &role.exec else {
-            continue;
-        };
-        let path =
-            crate::exec::lock::path(dir, &config.bucket.name, id.as_str(), role.name.as_str());
-        let limit = exec.stop_timeout + Duration::from_secs(2);
-        let started = tokio::time::Instant::now();
-        // Asked every 5 ms (the watchdogs' own retry period); async, so that a signal ends
-        // the wait (a blocking wait would hold the runtime's shutdown).
-        let outcome = loop {
-            match crate::exec::lock::is_free(&path) {
-                Ok(true) => break Ok(()),
-                Ok(false) if started.elapsed() >= limit => {
-                    break Err(format!(
-                        "a command of an earlier process of this instance still holds {} after {limit:?}",
-                        path.display()
-                    ));
-                }
-                Ok(false) => tokio::time::sleep(Duration::from_millis(5)).await,
-                Err(e) => break Err(e),
-            }
-        };
-        match outcome {
-            Ok(()) if started.elapsed() >= Duration::from_millis(5) => info!(
-                role = %role.name,
-                waited_ms = started.elapsed().as_millis(),
-                "waited for the command of an earlier process of this instance to end"
-            ),
-            Ok(()) => {}
-            Err(e) => {
-                warn!(role = %role.name, "{e} (starting anyway: the new command waits for it)")
-            }
-        }
-    }
-}
-
 /// Connects (retrying), builds the manager from `config` with the binary's role processes,
 /// and starts it (retrying), reporting each step on `progress`. Retries until it works or
 /// fails for a reason that retrying cannot change.
@@ -680,6 +643,15 @@ async fn start(
                 crate::exec::supervisor::ProcessCallbacks::new(p),
             );
         }
+    }
+    for group in &config.groups {
+        let (entry, context) = (group.clone(), processes.clone());
+        builder.set_group_callbacks(group.name(), move |index| {
+            match crate::exec::supervisor::RoleProcesses::for_member(&entry, index, &context) {
+                Some(p) => std::sync::Arc::new(crate::exec::supervisor::ProcessCallbacks::new(p)),
+                None => std::sync::Arc::new(crate::callbacks::NoCallbacks),
+            }
+        });
     }
     #[cfg(feature = "otel")]
     {

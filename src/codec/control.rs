@@ -120,6 +120,14 @@ pub(crate) fn drain(entry: &Entry) -> Control<DrainRecord> {
     watched(entry, |bytes| DrainRecord::parse(&entry.key, bytes))
 }
 
+/// An entry of a group's count key (`control.group.<group>`, protocol Q14): valid only for
+/// the key's group.
+pub(crate) fn group(entry: &Entry) -> Control<crate::groups::GroupRecord> {
+    watched(entry, |bytes| {
+        crate::groups::GroupRecord::parse(&entry.key, bytes)
+    })
+}
+
 /// A watched entry of a move key (`control.move.<role>`): valid only for the key's role.
 pub(crate) fn move_record(entry: &Entry) -> Control<MoveRecord> {
     watched(entry, |bytes| MoveRecord::parse(&entry.key, bytes))

@@ -50,6 +50,7 @@ mod check;
 mod env;
 mod error;
 mod exec;
+mod groups;
 mod inline;
 mod instance;
 mod lists;
@@ -74,6 +75,7 @@ pub use error::{ConfigError, ConfigProblem};
 pub(crate) use exec::check_program;
 pub(crate) use exec::program_problem;
 pub use exec::{ExecConfig, HookConfig, OnExit, StopSignal};
+pub use groups::GroupConfig;
 pub use instance::InstanceConfig;
 pub use nats::{NatsConfig, TlsConfig};
 pub use otel_env::{
@@ -177,6 +179,10 @@ pub struct Config {
     /// The roles this instance takes part in. Default: empty (roles may also
     /// be added at runtime).
     pub roles: Vec<RoleConfig>,
+    /// Role groups (protocol Q14): each entry is the roles `<name>-0` … `<name>-<count − 1>`
+    /// with the entry's role settings. Default: none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupConfig>,
 }
 
 /// An optional health command: while it fails, this instance gives up and

@@ -96,6 +96,10 @@ pub(super) const CONFIG: &[Field] = &[
     f("telemetry", Kind::Section(TELEMETRY)),
     f("placement", Kind::Section(PLACEMENT)),
     f("roles", Kind::List(&Kind::Section(ROLE), "a list of roles")),
+    f(
+        "groups",
+        Kind::List(&Kind::Section(GROUP), "a list of role groups"),
+    ),
 ];
 
 pub(super) const NATS: &[Field] = &[
@@ -224,6 +228,27 @@ pub(super) const PLACEMENT: &[Field] = &[
 /// One entry of `roles`: its own fields, then the timing overrides written inline.
 pub(super) const ROLE: &[Field] = &[
     req("name", Kind::RoleName),
+    opt("description", Kind::Text),
+    f("campaign", Kind::Bool),
+    opt("priority", I32),
+    f("takeover", Kind::Choice(&["voluntary", "never"])),
+    f("weight", U32),
+    opt("exec", Kind::Section(EXEC)),
+    opt("on_promote", Kind::Section(HOOK)),
+    opt("on_demote", Kind::Section(HOOK)),
+    opt("on_prepare", Kind::Section(HOOK)),
+    opt("ttl", Kind::Duration),
+    opt("heartbeat", Kind::Duration),
+    opt("deadline_margin", Kind::Float),
+    opt("operation_timeout", Kind::Duration),
+    opt("disconnect_grace", Kind::Duration),
+    opt("campaign_jitter", Kind::Duration),
+];
+
+/// One entry of `groups`: its count, then every field of a role (the group's name in `name`).
+pub(super) const GROUP: &[Field] = &[
+    req("name", Kind::RoleName),
+    req("count", U32),
     opt("description", Kind::Text),
     f("campaign", Kind::Bool),
     opt("priority", I32),

@@ -348,66 +348,123 @@ impl Config {
             } else {
                 first_index.insert(&role.name, i);
             }
+            self.check_role(&format!("roles[{i}]"), role, p);
+        }
+        self.check_groups(p);
+    }
 
-            self.check_role_processes(i, role, p);
-
-            if !(1..=1000).contains(&role.weight) {
+    /// `groups`: unique names, a count from 1 to `MAX_GROUP_COUNT`, member names that are
+    /// role names and no member configured as a role too (protocol Q14); each group's role
+    /// settings by the rules of a role.
+    fn check_groups(&self, p: &mut Problems) {
+        use crate::groups::{MAX_GROUP_COUNT, member_index, member_name};
+        let mut first_index: HashMap<&RoleName, usize> = HashMap::new();
+        for (i, group) in self.groups.iter().enumerate() {
+            let name = group.name();
+            if let Some(first) = first_index.get(name) {
                 p.push(
-                    format!("roles[{i}].weight"),
+                    format!("groups[{i}].name"),
                     format!(
-                        "{} is out of range: a role's cost must be between 1 and 1000",
-                        role.weight
+                        "duplicate group name {:?}: groups[{first}] and groups[{i}] have the same name",
+                        name.as_str()
+                    ),
+                );
+            } else {
+                first_index.insert(name, i);
+            }
+            if !(1..=MAX_GROUP_COUNT).contains(&group.count) {
+                p.push(
+                    format!("groups[{i}].count"),
+                    format!(
+                        "{} is out of range: a group has 1 to {MAX_GROUP_COUNT} members",
+                        group.count
+                    ),
+                );
+            } else if let Err(e) = member_name(name, group.count - 1) {
+                p.push(
+                    format!("groups[{i}].name"),
+                    format!(
+                        "the name of its last member ({name}-{}) {e}: shorten the group's name",
+                        group.count - 1
                     ),
                 );
             }
-
-            // Rules whose fields are all inherited fail (and are reported) for
-            // the top-level timing already; report only those an override
-            // takes part in.
-            let effective = self.timing.with(&role.timing);
-            let overrides = |field: &str| role.timing.overrides(field);
-            for issue in timing_issues(&effective) {
-                let overridden: Vec<&str> = issue
-                    .involved
-                    .iter()
-                    .copied()
-                    .filter(|f| overrides(f))
-                    .collect();
-                let Some(&first_overridden) = overridden.first() else {
-                    continue;
-                };
-                let named = if overrides(issue.field) {
-                    issue.field
-                } else {
-                    first_overridden
-                };
-                let mut message = if named == issue.field {
-                    issue.message
-                } else {
-                    format!("{} {}", issue.field, issue.message)
-                };
-                message.push_str(&format!(" (role {:?}", role.name.as_str()));
-                for f in issue.involved.iter().filter(|f| !overrides(f)) {
-                    let value = timing_value(&effective, f);
-                    message.push_str(&format!("; {f} {value} inherited from timing.{f}"));
+            for (j, role) in self.roles.iter().enumerate() {
+                // Any index: the group's count record can raise the count to it.
+                if let Some(k) = member_index(name, &role.name) {
+                    p.push_related(
+                        format!("roles[{j}].name"),
+                        format!(
+                            "{:?} is member {k} of the group {:?} (groups[{i}]): a role is \
+                             configured once, as a role or as a group's member (a count record can \
+                             raise the group's count to any member)",
+                            role.name.as_str(),
+                            name.as_str()
+                        ),
+                        vec![format!("groups[{i}].count")],
+                    );
                 }
-                message.push(')');
-                p.push_related(
-                    format!("roles[{i}].{named}"),
-                    message,
-                    overridden
-                        .iter()
-                        .map(|f| format!("roles[{i}].{f}"))
-                        .collect(),
-                );
             }
+            self.check_role(&format!("groups[{i}]"), &group.role, p);
+        }
+    }
+
+    /// The rules of one role's settings (`at`: where it is written, `roles[2]`, `groups[0]`).
+    fn check_role(&self, at: &str, role: &RoleConfig, p: &mut Problems) {
+        self.check_role_processes(at, role, p);
+
+        if !(1..=1000).contains(&role.weight) {
+            p.push(
+                format!("{at}.weight"),
+                format!(
+                    "{} is out of range: a role's cost must be between 1 and 1000",
+                    role.weight
+                ),
+            );
+        }
+        // Rules whose fields are all inherited fail (and are reported) for
+        // the top-level timing already; report only those an override
+        // takes part in.
+        let effective = self.timing.with(&role.timing);
+        let overrides = |field: &str| role.timing.overrides(field);
+        for issue in timing_issues(&effective) {
+            let overridden: Vec<&str> = issue
+                .involved
+                .iter()
+                .copied()
+                .filter(|f| overrides(f))
+                .collect();
+            let Some(&first_overridden) = overridden.first() else {
+                continue;
+            };
+            let named = if overrides(issue.field) {
+                issue.field
+            } else {
+                first_overridden
+            };
+            let mut message = if named == issue.field {
+                issue.message
+            } else {
+                format!("{} {}", issue.field, issue.message)
+            };
+            message.push_str(&format!(" (role {:?}", role.name.as_str()));
+            for f in issue.involved.iter().filter(|f| !overrides(f)) {
+                let value = timing_value(&effective, f);
+                message.push_str(&format!("; {f} {value} inherited from timing.{f}"));
+            }
+            message.push(')');
+            p.push_related(
+                format!("{at}.{named}"),
+                message,
+                overridden.iter().map(|f| format!("{at}.{f}")).collect(),
+            );
         }
     }
 
     /// `roles[i].exec` and the hooks: a program that exists and is executable (found in
     /// `PATH` for a bare name), sane timeouts, an `exec` child that stops before the lease is
     /// deleted.
-    fn check_role_processes(&self, i: usize, role: &RoleConfig, p: &mut Problems) {
+    fn check_role_processes(&self, at: &str, role: &RoleConfig, p: &mut Problems) {
         let mut command = |field: String, argv: &[String]| match argv.first() {
             None => p.push(field, "must not be empty"),
             Some(program) => {
@@ -417,7 +474,7 @@ impl Config {
             }
         };
         if let Some(exec) = &role.exec {
-            command(format!("roles[{i}].exec.command"), &exec.command);
+            command(format!("{at}.exec.command"), &exec.command);
         }
         let hooks = [
             ("on_promote", &role.on_promote),
@@ -426,12 +483,12 @@ impl Config {
         ];
         for (name, hook) in hooks {
             if let Some(h) = hook {
-                command(format!("roles[{i}].{name}.command"), &h.command);
+                command(format!("{at}.{name}.command"), &h.command);
             }
         }
         for (name, hook) in hooks {
             if let Some(h) = hook {
-                let field = format!("roles[{i}].{name}.timeout");
+                let field = format!("{at}.{name}.timeout");
                 if h.timeout.is_zero() {
                     p.push(field, "must be greater than 0s");
                 } else {
@@ -444,14 +501,14 @@ impl Config {
         };
         if !role.campaign {
             p.push(
-                format!("roles[{i}].exec"),
+                format!("{at}.exec"),
                 "an observed role (campaign: false) is never held here, so its command would never run",
             );
         }
         let drain = self.shutdown.drain_timeout;
         if exec.stop_timeout >= drain {
             p.push_related(
-                format!("roles[{i}].exec.stop_timeout"),
+                format!("{at}.exec.stop_timeout"),
                 format!(
                     "{} must be shorter than shutdown.drain_timeout ({}): a graceful hand-over \
                      waits for the child to be gone before deleting the lease, at most the \
@@ -464,19 +521,19 @@ impl Config {
         }
         if exec.restart_backoff.is_zero() {
             p.push(
-                format!("roles[{i}].exec.restart_backoff"),
+                format!("{at}.exec.restart_backoff"),
                 "must be greater than 0s",
             );
         }
         p.at_most(
-            &format!("roles[{i}].exec.restart_backoff"),
+            &format!("{at}.exec.restart_backoff"),
             exec.restart_backoff,
             MAX_DURATION,
         );
         for name in exec.env.keys() {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
                 p.push(
-                    format!("roles[{i}].exec.env"),
+                    format!("{at}.exec.env"),
                     format!("{name:?} is not a valid environment variable name"),
                 );
             }

@@ -100,6 +100,8 @@ impl ProcessContext {
 /// The callbacks of one role with `exec` and/or hooks.
 pub(crate) struct RoleProcesses {
     role: RoleName,
+    /// The group and index, for a member of a role group (protocol Q14).
+    member: Option<(RoleName, u32)>,
     exec: Option<ExecConfig>,
     on_promote: Option<HookConfig>,
     on_demote: Option<HookConfig>,
@@ -129,12 +131,37 @@ impl RoleProcesses {
         }
         Some(Self {
             role: role.name.clone(),
+            member: None,
             exec: role.exec.clone(),
             on_promote: role.on_promote.clone(),
             on_demote: role.on_demote.clone(),
             on_prepare: role.on_prepare.clone(),
             context: context.clone(),
             running: Mutex::new(None),
+        })
+    }
+
+    /// The callbacks of member `index` of the group `group` (its settings under the member's
+    /// name), or `None` when the group declares no process. Its processes also get
+    /// `NATS_ROLES_GROUP` and `NATS_ROLES_GROUP_INDEX`.
+    pub(crate) fn for_member(
+        group: &crate::config::GroupConfig,
+        index: u32,
+        context: &ProcessContext,
+    ) -> Option<Self> {
+        let role = group.member(index).ok()?;
+        let mut processes = Self::for_role(&role, context)?;
+        processes.member = Some((group.name().clone(), index));
+        Some(processes)
+    }
+
+    /// `NATS_ROLES_GROUP` and `NATS_ROLES_GROUP_INDEX` of a group's member.
+    fn member_env(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.member.iter().flat_map(|(group, index)| {
+            [
+                ("NATS_ROLES_GROUP".to_owned(), group.to_string()),
+                ("NATS_ROLES_GROUP_INDEX".to_owned(), index.to_string()),
+            ]
         })
     }
 
@@ -155,6 +182,9 @@ impl RoleProcesses {
             ("NATS_ROLES_TOKEN".into(), l.token().expose()),
             ("NATS_ROLES_DEADLINE_MS".into(), deadline_ms.to_string()),
         ]
+        .into_iter()
+        .chain(self.member_env())
+        .collect()
     }
 
     fn role_env(&self) -> Vec<(String, String)> {
@@ -165,6 +195,9 @@ impl RoleProcesses {
                 self.context.instance.to_string(),
             ),
         ]
+        .into_iter()
+        .chain(self.member_env())
+        .collect()
     }
 
     /// Runs a hook to its end (at most its timeout, and `deadline` when given).

@@ -44,10 +44,10 @@ pub struct HolderUpdate {
 pub struct Inspector {
     bucket: String,
     epoch: u64,
-    kv: async_nats::jetstream::kv::Store,
+    pub(super) kv: async_nats::jetstream::kv::Store,
     store: LeaseStore,
-    timeout: Duration,
-    denials: Denials,
+    pub(super) timeout: Duration,
+    pub(super) denials: Denials,
 }
 
 impl std::fmt::Debug for Inspector {
@@ -325,7 +325,7 @@ impl Inspector {
     /// Lists the bucket's keys, reads those `select` picks (a few reads in flight at once:
     /// one round trip per key adds up over a WAN) and keeps what `parse` makes of their
     /// entries, in key order; the whole is bounded by four read timeouts.
-    async fn read_keys<S, T>(
+    pub(super) async fn read_keys<S, T>(
         &self,
         select: impl Fn(&str) -> Option<S>,
         parse: impl Fn(S, Entry) -> Option<T>,
@@ -565,7 +565,7 @@ fn permission_denied(v: &Violation) -> Error {
 
 /// Runs `op`, failing at once on a permission violation; a permission error of `op` itself
 /// is given the violation's subject.
-async fn guarded<T>(
+pub(super) async fn guarded<T>(
     denials: &Denials,
     op: impl Future<Output = Result<T, Error>>,
 ) -> Result<T, Error> {

@@ -16,6 +16,7 @@ mod bucket;
 #[cfg(feature = "tooling")]
 mod denials;
 mod evict;
+mod groups;
 mod redact;
 mod transitions;
 mod view;

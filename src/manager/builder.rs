@@ -42,6 +42,7 @@ pub struct RoleManagerBuilder {
     pub(super) validation_interval: Option<Duration>,
     pub(super) health: Option<(Arc<dyn HealthChecker>, HealthPolicy)>,
     pub(super) roles: Vec<RoleSpec>,
+    pub(super) groups: Vec<super::GroupSpec>,
     pub(super) events: broadcast::Sender<RoleEvent>,
     pub(super) observers: Vec<super::shared::EventObserver>,
     pub(super) tap_sinks: Vec<Arc<dyn TapSink>>,
@@ -72,6 +73,7 @@ impl RoleManager {
             validation_interval: None,
             health: None,
             roles: Vec::new(),
+            groups: Vec::new(),
             events: broadcast::channel(1024).0,
             observers: Vec::new(),
             tap_sinks: Vec::new(),
@@ -129,6 +131,9 @@ impl RoleManager {
         }
         for role in &config.roles {
             builder = builder.role(RoleSpec::from_config(role, config));
+        }
+        for group in &config.groups {
+            builder = builder.group(super::GroupSpec::from_config(group, config));
         }
         Ok(builder)
     }
@@ -301,6 +306,31 @@ impl RoleManagerBuilder {
         self
     }
 
+    /// Adds a role group: the roles `<name>-0` … `<name>-<count − 1>` (protocol Q14). The
+    /// group's count record in the bucket (`nats-roles scale`,
+    /// [`RoleManager::set_group_count`]) overrides its count, read at start and followed while
+    /// the manager runs.
+    pub fn group(mut self, group: super::GroupSpec) -> Self {
+        self.groups.push(group);
+        self
+    }
+
+    /// Replaces the member callbacks of the group `name` added before (the binary's `exec`
+    /// groups).
+    #[cfg(feature = "cli")]
+    pub(crate) fn set_group_callbacks(
+        &mut self,
+        name: &crate::names::RoleName,
+        make: impl Fn(u32) -> std::sync::Arc<dyn crate::callbacks::RoleCallbacks>
+        + Send
+        + Sync
+        + 'static,
+    ) {
+        if let Some(spec) = self.groups.iter_mut().find(|g| g.name() == name) {
+            *spec = spec.clone().member_callbacks(make);
+        }
+    }
+
     /// Replaces the callbacks of the role `name` added before (the binary's `exec` roles).
     #[cfg(feature = "cli")]
     pub(crate) fn set_callbacks(
@@ -338,6 +368,16 @@ impl RoleManagerBuilder {
     pub async fn start(self) -> Result<RoleManager, Error> {
         for spec in &self.roles {
             spec.validate()?;
+        }
+        for group in &self.groups {
+            group.validate()?;
+            if let Some(role) = self
+                .roles
+                .iter()
+                .find(|r| crate::groups::member_index(group.name(), r.name()).is_some())
+            {
+                return Err(Error::RoleExists(role.name().clone()));
+            }
         }
         self.bucket.validate()?;
         self.retry.validate()?;
@@ -438,10 +478,11 @@ impl RoleManagerBuilder {
         let meter = self
             .meter
             .unwrap_or_else(|| opentelemetry::global::meter("nats-roles"));
-        let per_role = self.role_series.resolve(self.roles.len());
+        let group_members: usize = self.groups.iter().map(|g| g.count as usize).sum();
+        let per_role = self.role_series.resolve(self.roles.len() + group_members);
         if self.role_series == RoleSeries::Auto && per_role == PerRole::None {
             info!(
-                roles = self.roles.len(),
+                roles = self.roles.len() + group_members,
                 limit = RoleSeries::AUTO_LIMIT,
                 "metrics: no per-role series (role_metrics: auto, more roles than the limit at \
                  start); every role is measured on the instance's series (no `role` label). \
@@ -456,6 +497,12 @@ impl RoleManagerBuilder {
             &self.bucket.name,
             per_role,
         )));
+        let group_records =
+            super::groups::task::read_records(&opened.kv, &self.groups, operation_timeout).await;
+        let groups = Arc::new(super::groups::GroupsLink::new(
+            self.groups.clone(),
+            group_records,
+        ));
         let shared = Arc::new(Shared {
             instance: self.instance.clone(),
             incarnation,
@@ -474,6 +521,7 @@ impl RoleManagerBuilder {
                 self.presence_ttl,
             ),
             placement: placement.as_ref().map(|(link, _)| link.clone()),
+            groups: groups.clone(),
             backend,
             bucket: shared::BucketView::new(opened.epoch, opened.born, opened.last_revision),
             managed: shared::Managed::default(),
@@ -486,27 +534,34 @@ impl RoleManagerBuilder {
             .health
             .as_ref()
             .map(|_| watch::channel(HealthState::default()));
-        let manager = RoleManager {
+        let set = Arc::new(super::role_set::RoleSet {
             shared: shared.clone(),
             cancel: cancel.clone(),
-            epoch: opened.epoch,
             retry: self.retry,
             priority: self.priority,
             meta: self.meta,
             validation_interval: self.validation_interval,
             seed: Mutex::new(incarnation.as_u64_pair().0),
+            drivers: Mutex::new(std::collections::HashMap::new()),
+            next_role: std::sync::atomic::AtomicU64::new(0),
+        });
+        let manager = RoleManager {
+            shared: shared.clone(),
+            cancel: cancel.clone(),
+            epoch: opened.epoch,
+            set: set.clone(),
+            groups_cancel: cancel.child_token(),
             tasks: tokio_util::task::TaskTracker::new(),
             health: health.as_ref().map(|(_, rx)| rx.clone()),
             probes,
             kv: opened.kv.clone(),
-            drivers: Mutex::new(std::collections::HashMap::new()),
-            next_role: std::sync::atomic::AtomicU64::new(0),
         };
         // Protocol Q6: a young bucket holds every acquire until it is a TTL + heartbeat old.
         let age = shared.bucket.age(tokio::time::Instant::now());
         if let Some(hold) = self
             .roles
             .iter()
+            .chain(self.groups.iter().map(|g| &g.template))
             .filter(|r| r.campaign)
             .map(|r| r.timing.ttl + r.timing.heartbeat)
             .max()
@@ -523,6 +578,19 @@ impl RoleManagerBuilder {
         }
         for spec in self.roles {
             manager.add_role(spec)?;
+        }
+        for (name, entry) in groups.entries() {
+            for index in 0..entry.assignment.borrow().count {
+                let mut spec = entry.spec.member(index)?;
+                spec.callbacks = groups.tracked(name, index, spec.callbacks.clone());
+                manager.add_role(spec)?;
+            }
+        }
+        if !groups.is_empty() {
+            manager.tasks.spawn(
+                super::groups::task::run(set, manager.groups_cancel.clone())
+                    .instrument(tracing::info_span!("groups")),
+            );
         }
         if let Some((link, _)) = &placement {
             manager.ensure_member_session(link.settings.member_ttl);

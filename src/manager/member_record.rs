@@ -106,6 +106,7 @@ impl Writer {
     async fn run(mut self, cancel: CancellationToken) {
         let mut added = self.shared.managed.classes_added();
         let mut gone = self.shared.member.gone();
+        let mut counts = self.shared.groups.counts_changed();
         let mut inputs = self.placement.as_ref().map(|p| Inputs::new(&p.link));
         loop {
             self.take_classes();
@@ -115,6 +116,7 @@ impl Writer {
                 biased;
                 () = cancel.cancelled() => Wake::Stop,
                 Ok(()) = added.changed() => Wake::Other,
+                Ok(()) = counts.changed() => Wake::Other,
                 Ok(()) = gone.changed() => Wake::Gone,
                 (class, open) = any_changed(&mut self.views, &self.closed) => Wake::View(class, open),
                 _ = any_changed(&mut self.renewals, &self.closed), if waiting => Wake::Other,
@@ -280,10 +282,12 @@ impl Writer {
                 heartbeat_ms,
                 sessions: BTreeMap::new(),
                 placement: false,
+                groups: BTreeMap::new(),
             },
         };
         record.heartbeat_ms = heartbeat_ms;
         record.sessions.clone_from(live);
+        record.groups = self.shared.groups.counts();
         Some(record)
     }
 
@@ -495,6 +499,7 @@ fn placement_record(shared: &Shared, p: &PlacementLink, roles: RecordRoles) -> M
         heartbeat_ms: 0,
         sessions: BTreeMap::new(),
         placement: true,
+        groups: BTreeMap::new(),
     }
 }
 

@@ -81,7 +81,7 @@ impl RoleManager {
     /// The metadata this instance writes into its leases (host, HTTP address, ...).
     #[must_use]
     pub fn meta(&self) -> &BTreeMap<String, String> {
-        &self.meta
+        &self.set.meta
     }
 
     /// The lease store of the bucket (conditional writes and leader reads).

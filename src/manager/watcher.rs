@@ -260,6 +260,10 @@ async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
         super::moves::observe(shared, entry);
         return;
     }
+    if entry.key.starts_with(crate::groups::GROUP_PREFIX) {
+        shared.groups.observe(entry);
+        return;
+    }
     if let Some(named) = entry.key.strip_prefix(crate::placement::DRAIN_PREFIX) {
         if named == shared.instance.as_str()
             && let Some(p) = &shared.placement

@@ -109,6 +109,11 @@ pub struct MemberRecord {
     /// so older readers see a placement record as before.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub placement: bool,
+    /// The role groups the instance takes part in, with the count it acts on (protocol Q14):
+    /// members that disagree about a count are shown (`GET /api/members`, `nats-roles
+    /// status`). Left out while empty; older readers ignore it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub groups: BTreeMap<RoleName, u32>,
 }
 
 fn yes() -> bool {
@@ -162,5 +167,6 @@ pub(crate) fn test_record(id: &str, roles: &[(&str, i32)], heartbeat_ms: u64) ->
         heartbeat_ms,
         sessions: BTreeMap::new(),
         placement: true,
+        groups: BTreeMap::new(),
     }
 }

@@ -220,6 +220,7 @@ pub fn simulate(
             heartbeat_ms: 0,
             sessions: BTreeMap::new(),
             placement: true,
+            groups: BTreeMap::new(),
         });
         c.weight = j.weight;
         after.push(c);

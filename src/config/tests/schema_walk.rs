@@ -23,7 +23,7 @@ fn sorted(parts: &[&[&'static str]]) -> Vec<&'static str> {
 #[test]
 fn the_schema_names_exactly_the_fields_serde_reads() {
     use crate::config::inline::MainPart;
-    let cases: [(&str, &[Field], Vec<&str>); 17] = [
+    let cases: [(&str, &[Field], Vec<&str>); 18] = [
         (
             "config",
             schema::CONFIG,
@@ -98,6 +98,15 @@ fn the_schema_names_exactly_the_fields_serde_reads() {
             "role",
             schema::ROLE,
             sorted(&[
+                fields(<RoleConfig as MainPart>::from),
+                fields(TimingOverrides::deserialize),
+            ]),
+        ),
+        (
+            "group",
+            schema::GROUP,
+            sorted(&[
+                &["count"][..],
                 fields(<RoleConfig as MainPart>::from),
                 fields(TimingOverrides::deserialize),
             ]),
@@ -227,6 +236,14 @@ fn placements(section: &str, field: &str, value: &str) -> String {
             "roles:\n  - name: r\n    {field}:{}\n",
             v.replace('\n', "\n      ")
         ),
+        "group" if field == "count" => format!(
+            "groups:\n  - name: g\n    {field}:{}\n",
+            v.replace('\n', "\n      ")
+        ),
+        "group" => format!(
+            "groups:\n  - name: g\n    count: 2\n    {field}:{}\n",
+            v.replace('\n', "\n      ")
+        ),
         "exec" | "hook" => {
             let command = if field == "command" {
                 ""
@@ -249,7 +266,7 @@ fn placements(section: &str, field: &str, value: &str) -> String {
 
 #[test]
 fn the_walk_and_the_typed_parse_agree_on_every_field_and_value() {
-    let sections: [(&str, &[Field]); 17] = [
+    let sections: [(&str, &[Field]); 18] = [
         ("config", schema::CONFIG),
         ("nats", schema::NATS),
         ("tls", schema::TLS),
@@ -265,6 +282,7 @@ fn the_walk_and_the_typed_parse_agree_on_every_field_and_value() {
         ("otlp", schema::OTLP),
         ("placement", schema::PLACEMENT),
         ("role", schema::ROLE),
+        ("group", schema::GROUP),
         ("exec", schema::EXEC),
         ("hook", schema::HOOK),
     ];

@@ -61,6 +61,9 @@ pub(crate) struct Shared {
     /// The member record's writer (every manager, protocol Q8 rule 1): its settings, and what
     /// the watcher tells it (`MemberLink::observe`).
     pub(crate) member: super::member_link::MemberLink,
+    /// The role groups and their count records (protocol Q14; the watcher writes the records,
+    /// the group task the counts).
+    pub(crate) groups: Arc<super::groups::GroupsLink>,
     /// The placement tasks (membership, plan), when enabled.
     pub(crate) placement: Option<Arc<super::placement_link::PlacementLink>>,
     /// What the role drivers write leases with and hand terms on through (the store; decorated
