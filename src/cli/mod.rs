@@ -24,6 +24,7 @@ mod run;
 pub(crate) mod scale;
 mod signal;
 pub(crate) mod status;
+mod status_groups;
 mod systemd;
 mod table;
 pub(crate) mod watch;

@@ -146,9 +146,15 @@ pub(crate) async fn run(args: ScaleArgs) -> Result<(), Failure> {
     let agreed = loop {
         let now = counts(&inspector, &group).await?;
         let values: std::collections::BTreeSet<u32> = now.values().copied().collect();
-        let settled = match &record {
-            Some(r) => now.values().all(|c| *c == r.count),
-            None => values.len() == 1,
+        let settled = match (&record, &previous) {
+            (Some(r), _) => now.values().all(|c| *c == r.count),
+            // After a reset each acts on its configured count, unknown here: agreement on a
+            // count other than the deleted record's, or on that one after a second.
+            (None, Some(p)) => {
+                values.len() == 1
+                    && (!values.contains(&p.count) || started.elapsed() >= Duration::from_secs(1))
+            }
+            (None, None) => values.len() == 1,
         };
         if settled && !now.is_empty() {
             break values.into_iter().next().unwrap_or_default();

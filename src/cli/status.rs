@@ -18,6 +18,10 @@ pub(crate) struct StatusArgs {
     /// Print JSON (the shape of `GET /api/roles`) instead of a table.
     #[arg(long)]
     json: bool,
+    /// List every member of a role group as a row of its own (by default a group is one
+    /// line of the GROUP table).
+    #[arg(long)]
+    expand: bool,
     #[command(flatten)]
     conn: ConnArgs,
 }
@@ -41,12 +45,25 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), Failure> {
         .filter_map(|h| Some((h.role.clone(), h.holder.clone()?)))
         .collect();
     let placement = plan(&candidates, &held);
+    let member_groups = inspector
+        .member_groups()
+        .await
+        .map_err(|e| bucket_failure(inspector.bucket(), e))?;
+    let records = inspector
+        .group_records()
+        .await
+        .map_err(|e| bucket_failure(inspector.bucket(), e))?;
+    let groups = super::status_groups::Groups::new(&member_groups, &records);
     let list = RoleList::new(
         inspector.bucket(),
         None,
         holders
             .iter()
-            .map(|h| RoleView::held(h, false, now).with_preferred(placement.preferred.get(&h.role)))
+            .map(|h| {
+                RoleView::held(h, false, now)
+                    .with_preferred(placement.preferred.get(&h.role))
+                    .in_groups(groups.names())
+            })
             .collect(),
     );
     let with_placement = !members.is_empty();
@@ -83,9 +100,14 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), Failure> {
         "DASHBOARD",
     ];
     let mut right = vec![false, false, true, false, true, true, true, false];
+    if !groups.is_empty() {
+        print!("{}", groups.table(&list.roles));
+        println!();
+    }
     let rows: Vec<Vec<String>> = list
         .roles
         .iter()
+        .filter(|v| args.expand || v.group.is_none())
         .map(|v| {
             let mut row = role_row(v);
             if with_placement {
@@ -101,8 +123,10 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), Failure> {
         headers.push("PREFERRED");
         right.push(false);
     }
-    print!("{}", render(&headers, &right, &rows));
-    println!();
+    if !rows.is_empty() {
+        print!("{}", render(&headers, &right, &rows));
+        println!();
+    }
     let rows: Vec<Vec<String>> = by_instance
         .iter()
         .map(|i| {

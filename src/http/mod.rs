@@ -66,7 +66,7 @@ pub use journal::{EventJournal, EventPage, JOURNAL_CAPACITY, JournalEntry, MAX_E
 pub use metrics::PROMETHEUS_CONTENT_TYPE;
 pub use options::{ApiOptions, MetricsText};
 pub use probes::Readiness;
-pub use self_view::{MAX_WAIT, SelfRole, SelfView};
+pub use self_view::{MAX_WAIT, SelfGroup, SelfRole, SelfView};
 pub use starting::ApiServer;
 pub use state::Api;
 

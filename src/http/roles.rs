@@ -35,13 +35,15 @@ impl Api {
             );
         }
         let campaigners = campaigners(manager);
+        let groups = manager.groups();
         for (role, view) in &mut views {
             let preferred = manager.preferred(role);
             let here = view.local.as_ref().is_some_and(|l| l.campaign);
             let members = campaigners.as_ref().map(|c| c.contains(role));
             *view = std::mem::replace(view, RoleView::vacant(role))
                 .with_preferred(preferred.as_ref())
-                .with_candidates(here, members);
+                .with_candidates(here, members)
+                .in_groups(groups.iter().map(crate::manager::GroupHandle::name));
         }
         RoleList::new(
             manager.bucket(),
@@ -74,6 +76,7 @@ impl Api {
             v.with_preferred(preferred.as_ref())
                 .with_health(health.as_ref())
                 .with_candidates(here, members)
+                .in_groups(manager.groups().iter().map(crate::manager::GroupHandle::name))
         })
     }
 

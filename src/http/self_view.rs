@@ -58,8 +58,24 @@ pub struct SelfView {
     pub version: String,
     /// Whether `version` differs from the `since` asked with (always `true` without one).
     pub changed: bool,
-    /// The roles this instance holds now, by name.
+    /// The roles this instance holds now, by name (group members included).
     pub roles: Vec<SelfRole>,
+    /// The role groups this instance takes part in (protocol Q14): the count it acts on and
+    /// the members it holds. Left out without groups.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<SelfGroup>,
+}
+
+/// One role group of this instance in `GET /api/self`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SelfGroup {
+    /// The group.
+    pub group: String,
+    /// The count this instance acts on (the count record's, else the configured one).
+    pub count: u32,
+    /// The indexes of the members it holds (from promotion until the revoke returned).
+    pub held: Vec<u32>,
 }
 
 /// The answer now; tokens whole when `whole`.
@@ -84,12 +100,34 @@ fn current(api: &Api, whole: bool, since: Option<&str>) -> SelfView {
         })
         .collect();
     roles.sort_by(|a, b| a.role.cmp(&b.role));
-    // FNV-1a over the (role, term) pairs: the same holdings give the same version.
+    let groups: Vec<SelfGroup> = manager
+        .groups()
+        .iter()
+        .map(|g| {
+            let now = g.current();
+            SelfGroup {
+                group: g.name().to_string(),
+                count: now.count,
+                held: now.held.into_iter().collect(),
+            }
+        })
+        .collect();
+    // FNV-1a over the (role, term) pairs and the groups' counts and members: the same
+    // holdings give the same version.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for r in &roles {
-        for b in r.role.bytes().chain([0xff]).chain(r.term.to_be_bytes()) {
+    let mut mix = |bytes: &mut dyn Iterator<Item = u8>| {
+        for b in bytes {
             h ^= u64::from(b);
             h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for r in &roles {
+        mix(&mut r.role.bytes().chain([0xff]).chain(r.term.to_be_bytes()));
+    }
+    for g in &groups {
+        mix(&mut g.group.bytes().chain([0xfe]).chain(g.count.to_be_bytes()));
+        for i in &g.held {
+            mix(&mut i.to_be_bytes().into_iter());
         }
     }
     let version = format!("{h:016x}");
@@ -98,6 +136,7 @@ fn current(api: &Api, whole: bool, since: Option<&str>) -> SelfView {
         changed: since != Some(version.as_str()),
         version,
         roles,
+        groups,
     }
 }
 

@@ -78,6 +78,12 @@ pub struct RoleView {
     /// instance can tell (a vacancy is an alarm only while candidates exist).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidates: Option<Candidates>,
+    /// The role group the role is a member of (protocol Q14), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Its index in [`group`](Self::group).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
 }
 
 fn campaigns() -> bool {
@@ -318,6 +324,8 @@ impl RoleView {
             preferred: None,
             preferred_reason: None,
             candidates: None,
+            group: None,
+            index: None,
         }
     }
 
@@ -354,7 +362,24 @@ impl RoleView {
             preferred: None,
             preferred_reason: None,
             candidates: None,
+            group: None,
+            index: None,
         }
+    }
+
+    /// Names the group the role is a member of, among `groups` (protocol Q14).
+    #[must_use]
+    pub fn in_groups<'a>(mut self, groups: impl IntoIterator<Item = &'a RoleName>) -> Self {
+        if let Ok(role) = RoleName::new(self.role.as_str()) {
+            for group in groups {
+                if let Some(index) = crate::groups::member_index(group, &role) {
+                    self.group = Some(group.to_string());
+                    self.index = Some(index);
+                    break;
+                }
+            }
+        }
+        self
     }
 
     /// Adds the placement plan's preferred holder.

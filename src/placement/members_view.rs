@@ -48,6 +48,9 @@ pub struct MemberView {
     pub http: Option<String>,
     /// Its placement knobs in short.
     pub settings: Option<String>,
+    /// Its role groups with the count it acts on (protocol Q14).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub groups: BTreeMap<String, u32>,
 }
 
 /// `GET /api/members`.
@@ -116,6 +119,11 @@ pub fn member_list(
                 unavailable: r.unavailable.iter().map(ToString::to_string).collect(),
                 http: r.http.clone(),
                 settings: r.settings.clone(),
+                groups: r
+                    .groups
+                    .iter()
+                    .map(|(g, c)| (g.to_string(), *c))
+                    .collect(),
             }
         })
         .collect();
@@ -129,9 +137,42 @@ pub fn member_list(
     }
 }
 
+/// Role groups whose members act on different counts (protocol Q14: each campaigns for its
+/// own members, nobody fights; the extra members are held only by those with the larger
+/// count), one sentence per group.
+fn group_disagreements<'a>(records: impl Iterator<Item = &'a MemberRecord>) -> Vec<String> {
+    let mut counts: BTreeMap<&RoleName, BTreeMap<u32, Vec<&str>>> = BTreeMap::new();
+    for r in records {
+        for (group, count) in &r.groups {
+            counts
+                .entry(group)
+                .or_default()
+                .entry(*count)
+                .or_default()
+                .push(r.instance.as_str());
+        }
+    }
+    counts
+        .into_iter()
+        .filter(|(_, by_count)| by_count.len() > 1)
+        .map(|(group, by_count)| {
+            let parts: Vec<String> = by_count
+                .iter()
+                .map(|(count, ids)| format!("{count} on {}", ids.join(", ")))
+                .collect();
+            format!(
+                "group {group}: the members act on different counts ({}); each campaigns only \
+                 for the members below its own count (a count record, `nats-roles scale`, \
+                 sets one count for all)",
+                parts.join("; ")
+            )
+        })
+        .collect()
+}
+
 /// Where members disagree: placement knobs, role costs, zones used by some members only.
 fn disagreements<'a>(records: impl Iterator<Item = &'a MemberRecord> + Clone) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out = group_disagreements(records.clone());
     let mut by_settings: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for r in records.clone() {
         if let Some(s) = &r.settings {

@@ -15,6 +15,7 @@ mod exec_oneshot;
 mod exec_oneshot_wait;
 mod exec_prepare;
 mod fail_stop;
+mod groups;
 mod http_processes;
 mod member_records;
 mod moves;
