@@ -65,16 +65,15 @@ impl Groups {
                         *by_holder.entry(h.as_str()).or_default() += 1;
                     }
                 }
-                let holders: Vec<String> = by_holder
-                    .iter()
-                    .map(|(h, n)| format!("{h} {n}"))
-                    .collect();
+                let holders: Vec<String> =
+                    by_holder.iter().map(|(h, n)| format!("{h} {n}")).collect();
                 vec![
                     group.to_string(),
                     count_text(counts),
-                    self.records
-                        .get(group)
-                        .map_or_else(|| "configured".to_owned(), |r| format!("record ({})", r.count)),
+                    self.records.get(group).map_or_else(
+                        || "configured".to_owned(),
+                        |r| format!("record ({})", r.count),
+                    ),
                     members.len().to_string(),
                     if holders.is_empty() {
                         "-".to_owned()

@@ -76,7 +76,12 @@ impl Api {
             v.with_preferred(preferred.as_ref())
                 .with_health(health.as_ref())
                 .with_candidates(here, members)
-                .in_groups(manager.groups().iter().map(crate::manager::GroupHandle::name))
+                .in_groups(
+                    manager
+                        .groups()
+                        .iter()
+                        .map(crate::manager::GroupHandle::name),
+                )
         })
     }
 

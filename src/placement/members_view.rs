@@ -119,11 +119,7 @@ pub fn member_list(
                 unavailable: r.unavailable.iter().map(ToString::to_string).collect(),
                 http: r.http.clone(),
                 settings: r.settings.clone(),
-                groups: r
-                    .groups
-                    .iter()
-                    .map(|(g, c)| (g.to_string(), *c))
-                    .collect(),
+                groups: r.groups.iter().map(|(g, c)| (g.to_string(), *c)).collect(),
             }
         })
         .collect();

@@ -60,9 +60,8 @@ async fn held_exactly(
         for h in held.values() {
             *per.entry(h.as_str()).or_default() += 1;
         }
-        let spread_ok = spread.is_none_or(|(holders, max)| {
-            per.len() == holders && per.values().all(|n| *n <= max)
-        });
+        let spread_ok = spread
+            .is_none_or(|(holders, max)| per.len() == holders && per.values().all(|n| *n <= max));
         if indexes == (0..count).collect() && spread_ok {
             return held;
         }
@@ -113,14 +112,20 @@ async fn groups_spread_scale_and_survive_a_kill() {
     assert_eq!(held[&7], "node-c", "{held:?}");
     let status = cli(&server, bucket, &["status"]).await;
     assert!(
-        status.stdout.contains("disagree: 6 (node-a, node-b) / 8 (node-c)"),
+        status
+            .stdout
+            .contains("disagree: 6 (node-a, node-b) / 8 (node-c)"),
         "{}",
         status.text()
     );
 
     let out = cli(&server, bucket, &["scale", "shard", "9", "--wait"]).await;
     assert_eq!(out.code, Some(0), "{}\n{}", out.text(), d.report());
-    assert!(out.stdout.contains("every instance acts on 9"), "{}", out.text());
+    assert!(
+        out.stdout.contains("every instance acts on 9"),
+        "{}",
+        out.text()
+    );
     held_exactly(&server, bucket, 9, Some((3, 3)), &d).await;
     let status = cli(&server, bucket, &["status"]).await;
     assert!(status.stdout.contains("record (9)"), "{}", status.text());
@@ -130,7 +135,12 @@ async fn groups_spread_scale_and_survive_a_kill() {
     assert_eq!(out.code, Some(0), "{}\n{}", out.text(), d.report());
     held_exactly(&server, bucket, 3, None, &d).await;
 
-    let out = cli(&server, bucket, &["scale", "shard", "--reset", "--wait", "--timeout", "3s"]).await;
+    let out = cli(
+        &server,
+        bucket,
+        &["scale", "shard", "--reset", "--wait", "--timeout", "3s"],
+    )
+    .await;
     // The instances disagree again once the record is gone: `--wait` times out saying so.
     assert_eq!(out.code, Some(4), "{}", out.text());
     assert!(out.stderr.contains("node-c 8"), "{}", out.text());
@@ -151,7 +161,11 @@ async fn groups_spread_scale_and_survive_a_kill() {
         if survivors && held.keys().copied().collect::<BTreeSet<_>>() == (0..6).collect() {
             break;
         }
-        assert!(Instant::now() < until, "after the kill: {held:?}\n{}", d.report());
+        assert!(
+            Instant::now() < until,
+            "after the kill: {held:?}\n{}",
+            d.report()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 

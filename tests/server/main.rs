@@ -6,6 +6,7 @@ mod bucket_lifecycle;
 mod embedding;
 mod failures;
 mod foreign;
+mod groups;
 mod history;
 mod hostile;
 mod http_api;
