@@ -3,14 +3,9 @@
 
 mod record;
 
-pub use record::{GROUP_PREFIX, GROUP_VERSION, GroupRecord, group_key};
+pub use record::{GROUP_PREFIX, GROUP_VERSION, GroupRecord, MAX_GROUP_COUNT, group_key};
 
 use crate::names::{NameError, RoleName};
-
-/// The largest count of a group (in the configuration and in a count record): a member costs
-/// what a role costs, so this bounds what a record written by anyone can make an instance
-/// campaign for.
-pub const MAX_GROUP_COUNT: u32 = 10_000;
 
 /// The role name of member `index` of `group`: `<group>-<index>`.
 ///

@@ -4,8 +4,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::MAX_GROUP_COUNT;
 use crate::names::RoleName;
+
+/// The largest count of a group (in the configuration and in a count record): a member costs
+/// what a role costs, so this bounds what a record written by anyone can make an instance
+/// campaign for.
+pub const MAX_GROUP_COUNT: u32 = 10_000;
 
 /// Prefix of the count records' keys.
 pub const GROUP_PREFIX: &str = "control.group.";

@@ -498,7 +498,7 @@ impl RoleManagerBuilder {
             per_role,
         )));
         let group_records =
-            super::groups::task::read_records(&opened.kv, &self.groups, operation_timeout).await;
+            super::group_task::read_records(&opened.kv, &self.groups, operation_timeout).await;
         let groups = Arc::new(super::groups::GroupsLink::new(
             self.groups.clone(),
             group_records,
@@ -588,7 +588,7 @@ impl RoleManagerBuilder {
         }
         if !groups.is_empty() {
             manager.tasks.spawn(
-                super::groups::task::run(set, manager.groups_cancel.clone())
+                super::group_task::run(set, manager.groups_cancel.clone())
                     .instrument(tracing::info_span!("groups")),
             );
         }

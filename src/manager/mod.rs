@@ -7,6 +7,8 @@ mod builder;
 mod connection;
 pub(crate) mod events;
 mod follower;
+mod group_api;
+mod group_task;
 pub(crate) mod groups;
 mod handle;
 mod health_task;

@@ -1,12 +1,9 @@
 //! Role groups in a running manager (protocol Q14): the groups and their counts
-//! ([`GroupsLink`], told the count records by the watcher), what a sharded worker watches
-//! ([`GroupHandle`], [`GroupAssignment`]) and the task that adds and removes members when a
-//! count changes (`task`).
+//! ([`GroupsLink`], told the count records by the watcher) and what a sharded worker watches
+//! ([`GroupHandle`], [`GroupAssignment`]); the task that adds and removes members when a
+//! count changes is `manager::group_task`.
 
-mod api;
 mod spec;
-pub(crate) mod task;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 

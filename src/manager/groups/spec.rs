@@ -11,7 +11,7 @@ use crate::groups::{MAX_GROUP_COUNT, member_name};
 use crate::leadership::Leadership;
 use crate::names::RoleName;
 
-use super::super::RoleSpec;
+use super::super::spec::RoleSpec;
 
 /// Makes the callbacks of member `index` of a group.
 pub type MemberCallbacks = dyn Fn(u32) -> Arc<dyn RoleCallbacks> + Send + Sync;
@@ -94,9 +94,9 @@ impl RoleCallbacks for MemberOf {
 /// settings of one [`RoleSpec`] (protocol Q14).
 #[derive(Clone)]
 pub struct GroupSpec {
-    pub(in crate::manager) template: RoleSpec,
-    pub(in crate::manager) count: u32,
-    pub(in crate::manager) members: Arc<MemberCallbacks>,
+    pub(crate) template: RoleSpec,
+    pub(crate) count: u32,
+    pub(crate) members: Arc<MemberCallbacks>,
 }
 
 impl std::fmt::Debug for GroupSpec {
@@ -176,7 +176,7 @@ impl GroupSpec {
         self.template.validate()
     }
 
-    pub(in crate::manager) fn check_count(&self, count: u32) -> Result<(), Error> {
+    pub(crate) fn check_count(&self, count: u32) -> Result<(), Error> {
         if !(1..=MAX_GROUP_COUNT).contains(&count) {
             return Err(Error::InvalidSetting(crate::SettingError::new(
                 "groups.count",
@@ -201,7 +201,7 @@ impl GroupSpec {
     }
 
     /// Member `index` as a role to add (its callbacks made now).
-    pub(in crate::manager) fn member(&self, index: u32) -> Result<RoleSpec, Error> {
+    pub(crate) fn member(&self, index: u32) -> Result<RoleSpec, Error> {
         let name = member_name(self.name(), index).map_err(|e| {
             Error::InvalidSetting(crate::SettingError::new(
                 "groups.name",

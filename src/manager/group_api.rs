@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::GroupHandle;
+use super::groups::GroupHandle;
 use crate::error::Error;
 use crate::groups::{GroupRecord, MAX_GROUP_COUNT, group_key};
 use crate::manager::RoleManager;

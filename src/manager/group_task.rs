@@ -11,7 +11,7 @@ use tracing::{info, warn};
 use crate::groups::effective_count;
 use crate::names::RoleName;
 
-use super::super::role_set::RoleSet;
+use super::role_set::RoleSet;
 
 /// Runs until `cancel`: follows the count records and resizes the groups.
 pub(crate) async fn run(set: Arc<RoleSet>, cancel: CancellationToken) {
@@ -83,9 +83,9 @@ async fn resize(set: &Arc<RoleSet>, group: &RoleName, count: u32) {
 /// The count records of `groups` as the bucket holds them at start (one read each, at most
 /// `timeout`). A read that fails leaves the group on its configured count until the watcher
 /// delivers the record (a count is no safety rule: Q14).
-pub(crate) async fn read_records(
+pub(super) async fn read_records(
     kv: &async_nats::jetstream::kv::Store,
-    groups: &[super::GroupSpec],
+    groups: &[super::groups::GroupSpec],
     timeout: std::time::Duration,
 ) -> BTreeMap<RoleName, crate::groups::GroupRecord> {
     let mut records = BTreeMap::new();
