@@ -132,27 +132,114 @@
     }
   }
 
+  // Role groups (protocol Q14): a group is one row ("shard · 64 members"), its members' rows
+  // are shown only while the group is expanded (a click on the group's row).
+  const groupRows = new Map(); // group -> {tr, cells, members}
+  const expanded = new Set();
+
+  function groupRow(name) {
+    let g = groupRows.get(name);
+    if (g) return g;
+    const tr = el("tr", "group");
+    tr.dataset.group = name;
+    const cells = {};
+    for (const c of ["role", "holder", "term", "token", "since", "renewed", "local", "actions"]) {
+      cells[c] = el("td", c);
+      tr.appendChild(cells[c]);
+    }
+    const toggle = el("button", "group-toggle");
+    toggle.type = "button";
+    toggle.addEventListener("click", () => {
+      if (expanded.has(name)) expanded.delete(name); else expanded.add(name);
+      refresh();
+    });
+    cells.role.appendChild(toggle);
+    cells.actions.classList.add("admin-only");
+    g = { tr, cells, toggle, members: [] };
+    groupRows.set(name, g);
+    return g;
+  }
+
+  function renderGroup(name, members) {
+    const g = groupRow(name);
+    g.members = members;
+    const open = expanded.has(name);
+    g.toggle.textContent = (open ? "▾ " : "▸ ") + name + " · " + members.length +
+      (members.length === 1 ? " member" : " members");
+    g.toggle.setAttribute("aria-expanded", open ? "true" : "false");
+    const byHolder = new Map();
+    let vacant = 0, alarms = 0, mine = 0;
+    for (const v of members) {
+      if (v.status === "vacant") {
+        vacant++;
+        if (!VACANCY[v.candidates]) alarms++;
+      } else {
+        const h = v.holder || "foreign value";
+        byHolder.set(h, (byHolder.get(h) || 0) + 1);
+      }
+      if (v.local && v.local.state === "LEADER") mine++;
+    }
+    const c = g.cells.holder;
+    c.textContent = "";
+    c.dataset.vacancy = alarms ? "alarm" : "";
+    const parts = [...byHolder.entries()].sort((a, b) => a[0].localeCompare(b[0]))
+      .map(([h, n]) => h + " " + n);
+    c.appendChild(el("span", null, (members.length - vacant) + " held" +
+      (parts.length ? " · " + parts.join(", ") : "")));
+    if (alarms) c.appendChild(el("span", "vacant", " · " + alarms + " vacant"));
+    g.cells.local.textContent = mine ? mine + " held here" : "";
+  }
+
   function renderRoles(list) {
     $("bucket").textContent = list.bucket;
     $("instance").textContent = list.instance || "";
     me = list.instance;
     const body = $("roles");
     const seen = new Set();
-    for (const v of list.roles) { renderRole(v); seen.add(v.role); }
+    const groups = new Map();
+    for (const v of list.roles) {
+      renderRole(v);
+      seen.add(v.role);
+      const r = rows.get(v.role);
+      r.group = v.group ?? null;
+      r.index = v.index ?? null;
+      if (r.group !== null) {
+        if (!groups.has(r.group)) groups.set(r.group, []);
+        groups.get(r.group).push(v);
+      }
+    }
     for (const [role, r] of rows) {
       if (!seen.has(role)) { r.tr.remove(); rows.delete(role); }
     }
-    const sorted = [...rows.keys()].sort();
-    sorted.forEach((role, i) => {
-      const tr = rows.get(role).tr;
+    for (const [name, g] of groupRows) {
+      if (!groups.has(name)) { g.tr.remove(); groupRows.delete(name); }
+    }
+    for (const [name, members] of groups) renderGroup(name, members);
+    // Rows in order: roles by name, each group's row where its name sorts, then its members
+    // by index while it is expanded.
+    const entries = [];
+    for (const [role, r] of rows) if (r.group === null) entries.push([role, [r.tr]]);
+    for (const [name, g] of groupRows) {
+      const members = [...rows.values()].filter((r) => r.group === name)
+        .sort((a, b) => a.index - b.index);
+      const open = expanded.has(name);
+      for (const r of members) { r.tr.hidden = !open; r.tr.classList.add("group-member"); }
+      entries.push([name, [g.tr, ...(open ? members.map((r) => r.tr) : [])]]);
+      if (!open) for (const r of members) r.tr.remove();
+    }
+    entries.sort((a, b) => a[0].localeCompare(b[0]));
+    const order = entries.flatMap((e) => e[1]);
+    order.forEach((tr, i) => {
       if (body.children[i] !== tr) body.insertBefore(tr, body.children[i] || null);
     });
+    while (body.children.length > order.length) body.removeChild(body.lastChild);
     $("no-roles").hidden = rows.size > 0;
     const vacant = list.roles.filter((v) => v.status === "vacant");
     const alarms = vacant.filter((v) => !VACANCY[v.candidates]).length;
     const held = list.roles.length - vacant.length;
     let summary = list.roles.length + " roles · " + held + " held · " + alarms + " vacant";
     if (vacant.length > alarms) summary += " · " + (vacant.length - alarms) + " not campaigned for";
+    if (groups.size) summary += " · " + groups.size + (groups.size === 1 ? " group" : " groups");
     $("summary").textContent = summary;
   }
 
@@ -575,6 +662,9 @@
         return ["placement unfrozen", ""];
       case "resync":
         return ["(" + ev.missed + " events missed by this instance's journal)", "muted"];
+      case "group":
+        return ["group " + ev.group + ": this instance acts on " + ev.count + " members and holds " +
+          ev.held.length + (ev.held.length ? " (" + ev.held.join(", ") + ")" : ""), "muted"];
       default:
         return null;
     }
@@ -612,9 +702,12 @@
   function flash(role) {
     const r = rows.get(role);
     if (!r) return;
-    r.tr.classList.remove("flash");
-    void r.tr.offsetWidth; // restart the animation
-    r.tr.classList.add("flash");
+    // A member of a collapsed group flashes its group's row.
+    const g = r.group && !expanded.has(r.group) ? groupRows.get(r.group) : null;
+    const tr = g ? g.tr : r.tr;
+    tr.classList.remove("flash");
+    void tr.offsetWidth; // restart the animation
+    tr.classList.add("flash");
   }
 
   function onEvent(ev) {
@@ -636,7 +729,7 @@
         setHolder(r, ev.holder, null, ev.holder ? "held" : "foreign");
         setTerm(r, ev.term);
         r.cells.token.textContent = ev.token ?? "";
-        if (!r.tr.parentNode) $("roles").appendChild(r.tr);
+        if (!r.tr.parentNode && !(r.group && !expanded.has(r.group))) $("roles").appendChild(r.tr);
         flash(ev.role);
         refresh();
         break;

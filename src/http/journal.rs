@@ -162,6 +162,13 @@ impl EventJournal {
         spawn(follow_freezes(journal, changes));
     }
 
+    /// Records each change of `group`'s assignment on this instance (its count, the members
+    /// it holds).
+    pub(crate) fn follow_group(&self, group: crate::manager::GroupHandle) {
+        let journal = Arc::downgrade(&self.inner);
+        spawn(follow_group(journal, group));
+    }
+
     /// Appends `event` (its free text capped at [`MAX_EVENT_TEXT`]); its `seq`.
     #[cfg(test)]
     pub(crate) fn record(&self, event: EventView) -> u64 {
@@ -295,6 +302,34 @@ async fn follow_freezes(journal: Weak<Inner>, mut changes: crate::manager::Freez
         }
     }
 }
+
+async fn follow_group(journal: Weak<Inner>, group: crate::manager::GroupHandle) {
+    let mut assigned = group.assigned();
+    loop {
+        let view = {
+            let now = assigned.borrow_and_update();
+            EventView::Group {
+                group: group.name().to_string(),
+                count: now.count,
+                held: now.held.iter().copied().collect(),
+                at: format_time(SystemTime::now()),
+            }
+        };
+        let Some(inner) = journal.upgrade() else {
+            return;
+        };
+        record(&inner, view);
+        drop(inner);
+        if assigned.changed().await.is_err() {
+            return;
+        }
+        // A burst (a group's members won at start, a count change) is one event.
+        tokio::time::sleep(GROUP_SETTLE).await;
+    }
+}
+
+/// How long a group's assignment is left to settle before its change is recorded.
+const GROUP_SETTLE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A freeze as `(cause, detail)`: what makes two views the same freeze (the storm breaker's
 /// countdown is left out).

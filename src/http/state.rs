@@ -61,6 +61,9 @@ impl Api {
         if let Some(changes) = manager.freeze_changes() {
             journal.follow_freezes(changes);
         }
+        for group in manager.groups() {
+            journal.follow_group(group);
+        }
         Self {
             inner: Arc::new(Inner {
                 manager,

@@ -140,6 +140,18 @@ pub enum EventView {
         /// When the answering instance saw it.
         at: String,
     },
+    /// The answering instance's part in a role group changed (protocol Q14): the count it
+    /// acts on, or the members it holds.
+    Group {
+        /// The group.
+        group: String,
+        /// The count the answering instance acts on.
+        count: u32,
+        /// The indexes of the members it holds now.
+        held: Vec<u32>,
+        /// When.
+        at: String,
+    },
     /// Voluntary placement moves are no longer frozen.
     Unfrozen {
         /// When the answering instance saw it.

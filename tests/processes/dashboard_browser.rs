@@ -68,14 +68,14 @@ fn find_binary(env_var: &str, names: &[&str]) -> PathBuf {
 }
 
 /// A chromedriver process on a free loopback port; killed on drop.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     port: u16,
     log: PathBuf,
 }
 
 impl Driver {
-    async fn start(dir: &Path) -> Driver {
+    pub(crate) async fn start(dir: &Path) -> Driver {
         let bin = find_binary("CHROMEDRIVER_BIN", &["chromedriver"]);
         let port = testkit::free_port();
         let log = dir.join("chromedriver.log");
@@ -116,7 +116,7 @@ async fn status(port: u16) -> Option<String> {
 }
 
 /// Waits (10 s) until the page says its event stream is live.
-async fn wait_live(page: &Client) {
+pub(crate) async fn wait_live(page: &Client) {
     eventually(
         "the event stream is live",
         Duration::from_secs(10),
@@ -138,7 +138,7 @@ impl Drop for Driver {
     }
 }
 
-async fn browser(driver: &Driver, profile: &Path) -> Client {
+pub(crate) async fn browser(driver: &Driver, profile: &Path) -> Client {
     let chromium = find_binary("CHROMIUM_BIN", &["chromium", "chromium-browser"]);
     let mut caps = serde_json::Map::new();
     caps.insert("browserName".into(), json!("chrome"));
@@ -642,7 +642,7 @@ const OBSERVED: &str = "nightly-report";
 const ADMIN_TOKEN: &str = "dashboard-admin-token-5f3a9c";
 
 /// Runs `script` in the page; panics with `what` if WebDriver fails.
-async fn js(page: &Client, what: &str, script: &str) -> Value {
+pub(crate) async fn js(page: &Client, what: &str, script: &str) -> Value {
     page.execute(script, vec![])
         .await
         .unwrap_or_else(|e| panic!("{what}: {e}"))

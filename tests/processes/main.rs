@@ -6,6 +6,7 @@
 mod cli;
 mod conventions;
 mod dashboard_browser;
+mod dashboard_groups;
 mod deploy;
 mod election;
 mod examples;
