@@ -184,6 +184,9 @@ async fn check_bucket_once(shared: &Shared, bucket: &BucketRecovery, epoch: u64)
                 shared.reset_epoch(now, born, old_ttl);
                 shared.reports.book().reset();
                 shared.bucket.moves().clear();
+                // The old bucket's count records are gone with it (the new one's, if any, are
+                // delivered by the new watch): the configured counts apply until then.
+                shared.groups.forget_records();
                 // The holders map restarts too: the new bucket's revisions start again at 1.
                 for tx in shared.bucket.holders().values() {
                     tx.send_if_modified(|cur| cur.take().is_some());

@@ -153,3 +153,37 @@ async fn a_revoke_finishes_before_the_next_holder_is_assigned() {
     }
     b.shutdown(Duration::from_secs(10)).await.expect("shutdown");
 }
+
+/// A bucket recreated without the count record: the group goes back to its configured count
+/// (the old bucket's record is gone with it), and a record written in the new bucket is
+/// followed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recreated_bucket_forgets_the_old_count_record() {
+    let (_server, client) = server_and_client().await;
+    let log: Log = Arc::default();
+    let a = start(&client, "node-a", &log).await;
+    wait_held(&a, &[0, 1, 2, 3], 4).await;
+    a.set_group_count(&role("shard"), Some(2))
+        .await
+        .expect("scale");
+    wait_held(&a, &[0, 1], 2).await;
+
+    let js = jetstream::new(client.clone());
+    js.delete_key_value(BUCKET)
+        .await
+        .expect("delete the bucket");
+    let kv = js
+        .create_key_value(lease_bucket(BUCKET))
+        .await
+        .expect("recreate");
+    // The young-bucket hold (Q6) delays the acquires; the count is back at once.
+    wait_held(&a, &[0, 1, 2, 3], 4).await;
+    kv.put(
+        "control.group.shard",
+        r#"{"v":1,"group":"shard","count":3,"by":"test","at":""}"#.into(),
+    )
+    .await
+    .expect("put");
+    wait_held(&a, &[0, 1, 2], 3).await;
+    a.shutdown(Duration::from_secs(10)).await.expect("shutdown");
+}

@@ -182,6 +182,16 @@ impl GroupsLink {
         });
     }
 
+    /// The bucket was recreated: its count records are gone (the new bucket's are delivered
+    /// by the watcher's new watch).
+    pub(crate) fn forget_records(&self) {
+        self.records.send_if_modified(|records| {
+            let had = !records.is_empty();
+            records.clear();
+            had
+        });
+    }
+
     /// Member `index` of `group`'s callbacks, wrapped so that the group's assignment follows
     /// its terms.
     pub(crate) fn tracked(
