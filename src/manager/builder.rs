@@ -580,10 +580,9 @@ impl RoleManagerBuilder {
             manager.add_role(spec)?;
         }
         for (name, entry) in groups.entries() {
-            for index in 0..entry.assignment.borrow().count {
-                let mut spec = entry.spec.member(index)?;
-                spec.callbacks = groups.tracked(name, index, spec.callbacks.clone());
-                manager.add_role(spec)?;
+            let count = entry.assignment.borrow().count;
+            for index in 0..count {
+                manager.add_role(groups.member(name, index)?)?;
             }
         }
         if !groups.is_empty() {

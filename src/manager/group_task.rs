@@ -58,14 +58,11 @@ async fn resize(set: &Arc<RoleSet>, group: &RoleName, count: u32) {
     groups.set_count(group, count);
     if count > current {
         for index in current..count {
-            match entry.spec.member(index) {
-                Ok(mut spec) => {
-                    spec.callbacks = groups.tracked(group, index, spec.callbacks.clone());
-                    if let Err(e) = set.add_role(spec) {
-                        warn!(group = %group, index, "cannot add the group's member: {e}");
-                    }
-                }
-                Err(e) => warn!(group = %group, index, "cannot add the group's member: {e}"),
+            if let Err(e) = groups
+                .member(group, index)
+                .and_then(|spec| set.add_role(spec))
+            {
+                warn!(group = %group, index, "cannot add the group's member: {e}");
             }
         }
         return;

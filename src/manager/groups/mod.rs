@@ -192,22 +192,23 @@ impl GroupsLink {
         });
     }
 
-    /// Member `index` of `group`'s callbacks, wrapped so that the group's assignment follows
-    /// its terms.
-    pub(crate) fn tracked(
+    /// Member `index` of `group` as a role to add: the group's settings under the member's
+    /// name, with callbacks that keep the group's assignment while they run the group's.
+    pub(crate) fn member(
         &self,
         group: &RoleName,
         index: u32,
-        inner: Arc<dyn RoleCallbacks>,
-    ) -> Arc<dyn RoleCallbacks> {
-        match self.groups.get(group) {
-            Some(g) => Arc::new(Tracked {
-                inner,
-                index,
-                assignment: g.assignment.clone(),
-            }),
-            None => inner,
-        }
+    ) -> Result<super::spec::RoleSpec, crate::error::Error> {
+        let Some(g) = self.groups.get(group) else {
+            return Err(crate::error::Error::UnknownRole(group.clone()));
+        };
+        let mut spec = g.spec.member(index)?;
+        spec.callbacks = Arc::new(Tracked {
+            inner: spec.callbacks.clone(),
+            index,
+            assignment: g.assignment.clone(),
+        });
+        Ok(spec)
     }
 }
 
