@@ -19,6 +19,7 @@ mod identity;
 pub(crate) mod listen;
 pub(crate) mod moves;
 mod outcome;
+mod pipe;
 pub(crate) mod plan;
 mod run;
 pub(crate) mod scale;

@@ -151,6 +151,18 @@ pub(crate) fn main() -> ExitCode {
             };
         }
     };
+    if matches!(
+        cli.command,
+        Command::Status(_)
+            | Command::Watch(_)
+            | Command::Plan(_)
+            | Command::History(_)
+            | Command::Completions(_)
+            | Command::Man(_)
+            | Command::Validate { .. }
+    ) {
+        super::pipe::end_quietly_on_a_closed_stdout();
+    }
     match cli.command {
         Command::Validate { config } => validate(&config),
         Command::Run(args) => run(args),

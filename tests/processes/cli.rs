@@ -198,6 +198,24 @@ async fn status_lists_every_holder_as_a_table_or_json() {
     let list: RoleList = serde_json::from_str(&from_file.stdout).expect("RoleList");
     assert_eq!(list.roles.len(), 3);
 
+    // A reader that went away (`status | head -1`): the command ends on SIGPIPE, as `cat`
+    // would, without a panic message (before: `failed printing to stdout: Broken pipe`, exit
+    // 101).
+    let (closed, writer) = std::io::pipe().expect("pipe");
+    drop(closed);
+    let piped = std::process::Command::new(testkit::bins::nats_roles_bin())
+        .args(["status", "--server", &url, "--bucket", "cli-status"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("status into a closed pipe");
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(piped.status.signal(), Some(13), "{piped:?}");
+    assert!(
+        !String::from_utf8_lossy(&piped.stderr).contains("panicked"),
+        "{piped:?}"
+    );
+
     a.shutdown(WAIT).await.expect("clean shutdown");
     b.shutdown(WAIT).await.expect("clean shutdown");
 }
