@@ -134,12 +134,32 @@ impl Notifier {
             return;
         };
         self.end_phase();
-        let configured: BTreeSet<RoleName> = config.roles.iter().map(|r| r.name.clone()).collect();
+        // The roles, and the members of the groups at the counts the manager started on.
+        let members = |campaign: Option<bool>| -> Vec<RoleName> {
+            config
+                .groups
+                .iter()
+                .filter(|g| campaign.is_none_or(|c| g.role.campaign == c))
+                .flat_map(|g| {
+                    let count = manager
+                        .group(g.name())
+                        .map_or(g.count, |h| h.current().count);
+                    (0..count).filter_map(|i| crate::groups::member_name(g.name(), i).ok())
+                })
+                .collect()
+        };
+        let configured: BTreeSet<RoleName> = config
+            .roles
+            .iter()
+            .map(|r| r.name.clone())
+            .chain(members(None))
+            .collect();
         let observers: BTreeSet<RoleName> = config
             .roles
             .iter()
             .filter(|r| !r.campaign)
             .map(|r| r.name.clone())
+            .chain(members(Some(false)))
             .collect();
         self.phase.push(tokio::spawn(follow(
             manager.clone(),
