@@ -75,7 +75,7 @@ section "cargo build (tests, binary, the examples the tests run) --all-features"
 # placement_bench, exec_bench, sites_bench) are not run by the tests: clippy --all-targets
 # above type-checks them, and building them here would only cost CI time. A test that runs an
 # example not listed here fails loudly (testkit::example_bin: "example binary … is missing").
-TEST_EXAMPLES=(chaos_node quick_start control_plane router single_role from_config)
+TEST_EXAMPLES=(chaos_node quick_start control_plane router single_role from_config sharded_worker)
 cargo build --all-features --lib --bins --tests \
     "${TEST_EXAMPLES[@]/#/--example=}"
 

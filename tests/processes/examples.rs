@@ -70,7 +70,26 @@ async fn every_example_runs_against_a_real_server() {
 
     // A role never written in this bucket: its key has no entry, so it is acquired a TTL +
     // heartbeat (3.75 s) after it was first read (protocol Q5 rule 1).
-    let single = run(&server, "single_role", &["solo"], 5).await;
+    // Beside it, the sharded worker of a role group: it holds all 8 partitions alone and
+    // revokes each at its shutdown.
+    let (single, sharded) = tokio::join!(
+        run(&server, "single_role", &["solo"], 5),
+        run(&server, "sharded_worker", &["worker-a"], 5)
+    );
+    for i in 0..8 {
+        assert!(
+            sharded.contains(&format!("assigned partition {i} (term")),
+            "{sharded}"
+        );
+        assert!(
+            sharded.contains(&format!("revoked partition {i} (shutdown)")),
+            "{sharded}"
+        );
+    }
+    assert!(
+        sharded.contains("holding {0, 1, 2, 3, 4, 5, 6, 7} of 8"),
+        "{sharded}"
+    );
     assert!(single.contains("promoted: term"), "{single}");
     assert!(
         single.contains("demoted: term") && single.contains("(shutdown)"),
