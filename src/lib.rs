@@ -83,8 +83,8 @@ pub use election::Election;
 pub use error::{Error, FenceError, SettingError, TimingError};
 pub use leadership::Leadership;
 pub use manager::{
-    HolderInfo, RoleEvent, RoleHandle, RoleManager, RoleManagerBuilder, RoleSpec, RoleStatus,
-    connect,
+    GroupAssignment, GroupCallbacks, GroupHandle, GroupMember, GroupRevoke, GroupSpec, HolderInfo,
+    RoleEvent, RoleHandle, RoleManager, RoleManagerBuilder, RoleSpec, RoleStatus, connect,
 };
 pub use metrics::RoleSeries;
 pub use names::{InstanceId, RoleName};
