@@ -37,7 +37,7 @@ impl RoleManager {
     ///
     /// # Errors
     /// [`Error::InvalidSetting`] for a count outside 1 to
-    /// [`MAX_GROUP_COUNT`](crate::groups::MAX_GROUP_COUNT); [`Error::Timeout`] when the
+    /// [`MAX_GROUP_COUNT`]; [`Error::Timeout`] when the
     /// write's outcome is unknown; [`Error::JetStream`] when it failed.
     pub async fn set_group_count(&self, name: &RoleName, count: Option<u32>) -> Result<(), Error> {
         let key = group_key(name);

@@ -14,7 +14,7 @@ use tracing::warn;
 pub use spec::{GroupCallbacks, GroupMember, GroupRevoke, GroupSpec, MemberCallbacks};
 
 use crate::callbacks::{BoxFuture, Demotion, PrepareFuture, RoleCallbacks};
-use crate::codec::EntryKind;
+use crate::codec::control::Control;
 use crate::groups::{GROUP_PREFIX, GroupRecord, effective_count};
 use crate::leadership::Leadership;
 use crate::names::RoleName;
@@ -160,21 +160,19 @@ impl GroupsLink {
         let Some((group, _)) = self.groups.iter().find(|(n, _)| n.as_str() == named) else {
             return;
         };
-        let record = match EntryKind::watched(entry.operation) {
-            EntryKind::Value => {
-                let record = GroupRecord::parse(&entry.key, &entry.value);
-                if record.is_none() {
-                    warn!(
-                        key = %entry.key,
-                        revision = entry.revision,
-                        "ignoring a group count record that is not valid (a version-1 record \
-                         of this group with a count from 1 to {}): the configured count applies",
-                        crate::groups::MAX_GROUP_COUNT
-                    );
-                }
-                record
+        let record = match crate::codec::control::group(entry) {
+            Control::Set(record) => Some(record),
+            Control::Cleared => None,
+            Control::Foreign => {
+                warn!(
+                    key = %entry.key,
+                    revision = entry.revision,
+                    "ignoring a group count record that is not valid (a version-1 record of \
+                     this group with a count from 1 to {}): the configured count applies",
+                    crate::groups::MAX_GROUP_COUNT
+                );
+                None
             }
-            EntryKind::Marker { .. } => None,
         };
         self.records.send_if_modified(|records| match record {
             Some(r) => records.insert(group.clone(), r.clone()).as_ref() != Some(&r),
