@@ -13,7 +13,7 @@ use testkit::cli::CliOutput;
 const LIMIT: Duration = Duration::from_secs(20);
 
 /// The subcommands a user sees (`watchdog` is internal and hidden).
-const VISIBLE: [&str; 16] = [
+const VISIBLE: [&str; 17] = [
     "run",
     "validate",
     "status",
@@ -23,6 +23,7 @@ const VISIBLE: [&str; 16] = [
     "move",
     "drain",
     "undrain",
+    "scale",
     "freeze",
     "unfreeze",
     "history",
