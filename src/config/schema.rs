@@ -229,6 +229,7 @@ pub(super) const ROLE: &[Field] = &[
     opt("priority", I32),
     f("takeover", Kind::Choice(&["voluntary", "never"])),
     f("weight", U32),
+    f("slots", U32),
     opt("exec", Kind::Section(EXEC)),
     opt("on_promote", Kind::Section(HOOK)),
     opt("on_demote", Kind::Section(HOOK)),

@@ -361,6 +361,18 @@ impl Config {
                 );
             }
 
+            if !(1..=super::roles::MAX_SLOTS).contains(&role.slots) {
+                p.push(
+                    format!("roles[{i}].slots"),
+                    format!(
+                        "{} is out of range: a role has 1 slot (the default: one holder) or 2 \
+                         to {} slots (that many holders, one slot each)",
+                        role.slots,
+                        super::roles::MAX_SLOTS
+                    ),
+                );
+            }
+
             // Rules whose fields are all inherited fail (and are reported) for
             // the top-level timing already; report only those an override
             // takes part in.

@@ -26,6 +26,8 @@ mod role_runner;
 mod session_link;
 mod session_task;
 pub(crate) mod shared;
+mod slot_permits;
+mod slots;
 mod spec;
 pub(crate) mod startup;
 pub(crate) mod status;
@@ -143,10 +145,14 @@ impl RoleManager {
     /// [`Error::BucketMaxAge`] if the bucket has a `max_age` (and this instance campaigns for
     /// the role: protocol v2 role keys are written once per term); [`Error::RoleExists`] if the role is already
     /// managed; [`Error::RoleStopping`] while its [`RoleManager::remove_role`] has not
-    /// finished; [`Error::Stopped`] after shutdown.
+    /// finished; [`Error::Stopped`] after shutdown; [`Error::InvalidSlots`] (a role with
+    /// [`RoleSpec::slots`] is added as one role per slot, all or none).
     pub fn add_role(&self, spec: RoleSpec) -> Result<(), Error> {
         if self.cancel.is_cancelled() {
             return Err(Error::Stopped);
+        }
+        if spec.slots != 1 {
+            return self.add_slots(spec);
         }
         spec.validate()?;
         // In every TTL mode the server removes an entry `max_age` after it was written,
@@ -201,6 +207,8 @@ impl RoleManager {
         // new role makes there, so an acquire acknowledged at or below it was stored in a
         // recreated bucket this manager has not noticed yet: never promoted, epoch checked.
         machine.seed_high_water(self.shared.bucket.high_water());
+        // A slot campaigns only with its role's permit, which its driver gives (Q15).
+        machine.set_acquire_permit(spec.name.slot().is_none());
         let (status_tx, status_rx) = watch::channel(RoleStatus::new(
             spec.name.clone(),
             spec.campaign,

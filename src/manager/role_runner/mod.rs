@@ -19,6 +19,7 @@ use super::role_input::{RoleId, RoleInput};
 use super::role_report::RoleReport;
 use super::session_link::{SessionClock, SessionView};
 use super::shared::Shared;
+use super::slot_permits::SlotView;
 use crate::callbacks::{CallbackCall, CallbackQueue, PrepareOutcome};
 use crate::core::{
     Action, DemoteReason, FailureKind, KeyState, RoleMachine, WriteKind, WriteOutcome,
@@ -26,8 +27,10 @@ use crate::core::{
 use crate::leadership::Leadership;
 use crate::names::RoleName;
 use crate::placement::controller::PrepareEnd;
+use crate::status::RoleState;
 use crate::store::ROLE_PREFIX;
 use crate::tap::TapEvent;
+use crate::value::HolderValue;
 
 mod actions;
 
@@ -186,10 +189,43 @@ impl RoleRunner {
         runner
     }
 
-    /// The role (the `negative-controls` panic seam picks a driver by it).
-    #[cfg(feature = "negative-controls")]
+    /// The role (its slot permit's group; the `negative-controls` panic seam picks a driver
+    /// by it).
     pub(crate) fn role(&self) -> &RoleName {
         &self.role
+    }
+
+    /// Where this role stands for its slot permit (Q15; meaningful for a slot only). It
+    /// claims the permit while its machine does, and while its term is still with the
+    /// application (a demotion waiting at the start gate, the term not yet taken back).
+    pub(crate) fn slot_view(&self) -> SlotView {
+        if self.gated.is_some() || self.machine.claims_permit() || self.current.borrow().is_some() {
+            return SlotView::Claims;
+        }
+        let state = self.machine.state();
+        if !matches!(state, RoleState::Candidate | RoleState::Follower) || self.is_stopped() {
+            return SlotView::Busy;
+        }
+        match self.machine.observed() {
+            Some(KeyState::Absent | KeyState::Vacant { .. }) if state == RoleState::Candidate => {
+                SlotView::Vacant
+            }
+            Some(KeyState::Unknown { .. }) => SlotView::Stale,
+            Some(KeyState::Held { value, .. })
+                if !matches!(value, HolderValue::Lease(_) | HolderValue::Newer { .. }) =>
+            {
+                SlotView::Stale
+            }
+            _ => SlotView::Busy,
+        }
+    }
+
+    /// Gives or takes this role's acquire permit (Q15); true when it was just given (the
+    /// driver then wakes the role so that it campaigns).
+    pub(crate) fn set_permit(&mut self, permit: bool) -> bool {
+        let opened = permit && !self.machine.acquire_permit();
+        self.machine.set_acquire_permit(permit);
+        opened
     }
 
     /// Whether the machine stopped (the driver then finishes the role: [`RoleRunner::finish`]).

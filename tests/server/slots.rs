@@ -1,0 +1,123 @@
+//! Roles with slots (protocol Q15) in the library against a real server: one manager with
+//! every slot vacant takes exactly one (the slot permit, S7); three managers share two slots,
+//! one each, and a freed slot goes to the manager without one.
+
+use std::time::Duration;
+
+use nats_roles::{RoleManager, RoleName};
+use testkit::NatsServer;
+use testkit::roles::*;
+
+async fn slot_manager(
+    client: &async_nats::Client,
+    id: &str,
+    bucket: &str,
+    slots: u32,
+) -> RoleManager {
+    RoleManager::builder(client.clone(), inst(id))
+        .bucket(bucket)
+        .auto_create(1)
+        .role(spec(&role("indexer")).slots(slots))
+        .start()
+        .await
+        .expect("manager")
+}
+
+/// The slots this manager holds, by asking each slot role (not `slots_held`, which this
+/// test checks against it).
+fn held(m: &RoleManager, slots: u32) -> Vec<u32> {
+    (0..slots)
+        .filter(|k| m.is_leader(&RoleName::for_slot(&role("indexer"), *k).expect("slot")))
+        .collect()
+}
+
+/// Watches `managers` for `period`, every 10 ms: no manager ever holds two slots.
+async fn never_two(managers: &[&RoleManager], slots: u32, period: Duration) {
+    let end = tokio::time::Instant::now() + period;
+    while tokio::time::Instant::now() < end {
+        for m in managers {
+            let h = held(m, slots);
+            assert!(
+                h.len() <= 1,
+                "{} holds slots {h:?} at once",
+                m.instance_id()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// One manager, three vacant slots: it takes one and only one (without the permit every slot
+/// campaigns on its own and it takes all three), and `slots_held` names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_manager_takes_one_slot_of_three() {
+    let server = NatsServer::start().await;
+    let client = testkit::connect(&server.url()).await;
+    let m = slot_manager(&client, "a", "slots-one", 3).await;
+    wait_until(Duration::from_secs(10), "a slot held", || {
+        !held(&m, 3).is_empty()
+    })
+    .await;
+    never_two(&[&m], 3, TTL * 4).await;
+    let h = held(&m, 3);
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!(m.slots_held(&role("indexer")), h);
+    assert_eq!(m.roles().len(), 3, "one role per slot: {:?}", m.roles());
+    m.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+}
+
+/// Three managers, two slots: two of them hold one slot each (distinct), never one two; the
+/// shutdown of a holder frees its slot and the third manager takes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_managers_share_two_slots_and_a_freed_slot_moves() {
+    let server = NatsServer::start().await;
+    let client = testkit::connect(&server.url()).await;
+    let a = slot_manager(&client, "a", "slots-three", 2).await;
+    let b = slot_manager(&client, "b", "slots-three", 2).await;
+    let c = slot_manager(&client, "c", "slots-three", 2).await;
+    let all = [&a, &b, &c];
+    let holders = |ms: &[&RoleManager]| -> Vec<(String, Vec<u32>)> {
+        ms.iter()
+            .map(|m| (m.instance_id().to_string(), held(m, 2)))
+            .filter(|(_, h)| !h.is_empty())
+            .collect()
+    };
+    wait_until(Duration::from_secs(15), "both slots held", || {
+        holders(&all).len() == 2
+    })
+    .await;
+    never_two(&all, 2, TTL * 3).await;
+    let now = holders(&all);
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert_ne!(now[0].1, now[1].1, "two managers on one slot: {now:?}");
+    let leaving = all
+        .iter()
+        .position(|m| !held(m, 2).is_empty())
+        .expect("a holder");
+    let freed = held(all[leaving], 2)[0];
+    let rest: Vec<&RoleManager> = all
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != leaving)
+        .map(|(_, m)| *m)
+        .collect();
+    let idle = rest
+        .iter()
+        .find(|m| held(m, 2).is_empty())
+        .expect("a manager without a slot")
+        .instance_id()
+        .clone();
+    all[leaving]
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+    wait_until(Duration::from_secs(15), "the freed slot taken", || {
+        rest.iter()
+            .any(|m| *m.instance_id() == idle && held(m, 2) == [freed])
+    })
+    .await;
+    never_two(&rest, 2, TTL * 2).await;
+    for m in rest {
+        m.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+    }
+}
