@@ -674,6 +674,12 @@ async fn start(
         .start_retry(retry)
         .start_progress_to(progress);
     for role in &config.roles {
+        if role.slots > 1 {
+            if let Some(p) = crate::exec::slots::SlotCallbacks::for_role(role, processes) {
+                builder.set_callbacks(&role.name, p);
+            }
+            continue;
+        }
         if let Some(p) = crate::exec::supervisor::RoleProcesses::for_role(role, processes) {
             builder.set_callbacks(
                 &role.name,

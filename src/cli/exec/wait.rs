@@ -63,6 +63,42 @@ impl fmt::Display for Holder {
     }
 }
 
+/// What `exec` follows while it waits: the role's status; for a role with `slots` (Q15) one
+/// status standing for every slot — a slot held by another process only while every slot
+/// is (then `--no-wait` gives up), otherwise a slot this process may still get.
+pub(super) fn status_of(
+    manager: &crate::RoleManager,
+    role: &RoleName,
+    slots: u32,
+    me: &InstanceId,
+) -> Option<tokio::sync::watch::Receiver<RoleStatus>> {
+    if slots <= 1 {
+        return manager.role(role).map(|h| h.watch());
+    }
+    let mut each: Vec<tokio::sync::watch::Receiver<RoleStatus>> = (0..slots)
+        .filter_map(|k| RoleName::for_slot(role, k).ok())
+        .filter_map(|slot| manager.role(&slot).map(|h| h.watch()))
+        .collect();
+    let first = each.first()?.borrow().clone();
+    let (tx, rx) = tokio::sync::watch::channel(first);
+    let me = me.clone();
+    tokio::spawn(async move {
+        loop {
+            let statuses: Vec<RoleStatus> = each.iter_mut().map(|r| r.borrow_and_update().clone()).collect();
+            let open = statuses.iter().find(|s| Holder::of(s, &me).is_none());
+            let summary = open.unwrap_or(&statuses[0]).clone();
+            if tx.send(summary).is_err() {
+                return;
+            }
+            let changed = futures_util::future::select_all(each.iter_mut().map(|r| Box::pin(r.changed()))).await;
+            if changed.0.is_err() {
+                return;
+            }
+        }
+    });
+    Some(rx)
+}
+
 /// What to do after a status change.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Verdict {
