@@ -7,6 +7,7 @@ pub(crate) mod color;
 pub(crate) mod conn;
 mod context;
 pub(crate) mod drain;
+mod earlier;
 pub(crate) mod evict;
 mod exec;
 mod frozen;

@@ -511,7 +511,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
                 .roles
                 .iter()
                 .filter(|r| r.campaign)
-                .map(|r| r.name.clone())
+                .flat_map(crate::config::RoleConfig::role_names)
                 .collect();
             recorder.start(&roles);
             Some(recorder)
@@ -548,7 +548,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     // A signal while waiting for an earlier process's commands ends the process as one
     // while starting does (nothing written yet).
     let starting = async {
-        await_earlier_children(&config, &id, processes.lock_dir.as_deref()).await;
+        super::earlier::await_earlier_children(&config, &id, processes.lock_dir.as_deref()).await;
         start(
             &config,
             &id,
@@ -602,53 +602,6 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     stop_recorder(recorder).await;
     notify.finish().await;
     result.map_err(|e| Failure::Runtime(e.to_string()))
-}
-
-/// Before this process starts its session: a child of an earlier process of this instance
-/// (killed, restarted at once by a supervisor) may still run for a moment — its watchdog kills
-/// its group as soon as that process is gone — and restart adoption would hand this process
-/// the role at once. Waiting for the role locks (protocol Q12 rule 8) keeps the new term from
-/// beginning while the old child acts; bounded by the role's `stop_timeout` and two seconds
-/// (the new child still waits for the lock itself).
-async fn await_earlier_children(config: &Config, id: &InstanceId, dir: Option<&std::path::Path>) {
-    let Some(dir) = dir else {
-        return;
-    };
-    for role in config.roles.iter().filter(|r| r.campaign) {
-        let Some(exec) = &role.exec else {
-            continue;
-        };
-        let path =
-            crate::exec::lock::path(dir, &config.bucket.name, id.as_str(), role.name.as_str());
-        let limit = exec.stop_timeout + Duration::from_secs(2);
-        let started = tokio::time::Instant::now();
-        // Asked every 5 ms (the watchdogs' own retry period); async, so that a signal ends
-        // the wait (a blocking wait would hold the runtime's shutdown).
-        let outcome = loop {
-            match crate::exec::lock::is_free(&path) {
-                Ok(true) => break Ok(()),
-                Ok(false) if started.elapsed() >= limit => {
-                    break Err(format!(
-                        "a command of an earlier process of this instance still holds {} after {limit:?}",
-                        path.display()
-                    ));
-                }
-                Ok(false) => tokio::time::sleep(Duration::from_millis(5)).await,
-                Err(e) => break Err(e),
-            }
-        };
-        match outcome {
-            Ok(()) if started.elapsed() >= Duration::from_millis(5) => info!(
-                role = %role.name,
-                waited_ms = started.elapsed().as_millis(),
-                "waited for the command of an earlier process of this instance to end"
-            ),
-            Ok(()) => {}
-            Err(e) => {
-                warn!(role = %role.name, "{e} (starting anyway: the new command waits for it)")
-            }
-        }
-    }
 }
 
 /// Connects (retrying), builds the manager from `config` with the binary's role processes,

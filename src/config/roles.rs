@@ -92,6 +92,18 @@ impl RoleConfig {
         }
     }
 
+    /// The roles this entry stands for: its name, or with `slots` (protocol Q15) one role
+    /// per slot, `<name>.0` to `<name>.<slots-1>`.
+    #[must_use]
+    pub fn role_names(&self) -> Vec<RoleName> {
+        if self.slots <= 1 {
+            return vec![self.name.clone()];
+        }
+        (0..self.slots)
+            .filter_map(|k| RoleName::for_slot(&self.name, k).ok())
+            .collect()
+    }
+
     /// This role's priority: its own `priority` if set, otherwise the
     /// instance's.
     #[must_use]

@@ -277,7 +277,7 @@ async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
         Some(path) => {
             let recorder = crate::history::HistoryRecorder::create(path, &id)
                 .map_err(|e| Failure::Usage(format!("--history {}: {e}", path.display())))?;
-            recorder.start(std::slice::from_ref(&role.name));
+            recorder.start(&role.role_names());
             builder = builder.history(recorder.clone());
             Some(recorder)
         }

@@ -84,13 +84,18 @@ pub(super) fn status_of(
     let me = me.clone();
     tokio::spawn(async move {
         loop {
-            let statuses: Vec<RoleStatus> = each.iter_mut().map(|r| r.borrow_and_update().clone()).collect();
+            let statuses: Vec<RoleStatus> = each
+                .iter_mut()
+                .map(|r| r.borrow_and_update().clone())
+                .collect();
             let open = statuses.iter().find(|s| Holder::of(s, &me).is_none());
             let summary = open.unwrap_or(&statuses[0]).clone();
             if tx.send(summary).is_err() {
                 return;
             }
-            let changed = futures_util::future::select_all(each.iter_mut().map(|r| Box::pin(r.changed()))).await;
+            let changed =
+                futures_util::future::select_all(each.iter_mut().map(|r| Box::pin(r.changed())))
+                    .await;
             if changed.0.is_err() {
                 return;
             }

@@ -134,7 +134,12 @@ impl Notifier {
             return;
         };
         self.end_phase();
-        let configured: BTreeSet<RoleName> = config.roles.iter().map(|r| r.name.clone()).collect();
+        // A role with slots takes part as its slots (`<role>.<k>`, protocol Q15).
+        let configured: BTreeSet<RoleName> = config
+            .roles
+            .iter()
+            .flat_map(crate::config::RoleConfig::role_names)
+            .collect();
         let observers: BTreeSet<RoleName> = config
             .roles
             .iter()
