@@ -1,0 +1,256 @@
+//! Roles with slots (protocol Q15) with real `nats-roles` processes against a real
+//! nats-server: three `run` instances share a role with two slots (placement on) — two of
+//! them hold one slot each, never one two; a SIGKILLed holder's slot goes to the third; the
+//! histories are clean (S1–S7) — and `nats-roles exec --slots 2` is a counted semaphore: of
+//! three concurrent commands at most two run at once.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use nats_roles::RoleName;
+use nats_roles::tooling::inspect::Inspector;
+use testkit::NatsServer;
+use testkit::instances::Deployment;
+use testkit::process::{SIGKILL, signal};
+use tokio::time::Instant;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+async fn inspector(server: &NatsServer, bucket: &str) -> Inspector {
+    let (client, errors) = nats_roles::connect(
+        &nats_roles::config::NatsConfig {
+            servers: vec![server.url()],
+            ..Default::default()
+        },
+        "slots-test",
+    )
+    .await
+    .expect("connect");
+    Inspector::open(&client, bucket, &errors, Duration::from_secs(5))
+        .await
+        .expect("open the bucket")
+}
+
+/// Slot -> holder, as the bucket has it now.
+async fn holders(i: &Inspector) -> BTreeMap<u32, String> {
+    let mut m = BTreeMap::new();
+    for k in 0..2 {
+        let slot = RoleName::from_key_name(format!("indexer.{k}")).expect("slot");
+        if let Some(h) = i
+            .holder(&slot)
+            .await
+            .expect("read the holder")
+            .and_then(|h| h.holder)
+        {
+            m.insert(k, h.to_string());
+        }
+    }
+    m
+}
+
+/// Polls the bucket for `period`: no instance is ever the holder of both slots.
+async fn never_one_instance_on_two(i: &Inspector, d: &Deployment, period: Duration) {
+    let end = Instant::now() + period;
+    while Instant::now() < end {
+        let h = holders(i).await;
+        assert!(
+            h.len() < 2 || h[&0] != h[&1],
+            "one instance holds both slots: {h:?}\n{}",
+            d.report()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn wait_holders(
+    i: &Inspector,
+    d: &Deployment,
+    what: &str,
+    ok: impl Fn(&BTreeMap<u32, String>) -> bool,
+) -> BTreeMap<u32, String> {
+    let until = Instant::now() + LIMIT;
+    loop {
+        let h = holders(i).await;
+        if ok(&h) {
+            return h;
+        }
+        assert!(
+            Instant::now() < until,
+            "{what}: holders {h:?}\n{}",
+            d.report()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Three instances, `slots: 2`, placement on: the first alone holds one slot only (the
+/// other stays vacant); with all three, both slots are held by two distinct instances and
+/// never one instance on both; `status --json` lists each slot with its role and holder; the
+/// SIGKILL of a holder hands its slot to the instance without one; the histories (the killed
+/// one's included) are clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_instances_share_two_slots_and_a_killed_holder_s_slot_moves() {
+    let server = NatsServer::start().await;
+    let bucket = "slots-run";
+    let mut d = Deployment::new(
+        &server.url(),
+        bucket,
+        // `Deployment` writes `- name: <role>`: the slots are the entry's next line.
+        &["indexer\n    slots: 2"],
+        "timing:\n  ttl: 2s\n  heartbeat: 500ms\n\
+         placement:\n  enabled: true\n  stability_window: 1s\n  claim_grace: 1s\n",
+    );
+    d.arg("--history");
+    d.arg("{dir}/{id}.jsonl");
+    // node-a alone first: it holds one slot, and the other stays vacant (placement prefers
+    // it for both, and nobody else campaigns).
+    d.start("node-a").await;
+    let i = inspector(&server, bucket).await;
+    wait_holders(&i, &d, "node-a on a slot", |h| !h.is_empty()).await;
+    never_one_instance_on_two(&i, &d, Duration::from_secs(5)).await;
+    assert_eq!(holders(&i).await.len(), 1, "{}", d.report());
+    for id in ["node-b", "node-c"] {
+        d.start(id).await;
+    }
+    let both = |h: &BTreeMap<u32, String>| h.len() == 2 && h[&0] != h[&1];
+    wait_holders(&i, &d, "two instances on the two slots", both).await;
+    never_one_instance_on_two(&i, &d, Duration::from_secs(6)).await;
+    let before = wait_holders(&i, &d, "still two instances", both).await;
+
+    // `status --json`: one entry per slot, with the role, the slot and the holder.
+    let url = server.url();
+    let out = testkit::cli::run(
+        &["status", "--json", "-s", &url, "--bucket", bucket],
+        &[],
+        LIMIT,
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.text());
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).expect("status JSON");
+    let roles = json["roles"].as_array().expect("roles");
+    let mut listed: Vec<(String, u64, String)> = roles
+        .iter()
+        .map(|r| {
+            (
+                r["role"].as_str().unwrap_or_default().to_owned(),
+                r["slot"].as_u64().expect("a slot"),
+                r["holder"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    listed.sort();
+    assert_eq!(listed.len(), 2, "{}", out.stdout);
+    assert!(listed.iter().all(|(r, ..)| r == "indexer"), "{listed:?}");
+    assert_eq!(
+        listed.iter().map(|(_, k, _)| *k).collect::<Vec<_>>(),
+        [0, 1],
+        "{listed:?}"
+    );
+    let text = testkit::cli::run(&["status", "-s", &url, "--bucket", bucket], &[], LIMIT).await;
+    assert!(text.stdout.contains("indexer[0]"), "{}", text.text());
+
+    // SIGKILL the holder of slot 0: the instance holding no slot takes it.
+    let victim = before[&0].clone();
+    let idle = ["node-a", "node-b", "node-c"]
+        .into_iter()
+        .find(|id| !before.values().any(|h| h == id))
+        .expect("an instance without a slot");
+    let n = d
+        .instances
+        .iter()
+        .position(|x| x.id == victim)
+        .expect("the victim");
+    signal(d.instances[n].pid(), SIGKILL);
+    let after = wait_holders(&i, &d, "the freed slot taken by the idle instance", |h| {
+        h.get(&0).map(String::as_str) == Some(idle)
+    })
+    .await;
+    assert_eq!(after[&1], before[&1], "slot 1 changed hands: {after:?}");
+    never_one_instance_on_two(&i, &d, Duration::from_secs(3)).await;
+    d.wait_exit(n, LIMIT).await;
+    for k in 0..d.instances.len() {
+        if k != n {
+            d.terminate(k);
+        }
+    }
+    for k in 0..d.instances.len() {
+        if k != n {
+            d.wait_exit(k, LIMIT).await;
+        }
+    }
+    let dir = d.dir().display().to_string();
+    let out = testkit::cli::run(&["history", "check", &dir], &[], LIMIT).await;
+    assert_eq!(out.code, Some(0), "{}\n{}", out.text(), d.report());
+    assert!(out.stdout.contains("CLEAN"), "{}", out.text());
+}
+
+/// `nats-roles exec --role sem --slots 2`: three concurrent commands all run, at most two at
+/// once (each counts the markers of the running commands after writing its own), and two do
+/// run together; each exits with its command's status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_with_two_slots_runs_at_most_two_commands_at_once() {
+    let server = NatsServer::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = server.url();
+    let one = |name: &'static str| {
+        let url = url.clone();
+        let dir = dir.path().to_path_buf();
+        async move {
+            let script = format!(
+                "touch {d}/running.{name}; n=$(ls {d} | grep -c '^running\\.'); \
+                 echo \"$n $NATS_ROLES_ROLE $NATS_ROLES_SLOT\" >> {d}/counts.{name}; sleep 4; \
+                 rm {d}/running.{name}; exit 3",
+                d = dir.display()
+            );
+            testkit::cli::run(
+                &[
+                    "exec",
+                    "--role",
+                    "sem",
+                    "--slots",
+                    "2",
+                    "-s",
+                    &url,
+                    "--bucket",
+                    "slots-sem",
+                    "--auto-create",
+                    "--ttl",
+                    "2s",
+                    "--instance-id",
+                    name,
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ],
+                &[],
+                Duration::from_secs(60),
+            )
+            .await
+        }
+    };
+    let (x, y, z) = tokio::join!(one("x"), one("y"), one("z"));
+    for out in [&x, &y, &z] {
+        assert_eq!(out.code, Some(3), "{}", out.text());
+    }
+    let mut counts = Vec::new();
+    for name in ["x", "y", "z"] {
+        let line = std::fs::read_to_string(dir.path().join(format!("counts.{name}")))
+            .unwrap_or_else(|e| panic!("{name} never ran its command: {e}"));
+        assert_eq!(
+            line.lines().count(),
+            1,
+            "{name} ran its command more than once (on two slots): {line:?}"
+        );
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields.len(), 3, "{line:?}");
+        assert_eq!(fields[1], "sem", "NATS_ROLES_ROLE: {line:?}");
+        assert!(["0", "1"].contains(&fields[2]), "NATS_ROLES_SLOT: {line:?}");
+        counts.push(fields[0].parse::<u32>().expect("a count"));
+    }
+    let most = counts.iter().copied().max().unwrap_or_default();
+    assert_eq!(
+        most, 2,
+        "commands running at once, as each saw it: {counts:?}"
+    );
+}
