@@ -121,3 +121,49 @@ async fn three_managers_share_two_slots_and_a_freed_slot_moves() {
         m.shutdown(Duration::from_secs(5)).await.expect("shutdown");
     }
 }
+
+/// The negative control `slot-no-permit` (every slot campaigns on its own): one manager
+/// alone takes several slots at once, and the checker flags its history S7 — while the same
+/// run with the permit is clean.
+#[cfg(feature = "negative-controls")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_slot_no_permit_control_is_flagged_s7() {
+    use nats_roles::testing::NegativeControl;
+    use nats_roles::tooling::history::{HistoryRecorder, Invariant, check_loaded, load_paths};
+    let server = NatsServer::start().await;
+    let client = testkit::connect(&server.url()).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (bucket, broken) in [("slots-permit", false), ("slots-no-permit", true)] {
+        let path = dir.path().join(format!("{bucket}.jsonl"));
+        let recorder = HistoryRecorder::create(&path, &inst("a")).expect("recorder");
+        let names: Vec<RoleName> = (0..3)
+            .map(|k| RoleName::for_slot(&role("indexer"), k).expect("slot"))
+            .collect();
+        recorder.start(&names);
+        let mut b = RoleManager::builder(client.clone(), inst("a"))
+            .bucket(bucket)
+            .auto_create(1)
+            .history(recorder.clone())
+            .role(spec(&role("indexer")).slots(3));
+        if broken {
+            b = b.negative_control(NegativeControl::SlotNoPermit);
+        }
+        let m = b.start().await.expect("manager");
+        wait_until(Duration::from_secs(10), "a slot held", || {
+            !held(&m, 3).is_empty()
+        })
+        .await;
+        tokio::time::sleep(TTL * 3).await;
+        let most = held(&m, 3).len();
+        m.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+        recorder.stop();
+        let report = check_loaded(&load_paths(&[path]).expect("history loads"));
+        if broken {
+            assert!(most > 1, "slot-no-permit held only {most} slot");
+            assert!(report.has(Invariant::S7), "{}", report.render_text());
+        } else {
+            assert_eq!(most, 1);
+            assert!(report.is_clean(), "{}", report.render_text());
+        }
+    }
+}

@@ -223,6 +223,8 @@ impl RoleRunner {
     /// Gives or takes this role's acquire permit (Q15); true when it was just given (the
     /// driver then wakes the role so that it campaigns).
     pub(crate) fn set_permit(&mut self, permit: bool) -> bool {
+        // Always given under the `slot-no-permit` negative control.
+        let permit = permit || !self.shared.backend.slot_permits();
         let opened = permit && !self.machine.acquire_permit();
         self.machine.set_acquire_permit(permit);
         opened
