@@ -380,11 +380,14 @@ impl RoleManager {
     }
 
     /// Stops taking part in a role: releases it gracefully if held and waits until the demote
-    /// callback returned.
+    /// callback returned. A role added with [`RoleSpec::slots`] is removed with every slot.
     ///
     /// # Errors
     /// [`Error::UnknownRole`] if the role is not managed.
     pub async fn remove_role(&self, role: &RoleName) -> Result<(), Error> {
+        if let Some(slots) = self.slots_of(role) {
+            return self.remove_slots(slots).await;
+        }
         let slot = {
             let mut roles = self.shared.managed.roles();
             let slot = roles

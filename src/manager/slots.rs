@@ -31,6 +31,33 @@ impl RoleManager {
         Ok(())
     }
 
+    /// The managed slots of `role` when `role` names a role with slots (not a slot, and not
+    /// a managed role itself).
+    pub(super) fn slots_of(&self, role: &RoleName) -> Option<Vec<RoleName>> {
+        if role.slot().is_some() {
+            return None;
+        }
+        let roles = self.shared.managed.roles();
+        if roles.contains_key(role) {
+            return None;
+        }
+        let slots: Vec<RoleName> = roles
+            .keys()
+            .filter(|name| name.slot().is_some() && name.base_role() == *role)
+            .cloned()
+            .collect();
+        (!slots.is_empty()).then_some(slots)
+    }
+
+    /// Removes every slot of a role (each released and stopped, together).
+    pub(super) async fn remove_slots(&self, slots: Vec<RoleName>) -> Result<(), Error> {
+        let removals = slots.iter().map(|s| Box::pin(self.remove_role(s)));
+        for result in futures_util::future::join_all(removals).await {
+            result?;
+        }
+        Ok(())
+    }
+
     /// The slots of the role `role` (a role added with [`RoleSpec::slots`]) this instance
     /// holds now, as slot numbers: at most one (protocol Q15, S7), empty if none is held or
     /// the role has no slots here. A term is counted while it is valid, as

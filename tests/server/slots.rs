@@ -48,7 +48,8 @@ async fn never_two(managers: &[&RoleManager], slots: u32, period: Duration) {
 }
 
 /// One manager, three vacant slots: it takes one and only one (without the permit every slot
-/// campaigns on its own and it takes all three), and `slots_held` names it.
+/// campaigns on its own and it takes all three), and `slots_held` names it; `remove_role` of
+/// the role removes every slot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_manager_takes_one_slot_of_three() {
     let server = NatsServer::start().await;
@@ -63,6 +64,10 @@ async fn one_manager_takes_one_slot_of_three() {
     assert_eq!(h.len(), 1, "{h:?}");
     assert_eq!(m.slots_held(&role("indexer")), h);
     assert_eq!(m.roles().len(), 3, "one role per slot: {:?}", m.roles());
+    // Removed by the role's name: every slot goes, the held one released.
+    m.remove_role(&role("indexer")).await.expect("removed");
+    assert!(m.roles().is_empty(), "{:?}", m.roles());
+    assert!(m.slots_held(&role("indexer")).is_empty());
     m.shutdown(Duration::from_secs(5)).await.expect("shutdown");
 }
 
