@@ -254,3 +254,68 @@ async fn exec_with_two_slots_runs_at_most_two_commands_at_once() {
         "commands running at once, as each saw it: {counts:?}"
     );
 }
+
+/// `exec --slots 2 --no-wait` while two other `exec`s hold both slots: it gives up at once
+/// (75, the command never runs) and says that every slot is held; the two run theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_no_wait_gives_up_only_when_every_slot_is_held() {
+    let server = NatsServer::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = server.url();
+    let exec = |name: &str, extra: &[&str], script: String| {
+        let mut args: Vec<String> = [
+            "exec",
+            "--role",
+            "sem",
+            "--slots",
+            "2",
+            "-s",
+            &url,
+            "--bucket",
+            "slots-no-wait",
+            "--auto-create",
+            "--ttl",
+            "2s",
+            "--instance-id",
+            name,
+        ]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect();
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        args.extend(["--".into(), "sh".into(), "-c".into(), script]);
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            testkit::cli::run(&args, &[], Duration::from_secs(60)).await
+        }
+    };
+    let d = dir.path().display().to_string();
+    let holder = |name: &'static str| {
+        exec(
+            name,
+            &[],
+            format!("touch {d}/running.{name}; sleep 8; rm {d}/running.{name}"),
+        )
+    };
+    let late = async {
+        let until = Instant::now() + LIMIT;
+        while std::fs::read_dir(dir.path()).map_or(0, Iterator::count) < 2 {
+            assert!(Instant::now() < until, "the two holders never both ran");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let out = exec("z", &["--no-wait"], format!("touch {d}/ran.z")).await;
+        let still = std::fs::read_dir(dir.path()).map_or(0, Iterator::count);
+        (out, still)
+    };
+    let (x, y, (z, still)) = tokio::join!(holder("x"), holder("y"), late);
+    assert_eq!(x.code, Some(0), "{}", x.text());
+    assert_eq!(y.code, Some(0), "{}", y.text());
+    assert_eq!(z.code, Some(75), "{}", z.text());
+    assert_eq!(still, 2, "the holders were still running when z gave up");
+    assert!(!dir.path().join("ran.z").exists(), "z ran its command");
+    assert!(
+        z.stderr.contains("all 2 slots of role sem are held"),
+        "{}",
+        z.text()
+    );
+}

@@ -313,7 +313,8 @@ async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
         builder.set_callbacks(&role.name, ProcessCallbacks::new(p));
     }
     let mut events = builder.events();
-    let mut wait = Wait::new(role.name.clone(), id.clone(), args.no_wait, args.wait);
+    let mut wait =
+        Wait::new(role.name.clone(), id.clone(), args.no_wait, args.wait).with_slots(role.slots);
     let mut stage = one_shot.subscribe();
     let manager = std::sync::Arc::new(builder.start().await.map_err(runtime)?);
     context.manager.set(&manager);
