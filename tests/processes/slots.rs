@@ -319,3 +319,100 @@ async fn exec_no_wait_gives_up_only_when_every_slot_is_held() {
         z.text()
     );
 }
+
+/// Placement does not plan a second slot of a role on a member holding one: an instance of a
+/// higher priority (which placement prefers for every slot while it holds none) takes one
+/// slot by a voluntary move, the other goes back to another instance, the slots stay put, and
+/// the plan prefers each slot's holder (without the rule it prefers node-a for both: its
+/// member record lists the slot it cannot take as unavailable).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preferred_instance_takes_one_slot_and_the_slots_stay_put() {
+    let server = NatsServer::start().await;
+    let bucket = "slots-priority";
+    let placement = "timing:\n  ttl: 2s\n  heartbeat: 500ms\n\
+         placement:\n  enabled: true\n  stability_window: 1s\n  claim_grace: 1s\n  \
+         cooldown: 1s\n  move_interval: 500ms\n";
+    let mut d = Deployment::new(&server.url(), bucket, &["indexer\n    slots: 2"], placement);
+    d.start("node-b").await;
+    d.start("node-c").await;
+    let i = inspector(&server, bucket).await;
+    let both = |h: &BTreeMap<u32, String>| h.len() == 2 && h[&0] != h[&1];
+    wait_holders(&i, &d, "node-b and node-c on the slots", both).await;
+    let config = d.dir().join("node-a.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "bucket:\n  name: {bucket}\n  replicas: 1\n  auto_create: true\n\
+             instance:\n  priority: 10\n{placement}roles:\n  - name: indexer\n    slots: 2\n"
+        ),
+    )
+    .expect("write config");
+    let mut cmd = testkit::cli::command(testkit::nats_roles_bin());
+    cmd.arg("run")
+        .arg("--config")
+        .arg(&config)
+        .args(["--instance-id", "node-a", "--server", &server.url()])
+        .args(["--http", "127.0.0.1:0"]);
+    d.start_command("node-a", cmd).await;
+    let with_a = |h: &BTreeMap<u32, String>| both(h) && h.values().any(|x| x == "node-a");
+    wait_holders(
+        &i,
+        &d,
+        "node-a on one slot, another instance on the other",
+        with_a,
+    )
+    .await;
+    // Settled: no change of hands for 8 s (16 move intervals, 8 cooldowns).
+    let settled = holders(&i).await;
+    let end = Instant::now() + Duration::from_secs(8);
+    let mut changes = Vec::new();
+    let mut last = settled.clone();
+    while Instant::now() < end {
+        let now = holders(&i).await;
+        if now != last {
+            changes.push(now.clone());
+            last = now;
+        }
+        assert!(
+            last.len() < 2 || last[&0] != last[&1],
+            "one instance holds both slots: {last:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        changes.is_empty(),
+        "the slots changed hands after settling at {settled:?}: {changes:?}\n{}",
+        d.report()
+    );
+    // The plan (from the member records, as `status` computes it) prefers a different member
+    // for each slot: each slot's holder, not node-a for both.
+    let url = server.url();
+    let out = testkit::cli::run(
+        &["status", "--json", "-s", &url, "--bucket", bucket],
+        &[],
+        LIMIT,
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.text());
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).expect("status JSON");
+    let preferred: BTreeMap<u64, String> = json["roles"]
+        .as_array()
+        .expect("roles")
+        .iter()
+        .map(|r| {
+            (
+                r["slot"].as_u64().expect("a slot"),
+                r["preferred"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let want: BTreeMap<u64, String> = settled
+        .iter()
+        .map(|(k, h)| (u64::from(*k), h.clone()))
+        .collect();
+    assert_eq!(
+        preferred, want,
+        "the plan is not where the slots are: {}",
+        out.stdout
+    );
+}
