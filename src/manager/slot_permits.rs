@@ -18,6 +18,9 @@ pub(crate) enum SlotView {
     /// A candidate whose key is vacant (a marker, absent, or its holder's session gone): it
     /// would acquire with the permit.
     Vacant,
+    /// [`SlotView::Vacant`], but placement (or a targeted move) prefers another instance for
+    /// it: its claim is held back, so a vacant slot without a hold-back goes first.
+    HeldBack,
     /// A candidate whose key holds a value its backstop may take over later (a foreign or
     /// version 1 value, or an unknown entry): worth the permit only when no slot is vacant.
     Stale,
@@ -60,8 +63,9 @@ impl SlotPermits {
 
     /// The permit of every slot of `role`'s group (empty for a role that is not a slot):
     /// a claimant keeps it and every other slot loses it; without a claimant only the most
-    /// preferred vacant slot gets it (else the most preferred stale one), so a process
-    /// campaigns for one slot at a time, in its own order (rendezvous over `(instance, k)`).
+    /// preferred vacant slot gets it (one nobody else is preferred for first, else one held
+    /// back for another instance, else the most preferred stale one), so a process campaigns
+    /// for one slot at a time, in its own order (rendezvous over `(instance, k)`).
     pub(crate) fn decide(
         &self,
         role: &RoleName,
@@ -78,6 +82,7 @@ impl SlotPermits {
             .iter()
             .find(|(_, v)| *v == SlotView::Claims)
             .or_else(|| views.iter().find(|(_, v)| *v == SlotView::Vacant))
+            .or_else(|| views.iter().find(|(_, v)| *v == SlotView::HeldBack))
             .or_else(|| views.iter().find(|(_, v)| *v == SlotView::Stale))
             .map(|(id, _)| *id);
         views
@@ -150,6 +155,25 @@ mod tests {
             }
         });
         assert_eq!(open(&d), [order[2]]);
+        // A slot placement holds back for another instance comes after a free one.
+        let d = p.decide(&role, |id| {
+            if id == order[0] {
+                SlotView::HeldBack
+            } else if id == order[1] {
+                SlotView::Stale
+            } else {
+                SlotView::Vacant
+            }
+        });
+        assert_eq!(open(&d), [order[2]]);
+        let d = p.decide(&role, |id| {
+            if id == order[0] {
+                SlotView::Stale
+            } else {
+                SlotView::HeldBack
+            }
+        });
+        assert_eq!(open(&d), [order[1]]);
         assert!(open(&p.decide(&role, |_| SlotView::Busy)).is_empty());
     }
 

@@ -26,6 +26,15 @@ impl RoleMachine {
         self.permit
     }
 
+    /// Whether a placement or targeted-move hold-back delays this machine's claim of a
+    /// vacancy (another instance is preferred for it): the driver gives the permit first to a
+    /// slot this instance is not held back from.
+    #[must_use]
+    pub fn held_back(&self) -> bool {
+        self.move_delay
+            .map_or(!self.campaign_delay.is_zero(), |d| !d.is_zero())
+    }
+
     /// Whether this machine claims the permit of its role's slots (Q15): while it holds a
     /// term (a release and its drain included), has an acquire in flight, or one whose
     /// outcome it has not resolved yet (including a won acquire sent before a stop, not yet

@@ -159,3 +159,17 @@ fn a_value_naming_our_session_without_the_permit_is_handed_over() {
         "{actions:?}"
     );
 }
+
+/// A placement hold-back (another instance preferred) marks the machine held back; a targeted
+/// move's hold-back replaces it (zero for the move's target).
+#[test]
+fn a_hold_back_is_reported_for_the_driver_s_choice_of_slot() {
+    let (mut m, t0) = machine();
+    assert!(!m.held_back());
+    m.handle_campaign_delay(Duration::from_secs(1), t0);
+    assert!(m.held_back());
+    m.handle_move_delay(Some(Duration::ZERO));
+    assert!(!m.held_back(), "the move's target");
+    m.handle_move_delay(None);
+    assert!(m.held_back());
+}

@@ -208,7 +208,11 @@ impl RoleRunner {
         }
         match self.machine.observed() {
             Some(KeyState::Absent | KeyState::Vacant { .. }) if state == RoleState::Candidate => {
-                SlotView::Vacant
+                if self.machine.held_back() {
+                    SlotView::HeldBack
+                } else {
+                    SlotView::Vacant
+                }
             }
             Some(KeyState::Unknown { .. }) => SlotView::Stale,
             Some(KeyState::Held { value, .. })
