@@ -148,6 +148,21 @@ async fn three_instances_share_two_slots_and_a_killed_holder_s_slot_moves() {
     );
     let text = testkit::cli::run(&["status", "-s", &url, "--bucket", bucket], &[], LIMIT).await;
     assert!(text.stdout.contains("indexer[0]"), "{}", text.text());
+    // The HTTP API names a slot as its role: `/api/roles/indexer.0`.
+    let port = d.instances[0].port;
+    let (code, body) = testkit::http::get(port, "/api/roles/indexer.0")
+        .await
+        .expect("GET /api/roles/indexer.0");
+    assert_eq!(code, 200, "{body}");
+    let view: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(
+        (view["role"].as_str(), view["slot"].as_u64()),
+        (Some("indexer"), Some(0))
+    );
+    let (code, body) = testkit::http::get(port, "/api/roles/indexer.00")
+        .await
+        .expect("GET /api/roles/indexer.00");
+    assert_eq!(code, 400, "{body}");
 
     // SIGKILL the holder of slot 0: the instance holding no slot takes it.
     let victim = before[&0].clone();
