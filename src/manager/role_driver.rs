@@ -246,8 +246,9 @@ impl RoleDriver {
                 self.timers.remove(id);
                 self.wanting.remove(&id);
                 if let Some(runner) = self.runners.remove(&id) {
+                    // An aborted slot stays in its group, claiming the permit for good: its
+                    // term is not released and may last until it expires (Q15, S7).
                     let role = runner.role().clone();
-                    self.permits.remove(id, &role);
                     self.decide_permits(&role);
                 }
             }
@@ -321,9 +322,10 @@ impl RoleDriver {
     fn decide_permits(&mut self, role: &RoleName) {
         let runners = &self.runners;
         let decision = self.permits.decide(role, |id| {
+            // A slot without a runner was aborted (see `RoleInput::Abort`): it claims.
             runners
                 .get(&id)
-                .map_or(super::slot_permits::SlotView::Busy, |r| r.slot_view())
+                .map_or(super::slot_permits::SlotView::Claims, |r| r.slot_view())
         });
         for (id, permit) in decision {
             if let Some(runner) = self.runners.get_mut(&id)
