@@ -178,6 +178,19 @@ impl RoleDriver {
                         self.wanting.clear();
                     }
                 }
+                Some((id, n, role)) = self.io.demoted.next(), if !self.io.demoted.is_empty() => {
+                    match self.runners.get_mut(&id) {
+                        Some(runner) => {
+                            runner.demote_ended(n);
+                            self.settled(id);
+                        }
+                        // Stopped meanwhile: it leaves its group now.
+                        None => {
+                            self.permits.remove(id, &role);
+                            self.decide_permits(&role);
+                        }
+                    }
+                }
                 Some((id, n)) = self.io.drains.next(), if !self.io.drains.is_empty() => {
                     self.deliver(id, Delivery::Drained(n));
                 }
@@ -249,6 +262,7 @@ impl RoleDriver {
                     // An aborted slot stays in its group, claiming the permit for good: its
                     // term is not released and may last until it expires (Q15, S7).
                     let role = runner.role().clone();
+                    self.permits.abandon(id);
                     self.decide_permits(&role);
                 }
             }
@@ -293,10 +307,12 @@ impl RoleDriver {
         if runner.is_stopped() {
             self.timers.remove(id);
             self.wanting.remove(&id);
+            let demoting = runner.demoting();
             if let Some(runner) = self.runners.remove(&id) {
                 runner.finish();
             }
-            if let Some(role) = slot {
+            // A slot whose `on_demote` still runs claims until it returned (`io.demoted`).
+            if let Some(role) = slot.filter(|_| !demoting) {
                 self.permits.remove(id, &role);
                 self.decide_permits(&role);
             }

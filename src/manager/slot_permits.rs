@@ -33,6 +33,8 @@ pub(crate) enum SlotView {
 pub(crate) struct SlotPermits {
     /// Per base role: its slots' runners and their rendezvous score (higher first).
     groups: HashMap<RoleName, Vec<(RoleId, u64)>>,
+    /// Slots aborted ([`SlotPermits::abandon`]): never removed, they claim for good.
+    abandoned: std::collections::HashSet<RoleId>,
 }
 
 impl SlotPermits {
@@ -47,9 +49,16 @@ impl SlotPermits {
         group.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     }
 
-    /// A slot runner left (stopped or aborted).
+    /// A slot was aborted (its term is not released and may last until it expires): it
+    /// stays in its group, and the driver counts a slot without a runner as claiming.
+    pub(crate) fn abandon(&mut self, id: RoleId) {
+        self.abandoned.insert(id);
+    }
+
+    /// A slot runner left (stopped, and its `on_demote` returned). Nothing for an aborted
+    /// slot.
     pub(crate) fn remove(&mut self, id: RoleId, role: &RoleName) {
-        if role.slot().is_none() {
+        if role.slot().is_none() || self.abandoned.contains(&id) {
             return;
         }
         let base = role.base_role();

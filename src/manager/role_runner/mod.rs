@@ -66,6 +66,9 @@ pub(crate) struct DriverIo {
     pub(crate) drains: FuturesUnordered<BoxFuture<'static, (RoleId, u64)>>,
     /// Demotions waiting for a start of the term's work to finish (Q12).
     pub(crate) gates: FuturesUnordered<BoxFuture<'static, RoleId>>,
+    /// The `on_demote` callbacks of slots (Q15), numbered: a slot claims its role's permit
+    /// until its term's work stopped (an `exec` child is gone).
+    pub(crate) demoted: FuturesUnordered<BoxFuture<'static, (RoleId, u64, RoleName)>>,
 }
 
 /// How a role is set up inside its driver (everything but its machine and report).
@@ -133,6 +136,9 @@ pub(crate) struct RoleRunner {
     preparing: Option<CancellationToken>,
     /// Start of the current term (its nonce and RFC 3339 time), repeated in renewals (P2).
     acquired: Option<(uuid::Uuid, String)>,
+    /// A slot's `on_demote` still running (its number): the slot claims its role's permit
+    /// until it returned (Q15: the term's work, an `exec` child, may still act).
+    demoting: Option<u64>,
     /// A demotion waiting for the term's start gate: nothing else of the role happens until
     /// the driver reports the gate open ([`RoleRunner::gate_opened`]).
     gated: Option<Action>,
@@ -168,6 +174,7 @@ impl RoleRunner {
             draining: None,
             drain: None,
             drains_started: 0,
+            demoting: None,
             resets: 0,
             last_held: None,
             preparing: None,
@@ -199,7 +206,11 @@ impl RoleRunner {
     /// claims the permit while its machine does, and while its term is still with the
     /// application (a demotion waiting at the start gate, the term not yet taken back).
     pub(crate) fn slot_view(&self) -> SlotView {
-        if self.gated.is_some() || self.machine.claims_permit() || self.current.borrow().is_some() {
+        if self.gated.is_some()
+            || self.demoting.is_some()
+            || self.machine.claims_permit()
+            || self.current.borrow().is_some()
+        {
             return SlotView::Claims;
         }
         let state = self.machine.state();
@@ -222,6 +233,18 @@ impl RoleRunner {
             }
             _ => SlotView::Busy,
         }
+    }
+
+    /// The slot's `on_demote` numbered `n` returned (a later one may still run).
+    pub(crate) fn demote_ended(&mut self, n: u64) {
+        if self.demoting == Some(n) {
+            self.demoting = None;
+        }
+    }
+
+    /// Whether a slot's `on_demote` still runs ([`RoleRunner::slot_view`]).
+    pub(crate) fn demoting(&self) -> bool {
+        self.demoting.is_some()
     }
 
     /// Gives or takes this role's acquire permit (Q15); true when it was just given (the
