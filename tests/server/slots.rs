@@ -172,3 +172,58 @@ async fn the_slot_no_permit_control_is_flagged_s7() {
         }
     }
 }
+
+/// A slot whose term ended claims its role's permit until its `on_demote` returned (the
+/// term's work — an `exec` child — may act until then): released with a drain shorter than
+/// its `on_demote`, the slot cools down at once, and yet the other slot is taken only after
+/// `on_demote` returned (without the rule, right after the release).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_slot_claims_the_permit_until_its_on_demote_returned() {
+    use nats_roles::FnCallbacks;
+    use std::sync::{Arc, Mutex};
+    let server = NatsServer::start().await;
+    let client = testkit::connect(&server.url()).await;
+    let demoted: Arc<Mutex<Option<tokio::time::Instant>>> = Arc::default();
+    let callbacks = {
+        let demoted = demoted.clone();
+        FnCallbacks::new(
+            |_l| async {},
+            move |_d| {
+                let demoted = demoted.clone();
+                async move {
+                    tokio::time::sleep(Duration::from_millis(1500)).await;
+                    *demoted.lock().expect("lock") = Some(tokio::time::Instant::now());
+                }
+            },
+        )
+    };
+    let m = RoleManager::builder(client.clone(), inst("a"))
+        .bucket("slots-demote")
+        .auto_create(1)
+        .drain_timeout(Duration::from_millis(200))
+        .role(spec(&role("indexer")).slots(2).callbacks(callbacks))
+        .start()
+        .await
+        .expect("manager");
+    wait_until(Duration::from_secs(10), "a slot held", || {
+        !held(&m, 2).is_empty()
+    })
+    .await;
+    let k = held(&m, 2)[0];
+    let slot = RoleName::for_slot(&role("indexer"), k).expect("slot");
+    m.release(&slot, Duration::from_secs(30)).expect("release");
+    let released = tokio::time::Instant::now();
+    wait_until(Duration::from_secs(10), "the other slot held", || {
+        held(&m, 2) == [1 - k]
+    })
+    .await;
+    let again = tokio::time::Instant::now();
+    let returned = (*demoted.lock().expect("lock")).unwrap_or_else(|| {
+        panic!(
+            "the other slot held {:?} after the release, before on_demote returned",
+            again - released
+        )
+    });
+    assert!(returned <= again);
+    m.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+}
