@@ -127,6 +127,18 @@ pub enum Error {
     /// The role is already managed.
     #[error("role {0} is already managed")]
     RoleExists(RoleName),
+    /// A role's number of slots ([`RoleSpec::slots`](crate::RoleSpec::slots)) is neither 1
+    /// nor between 2 and [`MAX_SLOTS`](crate::config::MAX_SLOTS).
+    #[error(
+        "role {role} has {slots} slots: a role has 1 slot (one holder) or 2 to {max} slots",
+        max = crate::config::MAX_SLOTS
+    )]
+    InvalidSlots {
+        /// The role.
+        role: RoleName,
+        /// The number of slots asked for.
+        slots: u32,
+    },
     /// The role is being removed ([`RoleManager::remove_role`](crate::RoleManager::remove_role)
     /// has not finished: its release and `on_demote` are still running); add it again once the
     /// removal returned.

@@ -228,10 +228,24 @@ pub struct Leadership {
 }
 
 impl Leadership {
-    /// The role.
+    /// The role (for a slot, the slot's role `<role>.<k>`: protocol Q15).
     #[must_use]
     pub fn role(&self) -> &RoleName {
         &self.inner.role
+    }
+
+    /// The slot this term holds, for a role with slots ([`RoleSpec::slots`](crate::RoleSpec::slots)):
+    /// `Some(2)` for a term of `indexer.2`; `None` for a role without slots.
+    #[must_use]
+    pub fn slot(&self) -> Option<u32> {
+        self.inner.role.slot()
+    }
+
+    /// The role this term belongs to: `indexer` for a term of the slot `indexer.2`, the role
+    /// itself for a role without slots.
+    #[must_use]
+    pub fn base_role(&self) -> RoleName {
+        self.inner.role.base_role()
     }
 
     /// This instance's id.

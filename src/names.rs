@@ -23,7 +23,14 @@ pub enum NameError {
     /// The name contains a character outside `[A-Za-z0-9_-]`.
     #[error("contains {0:?}; only ASCII letters, digits, '-' and '_' are allowed")]
     InvalidChar(char),
+    /// A slot number of [`MAX_SLOT_INDEX`] or more (`RoleName::for_slot`).
+    #[error("names slot {0}; slots are numbered below {MAX_SLOT_INDEX}")]
+    SlotTooLarge(u32),
 }
+
+/// Slot numbers are below this bound (`role.<role>.<k>`, protocol Q15); a configuration
+/// allows far fewer slots (`roles[].slots`, at most 64).
+pub const MAX_SLOT_INDEX: u32 = 1000;
 
 fn check(name: &str) -> Result<(), NameError> {
     if name.is_empty() {
@@ -42,7 +49,7 @@ fn check(name: &str) -> Result<(), NameError> {
 }
 
 macro_rules! name_type {
-    ($(#[$doc:meta])* $name:ident) => {
+    ($(#[$doc:meta])* $name:ident, $parse:path) => {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub struct $name(String);
@@ -114,7 +121,7 @@ macro_rules! name_type {
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let s = String::deserialize(d)?;
-                Self::new(s).map_err(serde::de::Error::custom)
+                $parse(s).map_err(serde::de::Error::custom)
             }
         }
     };
@@ -122,13 +129,84 @@ macro_rules! name_type {
 
 name_type!(
     /// The name of a role, e.g. `scheduler` or `shard-7`: one KV key token.
-    RoleName
+    ///
+    /// A slot of a role with `slots` (protocol Q15) is a role too: slot `k` of `indexer` is
+    /// named `indexer.<k>` ([`RoleName::for_slot`]). [`RoleName::new`] refuses the dot, so a
+    /// configured name is never a slot; deserializing accepts slot names
+    /// ([`RoleName::from_key_name`]), since the crate's own records carry them.
+    RoleName,
+    RoleName::from_key_name
 );
 name_type!(
     /// The identity of one manager instance, stable across restarts of the same
     /// deployment unit (e.g. a pod or host name), e.g. `node-a`.
-    InstanceId
+    InstanceId,
+    InstanceId::new
 );
+
+impl RoleName {
+    /// Slot `k` of the role `base` (protocol Q15): the role named `<base>.<k>`, whose key is
+    /// `role.<base>.<k>`. A `base` that is itself a slot counts as its base role.
+    ///
+    /// # Errors
+    /// [`NameError::SlotTooLarge`] when `k` is [`MAX_SLOT_INDEX`] or more.
+    pub fn for_slot(base: &RoleName, k: u32) -> Result<Self, NameError> {
+        if k >= MAX_SLOT_INDEX {
+            return Err(NameError::SlotTooLarge(k));
+        }
+        Ok(Self(format!("{}.{k}", base.base_str())))
+    }
+
+    /// A role name as it appears after `role.` in a key: a plain role name, or a slot
+    /// `<role>.<k>` with `k` a decimal number without leading zeros below
+    /// [`MAX_SLOT_INDEX`]. Anything else is refused (a key whose name does not parse is not
+    /// a role of this protocol, Q15).
+    ///
+    /// # Errors
+    /// [`NameError`] when the name is neither.
+    pub fn from_key_name(name: impl Into<String>) -> Result<Self, NameError> {
+        let name = name.into();
+        let Some((base, k)) = name.rsplit_once('.') else {
+            check(&name)?;
+            return Ok(Self(name));
+        };
+        check(base)?;
+        parse_slot(k).ok_or(NameError::InvalidChar('.'))?;
+        Ok(Self(name))
+    }
+
+    /// The role this name belongs to: the base role of a slot (`indexer` for
+    /// `indexer.2`), the name itself otherwise.
+    #[must_use]
+    pub fn base_role(&self) -> RoleName {
+        Self(self.base_str().to_owned())
+    }
+
+    /// The slot number of a slot (`Some(2)` for `indexer.2`), `None` for a plain role.
+    #[must_use]
+    pub fn slot(&self) -> Option<u32> {
+        self.0.rsplit_once('.').and_then(|(_, k)| parse_slot(k))
+    }
+
+    fn base_str(&self) -> &str {
+        match self.0.rsplit_once('.') {
+            Some((base, _)) => base,
+            None => &self.0,
+        }
+    }
+}
+
+/// A slot number: decimal digits, no leading zero (but `0`), below [`MAX_SLOT_INDEX`].
+fn parse_slot(k: &str) -> Option<u32> {
+    let canonical = !k.is_empty()
+        && k.len() <= 3
+        && k.bytes().all(|b| b.is_ascii_digit())
+        && (k == "0" || !k.starts_with('0'));
+    canonical
+        .then(|| k.parse::<u32>().ok())
+        .flatten()
+        .filter(|k| *k < MAX_SLOT_INDEX)
+}
 
 #[cfg(test)]
 mod tests {
@@ -151,6 +229,64 @@ mod tests {
             InstanceId::new("x".repeat(129)),
             Err(NameError::TooLong(129))
         );
+    }
+
+    #[test]
+    fn slots_are_role_names_with_a_number() {
+        let base = RoleName::new("indexer").unwrap();
+        let two = RoleName::for_slot(&base, 2).unwrap();
+        assert_eq!(two.as_str(), "indexer.2");
+        assert_eq!(two.slot(), Some(2));
+        assert_eq!(two.base_role(), base);
+        assert_eq!(base.slot(), None);
+        assert_eq!(base.base_role(), base);
+        assert_eq!(RoleName::for_slot(&two, 5).unwrap().as_str(), "indexer.5");
+        assert_eq!(
+            RoleName::for_slot(&base, 1000),
+            Err(NameError::SlotTooLarge(1000))
+        );
+        assert_eq!(RoleName::new("indexer.2"), Err(NameError::InvalidChar('.')));
+    }
+
+    #[test]
+    fn key_names_accept_exactly_a_role_and_a_canonical_slot_number() {
+        for ok in [
+            "indexer",
+            "indexer.0",
+            "indexer.2",
+            "indexer.10",
+            "indexer.999",
+        ] {
+            let name = RoleName::from_key_name(ok).unwrap();
+            assert_eq!(name.as_str(), ok);
+        }
+        for bad in [
+            "indexer.",
+            ".2",
+            "indexer.02",
+            "indexer.00",
+            "indexer.1000",
+            "indexer.2.3",
+            "indexer.x",
+            "indexer.-1",
+            "indexer.+1",
+            "a b.1",
+            "indexer. 1",
+            "",
+        ] {
+            assert!(RoleName::from_key_name(bad).is_err(), "{bad:?} accepted");
+        }
+        let long = "x".repeat(MAX_NAME_LEN);
+        assert!(RoleName::from_key_name(format!("{long}.7")).is_ok());
+        assert!(RoleName::from_key_name(format!("{long}x.7")).is_err());
+    }
+
+    #[test]
+    fn deserialize_accepts_slots_but_not_other_dots() {
+        let slot: RoleName = serde_json::from_str("\"indexer.2\"").unwrap();
+        assert_eq!(slot.slot(), Some(2));
+        assert!(serde_json::from_str::<RoleName>("\"a.b\"").is_err());
+        assert!(serde_json::from_str::<InstanceId>("\"a.1\"").is_err());
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub(crate) struct EvictArgs {
 }
 
 pub(crate) async fn run(args: EvictArgs) -> Result<(), Failure> {
-    let role = RoleName::new(args.role.as_str())
+    let role = RoleName::from_key_name(args.role.as_str())
         .map_err(|e| Failure::Usage(format!("{:?} is not a valid role name: it {e}", args.role)))?;
     let interactive = std::io::stdin().is_terminal();
     if !args.yes && !interactive {

@@ -7,7 +7,7 @@ pub(crate) mod color;
 pub(crate) mod conn;
 mod context;
 pub(crate) mod drain;
-mod earlier_children;
+mod earlier;
 pub(crate) mod evict;
 mod exec;
 mod frozen;

@@ -528,7 +528,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
                 .roles
                 .iter()
                 .filter(|r| r.campaign)
-                .map(|r| r.name.clone())
+                .flat_map(crate::config::RoleConfig::role_names)
                 .collect();
             recorder.start(&roles);
             Some(recorder)
@@ -565,12 +565,7 @@ async fn serve(mut config: Config, args: &RunArgs, telemetry: &Telemetry) -> Res
     // A signal while waiting for an earlier process's commands ends the process as one
     // while starting does (nothing written yet).
     let starting = async {
-        super::earlier_children::await_earlier_children(
-            &config,
-            &id,
-            processes.lock_dir.as_deref(),
-        )
-        .await;
+        super::earlier::await_earlier_children(&config, &id, processes.lock_dir.as_deref()).await;
         start(
             &config,
             &id,
@@ -649,6 +644,12 @@ async fn start(
         .start_retry(retry)
         .start_progress_to(progress);
     for role in &config.roles {
+        if role.slots > 1 {
+            if let Some(p) = crate::exec::slots::SlotCallbacks::for_role(role, processes) {
+                builder.set_callbacks(&role.name, p);
+            }
+            continue;
+        }
         if let Some(p) = crate::exec::supervisor::RoleProcesses::for_role(role, processes) {
             builder.set_callbacks(
                 &role.name,

@@ -130,7 +130,11 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), Failure> {
     let rows: Vec<Vec<String>> = by_instance
         .iter()
         .map(|i| {
-            let roles: Vec<&str> = i.roles.iter().map(|r| r.role.as_str()).collect();
+            let roles: Vec<String> = i
+                .roles
+                .iter()
+                .map(|r| crate::inspect::shown_name(&r.role, r.slot))
+                .collect();
             vec![
                 i.instance.clone(),
                 i.roles.len().to_string(),
@@ -152,7 +156,7 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), Failure> {
 fn role_row(v: &RoleView) -> Vec<String> {
     let opt = |o: Option<String>| o.unwrap_or_else(|| "-".to_owned());
     vec![
-        v.role.clone(),
+        v.shown_name(),
         v.holder
             .clone()
             .unwrap_or_else(|| "<foreign value>".to_owned()),

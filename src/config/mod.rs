@@ -82,7 +82,7 @@ pub use otel_env::{
     ENV_OTLP_ENDPOINT, ENV_OTLP_HEADERS, ENV_OTLP_METRICS_ENDPOINT, ENV_OTLP_PROTOCOL,
     ENV_OTLP_TRACES_ENDPOINT, ENV_RESOURCE_ATTRIBUTES, ENV_SERVICE_NAME,
 };
-pub use roles::RoleConfig;
+pub use roles::{MAX_SLOTS, RoleConfig};
 pub use telemetry::{DEFAULT_SERVICE_NAME, LogFormat, OtlpConfig, OtlpProtocol, TelemetryConfig};
 pub(crate) use wan::round_trip_issues;
 

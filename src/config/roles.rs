@@ -14,6 +14,9 @@ use crate::core::TimingOverrides;
 use crate::names::RoleName;
 use crate::placement::Takeover;
 
+/// The most slots a role may have (`roles[].slots`).
+pub const MAX_SLOTS: u32 = 64;
+
 /// One role this instance takes part in. Timing fields (`ttl`, `heartbeat`, ...) written in
 /// the role's entry override the top-level [`Timing`](crate::core::Timing) for this role.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,6 +44,11 @@ pub struct RoleConfig {
     /// their weight; 1 to 1000. Default: `1`.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub weight: u32,
+    /// How many instances may hold the role at once, each one slot (protocol Q15): slot `k`
+    /// is the role `<name>.<k>`, and an instance holds at most one slot of a role. `1` (no
+    /// slots) or 2 to [`MAX_SLOTS`]. Default: `1`.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub slots: u32,
     /// A command the binary runs while this instance holds the role (docs/exec.md).
     /// Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -75,12 +83,25 @@ impl RoleConfig {
             priority: None,
             takeover: Takeover::Voluntary,
             weight: 1,
+            slots: 1,
             exec: None,
             on_promote: None,
             on_demote: None,
             on_prepare: None,
             timing: TimingOverrides::default(),
         }
+    }
+
+    /// The roles this entry stands for: its name, or with `slots` (protocol Q15) one role
+    /// per slot, `<name>.0` to `<name>.<slots-1>`.
+    #[must_use]
+    pub fn role_names(&self) -> Vec<RoleName> {
+        if self.slots <= 1 {
+            return vec![self.name.clone()];
+        }
+        (0..self.slots)
+            .filter_map(|k| RoleName::for_slot(&self.name, k).ok())
+            .collect()
     }
 
     /// This role's priority: its own `priority` if set, otherwise the

@@ -405,6 +405,12 @@ impl Config {
                     );
                 }
             }
+            if group.role.slots > 1 {
+                p.push(
+                    format!("groups[{i}].slots"),
+                    "a group's members have one holder each: slots are for a role (`roles[].slots`)",
+                );
+            }
             self.check_role(&format!("groups[{i}]"), &group.role, p);
         }
     }
@@ -422,6 +428,19 @@ impl Config {
                 ),
             );
         }
+
+        if !(1..=super::roles::MAX_SLOTS).contains(&role.slots) {
+            p.push(
+                format!("{at}.slots"),
+                format!(
+                    "{} is out of range: a role has 1 slot (the default: one holder) or 2 \
+                     to {} slots (that many holders, one slot each)",
+                    role.slots,
+                    super::roles::MAX_SLOTS
+                ),
+            );
+        }
+
         // Rules whose fields are all inherited fail (and are reported) for
         // the top-level timing already; report only those an override
         // takes part in.

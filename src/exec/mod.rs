@@ -10,6 +10,7 @@
 //! * [`metrics`] — runs, restarts and running commands;
 //! * [`one_shot`] — whether `nats-roles exec`'s command starts or `exec` gave up waiting;
 //! * [`seams`] — test-only seams (cargo feature `negative-controls`);
+//! * [`slots`] — the callbacks of a role with slots: one set of processes per slot;
 //! * [`supervisor`] — the role callbacks that run hooks and children term by term.
 
 pub(crate) mod child;
@@ -17,6 +18,7 @@ pub(crate) mod lock;
 pub(crate) mod metrics;
 pub(crate) mod one_shot;
 pub(crate) mod seams;
+pub(crate) mod slots;
 pub(crate) mod supervisor;
 pub(crate) mod watchdog;
 pub(crate) mod wire;

@@ -165,6 +165,29 @@ impl RoleProcesses {
         })
     }
 
+    /// The callbacks for slot `k` of `role` (a role with `slots`, protocol Q15), or `None`
+    /// when it declares no process: its children, hooks, labels, history records and lock
+    /// are the slot's (`<role>.<k>`); their environment names the role and the slot.
+    pub(crate) fn for_slot(role: &RoleConfig, k: u32, context: &ProcessContext) -> Option<Self> {
+        let slot = RoleName::for_slot(&role.name, k).ok()?;
+        Self::for_role(
+            &RoleConfig {
+                name: slot,
+                ..role.clone()
+            },
+            context,
+        )
+    }
+
+    /// `NATS_ROLES_ROLE` (the base role of a slot) and, for a slot, `NATS_ROLES_SLOT`.
+    fn role_vars(&self) -> Vec<(String, String)> {
+        let mut vars = vec![("NATS_ROLES_ROLE".into(), self.role.base_role().to_string())];
+        if let Some(k) = self.role.slot() {
+            vars.push(("NATS_ROLES_SLOT".into(), k.to_string()));
+        }
+        vars
+    }
+
     /// The environment of a term's processes.
     fn term_env(&self, l: &Leadership) -> Vec<(String, String)> {
         let left = l.deadline().saturating_duration_since(Instant::now());
@@ -172,8 +195,8 @@ impl RoleProcesses {
             .checked_add(left)
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_millis());
-        vec![
-            ("NATS_ROLES_ROLE".into(), self.role.to_string()),
+        let mut env = self.role_vars();
+        env.extend([
             (
                 "NATS_ROLES_INSTANCE".into(),
                 self.context.instance.to_string(),
@@ -181,23 +204,19 @@ impl RoleProcesses {
             ("NATS_ROLES_TERM".into(), l.term().to_string()),
             ("NATS_ROLES_TOKEN".into(), l.token().expose()),
             ("NATS_ROLES_DEADLINE_MS".into(), deadline_ms.to_string()),
-        ]
-        .into_iter()
-        .chain(self.member_env())
-        .collect()
+        ]);
+        env.extend(self.member_env());
+        env
     }
 
     fn role_env(&self) -> Vec<(String, String)> {
-        vec![
-            ("NATS_ROLES_ROLE".into(), self.role.to_string()),
-            (
-                "NATS_ROLES_INSTANCE".into(),
-                self.context.instance.to_string(),
-            ),
-        ]
-        .into_iter()
-        .chain(self.member_env())
-        .collect()
+        let mut env = self.role_vars();
+        env.push((
+            "NATS_ROLES_INSTANCE".into(),
+            self.context.instance.to_string(),
+        ));
+        env.extend(self.member_env());
+        env
     }
 
     /// Runs a hook to its end (at most its timeout, and `deadline` when given).

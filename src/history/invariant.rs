@@ -1,7 +1,8 @@
 //! The election's invariants, one ID each, as `docs/reliability.md` defines them. Both
 //! checkers name what they flag with these IDs: the history checker ([`crate::history::check`],
 //! on recorded histories of real processes) and the pure core's simulation (`src/sim/`,
-//! on the state machines' actions; S1 and L3 do not apply there). L2 (fail-over figures) is
+//! on the state machines' actions; S1, S7 and L3 do not apply there: the simulation runs no
+//! roles with slots). L2 (fail-over figures) is
 //! reported as figures, never as a violation, so it has no variant.
 
 use serde::Serialize;
@@ -22,6 +23,8 @@ pub enum Invariant {
     S5,
     /// Per node and role: (promote … demote)*, matching tokens, closed at a clean stop.
     S6,
+    /// A process never acts on two slots of one role at once (protocol Q15).
+    S7,
     /// A role with a live candidate gets a holder within the bound (and, in the simulation,
     /// what progress needs locally: a timer whenever one is due).
     L1,
@@ -31,13 +34,14 @@ pub enum Invariant {
 
 impl Invariant {
     /// Every invariant that can be violated, in document order.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::S1,
         Self::S2,
         Self::S3,
         Self::S4,
         Self::S5,
         Self::S6,
+        Self::S7,
         Self::L1,
         Self::L3,
     ];

@@ -373,6 +373,14 @@ fn duration_field(
 async fn do_move(api: &Api, role: &str, body: &Bytes) -> Result<Json<Moved>, ApiError> {
     use crate::moves::{MoveOptions, MoveOutcome};
     let name = role_name(role)?;
+    if name.slot().is_some() {
+        // Q13's move records name roles, not slots, and a target holding another slot of the
+        // role could not take it (Q15).
+        return Err(ApiError::bad_request(format!(
+            "{role} is a slot of role {}: slots are not moved (release it instead)",
+            name.base_role()
+        )));
+    }
     if body.is_empty() {
         return Err(ApiError::bad_request(
             "a JSON body naming the target is needed: {\"to\": \"INSTANCE\"}",

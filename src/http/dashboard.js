@@ -92,8 +92,14 @@
     r.cells.term.textContent = term ?? "";
   }
 
+  // A slot of a role with slots (protocol Q15) is a row of its own, named as its key
+  // (`indexer.2`): the admin actions address it by that name.
+  function keyOf(v) {
+    return v.slot == null ? v.role : v.role + "." + v.slot;
+  }
+
   function renderRole(v) {
-    const r = row(v.role);
+    const r = row(keyOf(v));
     r.candidates = v.candidates || null;
     setHolder(r, v.holder, v.holder_url, v.status);
     setTerm(r, v.term);
@@ -199,8 +205,8 @@
     const groups = new Map();
     for (const v of list.roles) {
       renderRole(v);
-      seen.add(v.role);
-      const r = rows.get(v.role);
+      seen.add(keyOf(v));
+      const r = rows.get(keyOf(v));
       r.group = v.group ?? null;
       r.index = v.index ?? null;
       if (r.group !== null) {
@@ -260,7 +266,7 @@
       if (i.this_instance) card.appendChild(el("span", "pill", "this instance"));
       card.appendChild(el("div", "muted", i.roles.length + (i.roles.length === 1 ? " role" : " roles")));
       const chips = el("div", "chips");
-      for (const r of i.roles) chips.appendChild(el("span", "chip", r.role + " #" + (r.term ?? "?")));
+      for (const r of i.roles) chips.appendChild(el("span", "chip", keyOf(r) + " #" + (r.term ?? "?")));
       card.appendChild(chips);
       box.appendChild(card);
     }

@@ -114,7 +114,7 @@ fn campaigners(manager: &crate::RoleManager) -> Option<BTreeSet<RoleName>> {
 
 /// A role name from the path, or 400.
 pub(crate) fn role_name(raw: &str) -> Result<RoleName, ApiError> {
-    RoleName::new(raw).map_err(|e| {
+    RoleName::from_key_name(raw).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_role_name",
@@ -139,4 +139,17 @@ pub(crate) async fn one(
 
 pub(crate) async fn instances(State(api): State<Api>) -> Json<InstanceList> {
     Json(api.instances())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::role_name;
+
+    #[test]
+    fn a_role_path_segment_may_name_a_slot() {
+        let slot = role_name("indexer.2").expect("a slot is a role");
+        assert_eq!(slot.slot(), Some(2));
+        assert!(role_name("indexer.x").is_err());
+        assert!(role_name("indexer.02").is_err());
+    }
 }

@@ -582,7 +582,7 @@ pub(super) async fn guarded<T>(
 
 fn role_of(key: &str) -> Option<RoleName> {
     key.strip_prefix(ROLE_PREFIX)
-        .and_then(|name| RoleName::new(name).ok())
+        .and_then(|name| RoleName::from_key_name(name).ok())
 }
 
 /// What one watched entry means for the role holders: a role entry is an update of its role

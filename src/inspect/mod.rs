@@ -34,7 +34,7 @@ pub use redact::redact_token;
 pub use transitions::{EventView, TransitionTracker};
 pub use view::{
     Candidates, HeldRole, HolderState, InstanceList, InstanceView, LocalView, RoleList, RoleView,
-    format_time, instances,
+    format_time, instances, shown_name,
 };
 #[cfg(feature = "tooling")]
 pub use view::{MAX_SHOWN_KEY, MAX_SHOWN_META, MAX_SHOWN_VALUE, shown_meta};

@@ -27,8 +27,12 @@ pub enum HolderState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct RoleView {
-    /// The role name.
+    /// The role name (for a slot of a role with `slots`, the role's: `indexer` for the key
+    /// `role.indexer.2`; [`slot`](Self::slot) says which).
     pub role: String,
+    /// The slot, for a role with slots (protocol Q15): each slot is an entry of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u32>,
     /// Held, vacant or foreign.
     pub status: HolderState,
     /// The holder's instance id.
@@ -165,8 +169,11 @@ impl RoleList {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct HeldRole {
-    /// The role.
+    /// The role (for a slot, the role's name; [`slot`](Self::slot) says which).
     pub role: String,
+    /// The slot, for a role with slots (protocol Q15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u32>,
     /// The term.
     pub term: Option<u64>,
     /// The redacted fencing token.
@@ -300,12 +307,28 @@ fn shown_url(meta: &BTreeMap<String, String>) -> Option<String> {
         .cloned()
 }
 
+/// A role as people read it: `indexer`, or `indexer[2]` for slot 2 of `indexer`.
+#[must_use]
+pub fn shown_name(role: &str, slot: Option<u32>) -> String {
+    match slot {
+        Some(k) => format!("{role}[{k}]"),
+        None => role.to_owned(),
+    }
+}
+
 impl RoleView {
+    /// The role as people read it ([`shown_name`]: `indexer[2]` for a slot).
+    #[must_use]
+    pub fn shown_name(&self) -> String {
+        shown_name(&self.role, self.slot)
+    }
+
     /// A role nobody holds.
     #[must_use]
     pub fn vacant(role: &RoleName) -> Self {
         Self {
-            role: role.to_string(),
+            role: role.base_role().to_string(),
+            slot: role.slot(),
             status: HolderState::Vacant,
             holder: None,
             term: None,
@@ -337,7 +360,8 @@ impl RoleView {
         let since = info.acquired_at.or(observed.then_some(info.since));
         let (meta, meta_truncated) = shown_meta(&info.meta);
         Self {
-            role: info.role.to_string(),
+            role: info.role.base_role().to_string(),
+            slot: info.role.slot(),
             status: if info.foreign {
                 HolderState::Foreign
             } else {
@@ -472,7 +496,8 @@ pub fn instances(
             (entry.meta, entry.meta_truncated) = shown_meta(&info.meta);
         }
         entry.roles.push(HeldRole {
-            role: info.role.to_string(),
+            role: info.role.base_role().to_string(),
+            slot: info.role.slot(),
             term: info.term,
             token: info.token.as_ref().map(redact_token),
             held_since: info.acquired_at.map(format_time),
@@ -512,7 +537,13 @@ mod tests {
             value: HolderValue::Lease(Box::new(value)),
         };
         let written = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        HolderInfo::from_state(&RoleName::new(role).unwrap(), &state, 9, Some(written)).unwrap()
+        HolderInfo::from_state(
+            &RoleName::from_key_name(role).unwrap(),
+            &state,
+            9,
+            Some(written),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -610,5 +641,25 @@ mod tests {
     fn times_are_rfc3339_with_milliseconds() {
         let t = SystemTime::UNIX_EPOCH + Duration::from_nanos(1_800_000_000_123_456_789);
         assert_eq!(format_time(t), "2027-01-15T08:00:00.123Z");
+    }
+
+    /// A slot (protocol Q15) is an entry of its own: `role` names the role, `slot` the slot;
+    /// a role without slots has no `slot` field at all.
+    #[test]
+    fn a_slot_is_an_entry_with_its_role_and_slot() {
+        let slot = RoleName::from_key_name("indexer.2").unwrap();
+        let v = RoleView::vacant(&slot);
+        assert_eq!((v.role.as_str(), v.slot), ("indexer", Some(2)));
+        assert_eq!(v.shown_name(), "indexer[2]");
+        let json = serde_json::to_value(&v).unwrap();
+        assert_eq!(json["role"], "indexer");
+        assert_eq!(json["slot"], 2);
+        let plain =
+            serde_json::to_value(RoleView::vacant(&RoleName::new("solo").unwrap())).unwrap();
+        assert!(plain.get("slot").is_none(), "{plain}");
+        let held = RoleView::held(&info("indexer.1", "a", 7), true, SystemTime::now());
+        assert_eq!((held.role.as_str(), held.slot), ("indexer", Some(1)));
+        let list = instances(&[info("indexer.1", "a", 7)], None);
+        assert_eq!(list[0].roles[0].slot, Some(1));
     }
 }

@@ -45,6 +45,12 @@ pub(crate) trait RoleBackend: Send + Sync + 'static {
         false
     }
 
+    /// Whether the slots of a role share the slot permit (Q15; not only under the
+    /// `slot-no-permit` negative control).
+    fn slot_permits(&self) -> bool {
+        true
+    }
+
     /// The deadline handed to the application for a term whose local deadline is `deadline`.
     fn handed_deadline(&self, deadline: Instant) -> Instant {
         deadline

@@ -30,6 +30,8 @@ mod role_set;
 mod session_link;
 mod session_task;
 pub(crate) mod shared;
+mod slot_permits;
+mod slots;
 mod spec;
 pub(crate) mod startup;
 pub(crate) mod status;
@@ -144,8 +146,15 @@ impl RoleManager {
     /// [`Error::BucketMaxAge`] if the bucket has a `max_age` (and this instance campaigns for
     /// the role: protocol v2 role keys are written once per term); [`Error::RoleExists`] if the role is already
     /// managed; [`Error::RoleStopping`] while its [`RoleManager::remove_role`] has not
-    /// finished; [`Error::Stopped`] after shutdown.
+    /// finished; [`Error::Stopped`] after shutdown; [`Error::InvalidSlots`] (a role with
+    /// [`RoleSpec::slots`] is added as one role per slot, all or none).
     pub fn add_role(&self, spec: RoleSpec) -> Result<(), Error> {
+        if self.cancel.is_cancelled() {
+            return Err(Error::Stopped);
+        }
+        if spec.slots != 1 {
+            return self.add_slots(spec);
+        }
         self.set.add_role(spec)
     }
 
@@ -156,11 +165,14 @@ impl RoleManager {
     }
 
     /// Stops taking part in a role: releases it gracefully if held and waits until the demote
-    /// callback returned.
+    /// callback returned. A role added with [`RoleSpec::slots`] is removed with every slot.
     ///
     /// # Errors
     /// [`Error::UnknownRole`] if the role is not managed.
     pub async fn remove_role(&self, role: &RoleName) -> Result<(), Error> {
+        if let Some(slots) = self.slots_of(role) {
+            return self.remove_slots(slots).await;
+        }
         self.set.remove_role(role).await
     }
 

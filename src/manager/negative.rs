@@ -46,21 +46,25 @@ pub enum NegativeControl {
     /// renewals extend the terms resting on the lost one: a holder acts on after its session
     /// is gone, until it sees its role key taken (the simulation's control of the same name).
     RenewAfterLoss,
+    /// Protocol Q15: the slots of a role campaign each on their own, without the slot
+    /// permit, so one process takes several slots of a role at once (flagged S7).
+    SlotNoPermit,
 }
 
 impl NegativeControl {
     /// Every mode.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::PlainPut,
         Self::DropTtl,
         Self::NoLocalDeadline,
         Self::SkipDemote,
         Self::IgnoreSession,
         Self::RenewAfterLoss,
+        Self::SlotNoPermit,
     ];
 
     /// The command-line name (`plain-put`, `drop-ttl`, `no-local-deadline`, `skip-demote`,
-    /// `ignore-session`, `renew-after-loss`).
+    /// `ignore-session`, `renew-after-loss`, `slot-no-permit`).
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -70,6 +74,7 @@ impl NegativeControl {
             Self::SkipDemote => "skip-demote",
             Self::IgnoreSession => "ignore-session",
             Self::RenewAfterLoss => "renew-after-loss",
+            Self::SlotNoPermit => "slot-no-permit",
         }
     }
 }
@@ -154,6 +159,11 @@ impl RoleBackend for Flawed {
         self.mode != NegativeControl::PlainPut
     }
 
+    /// `slot-no-permit`: every slot campaigns on its own.
+    fn slot_permits(&self) -> bool {
+        self.mode != NegativeControl::SlotNoPermit
+    }
+
     /// `ignore-session`: another instance's role value is vacant whatever its session.
     fn ignores_sessions(&self) -> bool {
         self.mode == NegativeControl::IgnoreSession
@@ -176,7 +186,8 @@ impl RoleBackend for Flawed {
             NegativeControl::PlainPut
             | NegativeControl::DropTtl
             | NegativeControl::IgnoreSession
-            | NegativeControl::RenewAfterLoss => true,
+            | NegativeControl::RenewAfterLoss
+            | NegativeControl::SlotNoPermit => true,
         }
     }
 

@@ -233,19 +233,21 @@ impl Driver {
             })
             .collect();
         let roles = self.shared.managed.roles();
+        let taken = slots_taken(&holders, &self.shared.instance);
         let world = World {
-            holders,
             roles: roles
                 .iter()
                 .map(|(name, slot)| {
                     let status = super::status::current(&slot.status);
                     let view = RoleView {
                         leader: status.state == RoleState::Leader,
-                        declines: declines(&status, now),
+                        declines: declines(&status, now)
+                            || sibling_held(name, &holders, &taken, &self.shared.instance),
                     };
                     (name.clone(), view)
                 })
                 .collect(),
+            holders,
             healthy: *self.link.healthy.borrow(),
         };
         let actions = self.controller.step(Input::Replan(world), now);
@@ -414,6 +416,30 @@ fn declines(status: &RoleStatus, now: Instant) -> bool {
         || (!status.is_leader() && status.failure.is_some_and(FailureKind::is_permanent))
 }
 
+/// The roles with slots of which this instance holds a slot (protocol Q15).
+fn slots_taken(
+    holders: &std::collections::BTreeMap<RoleName, InstanceId>,
+    me: &InstanceId,
+) -> std::collections::BTreeSet<RoleName> {
+    holders
+        .iter()
+        .filter(|(role, holder)| *holder == me && role.slot().is_some())
+        .map(|(role, _)| role.base_role())
+        .collect()
+}
+
+/// Whether `role` is a slot this instance will not take because it holds another slot of
+/// the same role (`taken`: [`slots_taken`]): its member record lists it as unavailable, so
+/// placement never plans two slots of a role on one member (Q15).
+fn sibling_held(
+    role: &RoleName,
+    holders: &std::collections::BTreeMap<RoleName, InstanceId>,
+    taken: &std::collections::BTreeSet<RoleName>,
+    me: &InstanceId,
+) -> bool {
+    role.slot().is_some() && taken.contains(&role.base_role()) && holders.get(role) != Some(me)
+}
+
 async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -484,5 +510,31 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// Q15: a member holding a slot of a role declines the other slots of that role (its
+    /// record lists them unavailable, so no plan puts two slots on it), not the one it holds,
+    /// nor slots of other roles or roles without slots.
+    #[test]
+    fn a_member_holding_a_slot_declines_its_siblings() {
+        let me = InstanceId::new("a").expect("valid");
+        let other = InstanceId::new("b").expect("valid");
+        let name = |n: &str| RoleName::from_key_name(n).expect("valid");
+        let holders: std::collections::BTreeMap<RoleName, InstanceId> = [
+            (name("idx.1"), me.clone()),
+            (name("idx.2"), other.clone()),
+            (name("jobs.0"), other.clone()),
+            (name("plain"), me.clone()),
+        ]
+        .into();
+        let taken = slots_taken(&holders, &me);
+        assert_eq!(taken, [name("idx")].into());
+        let declined: Vec<&str> = [
+            "idx.0", "idx.1", "idx.2", "jobs.0", "jobs.1", "plain", "idx",
+        ]
+        .into_iter()
+        .filter(|n| sibling_held(&name(n), &holders, &taken, &me))
+        .collect();
+        assert_eq!(declined, ["idx.0", "idx.2"]);
     }
 }

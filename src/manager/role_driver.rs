@@ -18,7 +18,9 @@ use tokio_util::sync::CancellationToken;
 use super::role_input::{RoleId, RoleInbox, RoleInput};
 use super::role_runner::{Delivery, DriverIo, RoleRunner, RoleSetup};
 use super::session_link::{SessionClock, SessionView};
+use super::slot_permits::SlotPermits;
 use super::timer_queue::TimerQueue;
+use crate::names::RoleName;
 
 /// Inputs handled in one go before the driver looks at its other sources again (a mass
 /// fail-over delivers one per role).
@@ -53,6 +55,7 @@ impl DriverHandle {
             io: DriverIo::default(),
             timers: TimerQueue::default(),
             wanting: HashSet::new(),
+            permits: SlotPermits::default(),
             adds,
             inputs,
             cancel,
@@ -95,6 +98,8 @@ struct RoleDriver {
     timers: TimerQueue,
     /// Roles whose acquire waits for a newer session renewal (only they are woken by one).
     wanting: HashSet<RoleId>,
+    /// The slot permit of each role with slots (Q15, S7): decided after every step of a slot.
+    permits: SlotPermits,
     adds: mpsc::UnboundedReceiver<Box<RoleSetup>>,
     inputs: mpsc::UnboundedReceiver<(RoleId, RoleInput)>,
     cancel: CancellationToken,
@@ -173,6 +178,19 @@ impl RoleDriver {
                         self.wanting.clear();
                     }
                 }
+                Some((id, n, role)) = self.io.demoted.next(), if !self.io.demoted.is_empty() => {
+                    match self.runners.get_mut(&id) {
+                        Some(runner) => {
+                            runner.demote_ended(n);
+                            self.settled(id);
+                        }
+                        // Stopped meanwhile: it leaves its group now.
+                        None => {
+                            self.permits.remove(id, &role);
+                            self.decide_permits(&role);
+                        }
+                    }
+                }
                 Some((id, n)) = self.io.drains.next(), if !self.io.drains.is_empty() => {
                     self.deliver(id, Delivery::Drained(n));
                 }
@@ -204,6 +222,9 @@ impl RoleDriver {
     /// A new role: started with the session's current state.
     fn add(&mut self, setup: RoleSetup, session: Option<&watch::Receiver<SessionView>>) {
         let id = setup.id;
+        // A slot's machine starts without the permit (the manager built it so): it joins its
+        // role's group first, and `settled` decides the group's permits.
+        self.permits.add(id, &setup.role, &setup.shared.instance);
         let runner = RoleRunner::start(setup, current(session), &mut self.io);
         self.runners.insert(id, Box::new(runner));
         self.settled(id);
@@ -237,7 +258,13 @@ impl RoleDriver {
                 // sender is gone).
                 self.timers.remove(id);
                 self.wanting.remove(&id);
-                self.runners.remove(&id);
+                if let Some(runner) = self.runners.remove(&id) {
+                    // An aborted slot stays in its group, claiming the permit for good: its
+                    // term is not released and may last until it expires (Q15, S7).
+                    let role = runner.role().clone();
+                    self.permits.abandon(id);
+                    self.decide_permits(&role);
+                }
             }
             input => {
                 if !self.runners.contains_key(&id) {
@@ -275,11 +302,19 @@ impl RoleDriver {
         let Some(runner) = self.runners.get(&id) else {
             return;
         };
+        // Only a slot's name is copied (no cost for the other roles).
+        let slot = runner.role().slot().map(|_| runner.role().clone());
         if runner.is_stopped() {
             self.timers.remove(id);
             self.wanting.remove(&id);
+            let demoting = runner.demoting();
             if let Some(runner) = self.runners.remove(&id) {
                 runner.finish();
+            }
+            // A slot whose `on_demote` still runs claims until it returned (`io.demoted`).
+            if let Some(role) = slot.filter(|_| !demoting) {
+                self.permits.remove(id, &role);
+                self.decide_permits(&role);
             }
             return;
         }
@@ -288,6 +323,32 @@ impl RoleDriver {
             self.wanting.insert(id);
         } else {
             self.wanting.remove(&id);
+        }
+        if let Some(role) = slot {
+            self.decide_permits(&role);
+        }
+    }
+
+    /// The slot permit of `role`'s slots (nothing for a role that is not a slot), decided
+    /// after each step of one of them and before any other role steps (Q15, S7): every step
+    /// of every role ends in [`RoleDriver::settled`], and the driver steps one role at a
+    /// time. A slot that sent an acquire in that step claims the permit, and its siblings
+    /// lose theirs here, before they can step; a slot given the permit is woken on its own
+    /// (a step of its own, then this decision again).
+    fn decide_permits(&mut self, role: &RoleName) {
+        let runners = &self.runners;
+        let decision = self.permits.decide(role, |id| {
+            // A slot without a runner was aborted (see `RoleInput::Abort`): it claims.
+            runners
+                .get(&id)
+                .map_or(super::slot_permits::SlotView::Claims, |r| r.slot_view())
+        });
+        for (id, permit) in decision {
+            if let Some(runner) = self.runners.get_mut(&id)
+                && runner.set_permit(permit)
+            {
+                self.timers.arm(id, Some(Instant::now()));
+            }
         }
     }
 }

@@ -102,6 +102,8 @@ impl RoleSet {
         // new role makes there, so an acquire acknowledged at or below it was stored in a
         // recreated bucket this manager has not noticed yet: never promoted, epoch checked.
         machine.seed_high_water(self.shared.bucket.high_water());
+        // A slot campaigns only with its role's permit, which its driver gives (Q15).
+        machine.set_acquire_permit(spec.name.slot().is_none());
         let (status_tx, status_rx) = watch::channel(RoleStatus::new(
             spec.name.clone(),
             spec.campaign,

@@ -19,6 +19,8 @@ pub struct RoleSpec {
     pub(super) takeover: Takeover,
     /// Cost for placement (`roles[].weight`), at least 1.
     pub(super) cost: u32,
+    /// How many holders at once, one slot each (`roles[].slots`; 1: no slots).
+    pub(super) slots: u32,
     pub(super) callbacks: Arc<dyn RoleCallbacks>,
 }
 
@@ -31,6 +33,7 @@ impl std::fmt::Debug for RoleSpec {
             .field("timing", &self.timing)
             .field("takeover", &self.takeover)
             .field("cost", &self.cost)
+            .field("slots", &self.slots)
             .finish_non_exhaustive()
     }
 }
@@ -46,6 +49,7 @@ impl RoleSpec {
             timing: Timing::default(),
             takeover: Takeover::Voluntary,
             cost: 1,
+            slots: 1,
             callbacks: Arc::new(NoCallbacks),
         }
     }
@@ -60,6 +64,7 @@ impl RoleSpec {
             timing: config.timing.with(&role.timing),
             takeover: role.takeover,
             cost: role.weight.max(1),
+            slots: role.slots,
             callbacks: Arc::new(NoCallbacks),
         }
     }
@@ -100,6 +105,47 @@ impl RoleSpec {
         self
     }
 
+    /// Up to `slots` instances hold the role at once, each one slot, an instance at most one
+    /// (protocol Q15; `roles[].slots`). Default 1: one holder, no slots. With 2 to
+    /// [`MAX_SLOTS`](crate::config::MAX_SLOTS) the manager takes part in the roles
+    /// `<name>.0` … `<name>.<slots-1>` ([`RoleName::for_slot`]), each an ordinary role with
+    /// this spec's settings and callbacks (shared by the slots: the [`Leadership`](crate::Leadership)
+    /// handed to them names the slot), and campaigns for at most one of them at a time;
+    /// [`RoleManager::slots_held`](super::RoleManager::slots_held) says which it holds.
+    /// Checked when the role is started ([`Error::InvalidSlots`]).
+    #[must_use]
+    pub fn slots(mut self, slots: u32) -> Self {
+        self.slots = slots;
+        self
+    }
+
+    /// The slot roles this spec stands for: itself without slots, else one spec per slot.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSlots`] for 0 or more than [`MAX_SLOTS`](crate::config::MAX_SLOTS).
+    pub(super) fn expand(self) -> Result<Vec<RoleSpec>, Error> {
+        let invalid = || Error::InvalidSlots {
+            role: self.name.clone(),
+            slots: self.slots,
+        };
+        match self.slots {
+            1 => Ok(vec![self]),
+            n if n == 0 || n > crate::config::MAX_SLOTS || self.name.slot().is_some() => {
+                Err(invalid())
+            }
+            n => (0..n)
+                .map(|k| {
+                    let name = RoleName::for_slot(&self.name, k).map_err(|_| invalid())?;
+                    Ok(RoleSpec {
+                        name,
+                        slots: 1,
+                        ..self.clone()
+                    })
+                })
+                .collect(),
+        }
+    }
+
     /// Lease timing for this role. It is checked ([`Timing::validate`], the same rules as the
     /// YAML configuration) when the role is started: [`RoleManagerBuilder::start`](super::RoleManagerBuilder::start) and
     /// [`RoleManager::add_role`](super::RoleManager::add_role) return [`Error::InvalidTiming`] for a timing that breaks one.
@@ -109,11 +155,19 @@ impl RoleSpec {
         self
     }
 
-    /// Checks the role's timing ([`Timing::validate`]).
+    /// Checks the role's timing ([`Timing::validate`]) and its number of slots.
     ///
     /// # Errors
-    /// [`Error::InvalidTiming`] naming the role and the first rule broken.
+    /// [`Error::InvalidTiming`] naming the role and the first rule broken;
+    /// [`Error::InvalidSlots`] for a number of slots that is neither 1 nor 2 to
+    /// [`MAX_SLOTS`](crate::config::MAX_SLOTS).
     pub fn validate(&self) -> Result<(), Error> {
+        if self.slots != 1 && !(2..=crate::config::MAX_SLOTS).contains(&self.slots) {
+            return Err(Error::InvalidSlots {
+                role: self.name.clone(),
+                slots: self.slots,
+            });
+        }
         self.timing
             .validate()
             .map_err(|source| Error::InvalidTiming {

@@ -287,7 +287,7 @@ async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
     let Some(name) = entry.key.strip_prefix(ROLE_PREFIX) else {
         return; // other prefixes (role data) are not leases
     };
-    let Ok(role) = RoleName::new(name) else {
+    let Ok(role) = RoleName::from_key_name(name) else {
         debug!(key = %entry.key, "ignoring a key that is not a valid role name");
         return;
     };

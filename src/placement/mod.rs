@@ -13,7 +13,7 @@ pub(crate) mod controller;
 mod decide;
 mod drain;
 mod freeze;
-mod hash;
+pub(crate) mod hash;
 mod member;
 mod members_view;
 mod membership;

@@ -32,6 +32,7 @@ mod placement_zones;
 mod release;
 mod session_clock;
 mod sites;
+mod slots;
 mod start_retry;
 mod successor_attacks;
 mod successors;

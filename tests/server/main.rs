@@ -18,6 +18,7 @@ mod proxy;
 mod renewal_age;
 mod reset_start;
 mod role_driver;
+mod slots;
 mod start_retry;
 
 /// The `nats-roles` binary (cargo builds it for integration tests).

@@ -54,6 +54,12 @@ pub(crate) struct ExecArgs {
     /// code (75) without running the command (a vacant role is still contended for once).
     #[arg(long, short = 'n')]
     no_wait: bool,
+    /// A counted semaphore: the role has N slots (2 to 64, protocol Q15) and the command
+    /// runs while this process holds any one of them, so at most N commands run at once
+    /// across every `exec` (and `run`) of the role with the same slots. --no-wait gives up
+    /// when every slot is held by another process [default: 1, one holder].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::config::MAX_SLOTS)))]
+    slots: Option<u32>,
     /// The exit status when the role was not acquired (--no-wait, --wait).
     #[arg(long, value_name = "N", default_value_t = EXIT_NOT_ACQUIRED, value_parser = clap::value_parser!(u8).range(1..))]
     conflict_exit_code: u8,
@@ -173,6 +179,9 @@ fn config(args: &ExecArgs) -> Result<Config, Failure> {
         .cloned()
         .unwrap_or_else(|| RoleConfig::new(role));
     entry.campaign = true;
+    if let Some(slots) = args.slots {
+        entry.slots = slots;
+    }
     entry.on_promote = None;
     entry.on_demote = None;
     entry.on_prepare = None;
@@ -200,6 +209,7 @@ fn in_flags(error: ConfigError) -> String {
         ("roles[0].exec.stop_signal", "--stop-signal"),
         ("roles[0].exec.command", "the command"),
         ("roles[0].name", "--role"),
+        ("roles[0].slots", "--slots"),
     ];
     let problems = problems
         .into_iter()
@@ -267,7 +277,7 @@ async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
         Some(path) => {
             let recorder = crate::history::HistoryRecorder::create(path, &id)
                 .map_err(|e| Failure::Usage(format!("--history {}: {e}", path.display())))?;
-            recorder.start(std::slice::from_ref(&role.name));
+            recorder.start(&role.role_names());
             builder = builder.history(recorder.clone());
             Some(recorder)
         }
@@ -295,16 +305,21 @@ async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
         lock_dir: crate::exec::lock::dir(),
         one_shot: Some(one_shot.clone()),
     };
-    if let Some(p) = RoleProcesses::for_role(&role, &context) {
+    if role.slots > 1 {
+        if let Some(p) = crate::exec::slots::SlotCallbacks::for_role(&role, &context) {
+            builder.set_callbacks(&role.name, p);
+        }
+    } else if let Some(p) = RoleProcesses::for_role(&role, &context) {
         builder.set_callbacks(&role.name, ProcessCallbacks::new(p));
     }
     let mut events = builder.events();
-    let mut wait = Wait::new(role.name.clone(), id.clone(), args.no_wait, args.wait);
+    let mut wait =
+        Wait::new(role.name.clone(), id.clone(), args.no_wait, args.wait).with_slots(role.slots);
     let mut stage = one_shot.subscribe();
     let manager = std::sync::Arc::new(builder.start().await.map_err(runtime)?);
     context.manager.set(&manager);
     info!(role = %role.name, instance = %id, "campaigning");
-    let mut status = manager.role(&role.name).map(|h| h.watch());
+    let mut status = wait::status_of(&manager, &role.name, role.slots, &id);
     let deadline = wait.deadline();
     let signal = super::signal::wait_signal();
     tokio::pin!(signal);

@@ -63,6 +63,47 @@ impl fmt::Display for Holder {
     }
 }
 
+/// What `exec` follows while it waits: the role's status; for a role with `slots` (Q15) one
+/// status standing for every slot — a slot held by another process only while every slot
+/// is (then `--no-wait` gives up), otherwise a slot this process may still get.
+pub(super) fn status_of(
+    manager: &crate::RoleManager,
+    role: &RoleName,
+    slots: u32,
+    me: &InstanceId,
+) -> Option<tokio::sync::watch::Receiver<RoleStatus>> {
+    if slots <= 1 {
+        return manager.role(role).map(|h| h.watch());
+    }
+    let mut each: Vec<tokio::sync::watch::Receiver<RoleStatus>> = (0..slots)
+        .filter_map(|k| RoleName::for_slot(role, k).ok())
+        .filter_map(|slot| manager.role(&slot).map(|h| h.watch()))
+        .collect();
+    let first = each.first()?.borrow().clone();
+    let (tx, rx) = tokio::sync::watch::channel(first);
+    let me = me.clone();
+    tokio::spawn(async move {
+        loop {
+            let statuses: Vec<RoleStatus> = each
+                .iter_mut()
+                .map(|r| r.borrow_and_update().clone())
+                .collect();
+            let open = statuses.iter().find(|s| Holder::of(s, &me).is_none());
+            let summary = open.unwrap_or(&statuses[0]).clone();
+            if tx.send(summary).is_err() {
+                return;
+            }
+            let changed =
+                futures_util::future::select_all(each.iter_mut().map(|r| Box::pin(r.changed())))
+                    .await;
+            if changed.0.is_err() {
+                return;
+            }
+        }
+    });
+    Some(rx)
+}
+
 /// What to do after a status change.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Verdict {
@@ -76,6 +117,8 @@ pub(super) enum Verdict {
 #[derive(Debug)]
 pub(super) struct Wait {
     role: RoleName,
+    /// The role's slots (1: none): with slots, the wait is for any one of them.
+    slots: u32,
     me: InstanceId,
     no_wait: bool,
     timeout: Option<Duration>,
@@ -96,12 +139,32 @@ impl Wait {
     ) -> Self {
         Self {
             role,
+            slots: 1,
             me,
             no_wait,
             timeout,
             began: Instant::now(),
             shown: None,
             last: None,
+        }
+    }
+
+    /// The wait is for any one of the role's `slots` (protocol Q15).
+    pub(super) fn with_slots(mut self, slots: u32) -> Self {
+        self.slots = slots;
+        self
+    }
+
+    /// The role, and who holds it, in a message: `role R … by H`, or with slots `every slot
+    /// of role R … (one by H)`.
+    fn held(&self, holder: &Holder) -> String {
+        if self.slots > 1 {
+            format!(
+                "all {} slots of role {} are held (one by {holder})",
+                self.slots, self.role
+            )
+        } else {
+            format!("role {} is held by {holder}", self.role)
         }
     }
 
@@ -119,22 +182,25 @@ impl Wait {
         if self.no_wait {
             return (
                 None,
-                Verdict::GiveUp(format!(
-                    "role {} is held by {holder}; not waiting (--no-wait)",
-                    self.role
-                )),
+                Verdict::GiveUp(format!("{}; not waiting (--no-wait)", self.held(&holder))),
             );
         }
         if self.shown.as_ref() == Some(&holder) {
             return (None, Verdict::Wait);
         }
-        let line = match self.timeout {
-            Some(t) => format!(
+        let line = match (self.timeout, self.slots > 1) {
+            (Some(t), false) => format!(
                 "waiting up to {} for role {} held by {holder}…",
                 humantime::format_duration(t),
                 self.role
             ),
-            None => format!("waiting for role {} held by {holder}…", self.role),
+            (None, false) => format!("waiting for role {} held by {holder}…", self.role),
+            (Some(t), true) => format!(
+                "waiting up to {} for a slot: {}…",
+                humantime::format_duration(t),
+                self.held(&holder)
+            ),
+            (None, true) => format!("waiting for a slot: {}…", self.held(&holder)),
         };
         self.shown = Some(holder);
         (Some(line), Verdict::Wait)
@@ -209,6 +275,30 @@ mod tests {
         assert!(line.is_some_and(|l| l.contains("node-c (term 44)")));
         let got = w.got(45).expect("a line after waiting");
         assert!(got.starts_with("got role lock (term 45) after "), "{got}");
+    }
+
+    /// With slots the lines say that every slot is held (the status `exec` follows stands
+    /// for all of them: held by another only while every slot is).
+    #[tokio::test]
+    async fn with_slots_the_lines_name_every_slot() {
+        let held = status(RoleState::Follower, Some("node-b"), Some(41));
+        let mut w = wait(false, None).with_slots(2);
+        let (line, _) = w.observe(&held);
+        assert_eq!(
+            line.as_deref(),
+            Some(
+                "waiting for a slot: all 2 slots of role lock are held (one by node-b (term 41))…"
+            )
+        );
+        let mut w = wait(true, None).with_slots(2);
+        assert_eq!(
+            w.observe(&held).1,
+            Verdict::GiveUp(
+                "all 2 slots of role lock are held (one by node-b (term 41)); not waiting \
+                 (--no-wait)"
+                    .into()
+            )
+        );
     }
 
     #[tokio::test]

@@ -148,17 +148,18 @@ impl Notifier {
                 })
                 .collect()
         };
+        // A role with slots takes part as its slots (`<role>.<k>`, protocol Q15).
         let configured: BTreeSet<RoleName> = config
             .roles
             .iter()
-            .map(|r| r.name.clone())
+            .flat_map(crate::config::RoleConfig::role_names)
             .chain(members(None))
             .collect();
         let observers: BTreeSet<RoleName> = config
             .roles
             .iter()
             .filter(|r| !r.campaign)
-            .map(|r| r.name.clone())
+            .flat_map(crate::config::RoleConfig::role_names)
             .chain(members(Some(false)))
             .collect();
         self.phase.push(tokio::spawn(follow(

@@ -150,7 +150,10 @@ fn example_config_validates() {
     // Only what every instance shares: per-instance values come from the environment.
     assert!(c.instance.meta.contains_key("team"));
     assert!(!c.instance.meta.contains_key("host"));
-    assert!((8..=12).contains(&c.roles.len()), "{} roles", c.roles.len());
+    assert!((4..=12).contains(&c.roles.len()), "{} roles", c.roles.len());
+    // The shards as a role group (protocol Q14).
+    assert_eq!(c.groups.len(), 1);
+    assert_eq!(c.groups[0].count, 6);
     assert!(c.roles.iter().any(|r| !r.campaign));
     assert!(c.roles.iter().any(|r| r.priority.is_some()));
     assert!(c.roles.iter().any(|r| r.timing.ttl.is_some()));

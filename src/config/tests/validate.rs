@@ -655,3 +655,25 @@ fn server_urls_are_parsed_as_the_client_parses_them() {
     assert_eq!(fields, [ENV_NATS_URL], "{err}");
     assert_eq!(c.nats.servers, Config::default().nats.servers);
 }
+
+/// `roles[].slots` (protocol Q15): 1 (the default) or 2 to 64; every other number is refused
+/// with its field and line, and a value that is not a number is a type error.
+#[test]
+fn role_slots_are_one_or_two_to_sixty_four() {
+    let ok =
+        Config::from_yaml_str("roles:\n  - name: a\n  - name: b\n    slots: 64\n").expect("valid");
+    assert_eq!((ok.roles[0].slots, ok.roles[1].slots), (1, 64));
+    let found = yaml_problems(
+        "roles:\n  - name: a\n    slots: 0\n  - name: b\n    slots: 65\n  - name: c\n    slots: 2\n",
+    );
+    let shown: Vec<(&str, Option<usize>)> =
+        found.iter().map(|p| (p.field.as_str(), p.line)).collect();
+    assert_eq!(
+        shown,
+        [("roles[0].slots", Some(3)), ("roles[1].slots", Some(5))],
+        "{found:#?}"
+    );
+    assert!(found[0].message.contains("2 to 64 slots"), "{found:#?}");
+    let bad = one_problem("roles:\n  - name: a\n    slots: many\n");
+    assert_eq!(bad.field, "roles[0].slots", "{bad:#?}");
+}

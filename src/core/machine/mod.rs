@@ -27,6 +27,7 @@ use crate::status::RoleState;
 use crate::value::HolderValue;
 
 mod answers;
+mod permit;
 mod step;
 mod terms;
 
@@ -218,6 +219,8 @@ pub struct RoleMachine {
     /// Revision of the last role value naming our live session that was handed over through
     /// the session ([`Action::ReleaseTerm`]).
     handed_over: Option<u64>,
+    /// The slot permit (Q15): while false, no acquire is sent ([`RoleMachine::set_acquire_permit`]).
+    permit: bool,
 
     actions: VecDeque<Action>,
 }
@@ -244,6 +247,7 @@ impl RoleMachine {
             wants_renewal: false,
             absent_hold: true,
             handed_over: None,
+            permit: true,
             id,
             timing,
             attempts: Attempts::new(retry),

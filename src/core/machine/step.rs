@@ -84,6 +84,11 @@ impl RoleMachine {
     }
 
     pub(super) fn send_acquire(&mut self, expected: u64, now: Instant) {
+        if !self.permit {
+            // A slot whose sibling holds the permit (Q15, S7): it keeps following; the driver
+            // steps it again when the permit is its own.
+            return;
+        }
         if let Some(until) = self.young_until {
             if now < until {
                 // A young bucket (Q6): a holder of the bucket it replaced may still act.
@@ -171,10 +176,14 @@ impl RoleMachine {
         }
         let unserved = match &self.phase {
             Phase::Cooldown { .. } => true,
-            Phase::Candidate => self
-                .attempts
-                .reported()
-                .is_some_and(FailureKind::is_permanent),
+            // A slot without the permit (Q15) does not take it over either.
+            Phase::Candidate => {
+                !self.permit
+                    || self
+                        .attempts
+                        .reported()
+                        .is_some_and(FailureKind::is_permanent)
+            }
             _ => false,
         };
         let Some(Known {

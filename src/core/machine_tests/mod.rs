@@ -19,6 +19,7 @@ use crate::value::{HolderValue, LeaseValue};
 
 mod adoption;
 mod failures;
+mod permit;
 mod releases;
 mod sessions;
 mod vacancies;

@@ -1,5 +1,5 @@
 //! The checker: judges a merged history against the invariants of `docs/reliability.md`
-//! (S1–S6 safety, L1–L3 liveness) and measures fail-overs and contention. Pure: records in,
+//! (S1–S7 safety, L1–L3 liveness) and measures fail-overs and contention. Pure: records in,
 //! [`Report`] out.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,6 +24,7 @@ mod fencing;
 mod liveness;
 mod merge;
 mod report;
+mod slots;
 
 pub use report::{Failover, FaultSpan, Invariant, Report, Stats, TermSpan, Vacancy, Violation};
 
@@ -93,6 +94,7 @@ pub fn check(records: &[Record]) -> Report {
     let mut c = Checker::new(records);
     c.nodes_pass();
     c.per_role_pass();
+    c.slots_pass();
     c.liveness_pass();
     c.violations.sort_by(|a, b| {
         a.at_ms
@@ -295,5 +297,7 @@ impl<'a> Checker<'a> {
     }
 }
 
+#[cfg(test)]
+mod slots_tests;
 #[cfg(test)]
 mod tests;

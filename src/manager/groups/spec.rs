@@ -170,9 +170,19 @@ impl GroupSpec {
     /// # Errors
     /// [`Error::InvalidSetting`] for a count outside 1 to
     /// [`MAX_GROUP_COUNT`](crate::groups::MAX_GROUP_COUNT) or a name too long for its last
-    /// member; [`Error::InvalidTiming`] as [`RoleSpec::validate`].
+    /// member, or settings with slots; [`Error::InvalidTiming`] as [`RoleSpec::validate`].
     pub fn validate(&self) -> Result<(), Error> {
         self.check_count(self.count)?;
+        if self.template.slots != 1 {
+            return Err(Error::InvalidSetting(crate::SettingError::new(
+                "groups.slots",
+                format!(
+                    "the group {} has slots: a group's members have one holder each (slots are \
+                     for a role)",
+                    self.name()
+                ),
+            )));
+        }
         self.template.validate()
     }
 

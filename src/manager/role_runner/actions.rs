@@ -211,7 +211,9 @@ impl RoleRunner {
                         leadership: l,
                         reason,
                     };
-                    if wait {
+                    if self.role.slot().is_some() {
+                        self.demote_slot(demotion, wait, io);
+                    } else if wait {
                         self.draining = Some(demotion.leadership.clone());
                         let (tx, rx) = oneshot::channel();
                         self.calls.send(CallbackCall::Demote(demotion, Some(tx)));
@@ -310,6 +312,34 @@ impl RoleRunner {
         Some(Box::pin(async move {
             let _ = tokio::time::timeout(START_GATE_LIMIT, l.inner.start_gate.lock()).await;
         }))
+    }
+
+    /// A slot's demotion (Q15): as any role's, and the slot claims its role's permit until
+    /// `on_demote` returned (`demoting`), so that no sibling's term begins while this term's
+    /// work (an `exec` child killed at a loss) may still act.
+    fn demote_slot(&mut self, demotion: Demotion, wait: bool, io: &mut DriverIo) {
+        use futures_util::FutureExt;
+        let (tx, rx) = oneshot::channel();
+        let returned = rx.shared();
+        if wait {
+            self.draining = Some(demotion.leadership.clone());
+        }
+        self.calls.send(CallbackCall::Demote(demotion, Some(tx)));
+        if wait {
+            let timeout = self.shared.drain_timeout;
+            let drained = returned.clone();
+            self.drain_until(io, async move {
+                let _ = tokio::time::timeout(timeout, drained).await;
+            });
+        }
+        let n = self.demoting.map_or(1, |d| d + 1);
+        self.demoting = Some(n);
+        let (id, role) = (self.id, self.role.clone());
+        io.demoted.push(Box::pin(async move {
+            // An error: the callbacks were dropped (the role was aborted).
+            let _ = returned.await;
+            (id, n, role)
+        }));
     }
 
     /// The machine waits for a drain (a graceful release's demote callback): `until` ends it.

@@ -19,6 +19,7 @@ use super::role_input::{RoleId, RoleInput};
 use super::role_report::RoleReport;
 use super::session_link::{SessionClock, SessionView};
 use super::shared::Shared;
+use super::slot_permits::SlotView;
 use crate::callbacks::{CallbackCall, CallbackQueue, PrepareOutcome};
 use crate::core::{
     Action, DemoteReason, FailureKind, KeyState, RoleMachine, WriteKind, WriteOutcome,
@@ -26,8 +27,10 @@ use crate::core::{
 use crate::leadership::Leadership;
 use crate::names::RoleName;
 use crate::placement::controller::PrepareEnd;
+use crate::status::RoleState;
 use crate::store::ROLE_PREFIX;
 use crate::tap::TapEvent;
+use crate::value::HolderValue;
 
 mod actions;
 
@@ -63,6 +66,9 @@ pub(crate) struct DriverIo {
     pub(crate) drains: FuturesUnordered<BoxFuture<'static, (RoleId, u64)>>,
     /// Demotions waiting for a start of the term's work to finish (Q12).
     pub(crate) gates: FuturesUnordered<BoxFuture<'static, RoleId>>,
+    /// The `on_demote` callbacks of slots (Q15), numbered: a slot claims its role's permit
+    /// until its term's work stopped (an `exec` child is gone).
+    pub(crate) demoted: FuturesUnordered<BoxFuture<'static, (RoleId, u64, RoleName)>>,
 }
 
 /// How a role is set up inside its driver (everything but its machine and report).
@@ -130,6 +136,9 @@ pub(crate) struct RoleRunner {
     preparing: Option<CancellationToken>,
     /// Start of the current term (its nonce and RFC 3339 time), repeated in renewals (P2).
     acquired: Option<(uuid::Uuid, String)>,
+    /// A slot's `on_demote` still running (its number): the slot claims its role's permit
+    /// until it returned (Q15: the term's work, an `exec` child, may still act).
+    demoting: Option<u64>,
     /// A demotion waiting for the term's start gate: nothing else of the role happens until
     /// the driver reports the gate open ([`RoleRunner::gate_opened`]).
     gated: Option<Action>,
@@ -165,6 +174,7 @@ impl RoleRunner {
             draining: None,
             drain: None,
             drains_started: 0,
+            demoting: None,
             resets: 0,
             last_held: None,
             preparing: None,
@@ -186,10 +196,65 @@ impl RoleRunner {
         runner
     }
 
-    /// The role (the `negative-controls` panic seam picks a driver by it).
-    #[cfg(feature = "negative-controls")]
+    /// The role (its slot permit's group; the `negative-controls` panic seam picks a driver
+    /// by it).
     pub(crate) fn role(&self) -> &RoleName {
         &self.role
+    }
+
+    /// Where this role stands for its slot permit (Q15; meaningful for a slot only). It
+    /// claims the permit while its machine does, and while its term is still with the
+    /// application (a demotion waiting at the start gate, the term not yet taken back).
+    pub(crate) fn slot_view(&self) -> SlotView {
+        if self.gated.is_some()
+            || self.demoting.is_some()
+            || self.machine.claims_permit()
+            || self.current.borrow().is_some()
+        {
+            return SlotView::Claims;
+        }
+        let state = self.machine.state();
+        if !matches!(state, RoleState::Candidate | RoleState::Follower) || self.is_stopped() {
+            return SlotView::Busy;
+        }
+        match self.machine.observed() {
+            Some(KeyState::Absent | KeyState::Vacant { .. }) if state == RoleState::Candidate => {
+                if self.machine.held_back() {
+                    SlotView::HeldBack
+                } else {
+                    SlotView::Vacant
+                }
+            }
+            Some(KeyState::Unknown { .. }) => SlotView::Stale,
+            Some(KeyState::Held { value, .. })
+                if !matches!(value, HolderValue::Lease(_) | HolderValue::Newer { .. }) =>
+            {
+                SlotView::Stale
+            }
+            _ => SlotView::Busy,
+        }
+    }
+
+    /// The slot's `on_demote` numbered `n` returned (a later one may still run).
+    pub(crate) fn demote_ended(&mut self, n: u64) {
+        if self.demoting == Some(n) {
+            self.demoting = None;
+        }
+    }
+
+    /// Whether a slot's `on_demote` still runs ([`RoleRunner::slot_view`]).
+    pub(crate) fn demoting(&self) -> bool {
+        self.demoting.is_some()
+    }
+
+    /// Gives or takes this role's acquire permit (Q15); true when it was just given (the
+    /// driver then wakes the role so that it campaigns).
+    pub(crate) fn set_permit(&mut self, permit: bool) -> bool {
+        // Always given under the `slot-no-permit` negative control.
+        let permit = permit || !self.shared.backend.slot_permits();
+        let opened = permit && !self.machine.acquire_permit();
+        self.machine.set_acquire_permit(permit);
+        opened
     }
 
     /// Whether the machine stopped (the driver then finishes the role: [`RoleRunner::finish`]).
