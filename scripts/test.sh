@@ -72,7 +72,7 @@ cargo clippy --lib --no-default-features -- -D warnings
 section "cargo build (tests, binary, the examples the tests run) --all-features"
 # What the tests run: one build, with the `testing` and `negative-controls` features (the chaos
 # suite's workload node needs them). The benchmark examples (failover_bench, scale_bench,
-# placement_bench, exec_bench, sites_bench) are not run by the tests: clippy --all-targets
+# placement_bench, groups_bench, exec_bench, sites_bench) are not run by the tests: clippy --all-targets
 # above type-checks them, and building them here would only cost CI time. A test that runs an
 # example not listed here fails loudly (testkit::example_bin: "example binary … is missing").
 TEST_EXAMPLES=(chaos_node quick_start control_plane router single_role from_config sharded_worker)
