@@ -184,6 +184,8 @@ async fn check_bucket_once(shared: &Shared, bucket: &BucketRecovery, epoch: u64)
                 shared.reset_epoch(now, born, old_ttl);
                 shared.reports.book().reset();
                 shared.bucket.moves().clear();
+                // The count records went with the old bucket (Q14).
+                shared.groups.forget_records();
                 // The holders map restarts too: the new bucket's revisions start again at 1.
                 for tx in shared.bucket.holders().values() {
                     tx.send_if_modified(|cur| cur.take().is_some());

@@ -182,6 +182,17 @@ impl GroupsLink {
         });
     }
 
+    /// The bucket was recreated (P1 epoch): its count records went with it without a marker,
+    /// so every group acts on its configured count again until the new bucket's watcher
+    /// delivers a record of its own.
+    pub(crate) fn forget_records(&self) {
+        self.records.send_if_modified(|records| {
+            let had = !records.is_empty();
+            records.clear();
+            had
+        });
+    }
+
     /// Member `index` of `group`'s callbacks, wrapped so that the group's assignment follows
     /// its terms.
     pub(crate) fn tracked(
