@@ -583,7 +583,8 @@ impl RoleManagerBuilder {
             for index in 0..entry.assignment.borrow().count {
                 let mut spec = entry.spec.member(index)?;
                 spec.callbacks = groups.tracked(name, index, spec.callbacks.clone());
-                manager.add_role(spec)?;
+                // Not `RoleManager::add_role`: it refuses the names of the groups' members.
+                manager.set.add_role(spec)?;
             }
         }
         if !groups.is_empty() {
