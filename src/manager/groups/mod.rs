@@ -193,6 +193,43 @@ impl GroupsLink {
         });
     }
 
+    /// A bucket check found the same bucket after a write failed (a session key went back: an
+    /// operator's purge of the stream, protocol Q5): a purge removes the count records without
+    /// a marker, so the watcher never tells. Each record this manager obeys is read again; one
+    /// the bucket no longer holds (or holds only a marker of) is forgotten — the configured
+    /// count applies, as after a delete — unless the watcher delivered another meanwhile.
+    pub(crate) async fn refresh(
+        &self,
+        kv: &async_nats::jetstream::kv::Store,
+        timeout: std::time::Duration,
+    ) {
+        let obeyed = self.records.borrow().clone();
+        for (group, record) in obeyed {
+            let key = crate::groups::group_key(&group);
+            let gone = match tokio::time::timeout(timeout, kv.entry(key.clone())).await {
+                Ok(Ok(None)) => true,
+                Ok(Ok(Some(entry))) => {
+                    !matches!(EntryKind::watched(entry.operation), EntryKind::Value)
+                }
+                _ => false, // unknown: the record stays
+            };
+            if gone {
+                warn!(
+                    key = %key,
+                    "the group's count record is gone without a marker (a purge?): the \
+                     configured count applies"
+                );
+                self.records.send_if_modified(|records| {
+                    let same = records.get(&group) == Some(&record);
+                    if same {
+                        records.remove(&group);
+                    }
+                    same
+                });
+            }
+        }
+    }
+
     /// Member `index` of `group`'s callbacks, wrapped so that the group's assignment follows
     /// its terms.
     pub(crate) fn tracked(
