@@ -139,11 +139,13 @@ fn record(count: i64) -> String {
     format!(r#"{{"v":1,"group":"shard","count":{count},"by":"attacker","at":"x"}}"#)
 }
 
-async fn history_clean(d: &Deployment) {
+/// `history check` over the deployment's histories: clean. Returns its summary.
+async fn history_clean(d: &Deployment) -> String {
     let dir = d.dir().display().to_string();
     let out = testkit::cli::run(&["history", "check", &dir], &[], LIMIT).await;
     assert_eq!(out.code, Some(0), "{}\n{}", out.text(), d.report());
     assert!(out.stdout.contains("CLEAN"), "{}", out.text());
+    out.stdout
 }
 
 /// Lines of instance `i`'s stderr containing `what`.
@@ -501,6 +503,15 @@ async fn exec_members_under_count_changes_stops_and_kills_and_a_role_named_like_
         "{}",
         out.text()
     );
+    // The children of members 1, 2 and 4 were stopped by SIGTERM (their graceful exit logged).
+    let stopped: BTreeSet<String> = super::exec::log_lines(&d)
+        .iter()
+        .filter_map(|l| l.strip_prefix("term "))
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        .collect();
+    for m in ["shard-1", "shard-2", "shard-4"] {
+        assert!(stopped.contains(m), "{m}: {stopped:?}");
+    }
 
     // The holder of member 0 stopped (its whole process group) while the count goes to 3.
     let stopped = d
@@ -545,5 +556,7 @@ async fn exec_members_under_count_changes_stops_and_kills_and_a_role_named_like_
     converge(&server, &kv, &d, &ids, 5, &[], LIMIT).await;
     put(&kv, record(2)).await;
     converge(&server, &kv, &d, &ids, 2, &[3], LIMIT).await;
-    history_clean(&d).await;
+    let summary = history_clean(&d).await;
+    eprintln!("{summary}");
+    assert!(!summary.contains(" 0 command runs"), "{summary}");
 }
