@@ -42,7 +42,7 @@ pub(crate) async fn run(
             let now = answering(&mut probes, check_bucket(&shared, &bucket, epoch)).await;
             if now == epoch {
                 // A new watcher replays what the bucket holds: not a record purged meanwhile.
-                refresh_groups(&shared, &kv);
+                refresh_groups(&shared);
             }
             epoch = now;
         }
@@ -98,7 +98,7 @@ pub(crate) async fn run(
                             if now == epoch {
                                 // The same bucket: a purge may have removed count records
                                 // without a marker (Q14).
-                                refresh_groups(&shared, &kv);
+                                refresh_groups(&shared);
                                 continue;
                             }
                             // A new bucket: its state must be replayed by a new watcher.
@@ -157,12 +157,12 @@ pub(crate) async fn run(
 }
 
 /// Reads the obeyed count records again, on a task of its own (the watcher does not wait).
-fn refresh_groups(shared: &Arc<Shared>, kv: &Store) {
+fn refresh_groups(shared: &Arc<Shared>) {
     if shared.groups.is_empty() {
         return;
     }
-    let (groups, kv) = (shared.groups.clone(), kv.clone());
-    tokio::spawn(async move { groups.refresh(&kv, REFRESH_TIMEOUT).await });
+    let (groups, store) = (shared.groups.clone(), shared.store.clone());
+    tokio::spawn(async move { groups.refresh(&store, REFRESH_TIMEOUT).await });
 }
 
 /// How long [`refresh_groups`] waits for each record.

@@ -200,19 +200,15 @@ impl GroupsLink {
     /// count applies, as after a delete — unless the watcher delivered another meanwhile.
     pub(crate) async fn refresh(
         &self,
-        kv: &async_nats::jetstream::kv::Store,
+        store: &crate::store::LeaseStore,
         timeout: std::time::Duration,
     ) {
         let obeyed = self.records.borrow().clone();
         for (group, record) in obeyed {
             let key = crate::groups::group_key(&group);
-            let gone = match tokio::time::timeout(timeout, kv.entry(key.clone())).await {
-                Ok(Ok(None)) => true,
-                Ok(Ok(Some(entry))) => {
-                    !matches!(EntryKind::watched(entry.operation), EntryKind::Value)
-                }
-                _ => false, // unknown: the record stays
-            };
+            // A leader read: a lagging replica's "no entry" must not drop a record. A failed
+            // read leaves the record.
+            let gone = store.holds_value(&key, timeout).await == Ok(false);
             if gone {
                 warn!(
                     key = %key,
