@@ -416,6 +416,24 @@ impl LeaseStore {
         })
     }
 
+    /// Whether `key` holds a value (not a marker, not nothing), read from the stream leader
+    /// (a direct get may answer from a lagging replica).
+    ///
+    /// # Errors
+    /// A classified [`FailureKind`] when the read fails or times out.
+    pub(crate) async fn holds_value(
+        &self,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<bool, FailureKind> {
+        Ok(self
+            .read_raw(key, timeout)
+            .await?
+            .is_some_and(|(_, headers, _)| {
+                matches!(codec::EntryKind::stored(&headers), codec::EntryKind::Value)
+            }))
+    }
+
     /// The last entry of `key` from the stream leader: its sequence, headers and payload, or
     /// `None` when the key has no entry.
     async fn read_raw(

@@ -582,7 +582,8 @@ impl RoleManagerBuilder {
         for (name, entry) in groups.entries() {
             let count = entry.assignment.borrow().count;
             for index in 0..count {
-                manager.add_role(groups.member(name, index)?)?;
+                // Not `RoleManager::add_role`: it refuses the names of the groups' members.
+                manager.set.add_role(groups.member(name, index)?)?;
             }
         }
         if !groups.is_empty() {

@@ -13,6 +13,9 @@ use crate::names::RoleName;
 
 use super::role_set::RoleSet;
 
+/// Members added between two yields to the runtime.
+const ADD_SLICE: u32 = 64;
+
 /// Runs until `cancel`: follows the count records and resizes the groups.
 pub(crate) async fn run(set: Arc<RoleSet>, cancel: CancellationToken) {
     let groups = set.shared.groups.clone();
@@ -34,18 +37,41 @@ pub(crate) async fn run(set: Arc<RoleSet>, cancel: CancellationToken) {
         for (group, count) in wanted {
             tokio::select! {
                 () = cancel.cancelled() => return,
-                () = resize(&set, &group, count) => {}
+                () = resize(&set, &group, count, &records) => {}
             }
         }
         tokio::select! {
             () = cancel.cancelled() => return,
             changed = records.changed() => if changed.is_err() { return },
         }
+        // A burst of records (an operator's retries, or another client flapping the count)
+        // is acted on once: its last record, after a quiet moment.
+        let burst = tokio::time::Instant::now();
+        while burst.elapsed() < SETTLE_MAX {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(SETTLE) => break,
+                changed = records.changed() => if changed.is_err() { return },
+            }
+        }
     }
 }
 
-/// Adds or removes `group`'s members so that it has `count` of them.
-async fn resize(set: &Arc<RoleSet>, group: &RoleName, count: u32) {
+/// How long the count records must stay unchanged before a change is acted on.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The longest a burst of count records delays acting on them.
+const SETTLE_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Adds or removes `group`'s members so that it has `count` of them. Adding stops early when
+/// another count record arrives meanwhile (the count acted on is then where it stopped: the
+/// next record decides from there).
+async fn resize(
+    set: &Arc<RoleSet>,
+    group: &RoleName,
+    count: u32,
+    records: &tokio::sync::watch::Receiver<BTreeMap<RoleName, crate::groups::GroupRecord>>,
+) {
     let groups = &set.shared.groups;
     let Some(entry) = groups.entries().get(group) else {
         return;
@@ -63,6 +89,16 @@ async fn resize(set: &Arc<RoleSet>, group: &RoleName, count: u32) {
                 .and_then(|spec| set.add_role(spec))
             {
                 warn!(group = %group, index, "cannot add the group's member: {e}");
+            }
+            // Thousands of members (a count record may ask for 10,000) are added in slices:
+            // the runtime's workers also renew the sessions, whose deadlines do not wait.
+            if (index - current) % ADD_SLICE == ADD_SLICE - 1 {
+                tokio::task::yield_now().await;
+                if records.has_changed().unwrap_or(false) && index + 1 < count {
+                    info!(group = %group, at = index + 1, "group count changed again while members were added");
+                    groups.set_count(group, index + 1);
+                    return;
+                }
             }
         }
         return;

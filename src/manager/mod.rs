@@ -145,12 +145,23 @@ impl RoleManager {
     /// [`Error::InvalidTiming`] if the role's timing breaks a rule of [`Timing::validate`](crate::core::Timing::validate);
     /// [`Error::BucketMaxAge`] if the bucket has a `max_age` (and this instance campaigns for
     /// the role: protocol v2 role keys are written once per term); [`Error::RoleExists`] if the role is already
-    /// managed; [`Error::RoleStopping`] while its [`RoleManager::remove_role`] has not
+    /// managed, or if it is named like a member of one of the manager's groups (`shard-7` next
+    /// to the group `shard`, at any index: a count record can raise the count to it, protocol
+    /// Q14); [`Error::RoleStopping`] while its [`RoleManager::remove_role`] has not
     /// finished; [`Error::Stopped`] after shutdown; [`Error::InvalidSlots`] (a role with
     /// [`RoleSpec::slots`] is added as one role per slot, all or none).
     pub fn add_role(&self, spec: RoleSpec) -> Result<(), Error> {
         if self.cancel.is_cancelled() {
             return Err(Error::Stopped);
+        }
+        let member = self
+            .shared
+            .groups
+            .entries()
+            .keys()
+            .any(|group| crate::groups::member_index(group, &spec.name).is_some());
+        if member {
+            return Err(Error::RoleExists(spec.name));
         }
         if spec.slots != 1 {
             return self.add_slots(spec);

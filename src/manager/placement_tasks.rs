@@ -68,6 +68,7 @@ pub(crate) fn spawn(
         view,
         logged_freeze: std::sync::Mutex::new(None),
         deleting: std::collections::BTreeSet::new(),
+        record_dirty: std::sync::Mutex::new(None),
     };
     tasks.spawn(driver.run(inbox, cancel.clone()).instrument(span.clone()));
     written
@@ -84,6 +85,11 @@ struct Driver {
     logged_freeze: std::sync::Mutex<Option<Frozen>>,
     /// Stale records of other members this driver is deleting (instance, revision).
     deleting: std::collections::BTreeSet<(InstanceId, u64)>,
+    /// While a batch of queued messages is handled: whether the record's roles changed (they
+    /// are published once after the batch — building them is linear in the roles, so one
+    /// publication per message made a group's count change of thousands of members
+    /// quadratic).
+    record_dirty: std::sync::Mutex<Option<bool>>,
 }
 
 impl Driver {
@@ -156,12 +162,17 @@ impl Driver {
     ) {
         let mut due = false;
         let mut next = first.or_else(|| inbox.try_recv().ok());
+        *self.deferring() = Some(false);
         while let Some(input) = next {
             match input {
                 PlacementInput::Changed | PlacementInput::Tick => due = true,
                 input => due &= !self.handle(input),
             }
             next = inbox.try_recv().ok();
+        }
+        let dirty = self.deferring().take();
+        if dirty == Some(true) {
+            self.publish_record_roles();
         }
         if due {
             self.replan(Instant::now());
@@ -272,7 +283,12 @@ impl Driver {
                     debug!(?unavailable, "roles this instance will not take changed");
                     self.publish_record_roles();
                 }
-                PlacementAction::RecordChanged => self.publish_record_roles(),
+                PlacementAction::RecordChanged => {
+                    let deferred = self.deferring().as_mut().map(|dirty| *dirty = true);
+                    if deferred.is_none() {
+                        self.publish_record_roles();
+                    }
+                }
                 PlacementAction::Prepare(role) => send(
                     &role,
                     RoleInput::Prepare(self.link.settings.config.prepare_timeout),
@@ -347,6 +363,14 @@ impl Driver {
             (None, None) => {}
         }
         *logged = now;
+    }
+
+    /// Whether the record's publication is deferred to the end of the batch (`Some`), and
+    /// whether it is due then.
+    fn deferring(&self) -> std::sync::MutexGuard<'_, Option<bool>> {
+        self.record_dirty
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The record's writer rewrites the record at once (once the driver started).

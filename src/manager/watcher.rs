@@ -39,7 +39,12 @@ pub(crate) async fn run(
     let mut deferred_check: Option<tokio::time::Instant> = None;
     loop {
         if !std::mem::take(&mut first) {
-            epoch = answering(&mut probes, check_bucket(&shared, &bucket, epoch)).await;
+            let now = answering(&mut probes, check_bucket(&shared, &bucket, epoch)).await;
+            if now == epoch {
+                // A new watcher replays what the bucket holds: not a record purged meanwhile.
+                refresh_groups(&shared);
+            }
+            epoch = now;
         }
         let watch = tokio::select! {
             biased;
@@ -91,6 +96,9 @@ pub(crate) async fn run(
                             let now =
                                 answering(&mut probes, check_bucket(&shared, &bucket, epoch)).await;
                             if now == epoch {
+                                // The same bucket: a purge may have removed count records
+                                // without a marker (Q14).
+                                refresh_groups(&shared);
                                 continue;
                             }
                             // A new bucket: its state must be replayed by a new watcher.
@@ -147,6 +155,18 @@ pub(crate) async fn run(
         backoff = (backoff * 2).min(Duration::from_secs(2));
     }
 }
+
+/// Reads the obeyed count records again, on a task of its own (the watcher does not wait).
+fn refresh_groups(shared: &Arc<Shared>) {
+    if shared.groups.is_empty() {
+        return;
+    }
+    let (groups, store) = (shared.groups.clone(), shared.store.clone());
+    tokio::spawn(async move { groups.refresh(&store, REFRESH_TIMEOUT).await });
+}
+
+/// How long [`refresh_groups`] waits for each record.
+const REFRESH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The key prefixes the watcher follows (Q8): not `session.>` — the sessions that matter are
 /// followed one instance at a time (`manager::follower`).

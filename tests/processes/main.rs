@@ -16,6 +16,7 @@ mod exec_oneshot;
 mod exec_oneshot_wait;
 mod exec_prepare;
 mod fail_stop;
+mod group_attacks;
 mod groups;
 mod http_processes;
 mod member_records;

@@ -187,3 +187,24 @@ async fn a_recreated_bucket_forgets_the_old_count_record() {
     wait_held(&a, &[0, 1, 2], 3).await;
     a.shutdown(Duration::from_secs(10)).await.expect("shutdown");
 }
+
+/// A role added at run time with a member's name (`shard-7` next to the group `shard` of 4:
+/// a count record can raise the count to 8) is refused like one configured so — otherwise the
+/// group's own member is refused when the count reaches it, and the caller's role is removed
+/// as the group's when the count goes down again. A name that is no member (`shard-07`) is
+/// accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_named_like_a_member_is_refused_at_run_time() {
+    let (_server, client) = server_and_client().await;
+    let log = Log::default();
+    let m = start(&client, "node-a", &log).await;
+    let refused = m.add_role(RoleSpec::new(role("shard-7")).timing(fast()));
+    assert!(
+        matches!(refused, Err(nats_roles::Error::RoleExists(ref r)) if r.as_str() == "shard-7"),
+        "{refused:?}"
+    );
+    m.add_role(RoleSpec::new(role("shard-07")).timing(fast()))
+        .expect("shard-07 is no member");
+    wait_held(&m, &[0, 1, 2, 3], 4).await;
+    m.shutdown(Duration::from_secs(10)).await.expect("shutdown");
+}

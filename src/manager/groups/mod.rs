@@ -190,6 +190,39 @@ impl GroupsLink {
         });
     }
 
+    /// A bucket check found the same bucket after a write failed (a session key went back: an
+    /// operator's purge of the stream, protocol Q5): a purge removes the count records without
+    /// a marker, so the watcher never tells. Each record this manager obeys is read again; one
+    /// the bucket no longer holds (or holds only a marker of) is forgotten — the configured
+    /// count applies, as after a delete — unless the watcher delivered another meanwhile.
+    pub(crate) async fn refresh(
+        &self,
+        store: &crate::store::LeaseStore,
+        timeout: std::time::Duration,
+    ) {
+        let obeyed = self.records.borrow().clone();
+        for (group, record) in obeyed {
+            let key = crate::groups::group_key(&group);
+            // A leader read: a lagging replica's "no entry" must not drop a record. A failed
+            // read leaves the record.
+            let gone = store.holds_value(&key, timeout).await == Ok(false);
+            if gone {
+                warn!(
+                    key = %key,
+                    "the group's count record is gone without a marker (a purge?): the \
+                     configured count applies"
+                );
+                self.records.send_if_modified(|records| {
+                    let same = records.get(&group) == Some(&record);
+                    if same {
+                        records.remove(&group);
+                    }
+                    same
+                });
+            }
+        }
+    }
+
     /// Member `index` of `group` as a role to add: the group's settings under the member's
     /// name, with callbacks that keep the group's assignment while they run the group's.
     pub(crate) fn member(
