@@ -317,7 +317,7 @@ pub fn shown_name(role: &str, slot: Option<u32>) -> String {
 }
 
 impl RoleView {
-    /// The role as people read it ([`shown_name`]: `indexer[2]` for a slot).
+    /// The role as people read it: `indexer[2]` for slot 2 of `indexer`, else the role.
     #[must_use]
     pub fn shown_name(&self) -> String {
         shown_name(&self.role, self.slot)
