@@ -4,7 +4,7 @@
 #
 # Non-interactive (no stdin needed), works with CI=true. Integration tests start real
 # nats-server processes from .tools/bin (see crates/testkit).
-# Env: NEXTEST_TEST_THREADS (default 4: twice the 2 cores; see below).
+# Env: NEXTEST_TEST_THREADS (default 5, on the 2 cores; see below).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,12 +26,14 @@ bash scripts/install-tools.sh --chromium --faketime --nextest --systemd --contai
 export NATS_SERVER_BIN="$ROOT/.tools/bin/nats-server"
 "$NATS_SERVER_BIN" --version
 
-# Four test threads on the 2 cores: the integration tests spend most of their time waiting for
-# TTLs, heartbeats and hand-overs, not computing (measured: the nextest run takes 548 s with 2
-# threads, 424 s with 4, with the same results). The chaos tests held to tight timing bounds
-# still run alone (they take all the threads); those with roomy bounds take two
-# (.config/nextest.toml says which and why).
-export NEXTEST_TEST_THREADS="${NEXTEST_TEST_THREADS:-4}"
+# Five test threads on the 2 cores: the integration tests spend most of their time waiting for
+# TTLs, heartbeats and hand-overs, not computing (measured: the nextest run took 548 s with 2
+# threads, 424 s with 4 (issue 27); with issue 28's tests 482 s with 4, 419 s with 5 — all
+# passing — and 369 s with 6, where one `exec` watchdog, starved, killed its child 2.5 ms past
+# the term's deadline and the checker flagged S5: 6 is past what 2 cores keep honest). The
+# chaos tests held to tight timing bounds still run alone (they take all the threads); those
+# with roomy bounds take two (.config/nextest.toml says which and why).
+export NEXTEST_TEST_THREADS="${NEXTEST_TEST_THREADS:-5}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 # A clean clone builds everything once: incremental compilation only adds work, and full debug
 # info makes the ~20 test and example binaries slow to compile and link. Line tables keep file

@@ -107,14 +107,14 @@ async fn three_instances_share_two_slots_and_a_killed_holder_s_slot_moves() {
     d.start("node-a").await;
     let i = inspector(&server, bucket).await;
     wait_holders(&i, &d, "node-a on a slot", |h| !h.is_empty()).await;
-    never_one_instance_on_two(&i, &d, Duration::from_secs(5)).await;
+    never_one_instance_on_two(&i, &d, Duration::from_secs(2)).await;
     assert_eq!(holders(&i).await.len(), 1, "{}", d.report());
     for id in ["node-b", "node-c"] {
         d.start(id).await;
     }
     let both = |h: &BTreeMap<u32, String>| h.len() == 2 && h[&0] != h[&1];
     wait_holders(&i, &d, "two instances on the two slots", both).await;
-    never_one_instance_on_two(&i, &d, Duration::from_secs(6)).await;
+    never_one_instance_on_two(&i, &d, Duration::from_secs(3)).await;
     let before = wait_holders(&i, &d, "still two instances", both).await;
 
     // `status --json`: one entry per slot, with the role, the slot and the holder.
@@ -181,7 +181,7 @@ async fn three_instances_share_two_slots_and_a_killed_holder_s_slot_moves() {
     })
     .await;
     assert_eq!(after[&1], before[&1], "slot 1 changed hands: {after:?}");
-    never_one_instance_on_two(&i, &d, Duration::from_secs(3)).await;
+    never_one_instance_on_two(&i, &d, Duration::from_millis(1500)).await;
     d.wait_exit(n, LIMIT).await;
     for k in 0..d.instances.len() {
         if k != n {
@@ -213,7 +213,7 @@ async fn exec_with_two_slots_runs_at_most_two_commands_at_once() {
         async move {
             let script = format!(
                 "touch {d}/running.{name}; n=$(ls {d} | grep -c '^running\\.'); \
-                 echo \"$n $NATS_ROLES_ROLE $NATS_ROLES_SLOT\" >> {d}/counts.{name}; sleep 4; \
+                 echo \"$n $NATS_ROLES_ROLE $NATS_ROLES_SLOT\" >> {d}/counts.{name}; sleep 3; \
                  rm {d}/running.{name}; exit 3",
                 d = dir.display()
             );
@@ -309,7 +309,7 @@ async fn exec_no_wait_gives_up_only_when_every_slot_is_held() {
         exec(
             name,
             &[],
-            format!("touch {d}/running.{name}; sleep 8; rm {d}/running.{name}"),
+            format!("touch {d}/running.{name}; sleep 5; rm {d}/running.{name}"),
         )
     };
     let late = async {
@@ -388,8 +388,8 @@ async fn a_preferred_instance_takes_one_slot_and_the_slots_stay_put() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    // Then no change of hands for 8 s (16 move intervals, 8 cooldowns), and the same plan.
-    let end = Instant::now() + Duration::from_secs(8);
+    // Then no change of hands for 5 s (10 move intervals), and the same plan.
+    let end = Instant::now() + Duration::from_secs(5);
     let mut changes = Vec::new();
     let mut last = settled.clone();
     while Instant::now() < end {
