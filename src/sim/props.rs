@@ -44,8 +44,8 @@ proptest! {
     /// role driver does; S7 (no process acts on two slots of a role at once) is checked with
     /// the others. Not the fail-over bound: a slot needs a process of its own, and crashes
     /// may leave fewer processes than slots.
-    /// WIP (fails: an open S7 finding): S2–S7 with slots under every fault, network faults
-    /// included.
+    /// S2–S7 and L1's timer rules with slots (Q15) under every fault the simulation knows,
+    /// network faults included.
     #[test]
     fn slots_safe_under_faults(sc in slot_scenario(true)) {
         let (trace, violations) = run_checked(&sc, Flaws::default(), sc.check_opts());

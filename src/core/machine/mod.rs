@@ -608,6 +608,8 @@ impl RoleMachine {
     /// takeover is a CAS on `revision`.
     pub fn handle_holder_gone(&mut self, revision: u64, now: Instant) {
         self.check_deadline(now);
+        // The holder's value resolved an acquire of unknown outcome before it turns vacant.
+        self.note_resolved();
         if let Some(k) = &mut self.known
             && k.rev() == revision
             && let KeyState::Held {

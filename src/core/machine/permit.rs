@@ -55,6 +55,14 @@ impl RoleMachine {
                 .is_some_and(|nonce| self.unknown_resolved != Some(nonce) && !self.replaced(nonce))
     }
 
+    /// Records that the acquire of unknown outcome is resolved once the key shows another
+    /// writer's value (whenever either becomes known: [`RoleMachine::claims_permit`]).
+    pub(super) fn note_resolved(&mut self) {
+        if let Some(nonce) = self.unknown_nonce.filter(|n| self.replaced(*n)) {
+            self.unknown_resolved = Some(nonce);
+        }
+    }
+
     /// Whether the key shows a value other than the one our write with `nonce` would put.
     pub(super) fn replaced(&self, nonce: uuid::Uuid) -> bool {
         match &self.known {

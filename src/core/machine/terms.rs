@@ -144,9 +144,7 @@ impl RoleMachine {
             seen_at: now,
         });
         self.first_seen_rev.get_or_insert(rev);
-        if let Some(nonce) = self.unknown_nonce.filter(|n| self.replaced(*n)) {
-            self.unknown_resolved = Some(nonce);
-        }
+        self.note_resolved();
         self.notice_duplicate(&state);
         self.confirmed = None;
         self.high_water = self.high_water.max(rev);
