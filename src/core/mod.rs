@@ -10,6 +10,7 @@ pub mod session;
 pub mod session_book;
 pub mod session_types;
 pub mod setting_error;
+pub(crate) mod slot_permits;
 pub mod start_retry;
 pub mod timing_error;
 pub mod types;

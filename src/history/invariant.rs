@@ -1,9 +1,9 @@
 //! The election's invariants, one ID each, as `docs/reliability.md` defines them. Both
 //! checkers name what they flag with these IDs: the history checker ([`crate::history::check`],
 //! on recorded histories of real processes) and the pure core's simulation (`src/sim/`,
-//! on the state machines' actions; S1, S7 and L3 do not apply there: the simulation runs no
-//! roles with slots). L2 (fail-over figures) is
-//! reported as figures, never as a violation, so it has no variant.
+//! on the state machines' actions; S1 and L3 do not apply there, S7 only to its runs with
+//! slots). L2 (fail-over figures) is reported as figures, never as a violation, so it has no
+//! variant.
 
 use serde::Serialize;
 

@@ -30,7 +30,6 @@ mod role_set;
 mod session_link;
 mod session_task;
 pub(crate) mod shared;
-mod slot_permits;
 mod slots;
 mod spec;
 pub(crate) mod startup;

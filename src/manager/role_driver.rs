@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 use super::role_input::{RoleId, RoleInbox, RoleInput};
 use super::role_runner::{Delivery, DriverIo, RoleRunner, RoleSetup};
 use super::session_link::{SessionClock, SessionView};
-use super::slot_permits::SlotPermits;
 use super::timer_queue::TimerQueue;
+use crate::core::slot_permits::{SlotPermits, SlotView};
 use crate::names::RoleName;
 
 /// Inputs handled in one go before the driver looks at its other sources again (a mass
@@ -99,7 +99,7 @@ struct RoleDriver {
     /// Roles whose acquire waits for a newer session renewal (only they are woken by one).
     wanting: HashSet<RoleId>,
     /// The slot permit of each role with slots (Q15, S7): decided after every step of a slot.
-    permits: SlotPermits,
+    permits: SlotPermits<RoleId>,
     adds: mpsc::UnboundedReceiver<Box<RoleSetup>>,
     inputs: mpsc::UnboundedReceiver<(RoleId, RoleInput)>,
     cancel: CancellationToken,
@@ -224,7 +224,10 @@ impl RoleDriver {
         let id = setup.id;
         // A slot's machine starts without the permit (the manager built it so): it joins its
         // role's group first, and `settled` decides the group's permits.
-        self.permits.add(id, &setup.role, &setup.shared.instance);
+        let score = setup.role.slot().map_or(0, |k| {
+            crate::placement::hash::score(setup.shared.instance.as_str(), &k.to_string())
+        });
+        self.permits.add(id, &setup.role, score);
         let runner = RoleRunner::start(setup, current(session), &mut self.io);
         self.runners.insert(id, Box::new(runner));
         self.settled(id);
@@ -339,9 +342,7 @@ impl RoleDriver {
         let runners = &self.runners;
         let decision = self.permits.decide(role, |id| {
             // A slot without a runner was aborted (see `RoleInput::Abort`): it claims.
-            runners
-                .get(&id)
-                .map_or(super::slot_permits::SlotView::Claims, |r| r.slot_view())
+            runners.get(&id).map_or(SlotView::Claims, |r| r.slot_view())
         });
         for (id, permit) in decision {
             if let Some(runner) = self.runners.get_mut(&id)

@@ -40,10 +40,14 @@ pub(super) struct Tenure {
 /// Checks every invariant of a trace, role by role; returns the violations in time order.
 pub(super) fn check(trace: &Trace, opts: CheckOpts) -> Vec<Violation> {
     let mut out = trace.errors.clone();
+    let mut slot_tenures = Vec::new();
     for role in 0..trace.roles {
         let mut tenures = Vec::new();
         for n in (0..trace.nodes.len()).filter(|&n| trace.nodes[n].role == role) {
             tenures.extend(Walk::new(trace, n, opts, &mut out).run());
+        }
+        if trace.slot_bases[role].is_some() {
+            slot_tenures.extend(tenures.iter().copied());
         }
         let log = &trace.logs[role];
         check_term_order(&tenures, &mut out);
@@ -53,8 +57,51 @@ pub(super) fn check(trace: &Trace, opts: CheckOpts) -> Vec<Violation> {
             check_liveness(trace, &tenures, (bound, opts.young), &mut out);
         }
     }
+    check_slots(trace, &slot_tenures, &mut out);
     out.sort_by_key(|v| v.at);
     out
+}
+
+/// S7 (protocol Q15): a process never acts on two slots of one role at once — per process
+/// (instance incarnation) and base role, the acting intervals of machines of two different
+/// slots do not overlap.
+pub(super) fn check_slots(trace: &Trace, tenures: &[Tenure], out: &mut Vec<Violation>) {
+    let role_of = |t: &Tenure| trace.nodes[t.node].role;
+    let mut acting: Vec<&Tenure> = tenures.iter().filter(|t| t.end > t.start).collect();
+    acting.sort_by_key(|t| t.start);
+    for (k, a) in acting.iter().enumerate() {
+        let (inst, base) = (trace.nodes[a.node].inst, &trace.slot_bases[role_of(a)]);
+        for b in &acting[k + 1..] {
+            if b.start >= a.end {
+                continue;
+            }
+            if trace.nodes[b.node].inst != inst
+                || role_of(b) == role_of(a)
+                || trace.slot_bases[role_of(b)] != *base
+            {
+                continue;
+            }
+            let detail = format!(
+                "process {inst} acts on {} (term {}, node {}) from {} and on {} (term {}, node {}) \
+                 from {} until {}: two slots of one role at once",
+                trace.nodes[a.node].name,
+                a.term,
+                a.node,
+                secs(a.start),
+                trace.nodes[b.node].name,
+                b.term,
+                b.node,
+                secs(b.start),
+                secs(a.end.min(b.end))
+            );
+            out.push(Violation {
+                rule: Invariant::S7,
+                at: b.start,
+                node: Some(b.node),
+                detail,
+            });
+        }
+    }
 }
 
 /// The term a machine leads, per its actions.

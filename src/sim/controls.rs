@@ -40,6 +40,7 @@ pub(super) fn control_scenario(
         validate: false,
         marker_ttl_ms: None,
         fresh_bucket: false,
+        slots: 0,
         faults: faults.to_vec(),
     }
 }
@@ -254,4 +255,28 @@ fn control_no_record_ends_breaks_liveness() {
     let caught = catch_rate(scenario, flaws, opts, &[Invariant::L1]);
     println!("no record ends: {caught}/100 runs caught");
     assert!(caught >= 90, "only {caught}/100 runs caught");
+}
+
+/// (i) Without the slot permit (Q15: every slot of a role may acquire whatever its siblings
+/// do), a process wins two slots of a role at once: S7. 2–3 processes, 3 slots, holders
+/// crash and release.
+#[test]
+fn control_no_slot_permit_breaks_s7() {
+    let release = FaultKind::Release { cooldown_ms: 0 };
+    let faults = [
+        at(300, FaultKind::Crash),
+        at(500, release),
+        at(700, release),
+    ];
+    let flaws = Flaws {
+        slot_no_permit: true,
+        ..Flaws::default()
+    };
+    let scenario = |seed| Scenario {
+        slots: 3,
+        ..control_scenario(seed, (2, 3), 4, &faults)
+    };
+    let caught = catch_rate(scenario, flaws, |_| CheckOpts::default(), &[Invariant::S7]);
+    println!("no slot permit: {caught}/100 runs caught");
+    assert!(caught >= 80, "only {caught}/100 runs caught");
 }

@@ -84,6 +84,12 @@
 //!   after the deadline demotes the term, and no renewal is reported after it.
 //! * **S6** per machine: `(Promote Renewed* Demote)*` with matching terms; no promote after
 //!   `Stopped`.
+//! * **S7** (runs with slots, protocol Q15: role 0 split into 2–3 slots on every process) per
+//!   process and base role, the acting intervals of machines of two different slots never
+//!   overlap. Each process drives its slots' permit as the manager's role driver does: after
+//!   every step of a slot, the same [`SlotPermits`](crate::core::slot_permits::SlotPermits)
+//!   decision on the siblings' views (`SlotView::of_machine`; a slot whose demote callback
+//!   still runs claims), a slot given the permit woken at once.
 //! * **L1** (fault-free runs) no stretch without an acting holder lasts longer than the
 //!   fail-over bound (TTL + slack; without TTLs, TTL + heartbeat on the slowest clock + slack)
 //!   after its start or the last fault in it (or the end of a pause, disconnect, deposed leader

@@ -11,7 +11,7 @@ use super::render::{render, report};
 use super::scenario::{Fault, FaultKind, Net, Scenario, Target, TimingSpec};
 use super::strategy::{
     aged_marker_scenario, config, fault_free_scenario, faulty_scenario, foreign_value_scenario,
-    graceful_scenario, reset_scenario, successors_scenario, targeted_config,
+    graceful_scenario, reset_scenario, slot_scenario, successors_scenario, targeted_config,
 };
 use super::trace::{Rec, Seen, Trace};
 use super::world::{Flaws, HERD_CAP, run_checked};
@@ -38,6 +38,26 @@ proptest! {
 
 proptest! {
     #![proptest_config(targeted_config())]
+
+    /// S2–S7 and L1's timer rules with slots (Q15) when only processes and keys fail (no
+    /// network faults): role 0 has 2–3 slots on every process, their permit driven as the
+    /// role driver does; S7 (no process acts on two slots of a role at once) is checked with
+    /// the others. Not the fail-over bound: a slot needs a process of its own, and crashes
+    /// may leave fewer processes than slots.
+    /// S2–S7 and L1's timer rules with slots (Q15) under every fault the simulation knows,
+    /// network faults included.
+    #[test]
+    fn slots_safe_under_faults(sc in slot_scenario(true)) {
+        let (trace, violations) = run_checked(&sc, Flaws::default(), sc.check_opts());
+        prop_assert!(violations.is_empty(), "{}", report(&sc, &trace, &violations));
+    }
+
+    #[test]
+    fn slots_safe_without_network_faults(sc in slot_scenario(false)) {
+        let opts = CheckOpts { liveness: None, stop_bound: None, ..sc.check_opts() };
+        let (trace, violations) = run_checked(&sc, Flaws::default(), opts);
+        prop_assert!(violations.is_empty(), "{}", report(&sc, &trace, &violations));
+    }
 
     /// Every follower paused while the holder crashes, expiry markers that age out before
     /// they resume: S2–S6, and the role is held again within a backstop period after the last
@@ -213,6 +233,7 @@ fn replay() {
         validate: false,
         marker_ttl_ms: None,
         fresh_bucket: false,
+        slots: 0,
         faults: vec![Fault {
             at_permille: 300,
             kind: Pause { ttl_pct: 150 },
@@ -290,6 +311,7 @@ fn start_check_case() -> Scenario {
         validate: false,
         marker_ttl_ms: None,
         fresh_bucket: false,
+        slots: 0,
         faults: vec![
             Fault {
                 at_permille: 989,
@@ -375,6 +397,7 @@ fn announce_case() -> Scenario {
         validate: false,
         marker_ttl_ms: None,
         fresh_bucket: false,
+        slots: 0,
         faults: vec![Fault {
             at_permille: 2,
             kind: ResetBucket { fresh: false },
@@ -431,6 +454,7 @@ fn a_follower_whose_own_record_expired_still_follows_the_holder() {
         validate: false,
         marker_ttl_ms: Some(1000),
         fresh_bucket: false,
+        slots: 0,
         faults: vec![
             Fault {
                 at_permille: 142,

@@ -189,6 +189,10 @@ pub(super) struct Scenario {
     /// The bucket is created when the run starts (a brand-new deployment: no acquire before it
     /// is TTL + heartbeat old, Q6) rather than long before.
     pub(super) fresh_bucket: bool,
+    /// Role 0 has this many slots (protocol Q15; 0: none): the run's roles are then
+    /// `r0.0`, …, `r0.<slots - 1>`, followed by the other roles, and every process drives
+    /// their slot permit as the manager's role driver does (invariant S7).
+    pub(super) slots: usize,
     pub(super) faults: Vec<Fault>,
 }
 

@@ -173,9 +173,27 @@ pub(super) fn faulty_scenario() -> impl Strategy<Value = Scenario> {
                 validate,
                 marker_ttl_ms,
                 fresh_bucket,
+                slots: 0,
                 faults: one_reset(faults, fresh_bucket),
             },
         )
+}
+
+/// [`faulty_scenario`] (`network`) or [`fault_free_scenario`] with slots (protocol Q15): role
+/// 0 has 2–3 slots, every process runs each of them, and their permit is driven as the
+/// manager's role driver does (S7). Without targeted moves: a slot cannot be moved
+/// (`nats-roles move` refuses it).
+pub(super) fn slot_scenario(network: bool) -> impl Strategy<Value = Scenario> {
+    let base = if network {
+        faulty_scenario().boxed()
+    } else {
+        fault_free_scenario().boxed()
+    };
+    (base, 2usize..=3).prop_map(|(mut sc, slots)| {
+        sc.faults
+            .retain(|f| !matches!(f.kind, FaultKind::Move { .. }));
+        Scenario { slots, ..sc }
+    })
 }
 
 /// A perfect network; faults of processes and keys (crashes, restarts, releases, stops,
@@ -208,6 +226,7 @@ pub(super) fn fault_free_scenario() -> impl Strategy<Value = Scenario> {
                 validate,
                 marker_ttl_ms,
                 fresh_bucket,
+                slots: 0,
                 faults: one_reset(faults, fresh_bucket),
             },
         )
@@ -266,6 +285,7 @@ pub(super) fn aged_marker_scenario() -> impl Strategy<Value = Scenario> {
                     validate,
                     marker_ttl_ms: Some(marker_s * 1000),
                     fresh_bucket: false,
+                    slots: 0,
                     faults,
                 }
             },
@@ -323,6 +343,7 @@ pub(super) fn reset_scenario() -> impl Strategy<Value = Scenario> {
                     validate,
                     marker_ttl_ms: None,
                     fresh_bucket: false,
+                    slots: 0,
                     faults,
                 }
             },
@@ -404,6 +425,7 @@ pub(super) fn foreign_value_scenario() -> impl Strategy<Value = Scenario> {
                 validate,
                 marker_ttl_ms: None,
                 fresh_bucket: false,
+                slots: 0,
                 faults: rounds.into_iter().flatten().chain(refused).collect(),
             },
         )
@@ -433,6 +455,7 @@ pub(super) fn successors_scenario() -> impl Strategy<Value = Scenario> {
                 validate,
                 marker_ttl_ms: None,
                 fresh_bucket: false,
+                slots: 0,
                 faults: std::iter::once(Fault {
                     at_permille: at,
                     kind: FaultKind::CrashWithSuccessors,
@@ -475,6 +498,7 @@ pub(super) fn graceful_scenario() -> impl Strategy<Value = Scenario> {
                 validate: true,
                 marker_ttl_ms: None,
                 fresh_bucket: false,
+                slots: 0,
                 faults: vec![Fault {
                     at_permille: 250,
                     kind: FaultKind::Stop,

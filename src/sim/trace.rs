@@ -87,6 +87,8 @@ pub(super) enum Rec {
 #[derive(Debug, Clone)]
 pub(super) struct NodeTrace {
     pub(super) name: String,
+    /// The process (instance incarnation) it runs in.
+    pub(super) inst: usize,
     /// The role this machine campaigns for.
     pub(super) role: usize,
     pub(super) campaign: bool,
@@ -102,6 +104,8 @@ pub(super) struct Trace {
     /// Number of roles: keys `0..roles` of `logs` are role keys, then the session keys, then
     /// the member keys (one per instance slot each).
     pub(super) roles: usize,
+    /// Per role key: the base role when the key is a slot (Q15), for S7.
+    pub(super) slot_bases: Vec<Option<String>>,
     /// Names of the session keys (key `roles + k` is `session_keys[k]`; key
     /// `roles + session_keys.len() + k` is slot `k`'s member key).
     pub(super) session_keys: Vec<String>,

@@ -105,6 +105,8 @@ impl RoleMachine {
             }
             WriteOutcome::Unknown => {
                 self.unknown_nonce = Some(nonce);
+                // Another writer's value may already be known (delivered before the outcome).
+                self.note_resolved();
                 self.mark_stale(now);
                 self.back_off(now);
             }

@@ -176,6 +176,9 @@ pub struct RoleMachine {
     not_before: Option<Instant>,
     /// Nonce of an acquire whose outcome is unknown (P5 own late write).
     unknown_nonce: Option<Uuid>,
+    /// The nonce of `unknown_nonce` once the key showed another writer's value (Q15: the
+    /// acquire is resolved for the slot permit for good, whatever the key shows later).
+    unknown_resolved: Option<Uuid>,
     /// Whether this process already wrote this role's key, or adopted a predecessor's lease.
     adopted_or_wrote: bool,
     /// Incarnations already reported as duplicates.
@@ -259,6 +262,7 @@ impl RoleMachine {
             pending: None,
             not_before: None,
             unknown_nonce: None,
+            unknown_resolved: None,
             adopted_or_wrote: false,
             duplicates: Vec::new(),
             stop_cleanup: None,
@@ -604,6 +608,8 @@ impl RoleMachine {
     /// takeover is a CAS on `revision`.
     pub fn handle_holder_gone(&mut self, revision: u64, now: Instant) {
         self.check_deadline(now);
+        // The holder's value resolved an acquire of unknown outcome before it turns vacant.
+        self.note_resolved();
         if let Some(k) = &mut self.known
             && k.rev() == revision
             && let KeyState::Held {

@@ -43,7 +43,8 @@ impl RoleMachine {
     ///
     /// An acquire of unknown outcome is resolved once the key shows another writer's value:
     /// the write lost its compare-and-set, or won and was replaced without ever being acted
-    /// on (a term starts only on an acknowledged acquire, P4).
+    /// on (a term starts only on an acknowledged acquire, P4). Resolved for good: a later
+    /// vacancy (that writer's term ended, or its session is gone) does not bring it back.
     #[must_use]
     pub fn claims_permit(&self) -> bool {
         matches!(self.phase, Phase::Leader(_))
@@ -51,11 +52,19 @@ impl RoleMachine {
             || self.stop_cleanup.is_some()
             || self
                 .unknown_nonce
-                .is_some_and(|nonce| !self.replaced(nonce))
+                .is_some_and(|nonce| self.unknown_resolved != Some(nonce) && !self.replaced(nonce))
+    }
+
+    /// Records that the acquire of unknown outcome is resolved once the key shows another
+    /// writer's value (whenever either becomes known: [`RoleMachine::claims_permit`]).
+    pub(super) fn note_resolved(&mut self) {
+        if let Some(nonce) = self.unknown_nonce.filter(|n| self.replaced(*n)) {
+            self.unknown_resolved = Some(nonce);
+        }
     }
 
     /// Whether the key shows a value other than the one our write with `nonce` would put.
-    fn replaced(&self, nonce: uuid::Uuid) -> bool {
+    pub(super) fn replaced(&self, nonce: uuid::Uuid) -> bool {
         match &self.known {
             Some(Known {
                 state: KeyState::Held { value, .. },

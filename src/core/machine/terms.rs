@@ -144,6 +144,7 @@ impl RoleMachine {
             seen_at: now,
         });
         self.first_seen_rev.get_or_insert(rev);
+        self.note_resolved();
         self.notice_duplicate(&state);
         self.confirmed = None;
         self.high_water = self.high_water.max(rev);

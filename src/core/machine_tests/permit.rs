@@ -108,6 +108,48 @@ fn an_acquire_of_unknown_outcome_claims_the_permit_until_resolved() {
     };
     drain(&mut m2);
     assert!(!m2.claims_permit(), "another writer's value resolves it");
+    // Resolved for good: that writer's term ending (its session gone, a vacancy) does not
+    // make ours claim again — found by the simulation's slots (S7): the slot took the permit
+    // from a leading sibling and acquired a second slot.
+    m2.handle_holder_gone(9, t0);
+    drain(&mut m2);
+    assert!(
+        !m2.claims_permit(),
+        "resolved: the holder's end does not unresolve it"
+    );
+    m2.handle_observed(
+        KeyState::Vacant {
+            revision: 10,
+            expired: true,
+        },
+        t0,
+    );
+    drain(&mut m2);
+    assert!(
+        !m2.claims_permit(),
+        "resolved: a later vacancy does not unresolve it"
+    );
+}
+
+/// Another writer's value delivered while the acquire is in flight resolves its unknown
+/// outcome too, for good (found by the simulation's slots, S7).
+#[test]
+fn a_value_seen_before_the_unknown_outcome_resolves_it() {
+    let (mut m, t0) = machine();
+    let acquire = start_and_acquire(&mut m, t0);
+    m.handle_observed(
+        KeyState::Held {
+            revision: 9,
+            value: lease("other", 2, 2, None),
+        },
+        t0,
+    );
+    m.handle_write(acquire, WriteOutcome::Unknown, t0);
+    drain(&mut m);
+    assert!(!m.claims_permit());
+    m.handle_holder_gone(9, t0);
+    drain(&mut m);
+    assert!(!m.claims_permit(), "the holder's end does not unresolve it");
 }
 
 /// The driver never takes the permit from a claimant, but if it did, the term would go on:

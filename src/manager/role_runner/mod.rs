@@ -19,18 +19,16 @@ use super::role_input::{RoleId, RoleInput};
 use super::role_report::RoleReport;
 use super::session_link::{SessionClock, SessionView};
 use super::shared::Shared;
-use super::slot_permits::SlotView;
 use crate::callbacks::{CallbackCall, CallbackQueue, PrepareOutcome};
+use crate::core::slot_permits::SlotView;
 use crate::core::{
     Action, DemoteReason, FailureKind, KeyState, RoleMachine, WriteKind, WriteOutcome,
 };
 use crate::leadership::Leadership;
 use crate::names::RoleName;
 use crate::placement::controller::PrepareEnd;
-use crate::status::RoleState;
 use crate::store::ROLE_PREFIX;
 use crate::tap::TapEvent;
-use crate::value::HolderValue;
 
 mod actions;
 
@@ -206,33 +204,10 @@ impl RoleRunner {
     /// claims the permit while its machine does, and while its term is still with the
     /// application (a demotion waiting at the start gate, the term not yet taken back).
     pub(crate) fn slot_view(&self) -> SlotView {
-        if self.gated.is_some()
-            || self.demoting.is_some()
-            || self.machine.claims_permit()
-            || self.current.borrow().is_some()
-        {
+        if self.gated.is_some() || self.demoting.is_some() || self.current.borrow().is_some() {
             return SlotView::Claims;
         }
-        let state = self.machine.state();
-        if !matches!(state, RoleState::Candidate | RoleState::Follower) || self.is_stopped() {
-            return SlotView::Busy;
-        }
-        match self.machine.observed() {
-            Some(KeyState::Absent | KeyState::Vacant { .. }) if state == RoleState::Candidate => {
-                if self.machine.held_back() {
-                    SlotView::HeldBack
-                } else {
-                    SlotView::Vacant
-                }
-            }
-            Some(KeyState::Unknown { .. }) => SlotView::Stale,
-            Some(KeyState::Held { value, .. })
-                if !matches!(value, HolderValue::Lease(_) | HolderValue::Newer { .. }) =>
-            {
-                SlotView::Stale
-            }
-            _ => SlotView::Busy,
-        }
+        SlotView::of_machine(&self.machine)
     }
 
     /// The slot's `on_demote` numbered `n` returned (a later one may still run).

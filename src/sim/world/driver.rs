@@ -4,6 +4,7 @@
 use tokio::time::Instant;
 
 use crate::core::machine::SessionUpdate;
+use crate::core::slot_permits::SlotView;
 use crate::core::types::{Action, FailureKind, KeyState, Notice, ReleaseReason, WriteOutcome};
 use crate::sim::clock::{MS, Nanos, nanos};
 use crate::sim::kv::{EntryKind, KvWrite};
@@ -134,7 +135,10 @@ impl Sim {
             }
             Input::Validated(state) => m.handle_validation(state, now),
             Input::Validate => {}
-            Input::Drained => m.handle_drained(now),
+            Input::Drained => {
+                node.demoting = false;
+                m.handle_drained(now);
+            }
             Input::Release(cooldown) => m.handle_release(ReleaseReason::Requested, cooldown, now),
             Input::MoveRelease => {
                 // Q13: only the term the move named (the role runner checks it the same way).
@@ -190,7 +194,44 @@ impl Sim {
         self.drain(n, now);
         self.rearm(n, now, matches!(input_seen, Seen::Timer));
         self.arm_validation(n);
+        self.decide_permits(n);
         self.maybe_end_session(i);
+    }
+
+    /// After a step of node `n`: the slot permit of its role's slots in its process (nothing
+    /// for a role that is not a slot), as the role driver decides it after every step of a
+    /// slot, before any other role steps (Q15, S7) — the same [`SlotPermits`] decision, on
+    /// the same view of each sibling's machine. A slot given the permit is woken at once (a
+    /// timer due now: a step of its own, then this decision again).
+    ///
+    /// [`SlotPermits`]: crate::core::slot_permits::SlotPermits
+    fn decide_permits(&mut self, n: usize) {
+        let (i, role) = (self.nodes[n].inst, self.nodes[n].role);
+        if self.flaws.slot_no_permit || self.roles[role].slot().is_none() {
+            return;
+        }
+        let nodes = &self.nodes;
+        let decision = self.insts[i].permits.decide(&self.roles[role], |m| {
+            // A slot whose demote callback still runs claims, as the role runner's view.
+            if nodes[m].demoting {
+                SlotView::Claims
+            } else {
+                SlotView::of_machine(&nodes[m].machine)
+            }
+        });
+        let g = self.now;
+        for (m, permit) in decision {
+            let node = &mut self.nodes[m];
+            let opened = permit && !node.machine.acquire_permit();
+            node.machine.set_acquire_permit(permit);
+            if opened {
+                node.timer_gen += 1;
+                node.timer = Some((g, node.timer_gen));
+                let generation = node.timer_gen;
+                self.count("slot_permit_opened");
+                self.push(g, Ev::Node(m, Input::Timer(generation)));
+            }
+        }
     }
 
     /// While the machine holds a term, the driver validates it every heartbeat.
@@ -259,6 +300,7 @@ impl Sim {
                 }
                 Action::Demote { drain, .. } => {
                     self.nodes[n].leading = None;
+                    self.nodes[n].demoting = drain;
                     if !drain {
                         self.nodes[n].app_deadline = None;
                         self.nodes[n].term_sent = None;
@@ -331,7 +373,10 @@ impl Sim {
                 ..
             })
         );
-        let waiting = node.session_until.is_none_or(|u| now >= u) || follows_lease;
+        // A slot without the permit waits for its driver to give it (Q15).
+        let waiting = node.session_until.is_none_or(|u| now >= u)
+            || follows_lease
+            || !node.machine.acquire_permit();
         node.trace.recs.push(Rec::Idle {
             g,
             now,

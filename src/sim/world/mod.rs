@@ -26,6 +26,7 @@ use crate::core::backoff::{RetryPolicy, SplitMix64};
 use crate::core::machine::{Identity, RoleMachine, SessionUpdate};
 use crate::core::session::{SessionKeyState, SessionMachine};
 use crate::core::session_book::SessionBook;
+use crate::core::slot_permits::SlotPermits;
 use crate::core::types::{FailureKind, KeyState, Timing, WriteOutcome};
 use crate::history::Invariant;
 use crate::names::{InstanceId, RoleName};
@@ -306,6 +307,9 @@ pub(super) struct Node {
     /// Revision of the last term of the role delivered (any holder): the term a vacancy ends,
     /// for a targeted move's hold-back (as the role runner's `last_held`).
     pub(super) last_held: Option<u64>,
+    /// The application's demote callback of a drained term still runs (a slot claims its
+    /// permit meanwhile, as the role runner's `demoting`).
+    pub(super) demoting: bool,
     pub(super) trace: NodeTrace,
 }
 
@@ -381,6 +385,8 @@ pub(super) struct Inst {
     pub(super) follow: presence_state::Following,
     /// Member-key operations in flight, by operation id.
     pub(super) member_ops: Vec<(u64, presence_state::MemberOp)>,
+    /// The slot permit of the process's roles with slots (Q15), by role node.
+    pub(super) permits: SlotPermits<usize>,
 }
 
 /// Deliberate driver bugs for the negative controls.
@@ -419,6 +425,9 @@ pub(super) struct Flaws {
     /// watcher delivers every session key), as the replays of runs found before Q8 need to
     /// reproduce them exactly (the same random choices).
     pub(super) pre_q8: bool,
+    /// The slot permit off (Q15): every slot of a role may acquire whatever its siblings do
+    /// (the manager's `slot-no-permit` negative control).
+    pub(super) slot_no_permit: bool,
 }
 
 /// A foreign role write waiting for a vacancy
@@ -472,9 +481,7 @@ impl Sim {
     pub(super) fn new(sc: &Scenario, flaws: Flaws) -> Self {
         let timing = sc.timing.timing();
         let ttl_ms = u64::try_from(timing.ttl.as_millis()).unwrap_or(u64::MAX);
-        let roles: Vec<RoleName> = (0..sc.roles.max(1))
-            .map(|r| RoleName::new(format!("r{r}")).expect("valid role name"))
-            .collect();
+        let roles = role_names(sc);
         let slots = sc.nodes + sc.spares();
         let session_keys = (0..slots)
             .map(|s| crate::value::session_key(&instance_id(s), ttl_ms))
@@ -565,6 +572,11 @@ impl Sim {
         Trace {
             nodes: self.nodes.into_iter().map(|n| n.trace).collect(),
             roles: self.roles.len(),
+            slot_bases: self
+                .roles
+                .iter()
+                .map(|r| r.slot().map(|_| r.base_role().to_string()))
+                .collect(),
             session_keys: self.session_keys,
             logs: self.kv.logs,
             end: self.end,
@@ -617,6 +629,7 @@ impl Sim {
         let i = self.insts.len();
         let epoch = self.kv.epoch;
         let mut nodes = Vec::new();
+        let mut permits = SlotPermits::default();
         for role in 0..self.roles.len() {
             let id = Identity {
                 instance: instance.clone(),
@@ -636,7 +649,14 @@ impl Sim {
             // As the manager: every revision of the bucket when it was opened is below any
             // write of the new role (P6).
             machine.seed_high_water(self.kv.seq);
-            let name = format!("node-{slot}/{i}:r{role}");
+            // As the manager: a slot starts without the permit; its driver decides.
+            let slot_k = self.roles[role].slot();
+            machine.set_acquire_permit(slot_k.is_none() || self.flaws.slot_no_permit);
+            if let Some(k) = slot_k {
+                let score = crate::placement::hash::score(instance.as_str(), &k.to_string());
+                permits.add(self.nodes.len(), &self.roles[role], score);
+            }
+            let name = format!("node-{slot}/{i}:{}", self.roles[role]);
             nodes.push(self.nodes.len());
             self.nodes.push(Node {
                 machine,
@@ -653,8 +673,10 @@ impl Sim {
                 sent_seen: Vec::new(),
                 resets: 0,
                 last_held: None,
+                demoting: false,
                 trace: NodeTrace {
                     name,
+                    inst: i,
                     role,
                     campaign,
                     clock,
@@ -717,6 +739,7 @@ impl Sim {
             own: presence_state::OwnRecord::default(),
             follow,
             member_ops: Vec::new(),
+            permits,
         });
         self.push(at, Ev::Inst(i, SInput::Start));
     }
@@ -734,6 +757,24 @@ impl Sim {
             0
         }
     }
+}
+
+/// The roles of a run, by key index: role 0's slots first when it has some (Q15), then the
+/// other roles.
+fn role_names(sc: &Scenario) -> Vec<RoleName> {
+    let mut roles = Vec::new();
+    for r in 0..sc.roles.max(1) {
+        let name = RoleName::new(format!("r{r}")).expect("valid role name");
+        if r == 0 && sc.slots > 0 {
+            for k in 0..sc.slots {
+                let k = u32::try_from(k).expect("few slots");
+                roles.push(RoleName::for_slot(&name, k).expect("valid slot name"));
+            }
+        } else {
+            roles.push(name);
+        }
+    }
+    roles
 }
 
 /// The instance id of slot `slot`.

@@ -1,19 +1,23 @@
-//! The slot permit of each role with slots (protocol Q15, invariant S7), kept by the role
-//! driver of the slots' session class: which slot of a role on this process may send an
-//! acquire. The driver asks [`SlotPermits::decide`] after every step of a slot, before any
-//! other role steps, and applies the answer at once; a slot that sent an acquire then claims
-//! the permit, so its siblings lose theirs before they step again.
+//! The slot permit of each role with slots (protocol Q15, invariant S7): which slot of a role
+//! on one process may send an acquire. The pure decision, shared by the manager's role driver
+//! and the deterministic simulation: the driver asks [`SlotPermits::decide`] after every step
+//! of a slot, before any other role steps, and applies the answer at once; a slot that sent
+//! an acquire then claims the permit, so its siblings lose theirs before they step again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 
-use super::role_input::RoleId;
-use crate::names::{InstanceId, RoleName};
+use crate::core::machine::RoleMachine;
+use crate::core::types::KeyState;
+use crate::names::RoleName;
+use crate::status::RoleState;
+use crate::value::HolderValue;
 
-/// Where one slot stands, as its runner sees it now.
+/// Where one slot stands, as its driver sees it now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SlotView {
-    /// It claims the permit ([`crate::core::RoleMachine::claims_permit`], or its term's end
-    /// is still with the application): nobody else may have it.
+    /// It claims the permit ([`RoleMachine::claims_permit`], or its term's end is still with
+    /// the application): nobody else may have it.
     Claims,
     /// A candidate whose key is vacant (a marker, absent, or its holder's session gone): it
     /// would acquire with the permit.
@@ -28,22 +32,63 @@ pub(crate) enum SlotView {
     Busy,
 }
 
-/// The slots of each role this driver runs, ordered by this instance's preference.
-#[derive(Debug, Default)]
-pub(crate) struct SlotPermits {
-    /// Per base role: its slots' runners and their rendezvous score (higher first).
-    groups: HashMap<RoleName, Vec<(RoleId, u64)>>,
-    /// Slots aborted ([`SlotPermits::abandon`]): never removed, they claim for good.
-    abandoned: std::collections::HashSet<RoleId>,
+impl SlotView {
+    /// Where a slot stands by its machine alone (the driver adds what the application still
+    /// holds: a term's end not yet taken back claims too).
+    pub(crate) fn of_machine(machine: &RoleMachine) -> Self {
+        if machine.claims_permit() {
+            return Self::Claims;
+        }
+        let state = machine.state();
+        if !matches!(state, RoleState::Candidate | RoleState::Follower) || machine.is_stopped() {
+            return Self::Busy;
+        }
+        match machine.observed() {
+            Some(KeyState::Absent | KeyState::Vacant { .. }) if state == RoleState::Candidate => {
+                if machine.held_back() {
+                    Self::HeldBack
+                } else {
+                    Self::Vacant
+                }
+            }
+            Some(KeyState::Unknown { .. }) => Self::Stale,
+            Some(KeyState::Held { value, .. })
+                if !matches!(value, HolderValue::Lease(_) | HolderValue::Newer { .. }) =>
+            {
+                Self::Stale
+            }
+            _ => Self::Busy,
+        }
+    }
 }
 
-impl SlotPermits {
-    /// A slot runner joins its role's group (nothing for a role that is not a slot).
-    pub(crate) fn add(&mut self, id: RoleId, role: &RoleName, instance: &InstanceId) {
-        let Some(k) = role.slot() else {
+/// The slots of each role one process runs, ordered by that instance's preference; `I`
+/// names a slot's runner (the driver's role id, the simulation's node index).
+#[derive(Debug)]
+pub(crate) struct SlotPermits<I> {
+    /// Per base role: its slots' runners and their rendezvous score (higher first).
+    groups: HashMap<RoleName, Vec<(I, u64)>>,
+    /// Slots aborted ([`SlotPermits::abandon`]): never removed, they claim for good.
+    abandoned: HashSet<I>,
+}
+
+impl<I> Default for SlotPermits<I> {
+    fn default() -> Self {
+        Self {
+            groups: HashMap::new(),
+            abandoned: HashSet::new(),
+        }
+    }
+}
+
+impl<I: Copy + Eq + Hash + Ord> SlotPermits<I> {
+    /// A slot runner joins its role's group (nothing for a role that is not a slot), with
+    /// this instance's rendezvous score for the slot
+    /// (`placement::hash::score(instance, k)`: every instance has its own order).
+    pub(crate) fn add(&mut self, id: I, role: &RoleName, score: u64) {
+        if role.slot().is_none() {
             return;
-        };
-        let score = crate::placement::hash::score(instance.as_str(), &k.to_string());
+        }
         let group = self.groups.entry(role.base_role()).or_default();
         group.push((id, score));
         group.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -51,13 +96,13 @@ impl SlotPermits {
 
     /// A slot was aborted (its term is not released and may last until it expires): it
     /// stays in its group, and the driver counts a slot without a runner as claiming.
-    pub(crate) fn abandon(&mut self, id: RoleId) {
+    pub(crate) fn abandon(&mut self, id: I) {
         self.abandoned.insert(id);
     }
 
     /// A slot runner left (stopped, and its `on_demote` returned). Nothing for an aborted
     /// slot.
-    pub(crate) fn remove(&mut self, id: RoleId, role: &RoleName) {
+    pub(crate) fn remove(&mut self, id: I, role: &RoleName) {
         if role.slot().is_none() || self.abandoned.contains(&id) {
             return;
         }
@@ -75,18 +120,14 @@ impl SlotPermits {
     /// preferred vacant slot gets it (one nobody else is preferred for first, else one held
     /// back for another instance, else the most preferred stale one), so a process campaigns
     /// for one slot at a time, in its own order (rendezvous over `(instance, k)`).
-    pub(crate) fn decide(
-        &self,
-        role: &RoleName,
-        view: impl Fn(RoleId) -> SlotView,
-    ) -> Vec<(RoleId, bool)> {
+    pub(crate) fn decide(&self, role: &RoleName, view: impl Fn(I) -> SlotView) -> Vec<(I, bool)> {
         if role.slot().is_none() {
             return Vec::new();
         }
         let Some(group) = self.groups.get(&role.base_role()) else {
             return Vec::new();
         };
-        let views: Vec<(RoleId, SlotView)> = group.iter().map(|(id, _)| (*id, view(*id))).collect();
+        let views: Vec<(I, SlotView)> = group.iter().map(|(id, _)| (*id, view(*id))).collect();
         let chosen = views
             .iter()
             .find(|(_, v)| *v == SlotView::Claims)
@@ -104,16 +145,23 @@ impl SlotPermits {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::InstanceId;
 
-    fn group(instance: &str) -> (SlotPermits, RoleName, Vec<RoleId>) {
+    type RoleId = u64;
+
+    fn group(instance: &str) -> (SlotPermits<RoleId>, RoleName, Vec<RoleId>) {
         let base = RoleName::new("indexer").unwrap();
         let instance = InstanceId::new(instance).unwrap();
         let mut p = SlotPermits::default();
         for k in 0..3 {
+            // A stable score per (instance, slot), as the drivers' rendezvous score.
+            let mut h = std::hash::DefaultHasher::new();
+            (instance.as_str(), k).hash(&mut h);
+            let score = std::hash::Hasher::finish(&h);
             p.add(
-                u64::from(k),
+                RoleId::from(k),
                 &RoleName::for_slot(&base, k).unwrap(),
-                &instance,
+                score,
             );
         }
         let order = p.groups[&base].iter().map(|(id, _)| *id).collect();
