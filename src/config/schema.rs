@@ -225,48 +225,37 @@ pub(super) const PLACEMENT: &[Field] = &[
     opt("member_ttl", Kind::Duration),
 ];
 
-/// One entry of `roles`: its own fields, then the timing overrides written inline.
-pub(super) const ROLE: &[Field] = &[
-    req("name", Kind::RoleName),
-    opt("description", Kind::Text),
-    f("campaign", Kind::Bool),
-    opt("priority", I32),
-    f("takeover", Kind::Choice(&["voluntary", "never"])),
-    f("weight", U32),
-    f("slots", U32),
-    opt("exec", Kind::Section(EXEC)),
-    opt("on_promote", Kind::Section(HOOK)),
-    opt("on_demote", Kind::Section(HOOK)),
-    opt("on_prepare", Kind::Section(HOOK)),
-    opt("ttl", Kind::Duration),
-    opt("heartbeat", Kind::Duration),
-    opt("deadline_margin", Kind::Float),
-    opt("operation_timeout", Kind::Duration),
-    opt("disconnect_grace", Kind::Duration),
-    opt("campaign_jitter", Kind::Duration),
-];
+/// A section of every setting of a role after `$first` (the fields before them): its own
+/// fields, then the timing overrides written inline. `roles` and `groups` entries share it.
+macro_rules! role_entry {
+    ($($first:expr),*) => {
+        &[
+            $($first,)*
+            opt("description", Kind::Text),
+            f("campaign", Kind::Bool),
+            opt("priority", I32),
+            f("takeover", Kind::Choice(&["voluntary", "never"])),
+            f("weight", U32),
+            f("slots", U32),
+            opt("exec", Kind::Section(EXEC)),
+            opt("on_promote", Kind::Section(HOOK)),
+            opt("on_demote", Kind::Section(HOOK)),
+            opt("on_prepare", Kind::Section(HOOK)),
+            opt("ttl", Kind::Duration),
+            opt("heartbeat", Kind::Duration),
+            opt("deadline_margin", Kind::Float),
+            opt("operation_timeout", Kind::Duration),
+            opt("disconnect_grace", Kind::Duration),
+            opt("campaign_jitter", Kind::Duration),
+        ]
+    };
+}
 
-/// One entry of `groups`: its count, then every field of a role (the group's name in `name`).
-pub(super) const GROUP: &[Field] = &[
-    req("name", Kind::RoleName),
-    req("count", U32),
-    opt("description", Kind::Text),
-    f("campaign", Kind::Bool),
-    opt("priority", I32),
-    f("takeover", Kind::Choice(&["voluntary", "never"])),
-    f("weight", U32),
-    f("slots", U32),
-    opt("exec", Kind::Section(EXEC)),
-    opt("on_promote", Kind::Section(HOOK)),
-    opt("on_demote", Kind::Section(HOOK)),
-    opt("on_prepare", Kind::Section(HOOK)),
-    opt("ttl", Kind::Duration),
-    opt("heartbeat", Kind::Duration),
-    opt("deadline_margin", Kind::Float),
-    opt("operation_timeout", Kind::Duration),
-    opt("disconnect_grace", Kind::Duration),
-    opt("campaign_jitter", Kind::Duration),
-];
+/// One entry of `roles`: its name, then every role setting.
+pub(super) const ROLE: &[Field] = role_entry!(req("name", Kind::RoleName));
+
+/// One entry of `groups`: its name and count, then every role setting.
+pub(super) const GROUP: &[Field] = role_entry!(req("name", Kind::RoleName), req("count", U32));
 
 pub(super) const EXEC: &[Field] = &[
     req("command", Kind::Command),

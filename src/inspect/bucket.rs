@@ -299,17 +299,32 @@ impl Inspector {
         record: Option<&crate::placement::DrainRecord>,
     ) -> Result<(), Error> {
         let key = crate::placement::drain_key(instance);
+        self.put_or_delete(&key, record.map(crate::placement::DrainRecord::to_bytes))
+            .await
+    }
+
+    /// Writes `value` under `key`, or deletes `key` (`None`): a plain write, for the
+    /// operator's records (the last word wins).
+    ///
+    /// # Errors
+    /// [`Error::JetStream`] when the write fails; [`Error::Timeout`];
+    /// [`Error::PermissionDenied`].
+    pub(super) async fn put_or_delete(
+        &self,
+        key: &str,
+        value: Option<bytes::Bytes>,
+    ) -> Result<(), Error> {
         let write = async {
-            match record {
-                Some(r) => self
+            match value {
+                Some(v) => self
                     .kv
-                    .put(key.as_str(), r.to_bytes())
+                    .put(key, v)
                     .await
                     .map(|_| ())
                     .map_err(|e| Error::JetStream(Box::new(e))),
                 None => self
                     .kv
-                    .delete(key.as_str())
+                    .delete(key)
                     .await
                     .map_err(|e| Error::JetStream(Box::new(e))),
             }

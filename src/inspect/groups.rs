@@ -64,28 +64,8 @@ impl Inspector {
         group: &RoleName,
         record: Option<&GroupRecord>,
     ) -> Result<(), Error> {
-        let key = group_key(group);
-        let write = async {
-            match record {
-                Some(r) => self
-                    .kv
-                    .put(key.as_str(), r.to_bytes())
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| Error::JetStream(Box::new(e))),
-                None => self
-                    .kv
-                    .delete(key.as_str())
-                    .await
-                    .map_err(|e| Error::JetStream(Box::new(e))),
-            }
-        };
-        guarded(&self.denials, async {
-            tokio::time::timeout(self.timeout, write)
-                .await
-                .map_err(|_| Error::Timeout(self.timeout))?
-        })
-        .await
+        self.put_or_delete(&group_key(group), record.map(GroupRecord::to_bytes))
+            .await
     }
 }
 

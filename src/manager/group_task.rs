@@ -125,25 +125,17 @@ pub(super) async fn read_records(
     for spec in groups {
         let key = crate::groups::group_key(spec.name());
         match tokio::time::timeout(timeout, kv.entry(key.clone())).await {
-            Ok(Ok(Some(entry))) => {
-                let value = matches!(
-                    crate::codec::EntryKind::watched(entry.operation),
-                    crate::codec::EntryKind::Value
-                );
-                if !value {
-                    continue;
+            Ok(Ok(Some(entry))) => match crate::codec::control::group(&entry) {
+                crate::codec::control::Control::Set(r) => {
+                    records.insert(spec.name().clone(), r);
                 }
-                match crate::groups::GroupRecord::parse(&key, &entry.value) {
-                    Some(r) => {
-                        records.insert(spec.name().clone(), r);
-                    }
-                    None => warn!(
-                        key = %key,
-                        "ignoring a group count record that is not valid: the configured count \
-                         applies"
-                    ),
-                }
-            }
+                crate::codec::control::Control::Cleared => {}
+                crate::codec::control::Control::Foreign => warn!(
+                    key = %key,
+                    "ignoring a group count record that is not valid: the configured count \
+                     applies"
+                ),
+            },
             Ok(Ok(None)) => {}
             Ok(Err(e)) => warn!(key = %key, "cannot read the group's count record: {e}"),
             Err(_) => warn!(key = %key, "reading the group's count record timed out"),
