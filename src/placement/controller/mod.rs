@@ -15,6 +15,7 @@
 
 mod actions;
 mod inputs;
+mod lagging;
 mod parked;
 mod prepare;
 mod replan;

@@ -1,7 +1,9 @@
 //! Parked roles: the roles this instance holds because their previous holder left,
 //! published in its record so that placement moves them home first.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+
+use tokio::time::Instant;
 
 use super::{Controller, PlacementAction};
 use crate::names::{InstanceId, RoleName};
@@ -12,10 +14,16 @@ impl Controller {
     /// that placement moves them home first when that member is back and needs roles. A role
     /// that holder had itself parked for this instance is home again, not parked: in a
     /// rolling restart it moves out and back, never a third time when its stand-in returns.
+    ///
+    /// Whether the previous holder left is judged on its record and session as they are now
+    /// (present, live, neither draining nor unhealthy), not on whether the plan counts it yet:
+    /// an instance that has just started counts nobody for the stability window, and would
+    /// otherwise park every role it takes over from a live member in that window — a role that
+    /// then moves to that member when it restarts in turn, a third move in a rolling restart.
     pub(super) fn track_parked(
         &mut self,
         holders: &BTreeMap<RoleName, InstanceId>,
-        live: &BTreeSet<InstanceId>,
+        now: Instant,
         actions: &mut Vec<PlacementAction>,
     ) {
         let me = &self.settings.instance;
@@ -25,7 +33,7 @@ impl Controller {
                 && let Some(previous) = self.last_holder.get(role)
                 && previous != me
             {
-                let left = !live.contains(previous)
+                let left = !self.membership.is_live(previous, now)
                     || self
                         .membership
                         .record(previous)
@@ -118,5 +126,40 @@ mod tests {
                 assert_eq!(parked, [(role("r1"), id("b"))].into());
             }
         }
+    }
+
+    /// An instance that has just started counts no member for the stability window; a role
+    /// it takes over from a member that is present, live and not draining in that window is
+    /// no role that member left: not parked.
+    #[test]
+    fn a_role_taken_from_a_live_member_while_joining_is_not_parked() {
+        let t0 = Instant::now();
+        let config = PlacementSettings {
+            enabled: true,
+            stability_window: 5 * SECOND,
+            leave_delay: std::time::Duration::ZERO,
+            ..PlacementSettings::default()
+        };
+        let mut c = controller_of_a(config, t0);
+        let hour = 3_600_000;
+        let roles = [("r1", 0), ("r2", 0)];
+        for (revision, record) in [
+            (1, test_record("a", &roles, hour)),
+            (2, test_record("b", &roles, hour)),
+        ] {
+            c.step(
+                Input::MemberPut {
+                    record: Box::new(record),
+                    revision,
+                },
+                t0,
+            );
+        }
+        c.step(Input::Replan(world(&[("r1", "b"), ("r2", "a")])), t0);
+        c.step(
+            Input::Replan(world(&[("r1", "a"), ("r2", "a")])),
+            t0 + SECOND,
+        );
+        assert!(c.record_roles().parked.is_empty());
     }
 }

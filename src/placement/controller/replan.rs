@@ -38,12 +38,18 @@ impl Controller {
         // (a vacant role moves nothing): a fleet that starts together is spread from the first
         // claims, not first planned without its late starters and then moved within the move
         // budget. Held roles follow the stable plan only.
+        // So do members that have not caught up with a group's count yet (`lagging.rs`).
         let joining = membership.joining(now);
-        let vacancy_plan = (!joining.is_empty()).then(|| {
+        let with_joining = (!joining.is_empty()).then(|| {
             let mut with: Vec<Candidate> = live.clone();
             with.extend(joining);
-            self.plans.plan(&with, holders)
+            with
         });
+        let with = with_joining.as_deref().unwrap_or(&live);
+        let vacancy_plan = match super::lagging::caught_up(with, membership) {
+            Some(caught_up) => Some(self.plans.plan(&caught_up, holders)),
+            None => with_joining.map(|with| self.plans.plan(&with, holders)),
+        };
         actions.push(PlacementAction::LiveMembers(live.len()));
         let live_ids: BTreeSet<InstanceId> = live.iter().map(|c| c.id.clone()).collect();
         let storm = self.breaker.observe(&live_ids, now);
@@ -256,7 +262,7 @@ impl Controller {
                     .is_some_and(|p| &p.instance != me && is_live(&p.instance))
         });
         self.receive_prepared(&placement, holders, &live_ids, &mut actions);
-        self.track_parked(holders, &live_ids, &mut actions);
+        self.track_parked(holders, now, &mut actions);
         if placement != self.last {
             self.last = placement;
             actions.push(PlacementAction::ViewChanged);
