@@ -301,10 +301,18 @@ impl Driver {
                 PlacementAction::HoldBack {
                     role,
                     delay,
+                    first,
                     preferred,
                 } => {
-                    debug!(role = %role, ?delay, preferred = ?preferred.as_ref().map(|p| p.instance.as_str()), "placement: hold-back");
-                    send(&role, RoleInput::Placement { delay, preferred });
+                    debug!(role = %role, ?delay, first, preferred = ?preferred.as_ref().map(|p| p.instance.as_str()), "placement: hold-back");
+                    send(
+                        &role,
+                        RoleInput::Placement {
+                            delay,
+                            first,
+                            preferred,
+                        },
+                    );
                 }
                 PlacementAction::Release { role, to } => {
                     info!(role = %role, to = %to.instance, reason = %to.reason, "placement: handing the role over");

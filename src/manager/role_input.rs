@@ -47,6 +47,8 @@ pub(crate) enum RoleInput {
     /// Placement: hold back campaigning for a vacancy this long; where the role is wanted.
     Placement {
         delay: Duration,
+        /// This instance is the plan's target: no herd wait (Q7).
+        first: bool,
         preferred: Option<Preferred>,
     },
     /// A liveness probe: answered from the loop of the role's driver (`RoleManager::probe`).

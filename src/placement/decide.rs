@@ -41,6 +41,18 @@ pub fn hold_back(
     }
 }
 
+/// Whether `me` is the member a vacancy goes to (the target of [`hold_back`]): it claims
+/// first, everybody else holds back.
+#[must_use]
+pub fn claims_first(
+    me: &InstanceId,
+    preferred: Option<&Preferred>,
+    fallback: Option<&Preferred>,
+    is_live: impl Fn(&InstanceId) -> bool,
+) -> bool {
+    target(preferred, fallback, is_live).is_some_and(|t| &t.instance == me)
+}
+
 /// The holders with the *stuck* vacancies filled: every role the plan has a preferred member
 /// for, that nobody holds and for which `stuck` is true (vacant for longer than a hand-over
 /// takes: it outlived the claim grace, so its target cannot or does not take it) counts as held

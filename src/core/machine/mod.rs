@@ -210,6 +210,8 @@ pub struct RoleMachine {
     session_key: String,
     /// Herd ranking (Q7): contend for the current vacancy only this long after seeing it.
     herd_delay: Duration,
+    /// Placement's target for a vacancy: no herd wait ([`RoleMachine::handle_campaign_first`]).
+    campaign_first: bool,
     /// A targeted move's hold-back at the current vacancy (Q13): when set, it replaces the
     /// placement and herd hold-backs (zero for the move's target, the grace for the others).
     move_delay: Option<Duration>,
@@ -245,6 +247,7 @@ impl RoleMachine {
             session_key,
             session: None,
             herd_delay: Duration::ZERO,
+            campaign_first: false,
             move_delay: None,
             young_until: None,
             wants_renewal: false,
@@ -635,6 +638,13 @@ impl RoleMachine {
     /// at once). Only delays acquires, so it can never create a second holder.
     pub fn handle_herd_delay(&mut self, delay: Duration) {
         self.herd_delay = delay;
+    }
+
+    /// Placement made this instance the target of the role's vacancy (everybody else holds
+    /// back for the claim grace): it contends without the herd's wait. Only shortens a wait
+    /// before an acquire, which is still a CAS: it can never create a second holder.
+    pub fn handle_campaign_first(&mut self, first: bool) {
+        self.campaign_first = first;
     }
 
     /// Targeted move (Q13) for the vacancy about to be delivered: `Some(delay)` replaces the

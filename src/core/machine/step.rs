@@ -267,9 +267,15 @@ impl RoleMachine {
                 };
                 // Placement hold-back: another live instance is preferred; let it acquire
                 // first and contend only if it does not within the delay.
+                // The plan's target does not wait for the herd: the others hold back anyway.
+                let herd = if self.campaign_first {
+                    Duration::ZERO
+                } else {
+                    self.herd_delay
+                };
                 let delay = self
                     .move_delay
-                    .unwrap_or_else(|| self.campaign_delay.max(self.herd_delay));
+                    .unwrap_or_else(|| self.campaign_delay.max(herd));
                 // The hold-back counts from when the role could first be taken (after the
                 // absent key's wait and a young bucket's): otherwise it would have passed
                 // during those waits, and at their end every candidate would claim at once,

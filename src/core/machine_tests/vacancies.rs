@@ -44,6 +44,36 @@ fn a_herd_delay_delays_the_acquire() {
     assert!(write_of(&drain(&mut m)).is_some());
 }
 
+/// Placement's target for a vacancy (everybody else holds back for the claim grace) claims at
+/// once whatever its herd rank; without that the herd delay applies as before.
+#[test]
+fn placement_s_target_claims_without_the_herd_delay() {
+    for first in [true, false] {
+        let (mut m, t0) = machine();
+        start_on(
+            &mut m,
+            t0,
+            KeyState::Held {
+                revision: 4,
+                value: lease("other", 2, 2, None),
+            },
+        );
+        drain(&mut m);
+        m.handle_herd_delay(Duration::from_millis(30));
+        m.handle_campaign_first(first);
+        m.handle_campaign_delay(Duration::ZERO, t0);
+        m.handle_observed(
+            KeyState::Vacant {
+                revision: 5,
+                expired: true,
+            },
+            t0 + Duration::from_millis(100),
+        );
+        let claimed = write_of(&drain(&mut m)).is_some();
+        assert_eq!(claimed, first, "first: {first}");
+    }
+}
+
 /// P6: a role added to a manager that has already seen revision 50 in the bucket (any key)
 /// and whose acquire is acknowledged at revision 5 wrote into a recreated bucket the manager
 /// has not noticed yet: never promoted with the old epoch; the driver is asked to check it.

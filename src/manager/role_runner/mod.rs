@@ -500,8 +500,13 @@ impl RoleRunner {
                 self.machine
                     .handle_bucket_reset(epoch, Some(age), old_ttl, now);
             }
-            RoleInput::Placement { delay, preferred } => {
+            RoleInput::Placement {
+                delay,
+                first,
+                preferred,
+            } => {
                 self.report.preferred(preferred);
+                self.machine.handle_campaign_first(first);
                 self.machine.handle_campaign_delay(delay, now);
             }
             RoleInput::Stop => self.machine.handle_stop(now),

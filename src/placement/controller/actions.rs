@@ -25,6 +25,9 @@ pub enum PlacementAction {
         role: RoleName,
         /// The hold-back.
         delay: Duration,
+        /// This instance is where the plan sends the vacancy: it claims without the herd's
+        /// wait (protocol Q7; everybody else holds back for the claim grace anyway).
+        first: bool,
         /// Where the plan wants it.
         preferred: Option<Preferred>,
     },

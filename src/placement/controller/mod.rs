@@ -39,7 +39,7 @@ use crate::names::{InstanceId, RoleName};
 struct Own {
     role: OwnRole,
     /// Last hold-back and preference sent to the role runner.
-    sent: Option<(Duration, Option<Preferred>)>,
+    sent: Option<(Duration, bool, Option<Preferred>)>,
 }
 
 /// The controller's state (see the module documentation).

@@ -10,7 +10,9 @@ use tokio::time::Instant;
 use super::prepare::track_awaiting;
 use super::{Controller, PlacementAction, World};
 use crate::names::{InstanceId, RoleName};
-use crate::placement::decide::{Held, ReleaseRules, choose_release, hold_back, vacancies_filled};
+use crate::placement::decide::{
+    Held, ReleaseRules, choose_release, claims_first, hold_back, vacancies_filled,
+};
 use crate::placement::freeze::Frozen;
 use crate::placement::member::MemberRecord;
 use crate::placement::membership::Membership;
@@ -111,19 +113,23 @@ impl Controller {
                 .filter(|_| !holders.contains_key(name))
                 .and_then(|vp| vp.preferred.get(name))
                 .or_else(|| live_plan.as_ref().and_then(|lp| lp.preferred.get(name)));
-            let mut delay = match live_choice {
-                Some(lp) => hold_back(me, Some(lp), preferred.as_ref(), is_live, cfg.claim_grace),
-                None => hold_back(me, preferred.as_ref(), None, is_live, cfg.claim_grace),
+            let (first, fallback) = match live_choice {
+                Some(lp) => (Some(lp), preferred.as_ref()),
+                None => (preferred.as_ref(), None),
             };
+            let mut delay = hold_back(me, first, fallback, is_live, cfg.claim_grace);
+            let mut claims = claims_first(me, first, fallback, is_live);
             if handing_over.as_ref() == Some(name) {
                 delay = cfg.claim_grace;
+                claims = false;
             }
-            let next = (delay, preferred);
+            let next = (delay, claims, preferred);
             if own.sent.as_ref() != Some(&next) && world.roles.contains_key(name) {
                 actions.push(PlacementAction::HoldBack {
                     role: name.clone(),
                     delay: next.0,
-                    preferred: next.1.clone(),
+                    first: next.1,
+                    preferred: next.2.clone(),
                 });
                 own.sent = Some(next);
             }
@@ -240,12 +246,13 @@ impl Controller {
             // plan without filled vacancies said: it must not take straight back what it hands
             // over (it would win the race against the receiver).
             if let Some(own) = self.roles.get_mut(&role) {
-                let next = (cfg.claim_grace, Some(to.clone()));
+                let next = (cfg.claim_grace, false, Some(to.clone()));
                 if own.sent.as_ref() != Some(&next) {
                     actions.push(PlacementAction::HoldBack {
                         role: role.clone(),
                         delay: next.0,
-                        preferred: next.1.clone(),
+                        first: false,
+                        preferred: next.2.clone(),
                     });
                     own.sent = Some(next);
                 }
