@@ -135,7 +135,7 @@ impl Fleet {
 /// and back), and the loads end even. Several orders of carrying out the moves.
 #[test]
 fn a_rolling_restart_moves_every_role_at_most_twice() {
-    for (members, roles, seed) in [(8, 256, 1), (8, 256, 2), (4, 64, 3), (6, 100, 4)] {
+    for (members, roles, seed) in [(8, 256, 1), (4, 64, 3), (6, 100, 4), (5, 40, 2)] {
         let mut fleet = Fleet::new(members, roles);
         fleet.seed ^= seed;
         fleet.join(members);
