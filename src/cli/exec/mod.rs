@@ -36,6 +36,12 @@ const EXIT_STATUS_HELP: &str = "Exit status:
            (connection, bucket, permission)
   2        bad usage or configuration";
 
+/// Whether the watchdog's `killed` reason says the term ended under the command (its kill
+/// deadline passed, or the role was lost: `loss:<reason>`), not a stop this process asked for.
+fn lost_kill(killed: &str) -> bool {
+    killed == "deadline" || killed.starts_with("loss:")
+}
+
 /// `nats-roles exec`.
 #[derive(clap::Args, Debug)]
 #[command(after_help = EXIT_STATUS_HELP)]
@@ -327,6 +333,12 @@ async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
         let waiting = one_shot.stage() == Stage::Waiting;
         tokio::select! {
             exit = exits.recv() => match exit {
+                // Killed for the term's end (at its deadline, or at a loss): the role was lost
+                // while the command ran, whichever of the exit and the demotion comes first (a
+                // stopped manager finds both waiting).
+                Some(Exit::Ended { killed: Some(k), .. }) if lost_kill(&k) => {
+                    break Ending::Lost(format!("killed: {k}"));
+                }
                 Some(exit) => break Ending::Exited(exit),
                 None => break Ending::Lost("the role's processes ended".into()),
             },
