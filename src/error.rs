@@ -139,6 +139,20 @@ pub enum Error {
         /// The number of slots asked for.
         slots: u32,
     },
+    /// The role is a member of one of the manager's groups (protocol Q14): the group's count
+    /// decides its members, so it is not removed on its own; change the count
+    /// ([`RoleManager::set_group_count`](crate::RoleManager::set_group_count)) instead.
+    #[error(
+        "role {role} is member {index} of group {group}: change the group's count instead of removing a member"
+    )]
+    MemberOfGroup {
+        /// The role.
+        role: RoleName,
+        /// Its group.
+        group: RoleName,
+        /// Its index in the group.
+        index: u32,
+    },
     /// The role is being removed ([`RoleManager::remove_role`](crate::RoleManager::remove_role)
     /// has not finished: its release and `on_demote` are still running); add it again once the
     /// removal returned.

@@ -178,8 +178,22 @@ impl RoleManager {
     /// callback returned. A role added with [`RoleSpec::slots`] is removed with every slot.
     ///
     /// # Errors
-    /// [`Error::UnknownRole`] if the role is not managed.
+    /// [`Error::UnknownRole`] if the role is not managed; [`Error::MemberOfGroup`] if it is a
+    /// member of one of the manager's groups (the group's count decides its members:
+    /// [`RoleManager::set_group_count`]).
     pub async fn remove_role(&self, role: &RoleName) -> Result<(), Error> {
+        let member = self.shared.groups.entries().keys().find_map(|group| {
+            crate::groups::member_index(group, role).map(|index| (group.clone(), index))
+        });
+        if let Some((group, index)) = member
+            && self.shared.managed.roles().contains_key(role)
+        {
+            return Err(Error::MemberOfGroup {
+                role: role.clone(),
+                group,
+                index,
+            });
+        }
         if let Some(slots) = self.slots_of(role) {
             return self.remove_slots(slots).await;
         }

@@ -25,6 +25,11 @@
 //!
 //! Deterministic: sources by overflow, then by load per weight, then by name; a role a member
 //! likes least (rendezvous score) leaves first; roles it does not hold now move first (free).
+//!
+//! Exclusive classes (the slots of one role, protocol Q15): a member holds at most one role of
+//! a class. No placement, path hop or home move puts a second one on it (a hop onto a member
+//! holding one of the class is not searched, even if that member gives it away on the same
+//! path); a class with more roles than members leaves the rest unassigned.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, VecDeque};
@@ -49,6 +54,8 @@ pub(super) struct Slot<'a> {
     /// Units and roles fixed to it (priority, pinned).
     pub fixed_units: u64,
     pub fixed_count: u64,
+    /// The exclusive classes of the roles fixed to it.
+    pub fixed_classes: Vec<usize>,
 }
 
 /// One role with several candidates.
@@ -63,6 +70,8 @@ pub(super) struct Open<'a> {
     /// The slot it is parked for (its holder holds it only because this member left), if
     /// that member is one of `tied` and not the holder.
     pub home: Option<usize>,
+    /// Its exclusive class (the slots of one role: a member holds at most one of them).
+    pub class: Option<usize>,
 }
 
 /// The loads of every slot and zone while the assignment is searched.
@@ -70,6 +79,20 @@ struct Loads {
     units: Vec<u64>,
     count: Vec<u64>,
     zone: Vec<u64>,
+    /// Roles of each exclusive class per slot, where there is one.
+    classes: BTreeMap<(usize, usize), u32>,
+}
+
+impl Loads {
+    /// Whether role `o` may be placed on slot `b` as far as its class goes: `b` holds no
+    /// other role of it.
+    fn allows(&self, o: &Open<'_>, b: usize, at_now: Option<usize>) -> bool {
+        let Some(c) = o.class else {
+            return true;
+        };
+        let own = u32::from(at_now == Some(b));
+        self.classes.get(&(b, c)).copied().unwrap_or(0) <= own
+    }
 }
 
 /// Change of the three potentials by a move; smaller is better, negative improves.
@@ -103,15 +126,22 @@ pub(super) fn assign(slots: &[Slot<'_>], open: &[Open<'_>]) -> Vec<Option<usize>
         units: slots.iter().map(|s| s.fixed_units).collect(),
         count: slots.iter().map(|s| s.fixed_count).collect(),
         zone: vec![0; zones],
+        classes: BTreeMap::new(),
     };
-    for s in slots {
+    for (i, s) in slots.iter().enumerate() {
         loads.zone[s.zone] += s.fixed_units;
+        for &c in &s.fixed_classes {
+            *loads.classes.entry((i, c)).or_default() += 1;
+        }
     }
     let mut at: Vec<Option<usize>> = vec![None; open.len()];
-    // Current holders keep their roles to start with (overflow moves them later).
+    // Current holders keep their roles to start with (overflow moves them later), one of each
+    // exclusive class.
     for (i, o) in open.iter().enumerate() {
-        if let Some(h) = o.holder {
-            place(&mut loads, slots, &mut at, i, h, o.cost);
+        if let Some(h) = o.holder
+            && loads.allows(o, h, None)
+        {
+            place(&mut loads, slots, &mut at, i, h, o);
         }
     }
     // The rest: where the potential grows least; members that receive and have room first.
@@ -123,7 +153,7 @@ pub(super) fn assign(slots: &[Slot<'_>], open: &[Open<'_>]) -> Vec<Option<usize>
             .tied
             .iter()
             .copied()
-            .filter(|&b| room(&loads, slots, b, o.cost))
+            .filter(|&b| room(&loads, slots, b, o.cost) && loads.allows(o, b, None))
             .min_by(|&x, &y| {
                 slots[y]
                     .receives
@@ -137,9 +167,10 @@ pub(super) fn assign(slots: &[Slot<'_>], open: &[Open<'_>]) -> Vec<Option<usize>
                     })
             });
         if let Some(b) = best {
-            place(&mut loads, slots, &mut at, i, b, o.cost);
+            place(&mut loads, slots, &mut at, i, b, o);
         }
     }
+    place_class_leftovers(slots, open, &mut loads, &mut at);
     // Improve along augmenting paths until nothing improves.
     let mut guard = 0usize;
     let limit = 4 * open.len() * slots.len().max(1) + 16;
@@ -151,8 +182,8 @@ pub(super) fn assign(slots: &[Slot<'_>], open: &[Open<'_>]) -> Vec<Option<usize>
     while let Some(path) = best_path(slots, open, &loads, &at, &held, &costs, &mut scores) {
         for (role, to) in path {
             let from = at[role].unwrap_or(to);
-            unplace(&mut loads, slots, from, open[role].cost);
-            place(&mut loads, slots, &mut at, role, to, open[role].cost);
+            unplace(&mut loads, slots, from, &open[role]);
+            place(&mut loads, slots, &mut at, role, to, &open[role]);
             held.moved(slots, open, role, from, to, &mut scores);
         }
         guard += 1;
@@ -161,22 +192,138 @@ pub(super) fn assign(slots: &[Slot<'_>], open: &[Open<'_>]) -> Vec<Option<usize>
             break;
         }
     }
-    canonical_free(slots, open, &mut at);
+    send_home(slots, open, &mut loads, &mut at);
+    canonical_free(slots, open, &loads, &mut at);
     at
+}
+
+/// Places the roles of exclusive classes the greedy pass left out because each of their
+/// candidates holds another role of the class: along an alternating path (the candidate's role
+/// of the class moves on to one of its own candidates, and so on, to a member without one that
+/// has room), as in bipartite matching. With nested candidate sets (the slots of a role, by
+/// priority tiers) every slot is placed while there are members for them.
+fn place_class_leftovers(
+    slots: &[Slot<'_>],
+    open: &[Open<'_>],
+    loads: &mut Loads,
+    at: &mut [Option<usize>],
+) {
+    for u in 0..open.len() {
+        let Some(class) = open[u].class else {
+            continue;
+        };
+        if at[u].is_some() {
+            continue;
+        }
+        // The role of the class each slot holds (at most one, or the first).
+        let mut holds: BTreeMap<usize, usize> = BTreeMap::new();
+        for (r, a) in at.iter().enumerate() {
+            if let (Some(a), Some(c)) = (*a, open[r].class)
+                && c == class
+            {
+                holds.entry(a).or_insert(r);
+            }
+        }
+        // Breadth first over members: parent[m] = (previous member or none, role that moves
+        // to m).
+        let mut parent: BTreeMap<usize, (Option<usize>, usize)> = BTreeMap::new();
+        let mut queue: VecDeque<usize> = VecDeque::new();
+        for &t in &open[u].tied {
+            if slots[t].receives && !parent.contains_key(&t) {
+                parent.insert(t, (None, u));
+                queue.push_back(t);
+            }
+        }
+        let mut end = None;
+        while let Some(m) = queue.pop_front() {
+            let (_, role) = parent[&m];
+            match holds.get(&m) {
+                None if room(loads, slots, m, open[role].cost) => {
+                    end = Some(m);
+                    break;
+                }
+                None => {}
+                Some(&v) => {
+                    for &t in &open[v].tied {
+                        if slots[t].receives && !parent.contains_key(&t) {
+                            parent.insert(t, (Some(m), v));
+                            queue.push_back(t);
+                        }
+                    }
+                }
+            }
+        }
+        // Carry the path out from its end: each role leaves its member before the next
+        // arrives there.
+        let mut cur = end;
+        while let Some(m) = cur {
+            let (prev, role) = parent[&m];
+            if let Some(from) = at[role] {
+                unplace(loads, slots, from, &open[role]);
+            }
+            place(loads, slots, at, role, m, &open[role]);
+            cur = prev;
+        }
+    }
+}
+
+/// Sends parked roles home where that costs nothing: a role parked for a member (its holder
+/// took it over when that member left) moves back to it when the move leaves every potential
+/// as it is (the holder has exactly one role more than the home member, in the same zone or
+/// between equally loaded zones). Without it, a member that left holding one role above its
+/// even share comes back to the share rounded the other way, and the role it does not get
+/// back moves a third time when its stand-in restarts in turn (issue 28: rolling restarts).
+/// Each move takes one role home for good, so the loop ends.
+fn send_home(slots: &[Slot<'_>], open: &[Open<'_>], loads: &mut Loads, at: &mut [Option<usize>]) {
+    loop {
+        let mut moved = false;
+        for (i, o) in open.iter().enumerate() {
+            let (Some(home), Some(from)) = (o.home, at[i]) else {
+                continue;
+            };
+            if home == from
+                || !slots[home].receives
+                || !room(loads, slots, home, o.cost)
+                || !loads.allows(o, home, Some(from))
+            {
+                continue;
+            }
+            let d = shift(loads, slots, from, home, o.cost);
+            if d.overflow == 0 && d.zone == 0 && d.num == 0 {
+                unplace(loads, slots, from, o);
+                place(loads, slots, at, i, home, o);
+                moved = true;
+            }
+        }
+        if !moved {
+            return;
+        }
+    }
 }
 
 /// Reassigns the *free* roles (no tied member holds them now: vacant, or held by a member
 /// leaving) among the slots the optimisation gave them, keeping every slot's number of free
-/// roles per cost: in role name order, each to its highest rendezvous score among its
-/// candidates with such a place left. Loads, potentials and real moves stay the same; the
+/// roles per cost: in role name order, each to its home (a role its leaving holder had parked
+/// for a member goes back to that member: it moves twice in a rolling restart, not three
+/// times), else to its highest rendezvous score among its candidates with such a place left. Loads, potentials and real moves stay the same; the
 /// choice no longer depends on the order in which earlier vacancies were filled, so a plan
 /// computed while a hand-over is half done gives the remaining roles the same targets as the
 /// plan computed before it (what `nats-roles plan` predicts). Left as it was if the matching
 /// gets stuck (restricted candidate sets).
-fn canonical_free(slots: &[Slot<'_>], open: &[Open<'_>], at: &mut [Option<usize>]) {
+fn canonical_free(slots: &[Slot<'_>], open: &[Open<'_>], loads: &Loads, at: &mut [Option<usize>]) {
     let free: Vec<usize> = (0..open.len())
         .filter(|&i| open[i].holder.is_none() && at[i].is_some())
         .collect();
+    // The exclusive classes each slot holds without the free roles; the free ones are added
+    // as they are chosen.
+    let mut classes = loads.classes.clone();
+    for &i in &free {
+        if let (Some(c), Some(s)) = (open[i].class, at[i])
+            && let Some(n) = classes.get_mut(&(s, c))
+        {
+            *n = n.saturating_sub(1);
+        }
+    }
     let mut places: BTreeMap<(usize, u64), usize> = BTreeMap::new();
     for &i in &free {
         if let Some(s) = at[i] {
@@ -191,12 +338,24 @@ fn canonical_free(slots: &[Slot<'_>], open: &[Open<'_>], at: &mut [Option<usize>
             .iter()
             .copied()
             .filter(|&t| places.get(&(t, o.cost)).is_some_and(|n| *n > 0))
-            .max_by_key(|&t| score(o.role.as_str(), slots[t].id.as_str()));
+            .filter(|&t| {
+                o.class
+                    .is_none_or(|c| classes.get(&(t, c)).is_none_or(|n| *n == 0))
+            })
+            .max_by_key(|&t| {
+                (
+                    o.home == Some(t),
+                    score(o.role.as_str(), slots[t].id.as_str()),
+                )
+            });
         let Some(t) = best else {
             return;
         };
         if let Some(n) = places.get_mut(&(t, o.cost)) {
             *n -= 1;
+        }
+        if let Some(c) = o.class {
+            *classes.entry((t, c)).or_default() += 1;
         }
         chosen.push((i, t));
     }
@@ -211,19 +370,28 @@ fn place(
     at: &mut [Option<usize>],
     role: usize,
     to: usize,
-    cost: u64,
+    o: &Open<'_>,
 ) {
-    loads.units[to] += cost;
+    loads.units[to] += o.cost;
     loads.count[to] += 1;
-    loads.zone[slots[to].zone] += cost;
+    loads.zone[slots[to].zone] += o.cost;
+    if let Some(c) = o.class {
+        *loads.classes.entry((to, c)).or_default() += 1;
+    }
     at[role] = Some(to);
 }
 
-fn unplace(loads: &mut Loads, slots: &[Slot<'_>], from: usize, cost: u64) {
+fn unplace(loads: &mut Loads, slots: &[Slot<'_>], from: usize, o: &Open<'_>) {
+    let cost = o.cost;
     loads.units[from] = loads.units[from].saturating_sub(cost);
     loads.count[from] = loads.count[from].saturating_sub(1);
     let z = slots[from].zone;
     loads.zone[z] = loads.zone[z].saturating_sub(cost);
+    if let Some(c) = o.class
+        && let Some(n) = loads.classes.get_mut(&(from, c))
+    {
+        *n = n.saturating_sub(1);
+    }
 }
 
 /// Whether `b` can take one more role of `cost` without going over its limits.
@@ -418,7 +586,7 @@ fn best_path(
             if !held[a].iter().any(|&r| open[r].cost == cost) {
                 continue;
             }
-            for (b, mut path) in reachable(slots, open, held, a, cost) {
+            for (b, mut path) in reachable(slots, open, (held, loads), a, cost) {
                 if !room(loads, slots, b, cost) {
                     continue;
                 }
@@ -426,7 +594,14 @@ fn best_path(
                 if !d.improves() {
                     continue;
                 }
-                prefer_for_receiver(slots, open, (held, homes, at), &mut path, cost, scores);
+                prefer_for_receiver(
+                    slots,
+                    open,
+                    (held, homes, at, loads),
+                    &mut path,
+                    cost,
+                    scores,
+                );
                 let home = path.last().is_some_and(|&(r, to)| open[r].home == Some(to));
                 let real = path
                     .iter()
@@ -448,6 +623,15 @@ fn best_path(
     best.map(|(_, _, _, _, path)| path)
 }
 
+/// What [`prefer_for_receiver`] looks at: each slot's roles, how many of them go home, where
+/// each role is, and the loads.
+type Search<'s> = (
+    &'s [Vec<usize>],
+    &'s [usize],
+    &'s [Option<usize>],
+    &'s Loads,
+);
+
 /// Chooses the role of the last hop: among the roles of that cost the giver holds and the
 /// receiver campaigns for (not already on the path), one parked for the receiver first (a
 /// member that comes back gets its own roles back), then one the giver does not hold now
@@ -458,7 +642,7 @@ fn best_path(
 fn prefer_for_receiver(
     slots: &[Slot<'_>],
     open: &[Open<'_>],
-    (held, homes, at): (&[Vec<usize>], &[usize], &[Option<usize>]),
+    (held, homes, at, loads): Search<'_>,
     path: &mut [(usize, usize)],
     cost: u64,
     scores: &mut Scores,
@@ -481,6 +665,7 @@ fn prefer_for_receiver(
         open[r].cost == cost
             && open[r].tied.contains(&to)
             && (r == current || !on_path.contains(&r))
+            && loads.allows(&open[r], to, Some(giver))
     };
     if homes[giver] == 0 {
         // No role of the giver goes home anywhere: the choice is the first of its roles in
@@ -526,7 +711,7 @@ fn prefer_for_receiver(
 fn reachable(
     slots: &[Slot<'_>],
     open: &[Open<'_>],
-    held: &[Vec<usize>],
+    (held, loads): (&[Vec<usize>], &Loads),
     a: usize,
     cost: u64,
 ) -> Vec<(usize, Vec<(usize, usize)>)> {
@@ -543,7 +728,11 @@ fn reachable(
                 return found;
             }
             for &y in &open[r].tied {
-                if y == a || parent.contains_key(&y) || !slots[y].receives {
+                if y == a
+                    || parent.contains_key(&y)
+                    || !slots[y].receives
+                    || !loads.allows(&open[r], y, Some(x))
+                {
                     continue;
                 }
                 parent.insert(y, (x, r));

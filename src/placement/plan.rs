@@ -253,6 +253,7 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
             receives: receives(c),
             fixed_units: 0,
             fixed_count: 0,
+            fixed_classes: Vec::new(),
         })
         .collect();
     let slot_of: BTreeMap<&InstanceId, usize> = eligible
@@ -265,20 +266,50 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
     // without room (or that does not receive it) is shared among all its eligible candidates.
     let mut fixed: BTreeMap<&RoleName, (&InstanceId, PreferredReason)> = BTreeMap::new();
     let mut open: Vec<Open<'_>> = Vec::new();
+    // Q15: the slots of one role are an exclusive class (a member holds at most one of them).
+    let bases: BTreeMap<RoleName, usize> = roles
+        .iter()
+        .filter(|r| r.slot().is_some())
+        .map(|r| r.base_role())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| (b, i))
+        .collect();
+    let classes: BTreeMap<&RoleName, usize> = roles
+        .iter()
+        .filter(|r| r.slot().is_some())
+        .filter_map(|r| bases.get(&r.base_role()).map(|c| (*r, *c)))
+        .collect();
+    // Per class, the slots planned so far that are shared among several members.
+    let mut shared_slots: BTreeMap<usize, usize> = BTreeMap::new();
     for &role in &roles {
         let c = cost_of(role);
+        let class = classes.get(role).copied();
         let holder = holders.get(role).and_then(|h| by_id.get(h));
+        // A member a sibling slot is fixed to (priority, pinned) is no candidate for this one.
+        let sibling_fixed = |m: &InstanceId| {
+            class.is_some_and(|k| {
+                slot_of
+                    .get(m)
+                    .is_some_and(|&s| slots[s].fixed_classes.contains(&k))
+            })
+        };
         let cands: Vec<(&InstanceId, i32)> = eligible
             .iter()
+            .filter(|m| !sibling_fixed(&m.id))
             .filter_map(|m| m.roles.get(role).map(|p| (&m.id, *p)))
             .collect();
         let Some(top) = cands.iter().map(|(_, p)| *p).max() else {
             continue;
         };
         // A role held by an eligible member that pins it stays there.
-        if let Some(h) =
-            holder.filter(|h| h.eligible() && h.pinned.contains(role) && h.roles.contains_key(role))
-        {
+        if let Some(h) = holder.filter(|h| {
+            h.eligible()
+                && h.pinned.contains(role)
+                && h.roles.contains_key(role)
+                && !sibling_fixed(&h.id)
+        }) {
             fix(
                 &mut slots,
                 &slot_of,
@@ -286,13 +317,25 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
                 role,
                 &h.id,
                 PreferredReason::Pinned,
-                c,
+                (c, class),
             );
             continue;
         }
+        // The top priority ties; for a slot, as many tiers from the top as it takes to have
+        // a member for it besides one for each sibling slot shared before it (a member holds
+        // one slot of a role: the second slot goes down the priorities, not unplanned).
+        let floor = match class {
+            Some(k) => {
+                let mut prios: Vec<i32> = cands.iter().map(|(_, p)| *p).collect();
+                prios.sort_unstable_by(|a, b| b.cmp(a));
+                let earlier = shared_slots.get(&k).copied().unwrap_or(0);
+                prios.get(earlier).or(prios.last()).copied().unwrap_or(top)
+            }
+            None => top,
+        };
         let tied: Vec<&InstanceId> = cands
             .iter()
-            .filter(|(_, p)| *p == top)
+            .filter(|(_, p)| *p >= floor)
             .map(|(id, _)| *id)
             .collect();
         if let [only] = tied.as_slice() {
@@ -309,13 +352,23 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
                 } else {
                     PreferredReason::Priority
                 };
-                fix(&mut slots, &slot_of, &mut fixed, role, only, reason, c);
+                fix(
+                    &mut slots,
+                    &slot_of,
+                    &mut fixed,
+                    role,
+                    only,
+                    reason,
+                    (c, class),
+                );
                 continue;
             }
             // No room at the preferred member: every eligible candidate shares it.
+            if let Some(k) = class {
+                *shared_slots.entry(k).or_default() += 1;
+            }
             open.push(open_role(
-                role,
-                c,
+                (role, c, class),
                 cands.iter().map(|(id, _)| *id),
                 &slot_of,
                 holders,
@@ -323,9 +376,11 @@ pub fn plan(members: &[Candidate], holders: &BTreeMap<RoleName, InstanceId>) -> 
             ));
             continue;
         }
+        if let Some(k) = class {
+            *shared_slots.entry(k).or_default() += 1;
+        }
         open.push(open_role(
-            role,
-            c,
+            (role, c, class),
             tied.into_iter(),
             &slot_of,
             holders,
@@ -404,18 +459,18 @@ fn fix<'a>(
     role: &'a RoleName,
     to: &'a InstanceId,
     reason: PreferredReason,
-    cost: u64,
+    (cost, class): (u64, Option<usize>),
 ) {
     if let Some(&s) = slot_of.get(to) {
         slots[s].fixed_units += cost;
         slots[s].fixed_count += 1;
+        slots[s].fixed_classes.extend(class);
     }
     fixed.insert(role, (to, reason));
 }
 
 fn open_role<'a, 'b>(
-    role: &'a RoleName,
-    cost: u64,
+    (role, cost, class): (&'a RoleName, u64, Option<usize>),
     tied: impl Iterator<Item = &'b InstanceId>,
     slot_of: &BTreeMap<&InstanceId, usize>,
     holders: &BTreeMap<RoleName, InstanceId>,
@@ -439,9 +494,18 @@ fn open_role<'a, 'b>(
         tied,
         holder,
         home,
+        class,
     }
 }
 
 #[cfg(test)]
 #[path = "plan_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "plan_rollout_tests.rs"]
+mod rollout_tests;
+
+#[cfg(test)]
+#[path = "plan_slot_tests.rs"]
+mod slot_tests;

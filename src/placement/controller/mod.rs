@@ -81,6 +81,10 @@ pub struct Controller {
     last_holder: BTreeMap<RoleName, InstanceId>,
     /// Roles this instance holds because their previous holder left (published as `parked`).
     parked: BTreeMap<RoleName, InstanceId>,
+    /// The member each role held elsewhere is parked for, as its holder's record last said
+    /// (kept after that record is gone): a role taken over from a holder that had parked it
+    /// for this instance comes home and is not parked again.
+    parked_for: BTreeMap<RoleName, InstanceId>,
     /// Recent plans and their inputs (most re-plans see nothing new).
     plans: PlanCache,
     /// Roles targeted moves keep on this instance (Q13): pinned while they last.
@@ -119,6 +123,7 @@ impl Controller {
             awaiting: BTreeMap::new(),
             last_holder: BTreeMap::new(),
             parked: BTreeMap::new(),
+            parked_for: BTreeMap::new(),
             plans: PlanCache::default(),
             kept: BTreeSet::new(),
             moves_left: false,
