@@ -4,7 +4,8 @@
 //! whose exec role has slots stopped past its TTL, then a slot holder evicted; the bucket
 //! reset (stream purged, stream deleted and recreated) while both slots are held by stopped
 //! holders and fresh processes start right after it; another client's damaged values on a slot's
-//! role key, on a holder's session key and on stray keys of the role.
+//! role key, on a holder's session key and on stray keys of the role; instances started with
+//! another slot count than the bucket records (refused: `exec` exits 78, `run` fails its start).
 //!
 //! Each run is judged twice: from the children's own view (each appends a timestamped line
 //! every 50 ms; a child's run is its first to its last line) — never two children on one slot,
@@ -94,8 +95,14 @@ impl Scene {
     /// `nats-roles exec --role sem --slots 2 --ttl 2s` as instance `id` (its own process group,
     /// its history in the scene's directory) running the child.
     fn exec(&self, id: &str) -> Child {
+        self.exec_slots(id, 2)
+    }
+
+    /// [`Scene::exec`] with `--slots slots`.
+    fn exec_slots(&self, id: &str, slots: u32) -> Child {
         let mut cmd = testkit::cli::command(testkit::nats_roles_bin());
-        cmd.args(["exec", "--role", "sem", "--slots", "2", "--auto-create"])
+        cmd.args(["exec", "--role", "sem", "--slots", &slots.to_string()])
+            .arg("--auto-create")
             .args(["-s", &self.url, "--bucket", &self.bucket, "--ttl", "2s"])
             .args(["--instance-id", id, "--history"])
             .arg(self.path().join(format!("{id}.jsonl")))
@@ -515,6 +522,55 @@ async fn damaged_values(server: &NatsServer) {
     s.assert_history_clean().await;
 }
 
+/// Two `exec --slots 2` hold both slots; then `exec --slots 3`, `exec --slots 4` and a `run`
+/// instance whose role `sem` has `slots: 3` start: each is refused by the slot count record
+/// the first exec wrote (`control.slots.sem`, protocol Q15) — `exec` exits 78 and `run` fails
+/// its start, both naming the recorded count — and no third child ever runs.
+async fn slot_count_mismatch(server: &NatsServer) {
+    let s = Scene::new(server, "satk-count");
+    let mut execs: BTreeMap<String, Child> = ["x", "y"]
+        .into_iter()
+        .map(|id| (id.to_owned(), s.exec(id)))
+        .collect();
+    s.wait_holders("both slots held", |h| h.len() == 2).await;
+    let mut refused: Vec<(&str, Child)> =
+        vec![("z", s.exec_slots("z", 3)), ("w", s.exec_slots("w", 4))];
+    let role = format!(
+        "sem\n    slots: 3\n    exec:\n      command: [{}]\n      env: {{TICKS: {}}}",
+        s.path().join("child.sh").display(),
+        s.ticks().display()
+    );
+    let mut d = Deployment::new(&s.url, &s.bucket, &[&role], "");
+    d.spawn("node-r").await;
+    for (id, child) in &mut refused {
+        let code = exit_code(child, id).await;
+        let err = s.stderr(id);
+        assert_eq!(code, Some(78), "{}: {id}: {err}", s.bucket);
+        assert!(
+            err.contains("control.slots.sem records 2"),
+            "{}: {id}: {err}",
+            s.bucket
+        );
+    }
+    let status = d.wait_exit(0, LIMIT).await;
+    let err = d.instances[0].stderr();
+    assert_eq!(status.code(), Some(1), "{}: run: {err}", s.bucket);
+    assert!(
+        err.contains("configured with 3 slots") && err.contains("records 2"),
+        "{}: run: {err}",
+        s.bucket
+    );
+    assert_eq!(s.holders().len(), 2, "{}: {:?}", s.bucket, s.runs());
+    stop_all(&s, &mut execs).await;
+    let runs = s.assert_children_safe();
+    assert!(
+        runs.iter().all(|r| r.instance == "x" || r.instance == "y"),
+        "{}: a refused instance ran a child: {runs:?}",
+        s.bucket
+    );
+    s.assert_history_clean().await;
+}
+
 /// All the attacks at once, each on its own bucket of one server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slots_under_stops_evictions_bucket_resets_and_damaged_values() {
@@ -525,6 +581,7 @@ async fn slots_under_stops_evictions_bucket_resets_and_damaged_values() {
         bucket_reset_under_stopped_holders(&server, true),
         bucket_reset_under_stopped_holders(&server, false),
         damaged_values(&server),
+        slot_count_mismatch(&server),
     );
 }
 
