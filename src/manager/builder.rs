@@ -552,7 +552,11 @@ impl RoleManagerBuilder {
             managed: shared::Managed::default(),
             released: shared::ReleasedRoles::default(),
             reports: shared::Reports::new(self.instance.clone()),
+            slot_counts: super::slot_count::SlotCounts::default(),
         });
+        for (role, slots, _) in slotted {
+            shared.slot_counts.checked(&role, opened.epoch, slots);
+        }
         let cancel = CancellationToken::new();
         let (probes, probe_inboxes) = super::probe::Probes::new();
         let health = self
@@ -580,12 +584,6 @@ impl RoleManagerBuilder {
             health: health.as_ref().map(|(_, rx)| rx.clone()),
             probes,
             kv: opened.kv.clone(),
-            slot_counts: Mutex::new(
-                slotted
-                    .into_iter()
-                    .map(|(role, slots, _)| (role, (opened.epoch, slots)))
-                    .collect(),
-            ),
         };
         // Protocol Q6: a young bucket holds every acquire until it is a TTL + heartbeat old.
         let age = shared.bucket.age(tokio::time::Instant::now());

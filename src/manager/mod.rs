@@ -109,9 +109,6 @@ pub struct RoleManager {
     probes: probe::Probes,
     /// The bucket's key-value view (move requests read through it).
     kv: async_nats::jetstream::kv::Store,
-    /// The slot counts checked against the bucket's slot count records (protocol Q15), with
-    /// the bucket epoch they were checked in.
-    slot_counts: std::sync::Mutex<BTreeMap<RoleName, (u64, u32)>>,
 }
 
 impl std::fmt::Debug for RoleManager {
@@ -207,9 +204,9 @@ impl RoleManager {
                 spec.timing.operation_timeout,
             )
             .await?;
-            if let Ok(mut counts) = self.slot_counts.lock() {
-                counts.insert(spec.name.clone(), (epoch, spec.slots));
-            }
+            self.shared
+                .slot_counts
+                .checked(&spec.name, epoch, spec.slots);
         }
         self.add_role(spec)
     }
@@ -218,9 +215,11 @@ impl RoleManager {
     /// candidate's count must have been checked against the record in the current bucket.
     fn slot_count_checked(&self, spec: &RoleSpec) -> bool {
         !spec.campaign
-            || self.slot_counts.lock().is_ok_and(|counts| {
-                counts.get(&spec.name) == Some(&(self.shared.bucket.epoch(), spec.slots))
-            })
+            || self.shared.slot_counts.is_checked(
+                &spec.name,
+                self.shared.bucket.epoch(),
+                spec.slots,
+            )
     }
 
     /// With placement, an instance is a member, and a member is live while its session is

@@ -4,6 +4,8 @@
 //! in the semaphore's key. Without it an instance with 3 slots and one with 2 each enforce
 //! their own bound and up to 3 + 1 hold the role at once.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -12,6 +14,9 @@ use crate::core::WriteOutcome;
 use crate::error::Error;
 use crate::names::RoleName;
 use crate::store::LeaseStore;
+use tracing::{debug, error};
+
+use super::shared::Shared;
 
 /// Prefix of the slot count records' keys.
 pub(crate) const SLOTS_PREFIX: &str = "control.slots.";
@@ -212,6 +217,108 @@ pub(crate) async fn ensure_all(
         ensure(&store, &role, slots, &by, timeout).await?;
     }
     Ok(())
+}
+
+/// The slot counts this instance checked against the bucket's records, with the bucket epoch
+/// each was checked in (a recreated bucket has not seen them).
+#[derive(Debug, Default)]
+pub(crate) struct SlotCounts(Mutex<BTreeMap<RoleName, (u64, u32)>>);
+
+impl SlotCounts {
+    fn counts(&self) -> std::sync::MutexGuard<'_, BTreeMap<RoleName, (u64, u32)>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `role`'s `slots` agreed with the record of the bucket of `epoch`.
+    pub(crate) fn checked(&self, role: &RoleName, epoch: u64, slots: u32) {
+        self.counts().insert(role.clone(), (epoch, slots));
+    }
+
+    /// Whether `role`'s `slots` agreed with the record of the bucket of `epoch`.
+    pub(crate) fn is_checked(&self, role: &RoleName, epoch: u64, slots: u32) -> bool {
+        self.counts().get(role) == Some(&(epoch, slots))
+    }
+
+    /// The count checked for `role`, in any bucket.
+    pub(crate) fn of(&self, role: &RoleName) -> Option<u32> {
+        self.counts().get(role).map(|(_, slots)| *slots)
+    }
+}
+
+/// How long [`reassert`] waits for each read and write.
+const REASSERT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Writes the slot count record again where the bucket lost it while this instance runs
+/// slots (a delete or purge marker delivered, a stream purged or the bucket recreated: the
+/// watcher calls this after each bucket check), on a task of its own: for `only`, or every
+/// role with slots managed here. A record that now holds another count (a newcomer created
+/// it first) is logged at ERROR: the slots here keep running (protocol Q15, "Slot count
+/// record").
+pub(crate) fn reassert(shared: &Arc<Shared>, only: Option<&RoleName>) {
+    let managed: BTreeSet<RoleName> = shared
+        .managed
+        .roles()
+        .keys()
+        .filter(|name| name.slot().is_some())
+        .map(RoleName::base_role)
+        .filter(|base| only.is_none_or(|o| o == base))
+        .collect();
+    let roles: Vec<(RoleName, u32)> = managed
+        .into_iter()
+        .filter_map(|role| shared.slot_counts.of(&role).map(|n| (role, n)))
+        .collect();
+    if roles.is_empty() {
+        return;
+    }
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        for (role, slots) in roles {
+            let epoch = shared.bucket.epoch();
+            let by = shared.instance.as_str();
+            match ensure(&shared.store, &role, slots, by, REASSERT_TIMEOUT).await {
+                Ok(()) => shared.slot_counts.checked(&role, epoch, slots),
+                Err(
+                    e @ (Error::SlotCountConflict { .. } | Error::SlotCountRecordInvalid { .. }),
+                ) => {
+                    error!(
+                        role = %role,
+                        slots,
+                        "this instance runs {slots} slots of role {role}, but the bucket's record \
+                         disagrees now (it was lost under the running slots and written again by \
+                         another instance, or overwritten): {e}. The slots here keep running; \
+                         stop every instance of the role and start them with one count"
+                    );
+                }
+                Err(e) => debug!(role = %role, "slot count record not re-asserted: {e}"),
+            }
+        }
+    });
+}
+
+/// What the watcher does with an entry of a slot count key: a marker over the record of a
+/// role with slots here writes it again ([`reassert`]); a value that disagrees with the count
+/// run here is logged at ERROR.
+pub(crate) fn observe(shared: &Arc<Shared>, entry: &async_nats::jetstream::kv::Entry) {
+    let Some(role) = entry
+        .key
+        .strip_prefix(SLOTS_PREFIX)
+        .and_then(|name| RoleName::new(name).ok())
+    else {
+        return;
+    };
+    let Some(slots) = shared.slot_counts.of(&role) else {
+        return;
+    };
+    match crate::codec::EntryKind::watched(entry.operation) {
+        crate::codec::EntryKind::Marker { .. } => reassert(shared, Some(&role)),
+        crate::codec::EntryKind::Value => {
+            if let Err(e) = judge(&role, slots, &Stored::Value(entry.value.clone())) {
+                error!(role = %role, slots, revision = entry.revision, "{e}");
+            }
+        }
+    }
 }
 
 #[cfg(test)]

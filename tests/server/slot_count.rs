@@ -159,3 +159,46 @@ async fn a_damaged_record_refuses_and_a_cleared_one_is_created_again() {
         assert_conflict(start(&client, "c", "slot-damage", 2).await, 2, slots);
     }
 }
+
+/// A record lost under running slots is written again by the instances that run them: deleted
+/// (the watcher delivers the marker), or with the whole stream purged (no marker: the bucket
+/// check that the failed session renewals ask for finds the same bucket) — so a newcomer with
+/// another count is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_instance_writes_a_lost_record_again() {
+    let server = NatsServer::start().await;
+    let client = testkit::connect(&server.url()).await;
+    let a = start(&client, "a", "slot-lost", 2).await.expect("a");
+    let kv = kv(&client, "slot-lost").await;
+    let back = |what: &'static str| {
+        let kv = kv.clone();
+        async move {
+            let until = tokio::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Ok(Some(bytes)) = kv.get("control.slots.sem").await {
+                    let r: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON");
+                    assert_eq!(r["slots"], 2, "{r}");
+                    return;
+                }
+                assert!(
+                    tokio::time::Instant::now() < until,
+                    "not written again after {what}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    kv.delete("control.slots.sem").await.expect("delete");
+    back("a delete").await;
+    assert_conflict(start(&client, "c", "slot-lost", 3).await, 3, 2);
+    async_nats::jetstream::new(client.clone())
+        .get_stream("KV_slot-lost")
+        .await
+        .expect("stream")
+        .purge()
+        .await
+        .expect("purge");
+    back("a stream purge").await;
+    assert_conflict(start(&client, "c", "slot-lost", 3).await, 3, 2);
+    a.shutdown(Duration::from_secs(5)).await.expect("down");
+}

@@ -77,6 +77,9 @@ pub(crate) struct Shared {
     pub(crate) released: ReleasedRoles,
     /// The session book and the vacancy clock: several tasks report to them.
     pub(crate) reports: Reports,
+    /// The slot counts checked against the bucket's slot count records (protocol Q15): the
+    /// public API and the start write them, the watcher re-asserts them.
+    pub(crate) slot_counts: super::slot_count::SlotCounts,
 }
 
 impl Shared {
