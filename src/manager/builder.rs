@@ -552,7 +552,7 @@ impl RoleManagerBuilder {
             managed: shared::Managed::default(),
             released: shared::ReleasedRoles::default(),
             reports: shared::Reports::new(self.instance.clone()),
-            slot_counts: super::slot_count::SlotCounts::default(),
+            slot_counts: shared::SlotCounts::default(),
         });
         for (role, slots, _) in slotted {
             shared.slot_counts.checked(&role, opened.epoch, slots);

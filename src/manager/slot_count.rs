@@ -4,8 +4,8 @@
 //! in the semaphore's key. Without it an instance with 3 slots and one with 2 each enforce
 //! their own bound and up to 3 + 1 hold the role at once.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -217,34 +217,6 @@ pub(crate) async fn ensure_all(
         ensure(&store, &role, slots, &by, timeout).await?;
     }
     Ok(())
-}
-
-/// The slot counts this instance checked against the bucket's records, with the bucket epoch
-/// each was checked in (a recreated bucket has not seen them).
-#[derive(Debug, Default)]
-pub(crate) struct SlotCounts(Mutex<BTreeMap<RoleName, (u64, u32)>>);
-
-impl SlotCounts {
-    fn counts(&self) -> std::sync::MutexGuard<'_, BTreeMap<RoleName, (u64, u32)>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// `role`'s `slots` agreed with the record of the bucket of `epoch`.
-    pub(crate) fn checked(&self, role: &RoleName, epoch: u64, slots: u32) {
-        self.counts().insert(role.clone(), (epoch, slots));
-    }
-
-    /// Whether `role`'s `slots` agreed with the record of the bucket of `epoch`.
-    pub(crate) fn is_checked(&self, role: &RoleName, epoch: u64, slots: u32) -> bool {
-        self.counts().get(role) == Some(&(epoch, slots))
-    }
-
-    /// The count checked for `role`, in any bucket.
-    pub(crate) fn of(&self, role: &RoleName) -> Option<u32> {
-        self.counts().get(role).map(|(_, slots)| *slots)
-    }
 }
 
 /// How long [`reassert`] waits for each read and write.
