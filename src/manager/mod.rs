@@ -30,7 +30,7 @@ mod role_set;
 mod session_link;
 mod session_task;
 pub(crate) mod shared;
-mod slot_count;
+pub(crate) mod slot_count;
 mod slots;
 mod spec;
 pub(crate) mod startup;
