@@ -139,6 +139,58 @@ pub enum Error {
         /// The number of slots asked for.
         slots: u32,
     },
+    /// A role with slots ([`RoleSpec::slots`](crate::RoleSpec::slots)) is configured with
+    /// another number of slots than the bucket's slot count record `control.slots.<role>`
+    /// holds (protocol Q15): its slots are not added (none of them), so no instance runs
+    /// with a bound of its own. Every instance of a role must give the same number of
+    /// slots; to change it, stop every instance of the role and delete the record. Returned
+    /// by [`RoleManagerBuilder::start`](crate::RoleManagerBuilder::start) and
+    /// [`RoleManager::add_role_checked`](crate::RoleManager::add_role_checked); `nats-roles
+    /// exec` exits 78 with it.
+    #[error(
+        "role {role} is configured with {configured} slots, but the bucket's slot count record \
+         control.slots.{role} records {recorded}: every instance of a role must give the same \
+         number of slots (to change it, stop every instance of the role and delete the record; \
+         docs/protocol.md, Q15)"
+    )]
+    SlotCountConflict {
+        /// The role (its name, not a slot's).
+        role: RoleName,
+        /// The number of slots this instance was given.
+        configured: u32,
+        /// The number the record holds.
+        recorded: u32,
+    },
+    /// The slot count record `control.slots.<role>` of a role with slots holds a value that
+    /// is not a valid record (damaged, foreign, another format version, a count out of
+    /// range): nobody's count can be checked against it, so the role's slots are not added
+    /// (protocol Q15). Delete the key once no instance of the role runs. Returned like
+    /// [`Error::SlotCountConflict`]; `nats-roles exec` exits 78 with it.
+    #[error(
+        "the slot count record control.slots.{role} is not a valid record ({problem}): role \
+         {role}'s slots are not added (delete the key once no instance of the role runs; \
+         docs/protocol.md, Q15)"
+    )]
+    SlotCountRecordInvalid {
+        /// The role (its name, not a slot's).
+        role: RoleName,
+        /// What is wrong with the value.
+        problem: String,
+    },
+    /// A role with slots was given to [`RoleManager::add_role`](crate::RoleManager::add_role)
+    /// (which cannot wait for the bucket) before its slot count was checked against the
+    /// bucket's record: add it with
+    /// [`RoleManager::add_role_checked`](crate::RoleManager::add_role_checked) or the builder.
+    #[error(
+        "role {role} has {slots} slots, not yet checked against the bucket's slot count record \
+         (protocol Q15): add it with RoleManager::add_role_checked"
+    )]
+    SlotCountUnchecked {
+        /// The role.
+        role: RoleName,
+        /// Its number of slots.
+        slots: u32,
+    },
     /// The role is a member of one of the manager's groups (protocol Q14): the group's count
     /// decides its members, so it is not removed on its own; change the count
     /// ([`RoleManager::set_group_count`](crate::RoleManager::set_group_count)) instead.

@@ -436,7 +436,7 @@ impl LeaseStore {
 
     /// The last entry of `key` from the stream leader: its sequence, headers and payload, or
     /// `None` when the key has no entry.
-    async fn read_raw(
+    pub(crate) async fn read_raw(
         &self,
         key: &str,
         timeout: Duration,

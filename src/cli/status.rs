@@ -54,6 +54,10 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), Failure> {
         .await
         .map_err(|e| bucket_failure(inspector.bucket(), e))?;
     let groups = super::status_groups::Groups::new(&member_groups, &records);
+    let slot_counts = inspector
+        .slot_counts()
+        .await
+        .map_err(|e| bucket_failure(inspector.bucket(), e))?;
     let list = RoleList::new(
         inspector.bucket(),
         None,
@@ -63,6 +67,7 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), Failure> {
                 RoleView::held(h, false, now)
                     .with_preferred(placement.preferred.get(&h.role))
                     .in_groups(groups.names())
+                    .with_slot_counts(&slot_counts)
             })
             .collect(),
     );
@@ -102,6 +107,21 @@ pub(crate) async fn run(args: StatusArgs) -> Result<(), Failure> {
     let mut right = vec![false, false, true, false, true, true, true, false];
     if !groups.is_empty() {
         print!("{}", groups.table(&list.roles));
+        println!();
+    }
+    let slotted: std::collections::BTreeSet<&str> = list
+        .roles
+        .iter()
+        .filter(|v| v.slot.is_some())
+        .map(|v| v.role.as_str())
+        .collect();
+    for role in &slotted {
+        match RoleName::new(*role).ok().and_then(|r| slot_counts.get(&r)) {
+            Some(n) => println!("role {role}: {n} slots (recorded in control.slots.{role})"),
+            None => println!("role {role}: no valid slot count record (control.slots.{role})"),
+        }
+    }
+    if !slotted.is_empty() {
         println!();
     }
     let rows: Vec<Vec<String>> = list

@@ -1,5 +1,6 @@
 //! The count records of role groups (`control.group.<name>`, protocol Q14) read and written
-//! without a manager: `nats-roles scale`, `nats-roles status`.
+//! without a manager: `nats-roles scale`, `nats-roles status`; and the slot count records of
+//! roles with slots (`control.slots.<role>`, Q15) read for `status`.
 
 use std::collections::BTreeMap;
 
@@ -90,6 +91,33 @@ impl Inspector {
                     MemberEntry::NotAnInstance
                     | MemberEntry::Foreign { .. }
                     | MemberEntry::Gone { .. } => None,
+                },
+            )
+            .await?;
+        Ok(records.into_iter().collect())
+    }
+}
+
+impl Inspector {
+    /// The slot count of every role with a valid slot count record (protocol Q15), by role.
+    ///
+    /// # Errors
+    /// As [`Inspector::group_record`], for listing and reading the keys.
+    pub async fn slot_counts(&self) -> Result<BTreeMap<RoleName, u32>, Error> {
+        use crate::manager::slot_count::{SLOTS_PREFIX, SlotCountRecord};
+        let records = self
+            .read_keys(
+                |key| {
+                    key.strip_prefix(SLOTS_PREFIX)
+                        .and_then(|r| RoleName::new(r).ok())
+                },
+                |role, entry| {
+                    let value = matches!(
+                        crate::codec::EntryKind::watched(entry.operation),
+                        crate::codec::EntryKind::Value
+                    );
+                    let slots = SlotCountRecord::parse(&entry.key, &entry.value).ok();
+                    value.then_some(slots).flatten().map(|n| (role, n))
                 },
             )
             .await?;

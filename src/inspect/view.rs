@@ -88,6 +88,10 @@ pub struct RoleView {
     /// Its index in [`group`](Self::group).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<u32>,
+    /// For a slot: the number of slots the bucket records for its role (the slot count
+    /// record `control.slots.<role>`, protocol Q15), when it holds a valid one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u32>,
 }
 
 fn campaigns() -> bool {
@@ -349,6 +353,7 @@ impl RoleView {
             candidates: None,
             group: None,
             index: None,
+            slots: None,
         }
     }
 
@@ -388,7 +393,20 @@ impl RoleView {
             candidates: None,
             group: None,
             index: None,
+            slots: None,
         }
+    }
+
+    /// For a slot, the slot count recorded for its role, from `counts` (by role; protocol
+    /// Q15).
+    #[must_use]
+    pub fn with_slot_counts(mut self, counts: &BTreeMap<RoleName, u32>) -> Self {
+        if self.slot.is_some() {
+            self.slots = RoleName::new(self.role.as_str())
+                .ok()
+                .and_then(|role| counts.get(&role).copied());
+        }
+        self
     }
 
     /// Names the group the role is a member of, among `groups` (protocol Q14).

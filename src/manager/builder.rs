@@ -362,7 +362,9 @@ impl RoleManagerBuilder {
     /// (the bucket is missing and `auto_create` is off); [`Error::PermissionDenied`] (a
     /// permission violation on the bucket's JetStream API subjects or on the reply inbox);
     /// [`Error::JetStream`] with a configuration error code; [`Error::BucketMaxAge`] when the
-    /// bucket has a `max_age` (see there); [`Error::IncompatibleProtocol`]; or
+    /// bucket has a `max_age` (see there); [`Error::IncompatibleProtocol`];
+    /// [`Error::SlotCountConflict`] or [`Error::SlotCountRecordInvalid`] for a role with slots
+    /// whose count disagrees with the bucket's slot count record (protocol Q15); or
     /// [`Error::RoleExists`] for a role given twice. [`Error::StartTimeout`] (with the last
     /// failure) when the transient failures outlast the deadline.
     pub async fn start(self) -> Result<RoleManager, Error> {
@@ -434,6 +436,29 @@ impl RoleManagerBuilder {
                 read,
             )
             .await?;
+        // Protocol Q15: every role with slots agrees with its slot count record first.
+        let slotted: Vec<(RoleName, u32, Duration)> = self
+            .roles
+            .iter()
+            .filter(|r| r.campaign && r.slots != 1)
+            .map(|r| (r.name.clone(), r.slots, r.timing.operation_timeout))
+            .collect();
+        if !slotted.is_empty() {
+            let (store, by) = (opened.store.clone(), self.instance.to_string());
+            let check = {
+                let slotted = slotted.clone();
+                move || super::slot_count::ensure_all(store.clone(), slotted.clone(), by.clone())
+            };
+            starter
+                .run(
+                    StartStep::CheckSlotCounts {
+                        bucket: self.bucket.name.clone(),
+                    },
+                    &mut denied,
+                    check,
+                )
+                .await?;
+        }
         starter.done();
         #[cfg_attr(not(feature = "negative-controls"), allow(unused_mut))]
         let mut backend: Arc<dyn RoleBackend> = Arc::new(opened.store.clone());
@@ -527,7 +552,11 @@ impl RoleManagerBuilder {
             managed: shared::Managed::default(),
             released: shared::ReleasedRoles::default(),
             reports: shared::Reports::new(self.instance.clone()),
+            slot_counts: shared::SlotCounts::default(),
         });
+        for (role, slots, _) in slotted {
+            shared.slot_counts.checked(&role, opened.epoch, slots);
+        }
         let cancel = CancellationToken::new();
         let (probes, probe_inboxes) = super::probe::Probes::new();
         let health = self

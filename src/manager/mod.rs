@@ -30,6 +30,7 @@ mod role_set;
 mod session_link;
 mod session_task;
 pub(crate) mod shared;
+pub(crate) mod slot_count;
 mod slots;
 mod spec;
 pub(crate) mod startup;
@@ -148,7 +149,10 @@ impl RoleManager {
     /// to the group `shard`, at any index: a count record can raise the count to it, protocol
     /// Q14); [`Error::RoleStopping`] while its [`RoleManager::remove_role`] has not
     /// finished; [`Error::Stopped`] after shutdown; [`Error::InvalidSlots`] (a role with
-    /// [`RoleSpec::slots`] is added as one role per slot, all or none).
+    /// [`RoleSpec::slots`] is added as one role per slot, all or none);
+    /// [`Error::SlotCountUnchecked`] for a role with slots this instance campaigns for whose
+    /// count was not checked against the bucket's slot count record in this bucket (at start,
+    /// or by [`RoleManager::add_role_checked`], which adds such roles).
     pub fn add_role(&self, spec: RoleSpec) -> Result<(), Error> {
         if self.cancel.is_cancelled() {
             return Err(Error::Stopped);
@@ -163,9 +167,59 @@ impl RoleManager {
             return Err(Error::RoleExists(spec.name));
         }
         if spec.slots != 1 {
+            spec.validate()?;
+            if !self.slot_count_checked(&spec) {
+                return Err(Error::SlotCountUnchecked {
+                    role: spec.name,
+                    slots: spec.slots,
+                });
+            }
             return self.add_slots(spec);
         }
         self.set.add_role(spec)
+    }
+
+    /// Starts taking part in one more role, as [`RoleManager::add_role`]; a role with
+    /// [`RoleSpec::slots`] this instance campaigns for is first checked against the bucket's
+    /// slot count record `control.slots.<role>` (protocol Q15): the record is created with
+    /// the spec's count if there is none, and otherwise must hold the same count.
+    ///
+    /// # Errors
+    /// As [`RoleManager::add_role`], and before any slot is added:
+    /// [`Error::SlotCountConflict`] when the record holds another count,
+    /// [`Error::SlotCountRecordInvalid`] when it holds no valid record, [`Error::Kv`] when
+    /// the record cannot be read or written (nothing is added).
+    pub async fn add_role_checked(&self, spec: RoleSpec) -> Result<(), Error> {
+        if spec.slots != 1 && spec.campaign {
+            spec.validate()?;
+            if self.cancel.is_cancelled() {
+                return Err(Error::Stopped);
+            }
+            let epoch = self.shared.bucket.epoch();
+            slot_count::ensure(
+                &self.shared.store,
+                &spec.name,
+                spec.slots,
+                self.shared.instance.as_str(),
+                spec.timing.operation_timeout,
+            )
+            .await?;
+            self.shared
+                .slot_counts
+                .checked(&spec.name, epoch, spec.slots);
+        }
+        self.add_role(spec)
+    }
+
+    /// Whether `spec`, a role with slots, may be added: an observer opens no slot; a
+    /// candidate's count must have been checked against the record in the current bucket.
+    fn slot_count_checked(&self, spec: &RoleSpec) -> bool {
+        !spec.campaign
+            || self.shared.slot_counts.is_checked(
+                &spec.name,
+                self.shared.bucket.epoch(),
+                spec.slots,
+            )
     }
 
     /// With placement, an instance is a member, and a member is live while its session is

@@ -38,6 +38,13 @@ pub enum StartStep {
         /// The bucket.
         bucket: String,
     },
+    /// Creating, or reading from the stream leader, the slot count record
+    /// (`control.slots.<role>`) of each role with slots this instance campaigns for
+    /// (protocol Q15: another count refuses the start).
+    CheckSlotCounts {
+        /// The bucket.
+        bucket: String,
+    },
 }
 
 impl StartStep {
@@ -49,6 +56,9 @@ impl StartStep {
             Self::OpenBucket { bucket } => format!("cannot open bucket {bucket:?}: "),
             Self::ReadRoleKeys { bucket } => {
                 format!("cannot read the role keys of bucket {bucket:?}: ")
+            }
+            Self::CheckSlotCounts { bucket } => {
+                format!("cannot check the slot count records of bucket {bucket:?}: ")
             }
         }
     }
@@ -63,6 +73,9 @@ impl std::fmt::Display for StartStep {
             Self::OpenBucket { bucket } => write!(f, "opening bucket {bucket:?}"),
             Self::ReadRoleKeys { bucket } => {
                 write!(f, "reading the role keys of bucket {bucket:?}")
+            }
+            Self::CheckSlotCounts { bucket } => {
+                write!(f, "checking the slot count records of bucket {bucket:?}")
             }
         }
     }

@@ -156,8 +156,11 @@ pub(crate) async fn run(
     }
 }
 
-/// Reads the obeyed count records again, on a task of its own (the watcher does not wait).
+/// Reads the obeyed count records again and re-asserts the slot count records, on tasks of
+/// their own (the watcher does not wait).
 fn refresh_groups(shared: &Arc<Shared>) {
+    // The slot count records too (protocol Q15): written again where the bucket lost them.
+    super::slot_count::reassert(shared, None);
     if shared.groups.is_empty() {
         return;
     }
@@ -285,6 +288,10 @@ async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
     }
     if entry.key.starts_with(crate::groups::GROUP_PREFIX) {
         shared.groups.observe(entry);
+        return;
+    }
+    if entry.key.starts_with(super::slot_count::SLOTS_PREFIX) {
+        super::slot_count::observe(shared, entry);
         return;
     }
     if let Some(named) = entry.key.strip_prefix(crate::placement::DRAIN_PREFIX) {

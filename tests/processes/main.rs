@@ -33,6 +33,7 @@ mod placement_zones;
 mod release;
 mod session_clock;
 mod sites;
+mod slot_attacks;
 mod slots;
 mod start_retry;
 mod successor_attacks;

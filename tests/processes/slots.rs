@@ -146,8 +146,20 @@ async fn three_instances_share_two_slots_and_a_killed_holder_s_slot_moves() {
         [0, 1],
         "{listed:?}"
     );
+    // The slot count the bucket records (control.slots.indexer, Q15), on each slot.
+    assert!(
+        roles.iter().all(|r| r["slots"].as_u64() == Some(2)),
+        "{}",
+        out.stdout
+    );
     let text = testkit::cli::run(&["status", "-s", &url, "--bucket", bucket], &[], LIMIT).await;
     assert!(text.stdout.contains("indexer[0]"), "{}", text.text());
+    assert!(
+        text.stdout
+            .contains("role indexer: 2 slots (recorded in control.slots.indexer)"),
+        "{}",
+        text.text()
+    );
     // The HTTP API names a slot as its role: `/api/roles/indexer.0`.
     let port = d.instances[0].port;
     let (code, body) = testkit::http::get(port, "/api/roles/indexer.0")

@@ -18,6 +18,7 @@ mod proxy;
 mod renewal_age;
 mod reset_start;
 mod role_driver;
+mod slot_count;
 mod slots;
 mod start_retry;
 

@@ -30,11 +30,35 @@ const EXIT_STATUS_HELP: &str = "Exit status:
   128+N    the command was ended by signal N (e.g. 143: SIGTERM)
   75       the role was not acquired: held by another under --no-wait, or --wait expired
            (the command never ran; --conflict-exit-code changes it)
+  78       the role's --slots N disagrees with the count the bucket records for it
+           (control.slots.<role>, written by the role's first instance), or that record
+           is damaged; the command never ran
   126      the command cannot be run (not a file, not executable); it never ran
   127      the command was not found (not in PATH, no such file); it never ran
   1        the role was lost while the command ran (it was stopped), or a runtime failure
            (connection, bucket, permission)
   2        bad usage or configuration";
+
+/// The exit status when the role's slot count disagrees with the bucket's slot count record
+/// or that record is not valid (protocol Q15): `EX_CONFIG` of sysexits.h.
+const EXIT_SLOT_COUNT: u8 = 78;
+
+/// A failure of the manager's start: a slot count the bucket refuses exits
+/// [`EXIT_SLOT_COUNT`], anything else is a runtime failure.
+fn start_failure(e: crate::Error) -> Failure {
+    match e {
+        crate::Error::SlotCountConflict { .. } | crate::Error::SlotCountRecordInvalid { .. } => {
+            Failure::Exit(EXIT_SLOT_COUNT, e.to_string())
+        }
+        e => Failure::Runtime(e.to_string()),
+    }
+}
+
+/// Whether the watchdog's `killed` reason says the term ended under the command (its kill
+/// deadline passed, or the role was lost: `loss:<reason>`), not a stop this process asked for.
+fn lost_kill(killed: &str) -> bool {
+    killed == "deadline" || killed.starts_with("loss:")
+}
 
 /// `nats-roles exec`.
 #[derive(clap::Args, Debug)]
@@ -316,7 +340,7 @@ async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
     let mut wait =
         Wait::new(role.name.clone(), id.clone(), args.no_wait, args.wait).with_slots(role.slots);
     let mut stage = one_shot.subscribe();
-    let manager = std::sync::Arc::new(builder.start().await.map_err(runtime)?);
+    let manager = std::sync::Arc::new(builder.start().await.map_err(start_failure)?);
     context.manager.set(&manager);
     info!(role = %role.name, instance = %id, "campaigning");
     let mut status = wait::status_of(&manager, &role.name, role.slots, &id);
@@ -327,6 +351,12 @@ async fn hold_and_run(config: Config, args: &ExecArgs) -> Result<i32, Failure> {
         let waiting = one_shot.stage() == Stage::Waiting;
         tokio::select! {
             exit = exits.recv() => match exit {
+                // Killed for the term's end (at its deadline, or at a loss): the role was lost
+                // while the command ran, whichever of the exit and the demotion comes first (a
+                // stopped manager finds both waiting).
+                Some(Exit::Ended { killed: Some(k), .. }) if lost_kill(&k) => {
+                    break Ending::Lost(format!("killed: {k}"));
+                }
                 Some(exit) => break Ending::Exited(exit),
                 None => break Ending::Lost("the role's processes ended".into()),
             },

@@ -7,6 +7,7 @@ mod bucket_view;
 mod managed;
 mod released;
 mod reports;
+mod slot_counts;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,7 @@ pub(crate) use bucket_view::BucketView;
 pub(crate) use managed::{Managed, RoleSlot, SessionClass};
 pub(crate) use released::ReleasedRoles;
 pub(crate) use reports::Reports;
+pub(crate) use slot_counts::SlotCounts;
 
 use super::events::RoleEvent;
 use super::role_input::RoleInput;
@@ -77,6 +79,9 @@ pub(crate) struct Shared {
     pub(crate) released: ReleasedRoles,
     /// The session book and the vacancy clock: several tasks report to them.
     pub(crate) reports: Reports,
+    /// The slot counts checked against the bucket's slot count records (protocol Q15): the
+    /// public API and the start write them, the watcher re-asserts them.
+    pub(crate) slot_counts: SlotCounts,
 }
 
 impl Shared {
