@@ -273,9 +273,18 @@ impl RoleMachine {
                 } else {
                     self.herd_delay
                 };
-                let delay = self
+                let mut delay = self
                     .move_delay
                     .unwrap_or_else(|| self.campaign_delay.max(herd));
+                // Held back by placement for another member at a key with no entry (a new group
+                // member, a fleet's first start): that member's wait for the absent key counts
+                // from its own first read, which can come well after this one's when many keys
+                // are added at once (issue 28: 256 new members, reads up to seconds apart), so
+                // the claim grace alone let the quickest readers take the slow readers'
+                // members. Wait that long once more; the target still claims first.
+                if self.move_delay.is_none() && !self.campaign_delay.is_zero() {
+                    delay += absent;
+                }
                 // The hold-back counts from when the role could first be taken (after the
                 // absent key's wait and a young bucket's): otherwise it would have passed
                 // during those waits, and at their end every candidate would claim at once,

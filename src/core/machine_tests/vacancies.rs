@@ -312,7 +312,8 @@ fn an_absent_key_is_acquired_only_after_a_ttl() {
 }
 
 /// A placement hold-back counts from when the role could first be taken: for an absent key
-/// (a new bucket) after its TTL + heartbeat wait, not from when the key was read. Before issue
+/// (a new bucket) after its TTL + heartbeat wait, not from when the key was read; and at such
+/// a key it adds that wait once more (issue 28). Before issue
 /// 27 the hold-back passed during that wait, every candidate claimed at its end, and the first
 /// instance to start took nearly every role of a new bucket.
 #[test]
@@ -336,9 +337,18 @@ fn a_hold_back_counts_from_when_an_absent_key_can_be_taken() {
         "{:?}",
         m.poll_timeout()
     );
+    // Issue 28: at a key with no entry the absent wait counts once more (the preferred member's
+    // own wait may have started later), then the grace.
     let t2 = open + Duration::from_millis(510);
     session_at(&mut m, SESSION, t2);
     m.handle_timeout(t2);
+    assert!(
+        write_of(&drain(&mut m)).is_none(),
+        "claimed before the preferred member's own absent wait could end"
+    );
+    let t3 = open + timing.ttl + timing.heartbeat + Duration::from_millis(510);
+    session_at(&mut m, SESSION, t3);
+    m.handle_timeout(t3);
     let (_, kind, _) = write_of(&drain(&mut m)).expect("an acquire after the hold-back");
     assert_eq!(kind, WriteKind::Acquire);
 }
