@@ -263,9 +263,20 @@ impl RoleManager {
     /// [`RoleManager::events`] (`Demoted` with reason `released`).
     /// [`RoleManager::remove_role`] and [`RoleManager::shutdown`] do wait.
     ///
+    /// A role added with [`RoleSpec::slots`] is released as a whole: the slot this instance
+    /// holds is given up and no slot of the role is campaigned for during `cooldown` (a slot's
+    /// own name, `indexer.1`, releases that slot only).
+    ///
     /// # Errors
     /// [`Error::UnknownRole`] if the role is not managed.
     pub fn release(&self, role: &RoleName, cooldown: Duration) -> Result<(), Error> {
+        if let Some(slots) = self.slots_of(role) {
+            for slot in &slots {
+                self.shared
+                    .send(slot, RoleInput::Release(ReleaseReason::Requested, cooldown));
+            }
+            return Ok(());
+        }
         if self
             .shared
             .send(role, RoleInput::Release(ReleaseReason::Requested, cooldown))

@@ -48,8 +48,8 @@ async fn never_two(managers: &[&RoleManager], slots: u32, period: Duration) {
 }
 
 /// One manager, three vacant slots: it takes one and only one (without the permit every slot
-/// campaigns on its own and it takes all three), and `slots_held` names it; `remove_role` of
-/// the role removes every slot.
+/// campaigns on its own and it takes all three), and `slots_held` names it; `release` of the
+/// role gives its slot up for the cooldown; `remove_role` of the role removes every slot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_manager_takes_one_slot_of_three() {
     let server = NatsServer::start().await;
@@ -64,7 +64,17 @@ async fn one_manager_takes_one_slot_of_three() {
     assert_eq!(h.len(), 1, "{h:?}");
     assert_eq!(m.slots_held(&role("indexer")), h);
     assert_eq!(m.roles().len(), 3, "one role per slot: {:?}", m.roles());
-    // Removed by the role's name: every slot goes, the held one released.
+    // Released by the role's name: the held slot is given up and no slot is taken during the
+    // cooldown.
+    m.release(&role("indexer"), Duration::from_secs(60))
+        .expect("release by the role's name");
+    wait_until(Duration::from_secs(10), "the slot released", || {
+        held(&m, 3).is_empty()
+    })
+    .await;
+    tokio::time::sleep(TTL).await;
+    assert!(held(&m, 3).is_empty(), "a slot taken during the cooldown");
+    // Removed by the role's name: every slot goes.
     m.remove_role(&role("indexer")).await.expect("removed");
     assert!(m.roles().is_empty(), "{:?}", m.roles());
     assert!(m.slots_held(&role("indexer")).is_empty());

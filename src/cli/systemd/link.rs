@@ -60,15 +60,17 @@ impl Link {
         let _ = self.tx.send(states);
     }
 
-    /// Sends `STATUS=line` (made one bounded line), unless it is the one sent last;
-    /// `with` goes in the same datagram, before it, and is sent in any case.
+    /// Sends `STATUS=line` (made one bounded line), unless it is the one sent last and `with`
+    /// is empty; `with` goes in the same datagram, before it, and is sent in any case.
     pub(crate) fn status_with(&self, mut with: Vec<State>, line: &str) {
         let line = one_line(line);
         let mut last = self
             .last_status
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if *last != line {
+        // A state change (`READY=1`, `STOPPING=1`) always carries the line, also when it did
+        // not change since the last datagram: the datagram says why.
+        if *last != line || !with.is_empty() {
             last.clone_from(&line);
             with.push(State::Status(line));
         }
