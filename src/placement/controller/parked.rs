@@ -72,11 +72,39 @@ impl Controller {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Input;
     use super::super::test_support::{SECOND, controller_of_a, id, role, world};
-    use crate::placement::PlacementSettings;
+    use super::super::{Controller, Input};
     use crate::placement::member::test_record;
+    use crate::placement::{MemberRecord, PlacementSettings};
     use tokio::time::Instant;
+
+    /// A controller of `a` with the stability window `window`, members `a` and `b` (its
+    /// record `b`), after a re-plan where `b` holds r1 and `a` r2.
+    fn b_holds_r1(window: std::time::Duration, b: MemberRecord, t0: Instant) -> Controller {
+        let config = PlacementSettings {
+            enabled: true,
+            stability_window: window,
+            leave_delay: std::time::Duration::ZERO,
+            ..PlacementSettings::default()
+        };
+        let mut c = controller_of_a(config, t0);
+        let a = test_record("a", &[("r1", 0), ("r2", 0)], 3_600_000);
+        for (revision, record) in [(1, a), (2, b)] {
+            c.step(
+                Input::MemberPut {
+                    record: Box::new(record),
+                    revision,
+                },
+                t0,
+            );
+        }
+        c.step(Input::Replan(world(&[("r1", "b"), ("r2", "a")])), t0);
+        c
+    }
+
+    fn record_of_b() -> MemberRecord {
+        test_record("b", &[("r1", 0), ("r2", 0)], 3_600_000)
+    }
 
     /// `a` takes r1 over from `b`, which left: parked for `b` — unless `b`'s record had r1
     /// parked for `a` (it comes home), also when that record is gone by the time `a` holds it.
@@ -84,29 +112,11 @@ mod tests {
     fn a_role_coming_home_is_not_parked_again() {
         for b_parked_it_for_a in [false, true] {
             let t0 = Instant::now();
-            let config = PlacementSettings {
-                enabled: true,
-                stability_window: std::time::Duration::ZERO,
-                leave_delay: std::time::Duration::ZERO,
-                ..PlacementSettings::default()
-            };
-            let mut c = controller_of_a(config, t0);
-            let hour = 3_600_000;
-            let roles = [("r1", 0), ("r2", 0)];
-            let mut b = test_record("b", &roles, hour);
+            let mut b = record_of_b();
             if b_parked_it_for_a {
                 b.parked = [(role("r1"), id("a"))].into();
             }
-            for (revision, record) in [(1, test_record("a", &roles, hour)), (2, b)] {
-                c.step(
-                    Input::MemberPut {
-                        record: Box::new(record),
-                        revision,
-                    },
-                    t0,
-                );
-            }
-            c.step(Input::Replan(world(&[("r1", "b"), ("r2", "a")])), t0);
+            let mut c = b_holds_r1(std::time::Duration::ZERO, b, t0);
             c.step(
                 Input::MemberGone {
                     id: id("b"),
@@ -134,28 +144,7 @@ mod tests {
     #[test]
     fn a_role_taken_from_a_live_member_while_joining_is_not_parked() {
         let t0 = Instant::now();
-        let config = PlacementSettings {
-            enabled: true,
-            stability_window: 5 * SECOND,
-            leave_delay: std::time::Duration::ZERO,
-            ..PlacementSettings::default()
-        };
-        let mut c = controller_of_a(config, t0);
-        let hour = 3_600_000;
-        let roles = [("r1", 0), ("r2", 0)];
-        for (revision, record) in [
-            (1, test_record("a", &roles, hour)),
-            (2, test_record("b", &roles, hour)),
-        ] {
-            c.step(
-                Input::MemberPut {
-                    record: Box::new(record),
-                    revision,
-                },
-                t0,
-            );
-        }
-        c.step(Input::Replan(world(&[("r1", "b"), ("r2", "a")])), t0);
+        let mut c = b_holds_r1(5 * SECOND, record_of_b(), t0);
         c.step(
             Input::Replan(world(&[("r1", "a"), ("r2", "a")])),
             t0 + SECOND,
