@@ -142,13 +142,14 @@ pub enum Error {
     /// A role with slots ([`RoleSpec::slots`](crate::RoleSpec::slots)) is configured with
     /// another number of slots than the bucket's slot count record `control.slots.<role>`
     /// holds (protocol Q15): its slots are not added (none of them), so no instance runs
-    /// with a bound of its own. Every instance of a role must give the same number of
+    /// with a bound of its own. A role without slots (`configured` 1) whose name has such a
+    /// record is refused at start the same way (it would be one holder more). Every instance of a role must give the same number of
     /// slots; to change it, stop every instance of the role and delete the record. Returned
     /// by [`RoleManagerBuilder::start`](crate::RoleManagerBuilder::start) and
     /// [`RoleManager::add_role_checked`](crate::RoleManager::add_role_checked); `nats-roles
     /// exec` exits 78 with it.
     #[error(
-        "role {role} is configured with {configured} slots, but the bucket's slot count record \
+        "role {role} has {configured} slot(s) here, but the bucket's slot count record \
          control.slots.{role} records {recorded}: every instance of a role must give the same \
          number of slots (to change it, stop every instance of the role and delete the record; \
          docs/protocol.md, Q15)"

@@ -443,11 +443,25 @@ impl RoleManagerBuilder {
             .filter(|r| r.campaign && r.slots != 1)
             .map(|r| (r.name.clone(), r.slots, r.timing.operation_timeout))
             .collect();
-        if !slotted.is_empty() {
+        // And no role without slots is recorded as one with slots.
+        let plain: Vec<(RoleName, Duration)> = self
+            .roles
+            .iter()
+            .filter(|r| r.campaign && r.slots == 1)
+            .map(|r| (r.name.clone(), r.timing.operation_timeout))
+            .collect();
+        if !slotted.is_empty() || !plain.is_empty() {
             let (store, by) = (opened.store.clone(), self.instance.to_string());
             let check = {
                 let slotted = slotted.clone();
-                move || super::slot_count::ensure_all(store.clone(), slotted.clone(), by.clone())
+                move || {
+                    let (store, slotted, plain, by) =
+                        (store.clone(), slotted.clone(), plain.clone(), by.clone());
+                    async move {
+                        super::slot_count::ensure_all(store.clone(), slotted, by).await?;
+                        super::slot_count::refuse_plain_with_record(store, plain).await
+                    }
+                }
             };
             starter
                 .run(

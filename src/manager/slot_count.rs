@@ -219,6 +219,54 @@ pub(crate) async fn ensure_all(
     Ok(())
 }
 
+/// Before roles without slots start campaigning (protocol Q15): none of them may have a slot
+/// count record, i.e. be run elsewhere as a role with slots (a process holding `role.<r>`
+/// beside the N holders of `r`'s slots would make N + 1). Leader reads, 32 at a time; a record
+/// that does not parse is left to the instances with slots to judge. A guard against a
+/// misconfiguration, not a rule of the election: a read that fails (a user without read
+/// permission on `control.slots.>`, a timeout) skips the check with a warning — the watcher
+/// still logs such a record at ERROR ([`observe`]).
+///
+/// # Errors
+/// [`Error::SlotCountConflict`] (`configured` 1) for the first such role.
+pub(crate) async fn refuse_plain_with_record(
+    store: LeaseStore,
+    roles: Vec<(RoleName, Duration)>,
+) -> Result<(), Error> {
+    use futures_util::StreamExt;
+    let mut reads = futures_util::stream::iter(roles)
+        .map(|(role, timeout)| {
+            let store = store.clone();
+            async move {
+                let stored = read(&store, &role, timeout).await;
+                (role, stored)
+            }
+        })
+        .buffer_unordered(32);
+    let mut warned = false;
+    while let Some((role, stored)) = reads.next().await {
+        let stored = match stored {
+            Ok(stored) => stored,
+            Err(e) => {
+                if !std::mem::replace(&mut warned, true) {
+                    tracing::warn!(role = %role, error = %e, "cannot read the slot count record of a role without slots; not checked");
+                }
+                continue;
+            }
+        };
+        if let Stored::Value(bytes) = stored
+            && let Ok(recorded) = SlotCountRecord::parse(&slots_key(&role), &bytes)
+        {
+            return Err(Error::SlotCountConflict {
+                role,
+                configured: 1,
+                recorded,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// How long [`reassert`] waits for each read and write.
 const REASSERT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -281,6 +329,7 @@ pub(crate) fn observe(shared: &Arc<Shared>, entry: &async_nats::jetstream::kv::E
         return;
     };
     let Some(slots) = shared.slot_counts.of(&role) else {
+        plain_named_like(shared, &role, entry);
         return;
     };
     match crate::codec::EntryKind::watched(entry.operation) {
@@ -290,6 +339,39 @@ pub(crate) fn observe(shared: &Arc<Shared>, entry: &async_nats::jetstream::kv::E
                 error!(role = %role, slots, revision = entry.revision, "{e}");
             }
         }
+    }
+}
+
+/// A slot count record for a role this instance campaigns for as one role (one holder, key
+/// `role.<name>`, not a slot): the role's holders can then be one more than the recorded
+/// count, which nothing here prevents (each side checks only its own keys) — logged at ERROR
+/// on every such record the watcher delivers (the replay at start included), so that the
+/// configuration is fixed. Protocol Q15, "Slot count record".
+fn plain_named_like(shared: &Shared, role: &RoleName, entry: &async_nats::jetstream::kv::Entry) {
+    if !matches!(
+        crate::codec::EntryKind::watched(entry.operation),
+        crate::codec::EntryKind::Value
+    ) {
+        return;
+    }
+    let Ok(recorded) = SlotCountRecord::parse(&entry.key, &entry.value) else {
+        return;
+    };
+    let campaigns = shared
+        .managed
+        .roles()
+        .get(role)
+        .is_some_and(|slot| slot.class.is_some());
+    if campaigns {
+        error!(
+            role = %role,
+            recorded,
+            key = %entry.key,
+            "role {role} runs here as one role (one holder), but the bucket records it as a \
+             role with {recorded} slots: up to {} processes may act on it at once; give every \
+             instance of the role the same slots",
+            recorded + 1
+        );
     }
 }
 
@@ -369,7 +451,7 @@ mod tests {
         assert!(!conflict.is_transient());
         let text = conflict.to_string();
         assert!(
-            text.contains("3 slots") && text.contains("records 2"),
+            text.contains("has 3 slot(s) here") && text.contains("records 2"),
             "{text}"
         );
     }

@@ -556,7 +556,7 @@ async fn slot_count_mismatch(server: &NatsServer) {
     let err = d.instances[0].stderr();
     assert_eq!(status.code(), Some(1), "{}: run: {err}", s.bucket);
     assert!(
-        err.contains("configured with 3 slots") && err.contains("records 2"),
+        err.contains("has 3 slot(s) here") && err.contains("records 2"),
         "{}: run: {err}",
         s.bucket
     );
