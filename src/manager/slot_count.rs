@@ -375,6 +375,31 @@ fn plain_named_like(shared: &Shared, role: &RoleName, entry: &async_nats::jetstr
     }
 }
 
+/// The watcher delivered a lease of `role.<role>` — the role as one role, not a slot — while
+/// this instance runs `role` with slots: its holder acts beside the slots' N holders (the
+/// order a start cannot refuse, protocol Q15: the value may be a term long over, so only a
+/// delivered write is reported). Logged at ERROR, once per term (a role key is written once
+/// per term).
+pub(crate) fn plain_key_held(
+    shared: &Shared,
+    role: &RoleName,
+    holder: &crate::names::InstanceId,
+    revision: u64,
+) {
+    if let Some(slots) = shared.slot_counts.of(role) {
+        error!(
+            role = %role,
+            slots,
+            holder = %holder,
+            revision,
+            "role {role} runs here with {slots} slots, but {holder} holds it as one role (key \
+             role.{role}): up to {} processes may act on it at once; give every instance of the \
+             role the same slots",
+            slots + 1
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

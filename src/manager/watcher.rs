@@ -321,6 +321,12 @@ async fn dispatch(shared: &Arc<Shared>, entry: &Entry, epoch: u64) {
     let state = crate::codec::role::watched(entry);
     let now = tokio::time::Instant::now();
     shared.role_moved(&role, state.revision());
+    if role.slot().is_none()
+        && let Some(v) = state.lease()
+    {
+        // A role run here with slots held elsewhere as one role (Q15): logged.
+        super::slot_count::plain_key_held(shared, &role, &v.holder, state.revision());
+    }
     if let Some(v) = state.lease()
         && v.holder == shared.instance
     {
