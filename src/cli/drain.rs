@@ -67,12 +67,10 @@ async fn member(
     bucket: &str,
     id: &InstanceId,
 ) -> Result<Option<MemberRecord>, Failure> {
-    Ok(inspector
-        .members()
+    inspector
+        .member(id)
         .await
-        .map_err(|e| bucket_failure(bucket, e))?
-        .into_iter()
-        .find(|m| m.instance == *id))
+        .map_err(|e| bucket_failure(bucket, e))
 }
 
 async fn held_by(inspector: &Inspector, bucket: &str, id: &InstanceId) -> Result<usize, Failure> {

@@ -202,6 +202,34 @@ impl Inspector {
         .await
     }
 
+    /// The placement membership record of one instance (`member.<id>`), if it has one: one
+    /// read of its key, not a listing of the bucket (a listing that races a rewrite of the
+    /// record can miss it).
+    ///
+    /// # Errors
+    /// [`Error::JetStream`] when the read fails; [`Error::Timeout`].
+    pub async fn member(
+        &self,
+        id: &crate::names::InstanceId,
+    ) -> Result<Option<crate::placement::MemberRecord>, Error> {
+        let key = format!("{}{id}", crate::placement::MEMBER_PREFIX);
+        let entry = guarded(&self.denials, async {
+            tokio::time::timeout(self.timeout, self.kv.entry(key))
+                .await
+                .map_err(|_| Error::Timeout(self.timeout))?
+                .map_err(|e| Error::JetStream(Box::new(e)))
+        })
+        .await?;
+        Ok(
+            entry.and_then(|entry| match codec::member::watched(&entry) {
+                MemberEntry::Record(record) => record.placement.then_some(*record),
+                MemberEntry::NotAnInstance
+                | MemberEntry::Foreign { .. }
+                | MemberEntry::Gone { .. } => None,
+            }),
+        )
+    }
+
     /// The deployment-wide freeze of voluntary placement moves (`control.freeze`), if set;
     /// a foreign value there freezes nothing and reads as `None`.
     ///
