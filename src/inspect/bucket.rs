@@ -192,12 +192,7 @@ impl Inspector {
         use crate::placement::MEMBER_PREFIX;
         self.read_keys(
             |key| key.starts_with(MEMBER_PREFIX).then_some(()),
-            |(), entry| match codec::member::watched(&entry) {
-                MemberEntry::Record(record) => record.placement.then_some(*record),
-                MemberEntry::NotAnInstance
-                | MemberEntry::Foreign { .. }
-                | MemberEntry::Gone { .. } => None,
-            },
+            |(), entry| placement_record(&entry),
         )
         .await
     }
@@ -213,21 +208,18 @@ impl Inspector {
         id: &crate::names::InstanceId,
     ) -> Result<Option<crate::placement::MemberRecord>, Error> {
         let key = format!("{}{id}", crate::placement::MEMBER_PREFIX);
-        let entry = guarded(&self.denials, async {
+        Ok(self.entry(key).await?.and_then(|e| placement_record(&e)))
+    }
+
+    /// One key's last entry (a direct get), within the timeout.
+    async fn entry(&self, key: String) -> Result<Option<Entry>, Error> {
+        guarded(&self.denials, async {
             tokio::time::timeout(self.timeout, self.kv.entry(key))
                 .await
                 .map_err(|_| Error::Timeout(self.timeout))?
                 .map_err(|e| Error::JetStream(Box::new(e)))
         })
-        .await?;
-        Ok(
-            entry.and_then(|entry| match codec::member::watched(&entry) {
-                MemberEntry::Record(record) => record.placement.then_some(*record),
-                MemberEntry::NotAnInstance
-                | MemberEntry::Foreign { .. }
-                | MemberEntry::Gone { .. } => None,
-            }),
-        )
+        .await
     }
 
     /// The deployment-wide freeze of voluntary placement moves (`control.freeze`), if set;
@@ -415,14 +407,7 @@ impl Inspector {
     /// [`Error::JetStream`] when the read fails; [`Error::Timeout`].
     pub async fn holder(&self, role: &RoleName) -> Result<Option<HolderInfo>, Error> {
         let key = format!("{ROLE_PREFIX}{role}");
-        let entry = guarded(&self.denials, async {
-            tokio::time::timeout(self.timeout, self.kv.entry(key))
-                .await
-                .map_err(|_| Error::Timeout(self.timeout))?
-                .map_err(|e| Error::JetStream(Box::new(e)))
-        })
-        .await?;
-        let Some(entry) = entry else {
+        let Some(entry) = self.entry(key).await? else {
             return Ok(None);
         };
         let Some(mut info) = self.holder_of(role, &entry) else {
@@ -692,4 +677,12 @@ fn live_session(entry: &Entry) -> Option<Uuid> {
 fn holder_info(role: &RoleName, entry: &Entry, epoch: u64) -> Option<HolderInfo> {
     let state = codec::role::watched(entry);
     HolderInfo::from_state(role, &state, epoch, Some(SystemTime::from(entry.created)))
+}
+
+/// A placement membership record (not a presence record, a foreign value or a marker).
+fn placement_record(entry: &Entry) -> Option<crate::placement::MemberRecord> {
+    match codec::member::watched(entry) {
+        MemberEntry::Record(record) => record.placement.then_some(*record),
+        MemberEntry::NotAnInstance | MemberEntry::Foreign { .. } | MemberEntry::Gone { .. } => None,
+    }
 }
